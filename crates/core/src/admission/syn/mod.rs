@@ -1,0 +1,110 @@
+//! SYN admission filters: each arriving connection request is accepted,
+//! dropped (the client will retransmit) or rejected (a RST tells the client
+//! to stop).
+//!
+//! Abacus paper (`abacus-filters-syn-control.txt`):
+//! * [`TokenBucketFilter`] — Section 3.2: a token bucket of size W refilled
+//!   at r_t, that drops (`TBF`) or rejects (`TBF w/ Reject`) when empty.
+//! * [`Abacus`] — Section 5, Figures 6 and 7: a token bucket first stage and
+//!   a circular array of future buckets that decides drop or reject.
+//! * [`PredictiveGreedy`] — Section 4.3, Eq. 12–16: a threshold on drops
+//!   chosen each interval by the analytic cost model of Section 4.2.
+//!
+//! Every filter is fed the arrival time of each SYN and returns a
+//! [`Verdict`]; time only ever moves forward (an earlier `now` than the last
+//! one seen is treated as the last one).
+
+mod abacus;
+mod greedy;
+mod token_bucket;
+
+pub use abacus::{Abacus, AbacusConfig};
+pub use greedy::{GreedyConfig, PredictiveGreedy};
+pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};
+
+use crate::Nanos;
+
+/// What to do with one connection request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Let the SYN through: the handshake completes.
+    Accept,
+    /// Discard silently: the client retransmits after its timeout.
+    Drop,
+    /// Answer with a RST: the client gives up (assumption A5).
+    Reject,
+}
+
+/// A SYN admission filter.
+pub trait SynFilter {
+    /// A connection request arrives at `now`.
+    fn on_syn(&mut self, now: Nanos) -> Verdict;
+}
+
+/// Why a filter's parameters are unusable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FilterConfigError {
+    #[error("{parameter} must be {expected}, got {value}")]
+    OutOfRange {
+        parameter: &'static str,
+        expected: &'static str,
+        value: String,
+    },
+}
+
+pub(crate) fn check(
+    ok: bool,
+    parameter: &'static str,
+    expected: &'static str,
+    value: impl std::fmt::Display,
+) -> Result<(), FilterConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(FilterConfigError::OutOfRange {
+            parameter,
+            expected,
+            value: value.to_string(),
+        })
+    }
+}
+
+/// Observation periods of length T0 (assumption A7), advanced lazily from
+/// the arrival times handed to a filter.
+#[derive(Clone, Debug)]
+pub(crate) struct Intervals {
+    length: Nanos,
+    /// Start of the current period; `None` before the first arrival.
+    start: Option<Nanos>,
+}
+
+impl Intervals {
+    pub(crate) fn new(length: Nanos) -> Intervals {
+        Intervals {
+            length,
+            start: None,
+        }
+    }
+
+    /// Start of the current period (zero before the first arrival).
+    pub(crate) fn current_start(&self) -> Nanos {
+        self.start.unwrap_or(Nanos::ZERO)
+    }
+
+    /// Moves to the period containing `now` and returns how many periods
+    /// ended since the last call. The first call starts the first period.
+    pub(crate) fn advance(&mut self, now: Nanos) -> u64 {
+        match self.start {
+            None => {
+                self.start = Some(now);
+                0
+            }
+            Some(start) if now < start + self.length => 0,
+            Some(start) => {
+                let ended = (now - start).0 / self.length.0;
+                self.start = Some(start + Nanos(ended * self.length.0));
+                ended
+            }
+        }
+    }
+}

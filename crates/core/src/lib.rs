@@ -1,0 +1,18 @@
+//! Vantage core: the sans-IO mechanisms of the papers Vantage implements.
+//!
+//! Every type here owns no socket, clock, thread or file. It is handed the
+//! current time ([`Nanos`]) and what was observed, and returns a decision.
+//! The simulator drives these types in virtual time and the live drivers in
+//! real time; neither copies an algorithm.
+//!
+//! * [`tcp`] — client SYN retransmission behaviour by operating system, as
+//!   data (Abacus paper, Table 1 and Eq. 1; today's kernels).
+//! * [`admission::syn`] — SYN admission filters: token bucket (drop or
+//!   reject), Abacus Filter, Predictive Greedy (Abacus paper, Sections 3.2,
+//!   4.3 and 5).
+
+pub mod admission;
+pub mod tcp;
+pub mod time;
+
+pub use time::Nanos;
