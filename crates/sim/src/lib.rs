@@ -1,1 +1,3 @@
-pub fn placeholder() {}
+//! Vantage's discrete-event simulator.
+
+pub mod workload;
