@@ -1,8 +1,198 @@
-//! Arrival workloads of the Abacus paper's experiments.
+//! Arrival workloads of the Abacus paper's experiments: when each new
+//! connection request sends its first SYN.
 //!
-//! * [`mwm`] — self-similar arrivals from the Multifractal Wavelet Model
-//!   (Section 6).
-//! * [`hurst`] — Hurst estimators that check them.
+//! * [`Workload::Mwm`] — self-similar arrivals from the Multifractal Wavelet
+//!   Model (Section 6): each point of the series is the number of new
+//!   requests in one second, spread uniformly over that second. A horizon
+//!   longer than one series uses further independent series.
+//! * [`Workload::ConstantWithBurst`] — Poisson arrivals at a constant rate
+//!   plus one burst at the start (Section 3.2, Figure 5).
+//! * [`Workload::Burst`] — one burst of requests evenly spread over an
+//!   interval, and nothing else (Section 3.1, Figure 4).
 
 pub mod hurst;
 pub mod mwm;
+
+use mwm::{MwmError, MwmParams};
+use rand::Rng;
+use rand_distr::{Distribution, Exp};
+use vantage_core::Nanos;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    Mwm {
+        params: MwmParams,
+        /// Length of one point of the series (the paper: one second).
+        point: Nanos,
+    },
+    ConstantWithBurst {
+        /// New requests per second after (and during) the burst.
+        rate: f64,
+        /// Requests in the initial burst.
+        burst_size: u64,
+        /// The burst's requests are spread evenly over this long.
+        burst_length: Nanos,
+    },
+    Burst {
+        size: u64,
+        spread: Nanos,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(transparent)]
+    Mwm(#[from] MwmError),
+    #[error("workload {parameter} must be {expected}, got {value}")]
+    OutOfRange {
+        parameter: &'static str,
+        expected: &'static str,
+        value: f64,
+    },
+}
+
+impl Workload {
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        match self {
+            Workload::Mwm { params, point } => {
+                params.validate()?;
+                if *point == Nanos::ZERO {
+                    return Err(WorkloadError::OutOfRange {
+                        parameter: "point length",
+                        expected: "positive",
+                        value: 0.0,
+                    });
+                }
+                Ok(())
+            }
+            Workload::ConstantWithBurst { rate, .. } => {
+                if rate.is_finite() && *rate >= 0.0 && *rate <= 1e7 {
+                    Ok(())
+                } else {
+                    Err(WorkloadError::OutOfRange {
+                        parameter: "rate",
+                        expected: "between 0 and 1e7 per second",
+                        value: *rate,
+                    })
+                }
+            }
+            Workload::Burst { .. } => Ok(()),
+        }
+    }
+
+    /// First-SYN send times of every new request before `horizon`, sorted.
+    pub fn first_syns<R: Rng + ?Sized>(
+        &self,
+        horizon: Nanos,
+        rng: &mut R,
+    ) -> Result<Vec<Nanos>, WorkloadError> {
+        self.validate()?;
+        let mut times = Vec::new();
+        match self {
+            Workload::Mwm { params, point } => {
+                let points = horizon.0.div_ceil(point.0) as usize;
+                let mut counts = Vec::with_capacity(points);
+                while counts.len() < points {
+                    let series = params.generate(rng)?;
+                    counts.extend(mwm::to_counts(&series, rng));
+                }
+                counts.truncate(points);
+                for (k, &count) in counts.iter().enumerate() {
+                    let start = k as u64 * point.0;
+                    let mut second: Vec<Nanos> = (0..count)
+                        .map(|_| Nanos(start + rng.gen_range(0..point.0)))
+                        .filter(|t| *t < horizon)
+                        .collect();
+                    second.sort_unstable();
+                    times.extend(second);
+                }
+            }
+            Workload::ConstantWithBurst {
+                rate,
+                burst_size,
+                burst_length,
+            } => {
+                times.extend(evenly_spread(*burst_size, *burst_length));
+                if *rate > 0.0 {
+                    let gaps = Exp::new(*rate).map_err(|_| WorkloadError::OutOfRange {
+                        parameter: "rate",
+                        expected: "positive",
+                        value: *rate,
+                    })?;
+                    let mut t = 0.0;
+                    loop {
+                        t += gaps.sample(rng);
+                        let at = Nanos::from_secs_f64(t);
+                        if at >= horizon {
+                            break;
+                        }
+                        times.push(at);
+                    }
+                }
+                times.sort_unstable();
+            }
+            Workload::Burst { size, spread } => times.extend(evenly_spread(*size, *spread)),
+        }
+        Ok(times)
+    }
+}
+
+/// `count` instants evenly spaced over [0, length).
+fn evenly_spread(count: u64, length: Nanos) -> impl Iterator<Item = Nanos> {
+    (0..count).map(move |i| Nanos((length.0 as u128 * i as u128 / count.max(1) as u128) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn mwm_arrivals_follow_the_series_per_second() {
+        let w = Workload::Mwm {
+            params: MwmParams {
+                mean: 100.0,
+                std_dev: 30.0,
+                hurst: 0.8,
+                scales: 10,
+            },
+            point: Nanos::from_secs(1),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let times = w.first_syns(Nanos::from_secs(600), &mut rng).unwrap();
+        assert!(times.windows(2).all(|p| p[0] <= p[1]));
+        assert!(*times.last().unwrap() < Nanos::from_secs(600));
+        let rate = times.len() as f64 / 600.0;
+        // 600 of 1024 points: the mean is exact over 1024, not over 600.
+        assert!((rate - 100.0).abs() < 15.0, "rate {rate}");
+    }
+
+    #[test]
+    fn burst_is_evenly_spread() {
+        let w = Workload::Burst {
+            size: 100,
+            spread: Nanos::from_millis(100),
+        };
+        let times = w
+            .first_syns(Nanos::from_secs(1), &mut ChaCha8Rng::seed_from_u64(0))
+            .unwrap();
+        assert_eq!(times.len(), 100);
+        assert_eq!(times[1], Nanos::from_millis(1));
+        assert_eq!(times[99], Nanos::from_millis(99));
+    }
+
+    #[test]
+    fn constant_rate_has_its_mean() {
+        let w = Workload::ConstantWithBurst {
+            rate: 100.0,
+            burst_size: 50,
+            burst_length: Nanos::from_secs(1),
+        };
+        let times = w
+            .first_syns(Nanos::from_secs(100), &mut ChaCha8Rng::seed_from_u64(2))
+            .unwrap();
+        let n = times.len() as f64 - 50.0;
+        assert!((n - 10_000.0).abs() < 400.0, "{n}");
+    }
+}
