@@ -3,7 +3,9 @@
 //! run, against the workloads and client populations of the papers.
 
 pub mod engine;
+pub mod filters;
 pub mod metrics;
 pub mod network;
 pub mod run;
+pub mod scenario;
 pub mod workload;

@@ -1,0 +1,662 @@
+//! Scenario files: one TOML file per figure or table.
+//!
+//! A scenario names its study and figure, the client populations to run it
+//! under, the filters, the workload, the filter parameters, and up to two
+//! swept parameters (`[sweep]` for the x-axis, `[series]` for one line per
+//! value). Every key is checked: an unknown key, a value out of range or an
+//! unknown profile is an error that names the file and the key.
+//!
+//! ```toml
+//! [scenario]
+//! study = "abacus"
+//! figure = "fig8"
+//! title = "Effects of burstiness"
+//! kind = "sweep"                  # sweep | resync | convergence
+//! clients = ["windows-9x-nt", "linux-6.5", "mix-2026"]
+//! filters = ["tbf", "tbf-reject", "abacus", "greedy"]
+//! repetitions = 30
+//! horizon_s = 600
+//! seed = 1
+//!
+//! [workload]
+//! kind = "mwm"                    # mwm | constant-with-burst | burst
+//! mean = 100
+//! std_dev = 40
+//! hurst = 0.8
+//! scales = 10
+//!
+//! [filter]
+//! bucket_size = 120
+//! refill_rate = 120
+//! window_s = 50                   # or "cost-optimal"
+//!
+//! [sweep]
+//! parameter = "workload.std_dev"
+//! values = [10, 40, 70, 100]
+//! ```
+
+use crate::filters::{AbacusWindow, FilterKind, FilterParams};
+use crate::network::Network;
+use crate::workload::mwm::MwmParams;
+use crate::workload::Workload;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use vantage_core::tcp::{ClientMix, SynProfile};
+use vantage_core::Nanos;
+
+/// A scenario that cannot be used, with where.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: `{key}` {problem}")]
+    Invalid {
+        origin: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// What a scenario measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Section 6 metrics per filter and parameter value.
+    Sweep,
+    /// Figure 4: how a dropped burst's retransmissions spread.
+    Resync,
+    /// Figure 5: how long a token bucket takes to stop dropping after a burst.
+    Convergence,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    scenario: Meta,
+    #[serde(default)]
+    network: NetworkSection,
+    workload: WorkloadSection,
+    filter: FilterSection,
+    sweep: Option<Axis>,
+    series: Option<Axis>,
+    #[serde(default)]
+    mixture: Vec<MixtureSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    study: String,
+    figure: String,
+    title: String,
+    kind: Kind,
+    clients: Vec<String>,
+    filters: Vec<FilterKind>,
+    repetitions: u32,
+    horizon_s: f64,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    /// Repetitions and horizon under `--quick`.
+    quick_repetitions: Option<u32>,
+    quick_horizon_s: Option<f64>,
+    /// Width of timeline bins recorded for plots (resync, convergence).
+    timeline_bin_ms: Option<f64>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    #[serde(default = "five")]
+    base_delay_ms: f64,
+    #[serde(default = "five")]
+    jitter_ms: f64,
+}
+
+fn five() -> f64 {
+    5.0
+}
+
+impl Default for NetworkSection {
+    fn default() -> Self {
+        NetworkSection {
+            base_delay_ms: 5.0,
+            jitter_ms: 5.0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum WorkloadSection {
+    Mwm {
+        mean: f64,
+        std_dev: f64,
+        hurst: f64,
+        scales: u32,
+        #[serde(default = "one")]
+        point_s: f64,
+    },
+    ConstantWithBurst {
+        rate: f64,
+        burst_size: f64,
+        burst_length_s: f64,
+    },
+    Burst {
+        size: f64,
+        spread_ms: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum WindowValue {
+    Seconds(f64),
+    Rule(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilterSection {
+    bucket_size: Option<f64>,
+    /// W as seconds of refill (W = r_t × this), instead of `bucket_size`.
+    bucket_refill_s: Option<f64>,
+    refill_rate: f64,
+    #[serde(default = "one")]
+    interval_s: f64,
+    window_s: WindowValue,
+    greedy_window_s: f64,
+    #[serde(default = "one")]
+    delay_cost: f64,
+    reject_cost: f64,
+    #[serde(default = "quarter")]
+    arrival_smoothing: f64,
+}
+
+fn quarter() -> f64 {
+    0.25
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Axis {
+    parameter: String,
+    values: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixtureSection {
+    name: String,
+    weights: BTreeMap<String, f64>,
+}
+
+/// A swept parameter and its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sweep {
+    pub parameter: String,
+    pub values: Vec<f64>,
+}
+
+/// The parameters of one point of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub workload: Workload,
+    pub filter: FilterParams,
+    pub network: Network,
+    /// `bucket_refill_s`, when W follows r_t.
+    bucket_refill_secs: Option<f64>,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub origin: String,
+    pub study: String,
+    pub figure: String,
+    pub title: String,
+    pub kind: Kind,
+    pub clients: Vec<ClientMix>,
+    pub filters: Vec<FilterKind>,
+    pub repetitions: u32,
+    pub horizon: Nanos,
+    pub seed: u64,
+    pub quick_repetitions: u32,
+    pub quick_horizon: Nanos,
+    pub timeline_bin: Nanos,
+    pub base: Point,
+    pub sweep: Option<Sweep>,
+    pub series: Option<Sweep>,
+}
+
+/// Parameters a `[sweep]` or `[series]` may vary.
+pub const SWEEPABLE: &[&str] = &[
+    "workload.mean",
+    "workload.std_dev",
+    "workload.hurst",
+    "workload.rate",
+    "workload.burst_size",
+    "workload.spread_ms",
+    "filter.bucket_size",
+    "filter.refill_rate",
+    "filter.interval_s",
+    "filter.window_s",
+    "filter.greedy_window_s",
+    "filter.delay_cost",
+    "filter.reject_cost",
+];
+
+struct Checker<'a> {
+    origin: &'a str,
+}
+
+impl Checker<'_> {
+    fn fail(&self, key: &str, problem: String) -> ScenarioError {
+        ScenarioError::Invalid {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            problem,
+        }
+    }
+
+    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ScenarioError> {
+        if value.is_finite() && value >= low && value <= high {
+            Ok(value)
+        } else {
+            Err(self.fail(key, format!("must be between {low} and {high}, got {value}")))
+        }
+    }
+
+    fn whole(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u64, ScenarioError> {
+        let v = self.range(key, value, low, high)?;
+        if v.fract() != 0.0 {
+            return Err(self.fail(key, format!("must be a whole number, got {value}")));
+        }
+        Ok(v as u64)
+    }
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let file: File = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let c = Checker { origin };
+        let meta = &file.scenario;
+
+        let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
+        for (i, m) in file.mixture.iter().enumerate() {
+            let mut entries = Vec::new();
+            for (profile, weight) in &m.weights {
+                let key = format!("mixture[{i}].weights.{profile}");
+                let p = SynProfile::builtin(profile).map_err(|e| c.fail(&key, e.to_string()))?;
+                entries.push((p, *weight));
+            }
+            let mix = ClientMix::new(&m.name, entries)
+                .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
+            mixtures.insert(m.name.clone(), mix);
+        }
+        if meta.clients.is_empty() {
+            return Err(c.fail("scenario.clients", "must name at least one profile".into()));
+        }
+        let mut clients = Vec::new();
+        for name in &meta.clients {
+            let mix = match mixtures.get(name) {
+                Some(m) => m.clone(),
+                None => ClientMix::builtin(name)
+                    .map_err(|e| c.fail("scenario.clients", e.to_string()))?,
+            };
+            clients.push(mix);
+        }
+        if meta.filters.is_empty() {
+            return Err(c.fail("scenario.filters", "must name at least one filter".into()));
+        }
+        let repetitions = c.whole("scenario.repetitions", meta.repetitions as f64, 1.0, 10_000.0)?
+            as u32;
+        let horizon = c.range("scenario.horizon_s", meta.horizon_s, 0.001, 1e7)?;
+        let quick_repetitions = match meta.quick_repetitions {
+            Some(r) => c.whole("scenario.quick_repetitions", r as f64, 1.0, 10_000.0)? as u32,
+            None => repetitions.min(3),
+        };
+        let quick_horizon = match meta.quick_horizon_s {
+            Some(h) => c.range("scenario.quick_horizon_s", h, 0.001, 1e7)?,
+            None => horizon.min(120.0),
+        };
+        let timeline_bin = match meta.timeline_bin_ms {
+            Some(ms) => c.range("scenario.timeline_bin_ms", ms, 0.001, 1e6)?,
+            None => 100.0,
+        };
+
+        let network = Network {
+            base_delay: Nanos::from_secs_f64(
+                c.range("network.base_delay_ms", file.network.base_delay_ms, 0.0, 1e5)? / 1e3,
+            ),
+            jitter: Nanos::from_secs_f64(
+                c.range("network.jitter_ms", file.network.jitter_ms, 0.0, 1e5)? / 1e3,
+            ),
+        };
+        let workload = match file.workload {
+            WorkloadSection::Mwm {
+                mean,
+                std_dev,
+                hurst,
+                scales,
+                point_s,
+            } => Workload::Mwm {
+                params: MwmParams {
+                    mean,
+                    std_dev,
+                    hurst,
+                    scales,
+                },
+                point: Nanos::from_secs_f64(c.range("workload.point_s", point_s, 1e-6, 1e6)?),
+            },
+            WorkloadSection::ConstantWithBurst {
+                rate,
+                burst_size,
+                burst_length_s,
+            } => Workload::ConstantWithBurst {
+                rate,
+                burst_size: c.whole("workload.burst_size", burst_size, 0.0, 1e8)?,
+                burst_length: Nanos::from_secs_f64(c.range(
+                    "workload.burst_length_s",
+                    burst_length_s,
+                    0.0,
+                    1e6,
+                )?),
+            },
+            WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
+                size: c.whole("workload.size", size, 0.0, 1e8)?,
+                spread: Nanos::from_secs_f64(c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3),
+            },
+        };
+        let f = &file.filter;
+        let window = match &f.window_s {
+            WindowValue::Seconds(s) => {
+                AbacusWindow::Fixed(Nanos::from_secs_f64(c.range("filter.window_s", *s, 0.0, 1e6)?))
+            }
+            WindowValue::Rule(rule) if rule == "cost-optimal" => AbacusWindow::CostOptimal,
+            WindowValue::Rule(rule) => {
+                return Err(c.fail(
+                    "filter.window_s",
+                    format!("must be seconds or \"cost-optimal\", got \"{rule}\""),
+                ))
+            }
+        };
+        let bucket_refill_secs = match (f.bucket_size, f.bucket_refill_s) {
+            (Some(_), Some(_)) => {
+                return Err(c.fail(
+                    "filter.bucket_refill_s",
+                    "conflicts with filter.bucket_size: give one".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(c.fail("filter.bucket_size", "is missing".into()));
+            }
+            (_, Some(s)) => Some(c.range("filter.bucket_refill_s", s, 0.0, 1e6)?),
+            (Some(_), None) => None,
+        };
+        let filter = FilterParams {
+            bucket_size: c.whole("filter.bucket_size", f.bucket_size.unwrap_or(0.0), 0.0, 1e9)?,
+            refill_rate: f.refill_rate,
+            interval: Nanos::from_secs_f64(c.range("filter.interval_s", f.interval_s, 1e-6, 1e5)?),
+            window,
+            greedy_window: Nanos::from_secs_f64(c.range(
+                "filter.greedy_window_s",
+                f.greedy_window_s,
+                0.0,
+                1e5,
+            )?),
+            delay_cost: f.delay_cost,
+            reject_cost: f.reject_cost,
+            arrival_smoothing: f.arrival_smoothing,
+        };
+        let axis = |a: &Option<Axis>, name: &str| -> Result<Option<Sweep>, ScenarioError> {
+            match a {
+                None => Ok(None),
+                Some(a) => {
+                    if !SWEEPABLE.contains(&a.parameter.as_str()) {
+                        return Err(c.fail(
+                            &format!("{name}.parameter"),
+                            format!(
+                                "names unknown parameter \"{}\" (one of: {})",
+                                a.parameter,
+                                SWEEPABLE.join(", ")
+                            ),
+                        ));
+                    }
+                    if a.values.is_empty() {
+                        return Err(c.fail(&format!("{name}.values"), "is empty".into()));
+                    }
+                    Ok(Some(Sweep {
+                        parameter: a.parameter.clone(),
+                        values: a.values.clone(),
+                    }))
+                }
+            }
+        };
+        let scenario = Scenario {
+            origin: origin.to_string(),
+            study: meta.study.clone(),
+            figure: meta.figure.clone(),
+            title: meta.title.clone(),
+            kind: meta.kind,
+            clients,
+            filters: meta.filters.clone(),
+            repetitions,
+            horizon: Nanos::from_secs_f64(horizon),
+            seed: meta.seed,
+            quick_repetitions,
+            quick_horizon: Nanos::from_secs_f64(quick_horizon),
+            timeline_bin: Nanos::from_secs_f64(timeline_bin / 1e3),
+            base: Point {
+                workload,
+                filter,
+                network,
+                bucket_refill_secs,
+            },
+            sweep: axis(&file.sweep, "sweep")?,
+            series: axis(&file.series, "series")?,
+        };
+        // Validate every point the scenario will run, so that a bad swept
+        // value fails before any work starts.
+        for series in scenario.series_values() {
+            for value in scenario.sweep_values() {
+                scenario.point(series, value)?;
+            }
+        }
+        Ok(scenario)
+    }
+
+    /// The `[sweep]` values, or one point without a sweep.
+    pub fn sweep_values(&self) -> Vec<Option<f64>> {
+        match &self.sweep {
+            Some(s) => s.values.iter().map(|v| Some(*v)).collect(),
+            None => vec![None],
+        }
+    }
+
+    /// The `[series]` values, or one series.
+    pub fn series_values(&self) -> Vec<Option<f64>> {
+        match &self.series {
+            Some(s) => s.values.iter().map(|v| Some(*v)).collect(),
+            None => vec![None],
+        }
+    }
+
+    /// The parameters of the point at `series` and `sweep` values, checked.
+    pub fn point(&self, series: Option<f64>, sweep: Option<f64>) -> Result<Point, ScenarioError> {
+        let c = Checker {
+            origin: &self.origin,
+        };
+        let mut point = self.base.clone();
+        if let (Some(axis), Some(v)) = (&self.series, series) {
+            set(&mut point, &axis.parameter, v, &c)?;
+        }
+        if let (Some(axis), Some(v)) = (&self.sweep, sweep) {
+            set(&mut point, &axis.parameter, v, &c)?;
+        }
+        if let Some(secs) = point.bucket_refill_secs {
+            point.filter.bucket_size = (point.filter.refill_rate * secs).round() as u64;
+        }
+        let f = &point.filter;
+        c.range("filter.refill_rate", f.refill_rate, 0.0, 1e9)?;
+        c.range("filter.delay_cost", f.delay_cost, 0.0, 1e9)?;
+        c.range("filter.reject_cost", f.reject_cost, 0.0, 1e9)?;
+        c.range("filter.arrival_smoothing", f.arrival_smoothing, 1e-6, 1.0)?;
+        point
+            .workload
+            .validate()
+            .map_err(|e| c.fail("workload", e.to_string()))?;
+        for clients in &self.clients {
+            for kind in &self.filters {
+                point
+                    .filter
+                    .build(*kind, clients)
+                    .map_err(|e| c.fail("filter", e.to_string()))?;
+            }
+        }
+        Ok(point)
+    }
+}
+
+fn set(point: &mut Point, parameter: &str, value: f64, c: &Checker) -> Result<(), ScenarioError> {
+    let secs = |v: f64| Nanos::from_secs_f64(v);
+    let f = &mut point.filter;
+    match (parameter, &mut point.workload) {
+        ("workload.mean", Workload::Mwm { params, .. }) => params.mean = value,
+        ("workload.std_dev", Workload::Mwm { params, .. }) => params.std_dev = value,
+        ("workload.hurst", Workload::Mwm { params, .. }) => params.hurst = value,
+        ("workload.rate", Workload::ConstantWithBurst { rate, .. }) => *rate = value,
+        ("workload.burst_size", Workload::ConstantWithBurst { burst_size, .. }) => {
+            *burst_size = c.whole(parameter, value, 0.0, 1e8)?
+        }
+        ("workload.spread_ms", Workload::Burst { spread, .. }) => {
+            *spread = secs(c.range(parameter, value, 0.0, 1e9)? / 1e3)
+        }
+        ("filter.bucket_size", _) => {
+            f.bucket_size = c.whole(parameter, value, 0.0, 1e9)?;
+            point.bucket_refill_secs = None;
+        }
+        ("filter.refill_rate", _) => f.refill_rate = value,
+        ("filter.interval_s", _) => f.interval = secs(c.range(parameter, value, 1e-6, 1e5)?),
+        ("filter.window_s", _) => {
+            f.window = AbacusWindow::Fixed(secs(c.range(parameter, value, 0.0, 1e6)?))
+        }
+        ("filter.greedy_window_s", _) => {
+            f.greedy_window = secs(c.range(parameter, value, 0.0, 1e5)?)
+        }
+        ("filter.delay_cost", _) => f.delay_cost = value,
+        ("filter.reject_cost", _) => f.reject_cost = value,
+        _ => {
+            return Err(c.fail(
+                parameter,
+                "cannot be swept with this workload kind".to_string(),
+            ))
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[scenario]
+study = "abacus"
+figure = "fig8"
+title = "t"
+kind = "sweep"
+clients = ["windows-9x-nt"]
+filters = ["tbf", "abacus"]
+repetitions = 2
+horizon_s = 60
+
+[workload]
+kind = "mwm"
+mean = 100
+std_dev = 40
+hurst = 0.8
+scales = 10
+
+[filter]
+bucket_size = 120
+refill_rate = 120
+window_s = 50
+greedy_window_s = 50
+reject_cost = 75
+
+[sweep]
+parameter = "workload.std_dev"
+values = [10, 40]
+"#;
+
+    #[test]
+    fn minimal_scenario_loads() {
+        let s = Scenario::from_toml(MINIMAL, "min.toml").unwrap();
+        assert_eq!(s.sweep_values(), vec![Some(10.0), Some(40.0)]);
+        let p = s.point(None, Some(10.0)).unwrap();
+        match p.workload {
+            Workload::Mwm { params, .. } => assert_eq!(params.std_dev, 10.0),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.filter.bucket_size, 120);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let text = MINIMAL.replace("reject_cost = 75", "reject_cost = 75\nrejet_cost = 1");
+        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
+        assert!(err.starts_with("bad.toml:"), "{err}");
+        assert!(err.contains("rejet_cost"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_value_names_key_and_range() {
+        let text = MINIMAL.replace("horizon_s = 60", "horizon_s = -5");
+        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
+        assert!(err.contains("scenario.horizon_s") && err.contains("between"), "{err}");
+    }
+
+    #[test]
+    fn bad_swept_value_fails_at_load() {
+        let text = MINIMAL.replace("values = [10, 40]", "values = [10, 1e9]");
+        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
+        assert!(err.contains("too large"), "{err}");
+    }
+
+    #[test]
+    fn unknown_profile_and_parameter_are_named() {
+        let text = MINIMAL.replace("[\"windows-9x-nt\"]", "[\"os2-warp\"]");
+        let err = Scenario::from_toml(&text, "b.toml").unwrap_err().to_string();
+        assert!(err.contains("os2-warp") && err.contains("scenario.clients"), "{err}");
+        let text = MINIMAL.replace("\"workload.std_dev\"", "\"workload.colour\"");
+        let err = Scenario::from_toml(&text, "b.toml").unwrap_err().to_string();
+        assert!(err.contains("sweep.parameter") && err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn custom_mixture_is_a_client_population() {
+        let text = MINIMAL.replace("[\"windows-9x-nt\"]", "[\"half\"]")
+            + "\n[[mixture]]\nname = \"half\"\nweights = { \"linux-6.5\" = 1, windows-7 = 1 }\n";
+        let s = Scenario::from_toml(&text, "m.toml").unwrap();
+        assert_eq!(s.clients[0].entries().len(), 2);
+        assert_eq!(s.clients[0].entries()[0].1, 0.5);
+    }
+
+    #[test]
+    fn malformed_toml_is_an_error_not_a_panic() {
+        let err = Scenario::from_toml("[scenario\nstudy=", "x.toml").unwrap_err();
+        assert!(err.to_string().starts_with("x.toml:"));
+    }
+}
