@@ -66,7 +66,8 @@ pub struct FilterParams {
     pub delay_cost: f64,
     /// r, per request.
     pub reject_cost: f64,
-    /// Weight of the newest period in the Abacus arrival-rate average.
+    /// Weight of the newest period in the arrival-rate averages (λ of the
+    /// Abacus Filter, λ̂ of Predictive Greedy).
     pub arrival_smoothing: f64,
 }
 
@@ -113,6 +114,7 @@ impl FilterParams {
                 clients: clients.clone(),
                 delay_cost: self.delay_cost,
                 reject_cost: self.reject_cost,
+                arrival_smoothing: self.arrival_smoothing,
             })?),
         })
     }

@@ -8,4 +8,5 @@ pub mod metrics;
 pub mod network;
 pub mod run;
 pub mod scenario;
+pub mod study;
 pub mod workload;

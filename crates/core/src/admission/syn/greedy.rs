@@ -6,8 +6,7 @@
 //! requests of the coming period worth letting through rather than
 //! rejecting: the smallest λ for which one more request raises the
 //! predicted holding cost H by more than the rejection cost r (Eq. 15–16),
-//! H being the cost of Eq. 12 over the window S_G with no new arrivals after
-//! the coming period. H is computed with the fluid model of Section 4.2:
+//! H being the cost of Eq. 12 over the window S_G. H is computed with the fluid model of Section 4.2:
 //! arrivals A(t) = λ(t) + Σ X_i(t − d_i) (Eq. 3), equal drop probability
 //! P_d = (1 − W(t)/A(t))⁺ for every transmission class (Eq. 4, A8), drops of
 //! class i retransmitted d_i later (Eq. 5–6), tokens per Eq. 7, holding cost
@@ -31,6 +30,16 @@
 //! * λ_thresh is found by bisection, assuming the marginal cost
 //!   H(λ+1) − H(λ) does not decrease with λ (more drops only add
 //!   congestion); the paper scans.
+//! * Section 4.3 computes H "under the assumption of no new arrivals in the
+//!   future", yet says the method depends on its estimate of λ(t). Taken
+//!   literally, the model offers retransmissions the whole refill r_t of
+//!   every future period, so under any realistic load it never rejects and
+//!   the filter becomes a plain TBF. The model therefore lets new requests
+//!   keep arriving after the coming period at the estimated rate λ̂ (an
+//!   exponentially weighted average of the model's per-period new-arrival
+//!   counts, weight `arrival_smoothing`), which leaves retransmissions the
+//!   spare capacity r_t − λ̂, as the Abacus Filter's W_a does. Only the coming
+//!   period's new requests are the decision variable, as in Eq. 12.
 //! * With a mixture of client profiles, new requests split among profiles by
 //!   weight and each profile's classes follow its own timeouts.
 
@@ -58,6 +67,8 @@ pub struct GreedyConfig {
     pub delay_cost: f64,
     /// r: cost of rejecting one request.
     pub reject_cost: f64,
+    /// Weight of the newest period in the new-arrival rate estimate λ̂, in (0, 1].
+    pub arrival_smoothing: f64,
 }
 
 /// Transmission classes of one client profile.
@@ -95,6 +106,9 @@ pub struct PredictiveGreedy {
     drop_budget: u64,
     threshold: f64,
     started: bool,
+    /// λ̂: estimated new requests per period.
+    new_per_period: f64,
+    arrival_smoothing: f64,
 }
 
 impl PredictiveGreedy {
@@ -111,6 +125,12 @@ impl PredictiveGreedy {
             "reject cost r",
             "finite and non-negative",
             config.reject_cost,
+        )?;
+        check(
+            config.arrival_smoothing > 0.0 && config.arrival_smoothing <= 1.0,
+            "arrival smoothing",
+            "in (0, 1]",
+            config.arrival_smoothing,
         )?;
         let window = (config.window.0 / config.interval.0) as usize;
         check(window <= 100_000, "window S_G", "at most 10^5 intervals", config.window)?;
@@ -166,6 +186,8 @@ impl PredictiveGreedy {
             drop_budget: u64::MAX,
             threshold: THRESHOLD_LIMIT,
             started: false,
+            new_per_period: 0.0,
+            arrival_smoothing: config.arrival_smoothing,
         })
     }
 
@@ -188,6 +210,7 @@ impl PredictiveGreedy {
         let arrivals = arrivals as f64;
         let scale = if predicted > arrivals { arrivals / predicted } else { 1.0 };
         let new = (arrivals - predicted * scale).max(0.0);
+        self.new_per_period += self.arrival_smoothing * (new - self.new_per_period);
         let drop_fraction = if arrivals > 0.0 { dropped as f64 / arrivals } else { 0.0 };
         debug_assert!(rejected as f64 <= arrivals);
         for p in 0..self.profiles.len() {
@@ -222,9 +245,10 @@ impl PredictiveGreedy {
             self.scratch[j * cells..(j + 1) * cells]
                 .copy_from_slice(&self.pending[slot * cells..(slot + 1) * cells]);
         }
-        if window > 0 {
+        for j in 0..window {
+            let new = if j == 0 { new_requests } else { self.new_per_period };
             for (p, profile) in self.profiles.iter().enumerate() {
-                self.scratch[p * classes] += new_requests * profile.weight;
+                self.scratch[j * cells + p * classes] += new * profile.weight;
             }
         }
         let refill = self.refill_rate * self.interval_secs;
@@ -389,6 +413,7 @@ mod tests {
             clients: ClientMix::builtin("windows-9x-nt").unwrap(),
             delay_cost: 1.0,
             reject_cost,
+            arrival_smoothing: 0.25,
         })
         .unwrap()
     }
@@ -454,5 +479,24 @@ mod tests {
         // starts at t = 1 s.
         assert!((f.predicted_retransmissions(2) - 29.0).abs() < 1e-9);
         assert_eq!(f.predicted_retransmissions(1), 0.0);
+    }
+
+    /// With new requests expected at the full refill rate, a dropped request
+    /// finds no spare capacity when it returns: dropping costs more, so the
+    /// threshold is lower than with an idle future.
+    #[test]
+    fn expected_future_arrivals_lower_the_threshold() {
+        let mut idle = filter(1, 10.0, 75.0);
+        idle.choose_threshold(1.0);
+        let mut busy = filter(1, 10.0, 75.0);
+        busy.new_per_period = 10.0;
+        busy.choose_threshold(1.0);
+        assert!(
+            busy.threshold() < idle.threshold(),
+            "{} vs {}",
+            busy.threshold(),
+            idle.threshold()
+        );
+        assert!(busy.threshold() >= 11.0, "the period's own capacity is free");
     }
 }
