@@ -21,6 +21,13 @@ fn main() -> anyhow::Result<()> {
             row.summary.retransmissions_mean, row.extras
         );
     }
-    println!("events {} simulated {:.0} s wall {:.2} s → {:.0}x, {:.2e} ev/s", r.events, r.simulated.as_secs_f64(), wall, r.simulated.as_secs_f64() / wall, r.events as f64 / wall);
+    println!(
+        "events {} simulated {:.0} s wall {:.2} s → {:.0}x, {:.2e} ev/s",
+        r.events,
+        r.simulated.as_secs_f64(),
+        wall,
+        r.simulated.as_secs_f64() / wall,
+        r.events as f64 / wall
+    );
     Ok(())
 }

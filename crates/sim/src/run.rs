@@ -157,16 +157,16 @@ pub fn simulate<R: Rng + ?Sized>(
         }
         let retransmitted = u32::from(request.attempt);
         match verdict {
-            Verdict::Accept => {
-                result
-                    .tally
-                    .record(Outcome::Accepted, now - request.first_arrival, retransmitted)
-            }
-            Verdict::Reject => {
-                result
-                    .tally
-                    .record(Outcome::Rejected, now - request.first_arrival, retransmitted)
-            }
+            Verdict::Accept => result.tally.record(
+                Outcome::Accepted,
+                now - request.first_arrival,
+                retransmitted,
+            ),
+            Verdict::Reject => result.tally.record(
+                Outcome::Rejected,
+                now - request.first_arrival,
+                retransmitted,
+            ),
             Verdict::Drop => {
                 result.last_drop = Some(now);
                 let profile = clients.profile(request.profile as usize);
@@ -177,8 +177,7 @@ pub fn simulate<R: Rng + ?Sized>(
                     Some(gap) if request.last_send + gap < give_up => {
                         request.last_send = request.last_send + gap;
                         request.attempt += 1;
-                        let arrival =
-                            request.last_send + network.one_way_delay(unit(key ^ 0x5EED));
+                        let arrival = request.last_send + network.one_way_delay(unit(key ^ 0x5EED));
                         retransmissions.schedule(arrival, id);
                     }
                     _ => {

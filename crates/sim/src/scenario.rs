@@ -176,12 +176,14 @@ struct FilterSection {
     #[serde(default = "one")]
     delay_cost: f64,
     reject_cost: f64,
-    #[serde(default = "quarter")]
+    #[serde(default = "default_smoothing")]
     arrival_smoothing: f64,
 }
 
-fn quarter() -> f64 {
-    0.25
+/// Weight of the newest period in λ (Abacus) and λ̂ (Greedy): a memory of
+/// about ten periods. The paper does not give its averaging weight.
+fn default_smoothing() -> f64 {
+    0.1
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,7 +272,10 @@ impl Checker<'_> {
         if value.is_finite() && value >= low && value <= high {
             Ok(value)
         } else {
-            Err(self.fail(key, format!("must be between {low} and {high}, got {value}")))
+            Err(self.fail(
+                key,
+                format!("must be between {low} and {high}, got {value}"),
+            ))
         }
     }
 
@@ -320,8 +325,12 @@ impl Scenario {
         if meta.filters.is_empty() {
             return Err(c.fail("scenario.filters", "must name at least one filter".into()));
         }
-        let repetitions = c.whole("scenario.repetitions", meta.repetitions as f64, 1.0, 10_000.0)?
-            as u32;
+        let repetitions = c.whole(
+            "scenario.repetitions",
+            meta.repetitions as f64,
+            1.0,
+            10_000.0,
+        )? as u32;
         let horizon = c.range("scenario.horizon_s", meta.horizon_s, 0.001, 1e7)?;
         let quick_repetitions = match meta.quick_repetitions {
             Some(r) => c.whole("scenario.quick_repetitions", r as f64, 1.0, 10_000.0)? as u32,
@@ -338,7 +347,12 @@ impl Scenario {
 
         let network = Network {
             base_delay: Nanos::from_secs_f64(
-                c.range("network.base_delay_ms", file.network.base_delay_ms, 0.0, 1e5)? / 1e3,
+                c.range(
+                    "network.base_delay_ms",
+                    file.network.base_delay_ms,
+                    0.0,
+                    1e5,
+                )? / 1e3,
             ),
             jitter: Nanos::from_secs_f64(
                 c.range("network.jitter_ms", file.network.jitter_ms, 0.0, 1e5)? / 1e3,
@@ -376,14 +390,19 @@ impl Scenario {
             },
             WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
                 size: c.whole("workload.size", size, 0.0, 1e8)?,
-                spread: Nanos::from_secs_f64(c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3),
+                spread: Nanos::from_secs_f64(
+                    c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3,
+                ),
             },
         };
         let f = &file.filter;
         let window = match &f.window_s {
-            WindowValue::Seconds(s) => {
-                AbacusWindow::Fixed(Nanos::from_secs_f64(c.range("filter.window_s", *s, 0.0, 1e6)?))
-            }
+            WindowValue::Seconds(s) => AbacusWindow::Fixed(Nanos::from_secs_f64(c.range(
+                "filter.window_s",
+                *s,
+                0.0,
+                1e6,
+            )?)),
             WindowValue::Rule(rule) if rule == "cost-optimal" => AbacusWindow::CostOptimal,
             WindowValue::Rule(rule) => {
                 return Err(c.fail(
@@ -408,7 +427,12 @@ impl Scenario {
         let filter = FilterParams {
             bucket_size: c.whole("filter.bucket_size", f.bucket_size.unwrap_or(0.0), 0.0, 1e9)?,
             refill_rate: f.refill_rate,
-            interval: Nanos::from_secs_f64(c.range("filter.interval_s", f.interval_s, 1e-6, 1e5)?),
+            interval: Nanos::from_secs_f64(c.range(
+                "filter.interval_s",
+                f.interval_s,
+                1e-6,
+                1e5,
+            )?),
             window,
             greedy_window: Nanos::from_secs_f64(c.range(
                 "filter.greedy_window_s",
@@ -616,7 +640,9 @@ values = [10, 40]
     #[test]
     fn unknown_key_names_file_and_key() {
         let text = MINIMAL.replace("reject_cost = 75", "reject_cost = 75\nrejet_cost = 1");
-        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
+        let err = Scenario::from_toml(&text, "bad.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("bad.toml:"), "{err}");
         assert!(err.contains("rejet_cost"), "{err}");
     }
@@ -624,25 +650,42 @@ values = [10, 40]
     #[test]
     fn out_of_range_value_names_key_and_range() {
         let text = MINIMAL.replace("horizon_s = 60", "horizon_s = -5");
-        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
-        assert!(err.contains("scenario.horizon_s") && err.contains("between"), "{err}");
+        let err = Scenario::from_toml(&text, "bad.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("scenario.horizon_s") && err.contains("between"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_swept_value_fails_at_load() {
         let text = MINIMAL.replace("values = [10, 40]", "values = [10, 1e9]");
-        let err = Scenario::from_toml(&text, "bad.toml").unwrap_err().to_string();
+        let err = Scenario::from_toml(&text, "bad.toml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("too large"), "{err}");
     }
 
     #[test]
     fn unknown_profile_and_parameter_are_named() {
         let text = MINIMAL.replace("[\"windows-9x-nt\"]", "[\"os2-warp\"]");
-        let err = Scenario::from_toml(&text, "b.toml").unwrap_err().to_string();
-        assert!(err.contains("os2-warp") && err.contains("scenario.clients"), "{err}");
+        let err = Scenario::from_toml(&text, "b.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("os2-warp") && err.contains("scenario.clients"),
+            "{err}"
+        );
         let text = MINIMAL.replace("\"workload.std_dev\"", "\"workload.colour\"");
-        let err = Scenario::from_toml(&text, "b.toml").unwrap_err().to_string();
-        assert!(err.contains("sweep.parameter") && err.contains("colour"), "{err}");
+        let err = Scenario::from_toml(&text, "b.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sweep.parameter") && err.contains("colour"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -93,7 +93,10 @@ pub fn steps(s: &Scenario, effort: Effort) -> u64 {
 }
 
 fn mix(mut h: u64, x: u64) -> u64 {
-    h ^= x.wrapping_add(0x9E37_79B9_7F4A_7C15).wrapping_add(h << 6).wrapping_add(h >> 2);
+    h ^= x
+        .wrapping_add(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(h << 6)
+        .wrapping_add(h >> 2);
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^ (h >> 31)
 }
@@ -147,13 +150,13 @@ pub fn execute(
                     .map(|rep| {
                         let seed = mix(traffic_key, u64::from(rep));
                         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                        let first_syns = point
-                            .workload
-                            .first_syns(horizon, &mut rng)
-                            .map_err(|e| ScenarioError::Invalid {
-                                origin: s.origin.clone(),
-                                key: "workload".into(),
-                                problem: e.to_string(),
+                        let first_syns =
+                            point.workload.first_syns(horizon, &mut rng).map_err(|e| {
+                                ScenarioError::Invalid {
+                                    origin: s.origin.clone(),
+                                    key: "workload".into(),
+                                    problem: e.to_string(),
+                                }
                             })?;
                         let mut per_filter = Vec::with_capacity(s.filters.len());
                         for kind in &s.filters {
@@ -254,7 +257,11 @@ pub fn execute(
 /// how much the first retransmission widened the burst, and the largest
 /// widening of any later retransmission (max over repetitions, R1).
 fn resync_extras(reps: &[Vec<RepResult>], fi: usize, extras: &mut BTreeMap<String, f64>) {
-    let waves = reps.iter().map(|r| r[fi].wave_widths.len()).max().unwrap_or(0);
+    let waves = reps
+        .iter()
+        .map(|r| r[fi].wave_widths.len())
+        .max()
+        .unwrap_or(0);
     for k in 0..waves {
         let widths: Vec<f64> = reps
             .iter()
@@ -273,7 +280,10 @@ fn resync_extras(reps: &[Vec<RepResult>], fi: usize, extras: &mut BTreeMap<Strin
         .iter()
         .flat_map(|r| {
             let w = &r[fi].wave_widths;
-            w.windows(2).skip(1).map(|p| p[1] - p[0]).collect::<Vec<_>>()
+            w.windows(2)
+                .skip(1)
+                .map(|p| p[1] - p[0])
+                .collect::<Vec<_>>()
         })
         .collect();
     if !first.is_empty() {
@@ -293,5 +303,8 @@ fn mean(xs: &[f64]) -> f64 {
 }
 
 fn max(xs: &[f64]) -> f64 {
-    xs.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(0.0)
+    xs.iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .max(0.0)
 }

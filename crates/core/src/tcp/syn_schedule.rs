@@ -96,7 +96,8 @@ impl SynProfile {
 
     /// A built-in profile by name (see [`BUILTIN_PROFILES`]).
     pub fn builtin(name: &str) -> Result<SynProfile, ProfileError> {
-        let linear_then_exponential = [1000, 1000, 1000, 1000, 1000, 2000, 4000, 8000, 16000, 32000];
+        let linear_then_exponential =
+            [1000, 1000, 1000, 1000, 1000, 2000, 4000, 8000, 16000, 32000];
         let profile = match name {
             // Table 1: SYNs at 0, 3, 9, 21 s.
             "windows-9x-nt" => Self::from_millis(name, &[3000, 6000, 12000], 45_000),
@@ -159,7 +160,10 @@ impl SynProfile {
     /// T_k: nominal send time of the k-th retransmission after the first
     /// SYN (T_0 = 0). `k` beyond N is clamped to N.
     pub fn send_offset(&self, k: usize) -> Nanos {
-        self.gaps.iter().take(k).fold(Nanos::ZERO, |acc, g| acc + *g)
+        self.gaps
+            .iter()
+            .take(k)
+            .fold(Nanos::ZERO, |acc, g| acc + *g)
     }
 
     /// T_1 … T_N: nominal send times of every retransmission.
@@ -282,7 +286,11 @@ impl ClientMix {
                 .map_err(|err| match err {
                     ProfileError::Unknown { name, .. } => ProfileError::Unknown {
                         name,
-                        known: format!("{}, {}", BUILTIN_PROFILES.join(", "), BUILTIN_MIXES.join(", ")),
+                        known: format!(
+                            "{}, {}",
+                            BUILTIN_PROFILES.join(", "),
+                            BUILTIN_MIXES.join(", ")
+                        ),
                     },
                     other => other,
                 }),
@@ -355,7 +363,10 @@ mod tests {
         let w2k = SynProfile::builtin("windows-2000").unwrap();
         assert_eq!(secs(&w2k.retransmission_offsets()), vec![3.0, 9.0]);
         let linux = SynProfile::builtin("linux-2.2").unwrap();
-        assert_eq!(secs(&linux.retransmission_offsets()), vec![3.0, 9.0, 21.0, 45.0]);
+        assert_eq!(
+            secs(&linux.retransmission_offsets()),
+            vec![3.0, 9.0, 21.0, 45.0]
+        );
         let solaris = SynProfile::builtin("solaris-2.7").unwrap();
         let got = secs(&solaris.retransmission_offsets());
         let want = [3.4, 10.1, 23.6, 50.6, 104.6, 164.6];
@@ -419,6 +430,9 @@ mod tests {
         assert!(matches!(err, ProfileError::BadWeight { .. }));
         let mut bad = SynProfile::builtin("windows-7").unwrap();
         bad.give_up = Nanos::from_secs(9);
-        assert!(matches!(bad.validate(), Err(ProfileError::GiveUpTooEarly { .. })));
+        assert!(matches!(
+            bad.validate(),
+            Err(ProfileError::GiveUpTooEarly { .. })
+        ));
     }
 }

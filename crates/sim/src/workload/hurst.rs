@@ -35,7 +35,8 @@ pub fn aggregated_variance(series: &[f64]) -> f64 {
             .map(|c| c.iter().sum::<f64>() / m as f64)
             .collect();
         let mean = blocks.iter().sum::<f64>() / blocks.len() as f64;
-        let var = blocks.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / (blocks.len() - 1) as f64;
+        let var =
+            blocks.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / (blocks.len() - 1) as f64;
         if var > 0.0 {
             points.push(((m as f64).ln(), var.ln()));
         }

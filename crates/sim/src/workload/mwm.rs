@@ -135,7 +135,8 @@ impl MwmParams {
                     let points = 2f64.powi((j_max - j - 1) as i32);
                     points.powf(2.0 * self.hurst - 2.0)
                 };
-                let max_ratio = ((1.0 + 2.0 * coarse) / ratio_at_fine).sqrt()
+                let max_ratio = ((1.0 + 2.0 * coarse) / ratio_at_fine)
+                    .sqrt()
                     .min(self.std_dev / self.mean);
                 return Err(MwmError::Unreachable {
                     std_dev: self.std_dev,
@@ -243,7 +244,10 @@ mod tests {
                 estimates_rs.push(hurst::rescaled_range(&series));
             }
             let av = estimates_av.iter().sum::<f64>() / estimates_av.len() as f64;
-            assert!((av - target).abs() < 0.05, "H={target}: aggregated variance {av}");
+            assert!(
+                (av - target).abs() < 0.05,
+                "H={target}: aggregated variance {av}"
+            );
             // R/S is known to underestimate H as H nears 1 (Mandelbrot and
             // Taqqu's bias); hold it to ±0.05 up to the paper's H = 0.8.
             let rs = estimates_rs.iter().sum::<f64>() / estimates_rs.len() as f64;
@@ -287,7 +291,10 @@ mod tests {
     fn bad_parameters_are_named() {
         assert!(matches!(
             params(10.0, 1.2, 10).validate(),
-            Err(MwmError::OutOfRange { parameter: "Hurst parameter", .. })
+            Err(MwmError::OutOfRange {
+                parameter: "Hurst parameter",
+                ..
+            })
         ));
         let err = params(1e6, 0.8, 10).validate().unwrap_err();
         assert!(err.to_string().contains("too large"), "{err}");

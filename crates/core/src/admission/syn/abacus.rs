@@ -21,13 +21,14 @@
 //!   round-robin so that borrowing matches the mixture's weights without a
 //!   random generator.
 //! * λ is an exponentially weighted average of arrivals per period with the
-//!   weight `arrival_smoothing` given to the newest period; the paper says
+//!   weight `arrival_smoothing` given to the newest period, started at the
+//!   first period's count; the paper says
 //!   only "weighted-time average of the observed request arrivals over the
 //!   most recent observation periods". Like the paper's filter it counts
 //!   every arrival: the filter cannot tell new requests from retransmissions
 //!   (assumption A3 relaxed).
-//! * The filter starts with every future bucket full at λ = 0, as a token
-//!   bucket starts full.
+//! * Before the first period ends λ is unknown; the filter starts with every
+//!   future bucket holding r_t·T0, as a token bucket starts full.
 
 use super::{check, FilterConfigError, Intervals, SynFilter, TokenBucket, Verdict};
 use crate::tcp::ClientMix;
@@ -71,6 +72,8 @@ pub struct Abacus {
     /// λ, arrivals per second.
     arrival_rate: f64,
     arrivals_this_period: u64,
+    /// Periods folded into λ (the first one sets it).
+    periods_seen: u64,
 }
 
 impl Abacus {
@@ -128,6 +131,7 @@ impl Abacus {
             weights,
             arrival_rate: 0.0,
             arrivals_this_period: 0,
+            periods_seen: 0,
         };
         let spare = filter.spare_tokens();
         filter.tokens.iter_mut().for_each(|t| *t = spare);
@@ -156,7 +160,12 @@ impl Abacus {
                 0
             };
             let rate = arrivals as f64 / self.interval_secs;
-            self.arrival_rate += self.arrival_smoothing * (rate - self.arrival_rate);
+            if self.periods_seen == 0 {
+                self.arrival_rate = rate;
+            } else {
+                self.arrival_rate += self.arrival_smoothing * (rate - self.arrival_rate);
+            }
+            self.periods_seen += 1;
             if n >= self.tokens.len() as u64 && self.arrival_rate < 1e-9 {
                 // Every bucket has been renewed and λ has decayed to nothing:
                 // the remaining empty periods change no state.
@@ -310,7 +319,11 @@ mod tests {
             assert_eq!(f.on_syn(t3), Verdict::Drop);
         }
         assert_eq!(f.chain_borrowed(0), 0);
-        assert_eq!(f.future_tokens(6), before_6, "no borrowing for the first B[0]");
+        assert_eq!(
+            f.future_tokens(6),
+            before_6,
+            "no borrowing for the first B[0]"
+        );
         // The fifth borrows from bucket 3 ahead (t = 6 s).
         assert_eq!(f.on_syn(t3), Verdict::Drop);
         assert_eq!(f.future_tokens(3), 1, "original bucket 6 had W_a = 2");

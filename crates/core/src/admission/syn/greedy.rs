@@ -37,7 +37,7 @@
 //!   the filter becomes a plain TBF. The model therefore lets new requests
 //!   keep arriving after the coming period at the estimated rate λ̂ (an
 //!   exponentially weighted average of the model's per-period new-arrival
-//!   counts, weight `arrival_smoothing`), which leaves retransmissions the
+//!   counts, weight `arrival_smoothing`, started at the first period's), which leaves retransmissions the
 //!   spare capacity r_t − λ̂, as the Abacus Filter's W_a does. Only the coming
 //!   period's new requests are the decision variable, as in Eq. 12.
 //! * With a mixture of client profiles, new requests split among profiles by
@@ -109,11 +109,18 @@ pub struct PredictiveGreedy {
     /// λ̂: estimated new requests per period.
     new_per_period: f64,
     arrival_smoothing: f64,
+    /// Periods folded into λ̂ (the first one sets it).
+    periods_seen: u64,
 }
 
 impl PredictiveGreedy {
     pub fn new(config: GreedyConfig) -> Result<PredictiveGreedy, FilterConfigError> {
-        check(config.interval > Nanos::ZERO, "interval T0", "positive", config.interval)?;
+        check(
+            config.interval > Nanos::ZERO,
+            "interval T0",
+            "positive",
+            config.interval,
+        )?;
         check(
             config.delay_cost.is_finite() && config.delay_cost >= 0.0,
             "delay cost h",
@@ -133,7 +140,12 @@ impl PredictiveGreedy {
             config.arrival_smoothing,
         )?;
         let window = (config.window.0 / config.interval.0) as usize;
-        check(window <= 100_000, "window S_G", "at most 10^5 intervals", config.window)?;
+        check(
+            window <= 100_000,
+            "window S_G",
+            "at most 10^5 intervals",
+            config.window,
+        )?;
         let first_stage = TokenBucket::new(config.bucket_size, config.refill_rate)?;
         let interval_secs = config.interval.as_secs_f64();
         let h = config.delay_cost;
@@ -158,7 +170,11 @@ impl PredictiveGreedy {
                 }
             })
             .collect();
-        let classes = profiles.iter().map(|p| p.hold_cost.len()).max().unwrap_or(1);
+        let classes = profiles
+            .iter()
+            .map(|p| p.hold_cost.len())
+            .max()
+            .unwrap_or(1);
         let max_gap = profiles
             .iter()
             .flat_map(|p| p.gaps.iter().copied())
@@ -188,6 +204,7 @@ impl PredictiveGreedy {
             started: false,
             new_per_period: 0.0,
             arrival_smoothing: config.arrival_smoothing,
+            periods_seen: 0,
         })
     }
 
@@ -208,10 +225,23 @@ impl PredictiveGreedy {
             })
             .sum();
         let arrivals = arrivals as f64;
-        let scale = if predicted > arrivals { arrivals / predicted } else { 1.0 };
+        let scale = if predicted > arrivals {
+            arrivals / predicted
+        } else {
+            1.0
+        };
         let new = (arrivals - predicted * scale).max(0.0);
-        self.new_per_period += self.arrival_smoothing * (new - self.new_per_period);
-        let drop_fraction = if arrivals > 0.0 { dropped as f64 / arrivals } else { 0.0 };
+        if self.periods_seen == 0 {
+            self.new_per_period = new;
+        } else {
+            self.new_per_period += self.arrival_smoothing * (new - self.new_per_period);
+        }
+        self.periods_seen += 1;
+        let drop_fraction = if arrivals > 0.0 {
+            dropped as f64 / arrivals
+        } else {
+            0.0
+        };
         debug_assert!(rejected as f64 <= arrivals);
         for p in 0..self.profiles.len() {
             let n = self.profiles[p].gaps.len();
@@ -246,7 +276,11 @@ impl PredictiveGreedy {
                 .copy_from_slice(&self.pending[slot * cells..(slot + 1) * cells]);
         }
         for j in 0..window {
-            let new = if j == 0 { new_requests } else { self.new_per_period };
+            let new = if j == 0 {
+                new_requests
+            } else {
+                self.new_per_period
+            };
             for (p, profile) in self.profiles.iter().enumerate() {
                 self.scratch[j * cells + p * classes] += new * profile.weight;
             }
@@ -451,7 +485,10 @@ mod tests {
             })
             .collect();
         assert_eq!(thresholds[0], 11.0);
-        assert!(thresholds.windows(2).all(|w| w[0] <= w[1]), "{thresholds:?}");
+        assert!(
+            thresholds.windows(2).all(|w| w[0] <= w[1]),
+            "{thresholds:?}"
+        );
         assert!(thresholds[1] > 11.0, "{thresholds:?}");
         assert!(thresholds[4] < THRESHOLD_LIMIT, "{thresholds:?}");
     }
@@ -497,6 +534,9 @@ mod tests {
             busy.threshold(),
             idle.threshold()
         );
-        assert!(busy.threshold() >= 11.0, "the period's own capacity is free");
+        assert!(
+            busy.threshold() >= 11.0,
+            "the period's own capacity is free"
+        );
     }
 }
