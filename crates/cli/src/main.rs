@@ -1,33 +1,224 @@
-use std::time::Instant;
-use vantage_sim::scenario::Scenario;
-use vantage_sim::study::{execute, Effort};
+//! `vantage`: see and control the response time clients of a TCP/HTTP
+//! service really perceive.
+//!
+//! Subcommands:
+//! * `vantage sim <scenario.toml>` — run one simulation scenario.
+//! * `vantage reproduce [study]` — rerun a paper's experiments and compare
+//!   with its published results.
+//! * `vantage profiles` — list the client SYN retransmission profiles.
 
-fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let path = &args[1];
-    let quick = args.iter().any(|a| a == "--quick");
-    let text = std::fs::read_to_string(path)?;
-    let s = Scenario::from_toml(&text, path)?;
-    let t = Instant::now();
-    let r = execute(&s, Effort { quick }, &|| {})?;
-    let wall = t.elapsed().as_secs_f64();
-    for row in &r.rows {
-        println!(
-            "{:14} {:10} {:>8} {:>6} thr {:6.2} delay {:7.3} p99 {:7.3} cost {:7.3} to {:6.3} rej {:6.2} retx {:5.3} {:?}",
-            row.profile, row.filter, row.value.map_or(String::new(), |v| v.to_string()),
-            row.series_value.map_or(String::new(), |v| v.to_string()),
-            row.summary.throughput_pct, row.summary.delay_mean_s, row.summary.delay_p99_s,
-            row.summary.cost_mean, row.summary.timeouts_pct, row.summary.rejects_pct,
-            row.summary.retransmissions_mean, row.extras
-        );
+mod plot;
+mod report;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use vantage_core::tcp::{syn_schedule, ClientMix};
+use vantage_sim::scenario::Scenario;
+use vantage_sim::studies::{self, Check};
+use vantage_sim::study::{execute, steps, Effort, ScenarioResult};
+
+#[derive(Parser)]
+#[command(name = "vantage", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one simulation scenario file and print its results.
+    Sim {
+        /// Scenario file (TOML), e.g. scenarios/abacus/fig8-burstiness.toml.
+        scenario: PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Rerun every study (or one) and compare with the papers' results.
+    Reproduce {
+        /// Study to run (default: all). Known: abacus.
+        study: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// List the built-in client SYN retransmission profiles and mixtures.
+    Profiles,
+}
+
+#[derive(clap::Args)]
+struct OutputArgs {
+    /// Fewer repetitions and a shorter horizon (each scenario says how many).
+    #[arg(long)]
+    quick: bool,
+    /// Print all results as one JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Directory for CSV files and SVG plots.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(err) = run(cli) {
+        eprintln!("vantage: error: {err:#}");
+        std::process::exit(1);
     }
-    println!(
-        "events {} simulated {:.0} s wall {:.2} s → {:.0}x, {:.2e} ev/s",
-        r.events,
-        r.simulated.as_secs_f64(),
-        wall,
-        r.simulated.as_secs_f64() / wall,
-        r.events as f64 / wall
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Sim { scenario, output } => {
+            threads(&output)?;
+            let text = std::fs::read_to_string(&scenario)
+                .with_context(|| format!("cannot read scenario {}", scenario.display()))?;
+            let s = Scenario::from_toml(&text, &scenario.display().to_string())?;
+            let results = run_scenarios(vec![s], &output)?;
+            finish(&results, &[], &output, "sim")
+        }
+        Command::Reproduce { study, output } => {
+            threads(&output)?;
+            let all = studies::all();
+            let chosen: Vec<_> = match &study {
+                None => all.iter().collect(),
+                Some(name) => {
+                    let found: Vec<_> = all.iter().filter(|s| s.name == name).collect();
+                    if found.is_empty() {
+                        let known: Vec<_> = all.iter().map(|s| s.name).collect();
+                        bail!("unknown study `{name}` (known: {})", known.join(", "));
+                    }
+                    found
+                }
+            };
+            let mut all_results = Vec::new();
+            let mut all_checks = Vec::new();
+            for study in chosen {
+                if !output.json {
+                    println!("\n# Study `{}` — {}\n", study.name, study.paper);
+                }
+                let results = run_scenarios(study.scenarios()?, &output)?;
+                let checks = study.checks(&results);
+                if !output.json {
+                    report::print_checks(&checks);
+                }
+                write_outputs(&results, &checks, &output.out.join(study.name))?;
+                all_checks.extend(checks);
+                all_results.extend(results);
+            }
+            finish(&all_results, &all_checks, &output, "reproduce")
+        }
+        Command::Profiles => {
+            for name in syn_schedule::BUILTIN_PROFILES {
+                println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);
+            }
+            for name in syn_schedule::BUILTIN_MIXES {
+                let mix = ClientMix::builtin(name)?;
+                let parts: Vec<String> = mix
+                    .entries()
+                    .iter()
+                    .map(|(p, w)| format!("{} {:.0} %", p.name, 100.0 * w))
+                    .collect();
+                println!("{name} (mixture: {})", parts.join(", "));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn threads(output: &OutputArgs) -> Result<()> {
+    if let Some(n) = output.threads {
+        if n == 0 {
+            bail!("--threads must be at least 1");
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .context("cannot start worker threads")?;
+    }
+    Ok(())
+}
+
+/// Runs scenarios with a progress bar; prints each table unless `--json`.
+fn run_scenarios(
+    scenarios: Vec<Scenario>,
+    output: &OutputArgs,
+) -> Result<Vec<(Scenario, ScenarioResult)>> {
+    let effort = Effort {
+        quick: output.quick,
+    };
+    let total: u64 = scenarios.iter().map(|s| steps(s, effort)).sum();
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs {msg} (eta {eta})",
+        )
+        .expect("progress template is valid"),
     );
+    let mut results = Vec::new();
+    for s in scenarios {
+        bar.set_message(format!("{} {}", s.study, s.figure));
+        let started = Instant::now();
+        let r = execute(&s, effort, &|| bar.inc(1))?;
+        let wall = started.elapsed().as_secs_f64();
+        if !output.json {
+            bar.suspend(|| {
+                report::print_scenario(&s, &r);
+                println!(
+                    "  {} SYN arrivals, {:.0} simulated hours in {:.1} s ({:.0}× real time)\n",
+                    r.events,
+                    r.simulated.as_secs_f64() / 3600.0,
+                    wall,
+                    r.simulated.as_secs_f64() / wall.max(1e-9)
+                );
+            });
+        }
+        results.push((s, r));
+    }
+    bar.finish_and_clear();
+    Ok(results)
+}
+
+fn write_outputs(
+    results: &[(Scenario, ScenarioResult)],
+    checks: &[Check],
+    dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+    for (s, r) in results {
+        report::write_csv(&dir.join(format!("{}.csv", s.figure)), r)?;
+        plot::figure(dir, s, r)?;
+    }
+    if !checks.is_empty() {
+        report::write_checks_csv(&dir.join("paper-comparison.csv"), checks)?;
+    }
+    Ok(())
+}
+
+fn finish(
+    results: &[(Scenario, ScenarioResult)],
+    checks: &[Check],
+    output: &OutputArgs,
+    command: &str,
+) -> Result<()> {
+    if command == "sim" {
+        write_outputs(results, checks, &output.out)?;
+    }
+    if output.json {
+        report::print_json(results, checks)?;
+    } else {
+        let holds = checks.iter().filter(|c| c.holds).count();
+        if !checks.is_empty() {
+            println!(
+                "{holds} of {} statements of the papers hold in our runs.",
+                checks.len()
+            );
+        }
+        println!("CSV and SVG files are in {}", output.out.display());
+    }
     Ok(())
 }

@@ -8,5 +8,6 @@ pub mod metrics;
 pub mod network;
 pub mod run;
 pub mod scenario;
+pub mod studies;
 pub mod study;
 pub mod workload;

@@ -215,7 +215,12 @@ pub fn execute(
                             extras.insert("settle_mean_s".into(), mean(&settle));
                             extras.insert("settle_max_s".into(), max(&settle));
                         }
-                        Kind::Resync => resync_extras(&reps, fi, &mut extras),
+                        // Waves of a mixture's profiles leave at different
+                        // times; their width says nothing about R1.
+                        Kind::Resync if clients.entries().len() == 1 => {
+                            resync_extras(&reps, fi, &mut extras)
+                        }
+                        Kind::Resync => {}
                     }
                     if *kind == FilterKind::Abacus {
                         extras.insert(

@@ -1,0 +1,250 @@
+//! Results for people (tables) and machines (CSV, JSON).
+
+use anyhow::{Context, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::Path;
+use vantage_sim::scenario::Scenario;
+use vantage_sim::studies::Check;
+use vantage_sim::study::{Row, ScenarioResult};
+
+fn short(parameter: &Option<String>) -> String {
+    parameter
+        .as_deref()
+        .map(|p| p.rsplit('.').next().unwrap_or(p).to_string())
+        .unwrap_or_default()
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v}"))
+}
+
+fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// Prints one scenario: a table of every row, or for a one-filter scenario
+/// with a series, a cost pivot (sweep value × series value) per profile.
+pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
+    println!("## {} — {} ({})", s.figure, s.title, s.origin);
+    if s.filters.len() == 1 && s.series.is_some() {
+        print_pivot(s, r);
+        return;
+    }
+    let extras: BTreeSet<String> = r
+        .rows
+        .iter()
+        .flat_map(|x| x.extras.keys().cloned())
+        .collect();
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["profile".to_string(), "filter".to_string()];
+    if s.series.is_some() {
+        header.push(short(&s.series.as_ref().map(|a| a.parameter.clone())));
+    }
+    if s.sweep.is_some() {
+        header.push(short(&s.sweep.as_ref().map(|a| a.parameter.clone())));
+    }
+    header.extend(
+        [
+            "throughput %",
+            "delay s",
+            "p50 s",
+            "p95 s",
+            "p99 s",
+            "cost",
+            "timed out %",
+            "rejected %",
+            "retx",
+        ]
+        .map(String::from),
+    );
+    header.extend(extras.iter().cloned());
+    table.set_header(header);
+    for row in &r.rows {
+        let m = &row.summary;
+        let mut cells = vec![Cell::new(&row.profile), Cell::new(row.filter)];
+        if s.series.is_some() {
+            cells.push(right(num(row.series_value)));
+        }
+        if s.sweep.is_some() {
+            cells.push(right(num(row.value)));
+        }
+        for v in [
+            format!("{:.2}", m.throughput_pct),
+            format!("{:.3}", m.delay_mean_s),
+            format!("{:.3}", m.delay_p50_s),
+            format!("{:.3}", m.delay_p95_s),
+            format!("{:.3}", m.delay_p99_s),
+            format!("{:.3}", m.cost_mean),
+            format!("{:.3}", m.timeouts_pct),
+            format!("{:.2}", m.rejects_pct),
+            format!("{:.3}", m.retransmissions_mean),
+        ] {
+            cells.push(right(v));
+        }
+        for key in &extras {
+            cells.push(right(
+                row.extras
+                    .get(key)
+                    .map_or(String::new(), |v| format!("{v:.2}")),
+            ));
+        }
+        table.add_row(cells);
+    }
+    println!("{table}");
+}
+
+fn print_pivot(s: &Scenario, r: &ScenarioResult) {
+    let series_name = short(&s.series.as_ref().map(|a| a.parameter.clone()));
+    let sweep_name = short(&s.sweep.as_ref().map(|a| a.parameter.clone()));
+    for clients in &s.clients {
+        let rows: Vec<&Row> = r
+            .rows
+            .iter()
+            .filter(|x| x.profile == clients.name)
+            .collect();
+        let series: Vec<Option<f64>> = s.series_values();
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut header = vec![format!("{} · {sweep_name} \\ {series_name}", clients.name)];
+        header.extend(series.iter().map(|v| format!("cost @ {}", num(*v))));
+        table.set_header(header);
+        for value in s.sweep_values() {
+            let mut cells = vec![right(num(value))];
+            for sv in &series {
+                let cost = rows
+                    .iter()
+                    .find(|x| x.value == value && x.series_value == *sv)
+                    .map_or(String::new(), |x| format!("{:.3}", x.summary.cost_mean));
+                cells.push(right(cost));
+            }
+            table.add_row(cells);
+        }
+        println!("{table}");
+    }
+}
+
+/// Prints the paper-versus-ours table.
+pub fn print_checks(checks: &[Check]) {
+    if checks.is_empty() {
+        return;
+    }
+    println!("## The paper's statements beside our results\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "figure",
+        "profile",
+        "statement",
+        "paper",
+        "ours",
+        "difference",
+        "holds",
+    ]);
+    for c in checks {
+        table.add_row(vec![
+            Cell::new(&c.figure),
+            Cell::new(&c.profile),
+            Cell::new(&c.claim),
+            right(c.paper.clone()),
+            right(c.ours.clone()),
+            right(c.difference.map_or(String::new(), |d| format!("{d:+.2}"))),
+            Cell::new(if c.holds { "yes" } else { "NO" }),
+        ]);
+    }
+    println!("{table}\n");
+}
+
+/// One CSV row per result row; extras become columns.
+pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<()> {
+    let extras: BTreeSet<String> = r
+        .rows
+        .iter()
+        .flat_map(|x| x.extras.keys().cloned())
+        .collect();
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut header: Vec<String> = [
+        "study",
+        "figure",
+        "profile",
+        "filter",
+        "parameter",
+        "value",
+        "series_parameter",
+        "series_value",
+        "requests",
+        "throughput_pct",
+        "delay_mean_s",
+        "delay_p50_s",
+        "delay_p95_s",
+        "delay_p99_s",
+        "cost_mean",
+        "timeouts_pct",
+        "rejects_pct",
+        "retransmissions_mean",
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(extras.iter().cloned());
+    w.write_record(&header)?;
+    for row in &r.rows {
+        let m = &row.summary;
+        let mut record = vec![
+            row.study.clone(),
+            row.figure.clone(),
+            row.profile.clone(),
+            row.filter.to_string(),
+            row.parameter.clone().unwrap_or_default(),
+            num(row.value),
+            row.series_parameter.clone().unwrap_or_default(),
+            num(row.series_value),
+            m.requests.to_string(),
+            m.throughput_pct.to_string(),
+            m.delay_mean_s.to_string(),
+            m.delay_p50_s.to_string(),
+            m.delay_p95_s.to_string(),
+            m.delay_p99_s.to_string(),
+            m.cost_mean.to_string(),
+            m.timeouts_pct.to_string(),
+            m.rejects_pct.to_string(),
+            m.retransmissions_mean.to_string(),
+        ];
+        for key in &extras {
+            record.push(row.extras.get(key).map_or(String::new(), |v| v.to_string()));
+        }
+        w.write_record(&record)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+pub fn write_checks_csv(path: &Path, checks: &[Check]) -> Result<()> {
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+    for c in checks {
+        w.serialize(c)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    rows: Vec<&'a Row>,
+    checks: &'a [Check],
+}
+
+/// All rows and checks as one JSON document on stdout.
+pub fn print_json(results: &[(Scenario, ScenarioResult)], checks: &[Check]) -> Result<()> {
+    let report = JsonReport {
+        rows: results.iter().flat_map(|(_, r)| r.rows.iter()).collect(),
+        checks,
+    };
+    let stdout = std::io::stdout();
+    serde_json::to_writer_pretty(stdout.lock(), &report)?;
+    println!();
+    Ok(())
+}

@@ -1,0 +1,352 @@
+//! The Abacus Filter study (`abacus-filters-syn-control.txt`, Sections 3 and
+//! 6): Figures 4, 5 and 8–11, and the paper's stated results beside ours.
+//!
+//! The paper gives numbers only for a few results; the rest are relations
+//! (which filter is better, where a minimum lies). Each check states which.
+//! Re-synchronization (R1) is checked for single-profile populations only:
+//! a mixture's profiles retransmit at different times.
+//! "Moderate burstiness" is the middle of Figure 8's sweep (σ = 55), since
+//! the paper does not give its value.
+
+use super::{Check, Study};
+use crate::filters::FilterKind;
+use crate::scenario::Scenario;
+use crate::study::{Row, ScenarioResult};
+
+pub fn study() -> Study {
+    Study {
+        name: "abacus",
+        paper: "abacus-filters-syn-control.txt",
+        scenario_files: &[
+            (
+                "scenarios/abacus/fig4-resync.toml",
+                include_str!("../../../../scenarios/abacus/fig4-resync.toml"),
+            ),
+            (
+                "scenarios/abacus/fig5-tbf-convergence.toml",
+                include_str!("../../../../scenarios/abacus/fig5-tbf-convergence.toml"),
+            ),
+            (
+                "scenarios/abacus/fig8-burstiness.toml",
+                include_str!("../../../../scenarios/abacus/fig8-burstiness.toml"),
+            ),
+            (
+                "scenarios/abacus/fig9-bucket-size.toml",
+                include_str!("../../../../scenarios/abacus/fig9-bucket-size.toml"),
+            ),
+            (
+                "scenarios/abacus/fig10-window-vs-cost.toml",
+                include_str!("../../../../scenarios/abacus/fig10-window-vs-cost.toml"),
+            ),
+            (
+                "scenarios/abacus/fig11-reject-cost.toml",
+                include_str!("../../../../scenarios/abacus/fig11-reject-cost.toml"),
+            ),
+        ],
+        checks,
+    }
+}
+
+const MODERATE_STD_DEV: f64 = 55.0;
+const PAPER_REJECT_COST: f64 = 75.0;
+
+fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for (scenario, result) in results {
+        for clients in &scenario.clients {
+            let rows: Vec<&Row> = result
+                .rows
+                .iter()
+                .filter(|r| r.profile == clients.name)
+                .collect();
+            let mut add = |claim: &str, paper: String, ours: String, difference, holds| {
+                out.push(Check {
+                    figure: scenario.figure.clone(),
+                    profile: clients.name.clone(),
+                    claim: claim.to_string(),
+                    paper,
+                    ours,
+                    difference,
+                    holds,
+                })
+            };
+            match scenario.figure.as_str() {
+                "fig4" => {
+                    for row in &rows {
+                        let spread = row.value.unwrap_or(0.0);
+                        if let Some(&w) = row.extras.get("first_widening_max_ms") {
+                            add(
+                                &format!("R1: first retransmission widens a {spread:.0} ms burst by at most ≈220 ms"),
+                                "≤ 220 ms".into(),
+                                format!("{w:.1} ms"),
+                                Some(w - 220.0),
+                                w <= 220.0,
+                            );
+                        }
+                        if let Some(&w) = row.extras.get("later_widening_max_ms") {
+                            add(
+                                &format!("R1: each later retransmission of a {spread:.0} ms burst widens it by ≈20 ms more"),
+                                "≤ 20 ms".into(),
+                                format!("{w:.1} ms"),
+                                Some(w - 20.0),
+                                w <= 20.0 + 1e-6,
+                            );
+                        }
+                    }
+                }
+                "fig5" => {
+                    let settle: Vec<(f64, f64)> = rows
+                        .iter()
+                        .filter_map(|r| Some((r.value?, *r.extras.get("settle_mean_s")?)))
+                        .collect();
+                    if let (Some(first), Some(last)) = (settle.first(), settle.last()) {
+                        add(
+                            "the closer r_t is to λ, the longer drops go on after a burst",
+                            "settling time falls as r_t − λ grows".into(),
+                            format!(
+                                "{:.1} s at r_t = {:.0} … {:.1} s at r_t = {:.0}",
+                                first.1, first.0, last.1, last.0
+                            ),
+                            None,
+                            settle.windows(2).all(|w| w[1].1 <= w[0].1 + 1.0) && last.1 < first.1,
+                        );
+                    }
+                }
+                "fig8" => fig8_checks(&rows, &mut add),
+                "fig9" => {
+                    for kind in FilterKind::ALL {
+                        let series: Vec<&Row> = rows
+                            .iter()
+                            .copied()
+                            .filter(|r| r.filter == kind.name())
+                            .collect();
+                        if let (Some(small), Some(large)) = (series.first(), series.last()) {
+                            add(
+                                &format!(
+                                    "{}: a larger bucket improves performance (cost falls)",
+                                    kind.name()
+                                ),
+                                "cost at W = 512 < at W = 8".into(),
+                                format!(
+                                    "{:.2} → {:.2}",
+                                    small.summary.cost_mean, large.summary.cost_mean
+                                ),
+                                None,
+                                large.summary.cost_mean < small.summary.cost_mean,
+                            );
+                        }
+                    }
+                    reject_never_times_out(&rows, &mut add);
+                }
+                "fig10" => {
+                    let mut costs: Vec<f64> = rows.iter().filter_map(|r| r.series_value).collect();
+                    costs.dedup();
+                    for r in costs {
+                        let line: Vec<&Row> = rows
+                            .iter()
+                            .copied()
+                            .filter(|row| row.series_value == Some(r))
+                            .collect();
+                        // The smallest S reaching the lowest cost: S values
+                        // between two retransmission times often tie.
+                        let lowest = line
+                            .iter()
+                            .map(|row| row.summary.cost_mean)
+                            .fold(f64::INFINITY, f64::min);
+                        let Some(best) = line
+                            .iter()
+                            .find(|row| row.summary.cost_mean <= lowest * (1.0 + 1e-12))
+                        else {
+                            continue;
+                        };
+                        let predicted = clients.cost_optimal_window(r).as_secs_f64();
+                        let at_predicted = line
+                            .iter()
+                            .find(|row| row.value == Some(predicted))
+                            .map(|row| row.summary.cost_mean);
+                        let ours_s = best.value.unwrap_or(0.0);
+                        let holds = at_predicted
+                            .is_some_and(|c| c <= best.summary.cost_mean * 1.005 + 1e-9);
+                        add(
+                            &format!("O2: cost is lowest at S = max{{T_i ≤ r/h}} (r = {r:.0})"),
+                            format!("S = {predicted:.0} s"),
+                            format!(
+                                "S = {ours_s:.0} s (cost {:.3}; at S = {predicted:.0} s: {})",
+                                best.summary.cost_mean,
+                                at_predicted.map_or("not run".to_string(), |c| format!("{c:.3}"))
+                            ),
+                            Some(ours_s - predicted),
+                            holds,
+                        );
+                    }
+                }
+                "fig11" => fig11_checks(&rows, &mut add),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+type Add<'a> = dyn FnMut(&str, String, String, Option<f64>, bool) + 'a;
+
+fn find<'r>(rows: &[&'r Row], filter: FilterKind, value: f64) -> Option<&'r Row> {
+    rows.iter()
+        .copied()
+        .find(|r| r.filter == filter.name() && r.value == Some(value))
+}
+
+fn reject_never_times_out(rows: &[&Row], add: &mut Add) {
+    let worst = rows
+        .iter()
+        .filter(|r| r.filter == FilterKind::TbfReject.name())
+        .map(|r| r.summary.timeouts_pct)
+        .fold(0.0, f64::max);
+    add(
+        "TBF w/ Reject: no request times out",
+        "0 %".into(),
+        format!("{worst:.3} % (worst point)"),
+        Some(worst),
+        worst == 0.0,
+    );
+}
+
+fn fig8_checks(rows: &[&Row], add: &mut Add) {
+    let highest = rows
+        .iter()
+        .filter_map(|r| r.value)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if let (Some(tbf), Some(af)) = (
+        find(rows, FilterKind::Tbf, highest),
+        find(rows, FilterKind::Abacus, highest),
+    ) {
+        add(
+            &format!("highest burstiness (σ = {highest:.0}): AF's mean delay below TBF's"),
+            "AF < TBF".into(),
+            format!(
+                "AF {:.2} s, TBF {:.2} s",
+                af.summary.delay_mean_s, tbf.summary.delay_mean_s
+            ),
+            None,
+            af.summary.delay_mean_s < tbf.summary.delay_mean_s,
+        );
+        add(
+            &format!("highest burstiness (σ = {highest:.0}): AF's time-outs far below TBF's"),
+            "AF < TBF / 2".into(),
+            format!(
+                "AF {:.3} %, TBF {:.3} %",
+                af.summary.timeouts_pct, tbf.summary.timeouts_pct
+            ),
+            None,
+            af.summary.timeouts_pct < tbf.summary.timeouts_pct / 2.0,
+        );
+    }
+    let m = MODERATE_STD_DEV;
+    if let (Some(reject), Some(af), Some(greedy)) = (
+        find(rows, FilterKind::TbfReject, m),
+        find(rows, FilterKind::Abacus, m),
+        find(rows, FilterKind::Greedy, m),
+    ) {
+        let gap_af = af.summary.throughput_pct - reject.summary.throughput_pct;
+        add(
+            "moderate burstiness: TBF w/ Reject's throughput below AF's (points)",
+            "5.0".into(),
+            format!("{gap_af:.2}"),
+            Some(gap_af - 5.0),
+            gap_af > 0.0,
+        );
+        let gap_greedy = greedy.summary.throughput_pct - reject.summary.throughput_pct;
+        add(
+            "moderate burstiness: TBF w/ Reject's throughput below Greedy's (points)",
+            "8.0".into(),
+            format!("{gap_greedy:.2}"),
+            Some(gap_greedy - 8.0),
+            gap_greedy > 0.0,
+        );
+        let extra = 100.0 * (reject.summary.cost_mean / af.summary.cost_mean - 1.0);
+        add(
+            "moderate burstiness: TBF w/ Reject's cost above AF's (%)",
+            "15".into(),
+            format!("{extra:.1}"),
+            Some(extra - 15.0),
+            extra > 0.0,
+        );
+        add(
+            "r = 75: AF's cost below TBF w/ Reject's (moderate burstiness)",
+            "AF < Reject".into(),
+            format!(
+                "AF {:.2}, Reject {:.2}",
+                af.summary.cost_mean, reject.summary.cost_mean
+            ),
+            None,
+            af.summary.cost_mean < reject.summary.cost_mean,
+        );
+    }
+    reject_never_times_out(rows, add);
+}
+
+fn fig11_checks(rows: &[&Row], add: &mut Add) {
+    let paper = [
+        (FilterKind::Tbf, 5.5),
+        (FilterKind::Greedy, 0.01),
+        (FilterKind::Abacus, 0.04),
+        (FilterKind::TbfReject, 0.0),
+    ];
+    let mean_timeouts = |kind: FilterKind| -> f64 {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| {
+                r.filter == kind.name() && r.value.is_some_and(|x| (0.0..=500.0).contains(&x))
+            })
+            .map(|r| r.summary.timeouts_pct)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let tbf = mean_timeouts(FilterKind::Tbf);
+    for (kind, stated) in paper {
+        let ours = mean_timeouts(kind);
+        let holds = match kind {
+            FilterKind::Tbf => ours > 0.0,
+            FilterKind::TbfReject => ours == 0.0,
+            _ => ours < tbf / 2.0,
+        };
+        add(
+            &format!("mean % timed out over r ∈ [0, 500]: {}", kind.name()),
+            format!("{stated}"),
+            format!("{ours:.3}"),
+            Some(ours - stated),
+            holds,
+        );
+    }
+    if let (Some(af), Some(reject)) = (
+        find(rows, FilterKind::Abacus, PAPER_REJECT_COST),
+        find(rows, FilterKind::TbfReject, PAPER_REJECT_COST),
+    ) {
+        add(
+            "r = 75: AF's cost below TBF w/ Reject's",
+            "AF < Reject".into(),
+            format!(
+                "AF {:.2}, Reject {:.2}",
+                af.summary.cost_mean, reject.summary.cost_mean
+            ),
+            None,
+            af.summary.cost_mean < reject.summary.cost_mean,
+        );
+    }
+    let highest = rows.iter().filter_map(|r| r.value).fold(0.0, f64::max);
+    if let (Some(tbf_row), Some(af)) = (
+        find(rows, FilterKind::Tbf, highest),
+        find(rows, FilterKind::Abacus, highest),
+    ) {
+        add(
+            &format!("very high r ({highest:.0}): TBF, which never rejects, has the lowest cost"),
+            "TBF ≤ AF".into(),
+            format!(
+                "TBF {:.2}, AF {:.2}",
+                tbf_row.summary.cost_mean, af.summary.cost_mean
+            ),
+            None,
+            tbf_row.summary.cost_mean <= af.summary.cost_mean,
+        );
+    }
+}
