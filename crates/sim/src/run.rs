@@ -175,7 +175,7 @@ pub fn simulate<R: Rng + ?Sized>(
                 let give_up = request.first_send + profile.give_up;
                 match profile.timeout(k, unit(key)) {
                     Some(gap) if request.last_send + gap < give_up => {
-                        request.last_send = request.last_send + gap;
+                        request.last_send += gap;
                         request.attempt += 1;
                         let arrival = request.last_send + network.one_way_delay(unit(key ^ 0x5EED));
                         retransmissions.schedule(arrival, id);
@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn same_seed_same_run() {
         let clients = ClientMix::builtin("mix-2026").unwrap();
-        let sends: Vec<Nanos> = (0..2000u64).map(|i| Nanos::from_millis(i)).collect();
+        let sends: Vec<Nanos> = (0..2000u64).map(Nanos::from_millis).collect();
         let run = || {
             let mut filter =
                 TokenBucketFilter::new(TokenBucket::new(10, 300.0).unwrap(), EmptyAction::Drop);

@@ -28,7 +28,9 @@
 //!   every arrival: the filter cannot tell new requests from retransmissions
 //!   (assumption A3 relaxed).
 //! * Before the first period ends λ is unknown; the filter starts with every
-//!   future bucket holding r_t·T0, as a token bucket starts full.
+//!   future bucket holding r_t·T0, as a token bucket starts full, and when
+//!   the first estimate of λ arrives takes λ·T0 back from every bucket, so
+//!   that a long window does not carry the optimistic start for S seconds.
 
 use super::{check, FilterConfigError, Intervals, SynFilter, TokenBucket, Verdict};
 use crate::tcp::ClientMix;
@@ -140,7 +142,11 @@ impl Abacus {
 
     /// W_a = (r_t − λ)·T0, floored at zero.
     fn spare_tokens(&self) -> u64 {
-        ((self.refill_rate - self.arrival_rate) * self.interval_secs)
+        self.spare_tokens_at(self.arrival_rate)
+    }
+
+    fn spare_tokens_at(&self, arrival_rate: f64) -> u64 {
+        ((self.refill_rate - arrival_rate) * self.interval_secs)
             .max(0.0)
             .floor() as u64
     }
@@ -162,6 +168,12 @@ impl Abacus {
             let rate = arrivals as f64 / self.interval_secs;
             if self.periods_seen == 0 {
                 self.arrival_rate = rate;
+                // The buckets filled before any estimate assumed λ = 0: take
+                // back what the first estimate says they do not hold.
+                let overestimate = self.spare_tokens_at(0.0) - self.spare_tokens_at(rate);
+                self.tokens
+                    .iter_mut()
+                    .for_each(|t| *t = t.saturating_sub(overestimate));
             } else {
                 self.arrival_rate += self.arrival_smoothing * (rate - self.arrival_rate);
             }
@@ -308,8 +320,7 @@ mod tests {
         for _ in 0..6 {
             f.on_syn(Nanos::ZERO);
         }
-        // Three seconds later bucket 3 is current with B = 4. Stage one has
-        // refilled 6 tokens (2/s · 3 s, W = 0 caps it at 0) — W = 0 holds no
+        // Three seconds later bucket 3 is current with B = 4. W = 0 holds no
         // tokens, so every request reaches stage two.
         let t3 = Nanos::from_secs(3);
         f.advance(t3);
@@ -324,9 +335,11 @@ mod tests {
             before_6,
             "no borrowing for the first B[0]"
         );
-        // The fifth borrows from bucket 3 ahead (t = 6 s).
-        assert_eq!(f.on_syn(t3), Verdict::Drop);
-        assert_eq!(f.future_tokens(3), 1, "original bucket 6 had W_a = 2");
+        // The first period's 6 arrivals give λ = 6 > r_t: W_a = 0, and the
+        // buckets filled before the estimate lose their optimistic 2 tokens.
+        // The fifth request finds nothing to borrow and is rejected.
+        assert_eq!(f.on_syn(t3), Verdict::Reject);
+        assert!((1..f.buckets()).all(|i| f.future_tokens(i) == 0));
     }
 
     #[test]
@@ -357,7 +370,11 @@ mod tests {
         f.advance(Nanos::from_secs(1));
         assert_eq!(f.arrival_rate(), 6.0);
         assert_eq!(f.future_tokens(5), 4, "appended bucket holds (r_t − λ)·T0");
-        assert_eq!(f.future_tokens(4), 10, "older buckets keep their fill");
+        assert_eq!(
+            f.future_tokens(4),
+            4,
+            "the first estimate takes back the optimistic start"
+        );
     }
 
     #[test]

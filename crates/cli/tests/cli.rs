@@ -1,0 +1,185 @@
+//! End-to-end tests of the `vantage` binary: the Abacus study in quick mode,
+//! machine output, and clear errors for bad input.
+
+use std::process::Command;
+
+fn vantage(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vantage"))
+        .args(args)
+        .output()
+        .expect("the vantage binary runs")
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vantage-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// `reproduce abacus --quick --json` gives one JSON document whose rows carry
+/// the fields the study promises, for all four filters, and writes CSV and
+/// SVG per figure. The paper's qualitative results hold under its own
+/// client profile.
+#[test]
+fn quick_abacus_study_as_json() {
+    let out_dir = temp_dir("json");
+    let out = vantage(&[
+        "reproduce",
+        "abacus",
+        "--quick",
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for row in rows {
+        for key in [
+            "study",
+            "figure",
+            "profile",
+            "filter",
+            "parameter",
+            "value",
+            "throughput_pct",
+            "delay_mean_s",
+            "delay_p99_s",
+            "cost_mean",
+            "timeouts_pct",
+            "retransmissions_mean",
+        ] {
+            assert!(row.get(key).is_some(), "row lacks {key}: {row}");
+        }
+    }
+    for filter in ["tbf", "tbf-reject", "abacus", "greedy"] {
+        assert!(
+            rows.iter().any(|r| r["filter"] == filter),
+            "no {filter} rows"
+        );
+    }
+    for figure in ["fig4", "fig5", "fig8", "fig9", "fig10", "fig11"] {
+        assert!(out_dir
+            .join("abacus")
+            .join(format!("{figure}.csv"))
+            .exists());
+        let svg = out_dir
+            .join("abacus")
+            .join(format!("{figure}-windows-9x-nt.svg"));
+        let text = std::fs::read_to_string(&svg).expect("svg written");
+        assert!(text.contains("<svg"), "{}", svg.display());
+    }
+    // Reject never lets a request time out, anywhere.
+    for row in rows.iter().filter(|r| r["filter"] == "tbf-reject") {
+        assert_eq!(row["timeouts_pct"].as_f64(), Some(0.0), "{row}");
+    }
+    // The paper's statements under its own (Windows 9x/NT) clients.
+    let checks = doc["checks"].as_array().expect("checks");
+    let must_hold = [
+        "AF's mean delay below TBF's",
+        "AF's time-outs far below TBF's",
+        "R1: first retransmission",
+        "TBF w/ Reject: no request times out",
+    ];
+    for claim in must_hold {
+        let matching: Vec<_> = checks
+            .iter()
+            .filter(|c| c["profile"] == "windows-9x-nt")
+            .filter(|c| c["claim"].as_str().unwrap().contains(claim))
+            .collect();
+        assert!(!matching.is_empty(), "no check for {claim}");
+        for c in matching {
+            assert_eq!(c["holds"], true, "{c}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// The same seed gives the same results, bit for bit, on any thread count.
+#[test]
+fn reproducible_across_thread_counts() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/abacus/fig8-burstiness.toml"
+    );
+    let dir = temp_dir("repro");
+    let run = |threads: &str| {
+        let out = vantage(&[
+            "sim",
+            scenario,
+            "--quick",
+            "--json",
+            "--threads",
+            threads,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    assert_eq!(run("1"), run("2"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_scenario_file_is_named() {
+    let out = vantage(&["sim", "/nonexistent/scenario.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/scenario.toml"), "{err}");
+}
+
+#[test]
+fn wrong_key_is_named_with_file_and_line() {
+    let dir = temp_dir("badkey");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/abacus/fig8-burstiness.toml"
+    ))
+    .unwrap()
+    .replace("refill_rate = 120", "refil_rate = 120");
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = vantage(&["sim", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml") && err.contains("refil_rate") && err.contains("line"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_study_is_named() {
+    let out = vantage(&["reproduce", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nosuch") && err.contains("abacus"), "{err}");
+}
+
+#[test]
+fn profiles_lists_table1_and_todays() {
+    let out = vantage(&["profiles"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("windows-9x-nt (gaps 3,6,12 s, gives up at 45 s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("linux-6.5 (gaps 1,1,1,1,1,2,4,8,16,32 s, gives up at 131 s)"),
+        "{text}"
+    );
+    assert!(text.contains("mix-2026"));
+}
