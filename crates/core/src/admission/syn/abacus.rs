@@ -24,9 +24,12 @@
 //!   weight `arrival_smoothing` given to the newest period, started at the
 //!   first period's count; the paper says
 //!   only "weighted-time average of the observed request arrivals over the
-//!   most recent observation periods". Like the paper's filter it counts
-//!   every arrival: the filter cannot tell new requests from retransmissions
-//!   (assumption A3 relaxed).
+//!   most recent observation periods". The filter cannot tell a new request
+//!   from a retransmission (assumption A3 relaxed), but its own buckets say
+//!   how many retransmissions each period expects: the tokens borrowed from
+//!   the period's bucket plus its B[0]. λ counts the period's arrivals less
+//!   that number, so that it estimates new requests, as W_a = (r_t − λ)·T0
+//!   requires, instead of growing with the retransmissions it plans for.
 //! * Before the first period ends λ is unknown; the filter starts with every
 //!   future bucket holding r_t·T0, as a token bucket starts full, and when
 //!   the first estimate of λ arrives takes λ·T0 back from every bucket, so
@@ -74,6 +77,10 @@ pub struct Abacus {
     /// λ, arrivals per second.
     arrival_rate: f64,
     arrivals_this_period: u64,
+    /// Tokens each bucket was filled with (W_a at its append).
+    filled: Vec<u64>,
+    /// Retransmissions the current period's bucket expects.
+    expected_retransmissions: u64,
     /// Periods folded into λ (the first one sets it).
     periods_seen: u64,
 }
@@ -133,10 +140,13 @@ impl Abacus {
             weights,
             arrival_rate: 0.0,
             arrivals_this_period: 0,
+            filled: vec![0; len],
+            expected_retransmissions: 0,
             periods_seen: 0,
         };
         let spare = filter.spare_tokens();
         filter.tokens.iter_mut().for_each(|t| *t = spare);
+        filter.filled.iter_mut().for_each(|t| *t = spare);
         Ok(filter)
     }
 
@@ -165,13 +175,19 @@ impl Abacus {
             } else {
                 0
             };
-            let rate = arrivals as f64 / self.interval_secs;
+            // New requests: arrivals less the retransmissions this period's
+            // bucket was expecting (tokens borrowed from it, plus B[0]).
+            let new = arrivals.saturating_sub(std::mem::take(&mut self.expected_retransmissions));
+            let rate = new as f64 / self.interval_secs;
             if self.periods_seen == 0 {
                 self.arrival_rate = rate;
                 // The buckets filled before any estimate assumed λ = 0: take
                 // back what the first estimate says they do not hold.
                 let overestimate = self.spare_tokens_at(0.0) - self.spare_tokens_at(rate);
                 self.tokens
+                    .iter_mut()
+                    .for_each(|t| *t = t.saturating_sub(overestimate));
+                self.filled
                     .iter_mut()
                     .for_each(|t| *t = t.saturating_sub(overestimate));
             } else {
@@ -186,8 +202,13 @@ impl Abacus {
             let spare = self.spare_tokens();
             let old = self.head;
             self.tokens[old] = spare;
+            self.filled[old] = spare;
             self.chain_borrowed[old] = 0;
             self.head = (self.head + 1) % self.tokens.len();
+            let now_current = self.head;
+            self.expected_retransmissions = self.filled[now_current]
+                .saturating_sub(self.tokens[now_current])
+                + self.chain_borrowed[now_current];
         }
     }
 
