@@ -425,6 +425,32 @@ mod tests {
         assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Reject);
     }
 
+    /// λ counts new requests: a period's arrivals less the retransmissions
+    /// its bucket expects (tokens borrowed from it plus B[0]).
+    #[test]
+    fn arrival_rate_excludes_expected_retransmissions() {
+        let mut f = Abacus::new(AbacusConfig {
+            bucket_size: 0,
+            refill_rate: 10.0,
+            interval: Nanos::from_secs(1),
+            window: Nanos::from_secs(50),
+            clients: ClientMix::builtin("windows-9x-nt").unwrap(),
+            arrival_smoothing: 1.0,
+        })
+        .unwrap();
+        for _ in 0..4 {
+            assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Drop, "borrows from T_1 = 3 s");
+        }
+        f.advance(Nanos::from_secs(1));
+        assert_eq!(f.arrival_rate(), 4.0, "nothing was expected in the first period");
+        // At t = 3 s the 4 retransmissions come back with 2 new requests.
+        for i in 0..6 {
+            f.on_syn(Nanos::from_secs(3) + Nanos::from_millis(i));
+        }
+        f.advance(Nanos::from_secs(4));
+        assert_eq!(f.arrival_rate(), 2.0);
+    }
+
     #[test]
     fn same_inputs_same_verdicts() {
         let run = || {
