@@ -35,7 +35,10 @@
 //!   the first estimate of λ arrives takes λ·T0 back from every bucket, so
 //!   that a long window does not carry the optimistic start for S seconds.
 
-use super::{check, FilterConfigError, Intervals, SynFilter, TokenBucket, Verdict};
+use super::{
+    check, check_interval_and_smoothing, periods, FilterConfigError, Intervals, SynFilter,
+    TokenBucket, Verdict,
+};
 use crate::tcp::ClientMix;
 use crate::Nanos;
 
@@ -87,23 +90,12 @@ pub struct Abacus {
 
 impl Abacus {
     pub fn new(config: AbacusConfig) -> Result<Abacus, FilterConfigError> {
-        check(
-            config.interval > Nanos::ZERO,
-            "interval T0",
-            "positive",
-            config.interval,
-        )?;
+        check_interval_and_smoothing(config.interval, config.arrival_smoothing)?;
         check(
             config.window.0 / config.interval.0 <= 1_000_000,
             "window S",
             "at most 10^6 intervals",
             config.window,
-        )?;
-        check(
-            config.arrival_smoothing > 0.0 && config.arrival_smoothing <= 1.0,
-            "arrival smoothing",
-            "in (0, 1]",
-            config.arrival_smoothing,
         )?;
         let first_stage = TokenBucket::new(config.bucket_size, config.refill_rate)?;
         let len = (config.window.0 / config.interval.0) as usize + 1;
@@ -116,7 +108,7 @@ impl Abacus {
                 profile
                     .retransmission_offsets()
                     .iter()
-                    .map(|t| ((t.0 as f64 / config.interval.0 as f64).round() as usize).max(1))
+                    .map(|t| periods(*t, config.interval))
                     .collect()
             })
             .collect();
@@ -439,10 +431,18 @@ mod tests {
         })
         .unwrap();
         for _ in 0..4 {
-            assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Drop, "borrows from T_1 = 3 s");
+            assert_eq!(
+                f.on_syn(Nanos::ZERO),
+                Verdict::Drop,
+                "borrows from T_1 = 3 s"
+            );
         }
         f.advance(Nanos::from_secs(1));
-        assert_eq!(f.arrival_rate(), 4.0, "nothing was expected in the first period");
+        assert_eq!(
+            f.arrival_rate(),
+            4.0,
+            "nothing was expected in the first period"
+        );
         // At t = 3 s the 4 retransmissions come back with 2 new requests.
         for i in 0..6 {
             f.on_syn(Nanos::from_secs(3) + Nanos::from_millis(i));

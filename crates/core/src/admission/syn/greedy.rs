@@ -43,7 +43,10 @@
 //! * With a mixture of client profiles, new requests split among profiles by
 //!   weight and each profile's classes follow its own timeouts.
 
-use super::{check, FilterConfigError, Intervals, SynFilter, TokenBucket, Verdict};
+use super::{
+    check, check_interval_and_smoothing, periods, FilterConfigError, Intervals, SynFilter,
+    TokenBucket, Verdict,
+};
 use crate::tcp::ClientMix;
 use crate::Nanos;
 
@@ -115,12 +118,7 @@ pub struct PredictiveGreedy {
 
 impl PredictiveGreedy {
     pub fn new(config: GreedyConfig) -> Result<PredictiveGreedy, FilterConfigError> {
-        check(
-            config.interval > Nanos::ZERO,
-            "interval T0",
-            "positive",
-            config.interval,
-        )?;
+        check_interval_and_smoothing(config.interval, config.arrival_smoothing)?;
         check(
             config.delay_cost.is_finite() && config.delay_cost >= 0.0,
             "delay cost h",
@@ -132,12 +130,6 @@ impl PredictiveGreedy {
             "reject cost r",
             "finite and non-negative",
             config.reject_cost,
-        )?;
-        check(
-            config.arrival_smoothing > 0.0 && config.arrival_smoothing <= 1.0,
-            "arrival smoothing",
-            "in (0, 1]",
-            config.arrival_smoothing,
         )?;
         let window = (config.window.0 / config.interval.0) as usize;
         check(
@@ -157,7 +149,7 @@ impl PredictiveGreedy {
                 let gaps = profile
                     .gaps
                     .iter()
-                    .map(|g| ((g.0 as f64 / config.interval.0 as f64).round() as usize).max(1))
+                    .map(|g| periods(*g, config.interval))
                     .collect();
                 let mut hold_cost: Vec<f64> =
                     profile.gaps.iter().map(|g| h * g.as_secs_f64()).collect();

@@ -69,6 +69,26 @@ pub(crate) fn check(
     }
 }
 
+/// A duration in whole observation periods of length `interval`, rounded,
+/// at least one (a retransmission never lands in the period it left).
+pub(crate) fn periods(duration: Nanos, interval: Nanos) -> usize {
+    ((duration.0 as f64 / interval.0 as f64).round() as usize).max(1)
+}
+
+/// Checks the two parameters every interval-driven filter shares.
+pub(crate) fn check_interval_and_smoothing(
+    interval: Nanos,
+    arrival_smoothing: f64,
+) -> Result<(), FilterConfigError> {
+    check(interval > Nanos::ZERO, "interval T0", "positive", interval)?;
+    check(
+        arrival_smoothing > 0.0 && arrival_smoothing <= 1.0,
+        "arrival smoothing",
+        "in (0, 1]",
+        arrival_smoothing,
+    )
+}
+
 /// Observation periods of length T0 (assumption A7), advanced lazily from
 /// the arrival times handed to a filter.
 #[derive(Clone, Debug)]
