@@ -238,6 +238,11 @@ pub struct Scenario {
     pub series: Option<Sweep>,
 }
 
+/// Most new requests one repetition may create (memory: about 100 bytes each).
+const MAX_REQUESTS_PER_RUN: f64 = 5e7;
+/// Most timeline bins one repetition may record.
+const MAX_TIMELINE_BINS: u64 = 5_000_000;
+
 /// Parameters a `[sweep]` or `[series]` may vary.
 pub const SWEEPABLE: &[&str] = &[
     "workload.mean",
@@ -492,10 +497,36 @@ impl Scenario {
             series: axis(&file.series, "series")?,
         };
         // Validate every point the scenario will run, so that a bad swept
-        // value fails before any work starts.
+        // value fails before any work starts, and bound the work and memory
+        // one repetition may take.
+        let longest = scenario.horizon.max(scenario.quick_horizon);
+        let slowest_give_up = scenario
+            .clients
+            .iter()
+            .flat_map(|m| m.entries().iter().map(|(p, _)| p.give_up))
+            .max()
+            .unwrap_or(Nanos::ZERO);
+        let bins = (longest + slowest_give_up).0 / scenario.timeline_bin.0.max(1);
+        if scenario.kind != Kind::Sweep && bins > MAX_TIMELINE_BINS {
+            return Err(c.fail(
+                "scenario.timeline_bin_ms",
+                format!(
+                    "gives {bins} bins over the horizon and the clients' give-up time; at most {MAX_TIMELINE_BINS}"
+                ),
+            ));
+        }
         for series in scenario.series_values() {
             for value in scenario.sweep_values() {
-                scenario.point(series, value)?;
+                let point = scenario.point(series, value)?;
+                let requests = point.workload.expected_requests(longest);
+                if requests > MAX_REQUESTS_PER_RUN {
+                    return Err(c.fail(
+                        "workload",
+                        format!(
+                            "would create about {requests:.0} requests per repetition; at most {MAX_REQUESTS_PER_RUN:.0}"
+                        ),
+                    ));
+                }
             }
         }
         Ok(scenario)
@@ -701,5 +732,14 @@ values = [10, 40]
     fn malformed_toml_is_an_error_not_a_panic() {
         let err = Scenario::from_toml("[scenario\nstudy=", "x.toml").unwrap_err();
         assert!(err.to_string().starts_with("x.toml:"));
+    }
+
+    #[test]
+    fn runaway_workload_is_refused() {
+        let text = MINIMAL.replace("horizon_s = 60", "horizon_s = 9000000");
+        let err = Scenario::from_toml(&text, "big.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("requests per repetition"), "{err}");
     }
 }

@@ -80,6 +80,19 @@ impl Workload {
         }
     }
 
+    /// Expected number of new requests before `horizon`.
+    pub fn expected_requests(&self, horizon: Nanos) -> f64 {
+        match self {
+            Workload::Mwm { params, point } => {
+                params.mean * horizon.as_secs_f64() / point.as_secs_f64().max(1e-9)
+            }
+            Workload::ConstantWithBurst {
+                rate, burst_size, ..
+            } => rate * horizon.as_secs_f64() + *burst_size as f64,
+            Workload::Burst { size, .. } => *size as f64,
+        }
+    }
+
     /// First-SYN send times of every new request before `horizon`, sorted.
     pub fn first_syns<R: Rng + ?Sized>(
         &self,

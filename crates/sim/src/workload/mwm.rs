@@ -108,9 +108,9 @@ impl MwmParams {
             self.hurst,
         )?;
         range(
-            (1..=30).contains(&self.scales),
+            (1..=24).contains(&self.scales),
             "number of scales",
-            "between 1 and 30",
+            "between 1 and 24",
             self.scales as f64,
         )?;
         let j_max = self.scales;

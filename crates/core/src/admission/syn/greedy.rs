@@ -172,6 +172,12 @@ impl PredictiveGreedy {
             .flat_map(|p| p.gaps.iter().copied())
             .max()
             .unwrap_or(1);
+        check(
+            max_gap <= 100_000,
+            "interval T0",
+            "long enough that the longest SYN timeout spans at most 10^5 intervals",
+            config.interval,
+        )?;
         let ring_len = max_gap + 1;
         let cells = profiles.len() * classes;
         Ok(PredictiveGreedy {
