@@ -3,6 +3,7 @@
 //! arrivals and drops over time.
 
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 use vantage_sim::scenario::{Kind, Scenario};
@@ -132,12 +133,14 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<()> 
                 .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        // Throughput falls with the swept value, delay and cost rise: keep
+        // the legend in the corner the lines leave free.
+        let corner = if name.starts_with("throughput") {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperLeft
+        };
+        legend(&mut chart, corner)?;
     }
     root.present().map_err(err)?;
     Ok(())
@@ -202,15 +205,22 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
                 .label(name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(err)?;
     Ok(())
+}
+
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, position: SeriesLabelPosition) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
 }
 
 fn bounds(values: &[f64]) -> (f64, f64) {

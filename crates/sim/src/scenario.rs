@@ -240,6 +240,8 @@ pub struct Scenario {
 
 /// Most new requests one repetition may create (memory: about 100 bytes each).
 const MAX_REQUESTS_PER_RUN: f64 = 5e7;
+/// Most MWM points one repetition may draw.
+const MAX_SERIES_POINTS: u64 = 10_000_000;
 /// Most timeline bins one repetition may record.
 const MAX_TIMELINE_BINS: u64 = 5_000_000;
 
@@ -518,6 +520,17 @@ impl Scenario {
         for series in scenario.series_values() {
             for value in scenario.sweep_values() {
                 let point = scenario.point(series, value)?;
+                if let Workload::Mwm { point: length, .. } = &point.workload {
+                    let points = longest.0 / length.0.max(1);
+                    if points > MAX_SERIES_POINTS {
+                        return Err(c.fail(
+                            "workload.point_s",
+                            format!(
+                                "gives {points} points over the horizon; at most {MAX_SERIES_POINTS}"
+                            ),
+                        ));
+                    }
+                }
                 let requests = point.workload.expected_requests(longest);
                 if requests > MAX_REQUESTS_PER_RUN {
                     return Err(c.fail(

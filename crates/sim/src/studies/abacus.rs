@@ -196,6 +196,13 @@ fn find<'r>(rows: &[&'r Row], filter: FilterKind, value: f64) -> Option<&'r Row>
         .find(|r| r.filter == filter.name() && r.value == Some(value))
 }
 
+/// The largest swept value among `rows`.
+fn highest_value(rows: &[&Row]) -> f64 {
+    rows.iter()
+        .filter_map(|r| r.value)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 fn reject_never_times_out(rows: &[&Row], add: &mut Add) {
     let worst = rows
         .iter()
@@ -211,11 +218,21 @@ fn reject_never_times_out(rows: &[&Row], add: &mut Add) {
     );
 }
 
+fn af_cheaper_than_reject(af: &Row, reject: &Row, claim: &str, add: &mut Add) {
+    add(
+        claim,
+        "AF < Reject".into(),
+        format!(
+            "AF {:.2}, Reject {:.2}",
+            af.summary.cost_mean, reject.summary.cost_mean
+        ),
+        None,
+        af.summary.cost_mean < reject.summary.cost_mean,
+    );
+}
+
 fn fig8_checks(rows: &[&Row], add: &mut Add) {
-    let highest = rows
-        .iter()
-        .filter_map(|r| r.value)
-        .fold(f64::NEG_INFINITY, f64::max);
+    let highest = highest_value(rows);
     if let (Some(tbf), Some(af)) = (
         find(rows, FilterKind::Tbf, highest),
         find(rows, FilterKind::Abacus, highest),
@@ -271,15 +288,11 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
             Some(extra - 15.0),
             extra > 0.0,
         );
-        add(
+        af_cheaper_than_reject(
+            af,
+            reject,
             "r = 75: AF's cost below TBF w/ Reject's (moderate burstiness)",
-            "AF < Reject".into(),
-            format!(
-                "AF {:.2}, Reject {:.2}",
-                af.summary.cost_mean, reject.summary.cost_mean
-            ),
-            None,
-            af.summary.cost_mean < reject.summary.cost_mean,
+            add,
         );
     }
     reject_never_times_out(rows, add);
@@ -322,18 +335,9 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Abacus, PAPER_REJECT_COST),
         find(rows, FilterKind::TbfReject, PAPER_REJECT_COST),
     ) {
-        add(
-            "r = 75: AF's cost below TBF w/ Reject's",
-            "AF < Reject".into(),
-            format!(
-                "AF {:.2}, Reject {:.2}",
-                af.summary.cost_mean, reject.summary.cost_mean
-            ),
-            None,
-            af.summary.cost_mean < reject.summary.cost_mean,
-        );
+        af_cheaper_than_reject(af, reject, "r = 75: AF's cost below TBF w/ Reject's", add);
     }
-    let highest = rows.iter().filter_map(|r| r.value).fold(0.0, f64::max);
+    let highest = highest_value(rows);
     if let (Some(tbf_row), Some(af)) = (
         find(rows, FilterKind::Tbf, highest),
         find(rows, FilterKind::Abacus, highest),

@@ -23,7 +23,8 @@
 //!   rejects fall on every class alike. The model splits each period's
 //!   observed arrivals into classes by its own prediction of returning
 //!   retransmissions (scaled down when it predicted more than arrived) and
-//!   charges each class the observed drop and reject fractions.
+//!   charges each class the observed drop fraction; accepted and rejected
+//!   requests leave the model alike.
 //! * Eq. 4 and 7 let a period use only the tokens present at its start; the
 //!   model adds the period's refill r_t·T0, which the continuous first stage
 //!   really offers, so that it does not predict drops the bucket absorbs.
@@ -105,7 +106,6 @@ pub struct PredictiveGreedy {
     scratch: Vec<f64>,
     arrivals: u64,
     dropped: u64,
-    rejected: u64,
     drop_budget: u64,
     threshold: f64,
     started: bool,
@@ -196,7 +196,6 @@ impl PredictiveGreedy {
             profiles,
             arrivals: 0,
             dropped: 0,
-            rejected: 0,
             drop_budget: u64::MAX,
             threshold: THRESHOLD_LIMIT,
             started: false,
@@ -212,7 +211,7 @@ impl PredictiveGreedy {
 
     /// Folds the period that just ended into the model of pending
     /// retransmissions, then moves the ring one period on.
-    fn close_period(&mut self, arrivals: u64, dropped: u64, rejected: u64) {
+    fn close_period(&mut self, arrivals: u64, dropped: u64) {
         let cells = self.cells();
         let base = self.head * cells;
         let predicted: f64 = (0..self.profiles.len())
@@ -240,7 +239,6 @@ impl PredictiveGreedy {
         } else {
             0.0
         };
-        debug_assert!(rejected as f64 <= arrivals);
         for p in 0..self.profiles.len() {
             let n = self.profiles[p].gaps.len();
             for i in 0..=n {
@@ -376,19 +374,22 @@ impl PredictiveGreedy {
             return;
         }
         for n in 0..ended {
-            let (a, d, r) = if n == 0 {
-                (self.arrivals, self.dropped, self.rejected)
+            let (arrivals, dropped) = if n == 0 {
+                (self.arrivals, self.dropped)
             } else {
-                (0, 0, 0)
+                (0, 0)
             };
-            self.close_period(a, d, r);
+            self.close_period(arrivals, dropped);
             if n >= self.ring_len as u64 {
-                break; // Every predicted retransmission has come and gone.
+                // Every predicted retransmission has come and gone; the
+                // remaining empty periods only decay λ̂.
+                let remaining = (ended - n - 1).min(i32::MAX as u64) as i32;
+                self.new_per_period *= (1.0 - self.arrival_smoothing).powi(remaining);
+                break;
             }
         }
         self.arrivals = 0;
         self.dropped = 0;
-        self.rejected = 0;
         let start = self.intervals.current_start();
         self.first_stage.refill(start);
         let tokens = self.first_stage.tokens() as f64;
@@ -426,7 +427,6 @@ impl SynFilter for PredictiveGreedy {
             self.dropped += 1;
             Verdict::Drop
         } else {
-            self.rejected += 1;
             Verdict::Reject
         }
     }
