@@ -10,9 +10,13 @@
 //! * [`admission::syn`] — SYN admission filters: token bucket (drop or
 //!   reject), Abacus Filter, Predictive Greedy (Abacus paper, Sections 3.2,
 //!   4.3 and 5).
+//! * [`traffic`] — self-similar arrival series (MWM) and Hurst estimators,
+//!   shared by the simulator and the testbed load generator (Abacus paper,
+//!   Section 6).
 
 pub mod admission;
 pub mod tcp;
 pub mod time;
+pub mod traffic;
 
 pub use time::Nanos;

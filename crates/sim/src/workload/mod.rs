@@ -10,8 +10,7 @@
 //! * [`Workload::Burst`] — one burst of requests evenly spread over an
 //!   interval, and nothing else (Section 3.1, Figure 4).
 
-pub mod hurst;
-pub mod mwm;
+pub use vantage_core::traffic::{hurst, mwm};
 
 use mwm::{MwmError, MwmParams};
 use rand::Rng;

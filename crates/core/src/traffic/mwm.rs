@@ -196,7 +196,7 @@ pub fn to_counts<R: Rng + ?Sized>(series: &[f64], rng: &mut R) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::hurst;
+    use crate::traffic::hurst;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
