@@ -1,0 +1,1 @@
+//! NFQUEUE over raw netlink (being written).

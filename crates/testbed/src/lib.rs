@@ -1,0 +1,25 @@
+//! Vantage testbed: real clients, a real server and an emulated WAN on one
+//! Linux machine, built from network namespaces.
+//!
+//! The papers validated their systems on testbeds — Certes with client
+//! machines, a DummyNet WAN and Apache; the Abacus and proxy papers with real
+//! Linux kernels and httperf. This crate rebuilds that on one machine:
+//!
+//! * [`topology`] — one server, one router and N client namespaces joined by
+//!   veth links, torn down on every exit path;
+//! * [`wan`] — the WAN emulator: NFQUEUE verdicts on the router's FORWARD
+//!   hook give per-link delay, jitter, loss and rate limits;
+//! * [`profiles`] — client SYN retransmission schedules applied per client
+//!   namespace through `net.ipv4.tcp_syn_retries` and
+//!   `net.ipv4.tcp_syn_linear_timeouts`;
+//! * [`server`] — nginx from the distribution, and a test server whose
+//!   behaviour is exactly known;
+//! * [`load`] — an open-loop load generator that records client-side ground
+//!   truth for every connection;
+//! * [`recorders`] — server-side kernel counters and packet captures;
+//! * [`run`] — `vantage testbed run`: all of the above from one spec.
+
+pub mod load;
+pub mod netns;
+pub mod server;
+pub mod wan;

@@ -1,0 +1,1 @@
+//! Servers (being written).

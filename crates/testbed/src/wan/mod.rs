@@ -1,0 +1,1 @@
+//! WAN emulator (being written).
