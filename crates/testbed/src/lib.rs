@@ -22,4 +22,5 @@
 pub mod load;
 pub mod netns;
 pub mod server;
+pub mod topology;
 pub mod wan;
