@@ -8,7 +8,20 @@ use std::ops::{Add, AddAssign, Sub};
 
 /// An instant or a duration, in nanoseconds. Instants count from an
 /// arbitrary origin chosen by the driver (zero in the simulator).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Nanos(pub u64);
 
 impl Nanos {
@@ -46,6 +59,15 @@ impl Nanos {
 
     pub const fn as_nanos(self) -> u64 {
         self.0
+    }
+
+    /// Whole milliseconds, rounded down.
+    pub const fn as_millis(self) -> u64 {
+        self.0 / 1_000_000
+    }
+
+    pub const fn saturating_mul(self, factor: u64) -> Nanos {
+        Nanos(self.0.saturating_mul(factor))
     }
 
     pub const fn saturating_sub(self, other: Nanos) -> Nanos {

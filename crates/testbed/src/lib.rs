@@ -21,6 +21,7 @@
 
 pub mod load;
 pub mod netns;
+pub mod profiles;
 pub mod server;
 pub mod topology;
 pub mod wan;
