@@ -22,6 +22,7 @@
 pub mod load;
 pub mod netns;
 pub mod profiles;
+pub mod recorders;
 pub mod server;
 pub mod topology;
 pub mod wan;

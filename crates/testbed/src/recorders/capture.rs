@@ -1,0 +1,388 @@
+//! Packet capture of a namespace's interface, and the SYN audit read back
+//! from it.
+//!
+//! Capture uses tcpdump from the distribution (`-j` default clock,
+//! `--time-stamp-precision=nano`, snap length 128 bytes: headers only),
+//! started inside the namespace and stopped with SIGINT so that it flushes
+//! and reports how many packets the kernel dropped from its buffer; those
+//! drops are part of the run's record, never hidden. tcpdump is preferred
+//! over an in-process AF_PACKET reader because it is the reference every
+//! reader of these captures already trusts.
+//!
+//! The child gets `PR_SET_PDEATHSIG` so that a killed run does not leave a
+//! capture behind; the namespace teardown also kills whatever is left in it.
+//!
+//! [`syn_audit`] reads a capture of the server's interface and matches
+//! every client SYN with the server's SYN-ACKs, so that SYNs the server
+//! dropped (accept or SYN queue full) and their retransmission times can be
+//! compared with the kernel's counters and the clients' profile.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use pcap_file::pcap::PcapReader;
+use pcap_file::DataLink;
+use serde::Serialize;
+
+use crate::netns::Netns;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("cannot start tcpdump in {namespace}: {source} (is the tcpdump package installed?)")]
+    Spawn {
+        namespace: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tcpdump in {namespace} did not start listening within 5 s: {stderr}")]
+    NotListening { namespace: String, stderr: String },
+    #[error("cannot read capture {path}: {problem}")]
+    Read { path: String, problem: String },
+    #[error("capture {path}: link type {link:?} is not supported (Ethernet and raw IPv4 are)")]
+    LinkType { path: String, link: String },
+}
+
+/// A running tcpdump.
+pub struct Capture {
+    child: Child,
+    path: PathBuf,
+    namespace: String,
+    stderr_lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// What tcpdump reported when stopped.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CaptureReport {
+    pub path: PathBuf,
+    pub captured: u64,
+    pub received_by_filter: u64,
+    pub dropped_by_kernel: u64,
+}
+
+impl Capture {
+    /// Starts capturing TCP on `iface` inside `ns` into `path`, and returns
+    /// once tcpdump says it is listening.
+    pub fn start(
+        ns: &Netns,
+        iface: &str,
+        path: &Path,
+        snap_len: u32,
+    ) -> Result<Capture, CaptureError> {
+        let mut command = ns.command("tcpdump");
+        command
+            .args(["-i", iface, "-n", "-U", "-B", "65536"])
+            .args(["--time-stamp-precision=nano", "-s", &snap_len.to_string()])
+            .arg("-w")
+            .arg(path)
+            .arg("tcp")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl is async-signal-safe and touches only this child.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawn_error = |source| CaptureError::Spawn {
+            namespace: ns.name().to_string(),
+            source,
+        };
+        let mut child = command.spawn().map_err(spawn_error)?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains("listening on") => break,
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(CaptureError::NotListening {
+                        namespace: ns.name().to_string(),
+                        stderr: seen.join(" / "),
+                    });
+                }
+            }
+        }
+        Ok(Capture {
+            child,
+            path: path.to_path_buf(),
+            namespace: ns.name().to_string(),
+            stderr_lines: rx,
+        })
+    }
+
+    /// Stops tcpdump (SIGINT), waits for it to flush, and returns its counts.
+    pub fn stop(mut self) -> CaptureReport {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Ok(None) = self.child.try_wait() {
+            eprintln!(
+                "testbed: tcpdump in {} did not stop on SIGINT; killed",
+                self.namespace
+            );
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let mut report = CaptureReport {
+            path: self.path.clone(),
+            ..CaptureReport::default()
+        };
+        while let Ok(line) = self.stderr_lines.recv_timeout(Duration::from_millis(200)) {
+            let number = line
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(n) = number {
+                if line.contains("captured") {
+                    report.captured = n;
+                } else if line.contains("received by filter") {
+                    report.received_by_filter = n;
+                } else if line.contains("dropped by kernel") {
+                    report.dropped_by_kernel = n;
+                }
+            }
+        }
+        report
+    }
+}
+
+/// One client connection attempt as the server's interface saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SynAttempt {
+    pub client: Ipv4Addr,
+    pub client_port: u16,
+    pub server_port: u16,
+    /// Capture time of every SYN of this attempt (same ISN), ns since the
+    /// UNIX epoch.
+    pub syn_ns: Vec<u64>,
+    /// For every SYN: did the server send a SYN-ACK before the next SYN?
+    pub answered: Vec<bool>,
+}
+
+/// All SYNs of a server-side capture, matched with SYN-ACKs.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SynAudit {
+    pub attempts: Vec<SynAttempt>,
+    pub syns: u64,
+    pub unanswered_syns: u64,
+}
+
+struct Segment {
+    ts_ns: u64,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    src_port: u16,
+    dst_port: u16,
+    syn: bool,
+    ack: bool,
+    seq: u32,
+    ack_number: u32,
+}
+
+fn read_segments(path: &Path) -> Result<Vec<Segment>, CaptureError> {
+    let read_error = |problem: String| CaptureError::Read {
+        path: path.display().to_string(),
+        problem,
+    };
+    let file = File::open(path).map_err(|e| read_error(e.to_string()))?;
+    let mut reader =
+        PcapReader::new(BufReader::new(file)).map_err(|e| read_error(e.to_string()))?;
+    let header = reader.header();
+    let link = header.datalink;
+    if !matches!(link, DataLink::ETHERNET | DataLink::RAW | DataLink::IPV4) {
+        return Err(CaptureError::LinkType {
+            path: path.display().to_string(),
+            link: format!("{link:?}"),
+        });
+    }
+    let mut segments = Vec::new();
+    let mut index = 0u64;
+    while let Some(packet) = reader.next_packet() {
+        index += 1;
+        let packet = packet.map_err(|e| read_error(format!("packet {index}: {e}")))?;
+        let sliced = match link {
+            DataLink::ETHERNET => SlicedPacket::from_ethernet(&packet.data),
+            _ => SlicedPacket::from_ip(&packet.data),
+        };
+        // Truncated or non-IPv4/TCP frames are not connection attempts.
+        let Ok(sliced) = sliced else { continue };
+        let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Tcp(tcp))) =
+            (sliced.net, sliced.transport)
+        else {
+            continue;
+        };
+        segments.push(Segment {
+            ts_ns: packet.timestamp.as_nanos() as u64,
+            src: ip.header().source_addr(),
+            dst: ip.header().destination_addr(),
+            src_port: tcp.source_port(),
+            dst_port: tcp.destination_port(),
+            syn: tcp.syn(),
+            ack: tcp.ack(),
+            seq: tcp.sequence_number(),
+            ack_number: tcp.acknowledgment_number(),
+        });
+    }
+    Ok(segments)
+}
+
+/// Matches every client SYN in a server-side capture with the server's
+/// SYN-ACKs. Attempts are keyed by 4-tuple and initial sequence number, so
+/// retransmitted SYNs group together and a reused port starts a new attempt.
+pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError> {
+    let segments = read_segments(path)?;
+    type Key = (Ipv4Addr, u16, u16, u32);
+    let mut attempts: Vec<SynAttempt> = Vec::new();
+    let mut by_key: HashMap<Key, usize> = HashMap::new();
+    let mut synack_times: HashMap<Key, Vec<u64>> = HashMap::new();
+    for s in &segments {
+        if s.syn && !s.ack && s.dst == server {
+            let key = (s.src, s.src_port, s.dst_port, s.seq);
+            let index = *by_key.entry(key).or_insert_with(|| {
+                attempts.push(SynAttempt {
+                    client: s.src,
+                    client_port: s.src_port,
+                    server_port: s.dst_port,
+                    syn_ns: Vec::new(),
+                    answered: Vec::new(),
+                });
+                attempts.len() - 1
+            });
+            attempts[index].syn_ns.push(s.ts_ns);
+        } else if s.syn && s.ack && s.src == server {
+            let key = (s.dst, s.dst_port, s.src_port, s.ack_number.wrapping_sub(1));
+            synack_times.entry(key).or_default().push(s.ts_ns);
+        }
+    }
+    let mut audit = SynAudit::default();
+    for (key, index) in &by_key {
+        let attempt = &mut attempts[*index];
+        let replies = synack_times.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        attempt.answered = (0..attempt.syn_ns.len())
+            .map(|i| {
+                let from = attempt.syn_ns[i];
+                let until = attempt.syn_ns.get(i + 1).copied().unwrap_or(u64::MAX);
+                replies.iter().any(|&t| t >= from && t < until)
+            })
+            .collect();
+    }
+    attempts.sort_by_key(|a| a.syn_ns.first().copied());
+    audit.syns = attempts.iter().map(|a| a.syn_ns.len() as u64).sum();
+    audit.unanswered_syns = attempts
+        .iter()
+        .map(|a| a.answered.iter().filter(|&&x| !x).count() as u64)
+        .sum();
+    audit.attempts = attempts;
+    Ok(audit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use pcap_file::TsResolution;
+
+    const CLIENT: [u8; 4] = [10, 78, 0, 2];
+    const SERVER: [u8; 4] = [10, 77, 0, 2];
+
+    fn segment(from_client: bool, port: u16, seq: u32, ack: Option<u32>) -> Vec<u8> {
+        let (src, dst, sport, dport) = if from_client {
+            (CLIENT, SERVER, port, 80)
+        } else {
+            (SERVER, CLIENT, 80, port)
+        };
+        let mut builder = PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4(src, dst, 64)
+            .tcp(sport, dport, seq, 64240)
+            .syn();
+        if let Some(a) = ack {
+            builder = builder.ack(a);
+        }
+        let mut out = Vec::new();
+        builder.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    #[test]
+    fn audit_groups_retransmitted_syns_and_finds_the_unanswered_ones() {
+        let path = std::env::temp_dir().join(format!("vantage-audit-{}.pcap", std::process::id()));
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            ..PcapHeader::default()
+        };
+        let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+        let secs = |s: f64| Duration::from_secs_f64(1_700_000_000.0 + s);
+        // Port 1000: SYN dropped at 0 s and 1 s, answered at 2 s.
+        // Port 1001: answered at once. Port 1000 reused later with a new ISN.
+        let packets = [
+            (0.0, segment(true, 1000, 500, None)),
+            (0.1, segment(true, 1001, 900, None)),
+            (0.1001, segment(false, 1001, 7, Some(901))),
+            (1.0, segment(true, 1000, 500, None)),
+            (2.0, segment(true, 1000, 500, None)),
+            (2.0002, segment(false, 1000, 8, Some(501))),
+            (50.0, segment(true, 1000, 77, None)),
+        ];
+        for (t, data) in &packets {
+            writer
+                .write_packet(&PcapPacket::new(secs(*t), data.len() as u32, data))
+                .unwrap();
+        }
+        drop(writer);
+        let audit = syn_audit(&path, Ipv4Addr::from(SERVER)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(audit.syns, 5);
+        assert_eq!(audit.unanswered_syns, 3);
+        assert_eq!(audit.attempts.len(), 3);
+        let first = &audit.attempts[0];
+        assert_eq!(first.client_port, 1000);
+        assert_eq!(first.answered, vec![false, false, true]);
+        let gaps: Vec<u64> = first.syn_ns.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps, vec![1_000_000_000, 1_000_000_000]);
+        assert_eq!(audit.attempts[1].answered, vec![true]);
+        assert_eq!(audit.attempts[2].answered, vec![false]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_capture_is_a_named_error() {
+        let path =
+            std::env::temp_dir().join(format!("vantage-notpcap-{}.pcap", std::process::id()));
+        std::fs::write(&path, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let err = syn_audit(&path, Ipv4Addr::from(SERVER))
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("vantage-notpcap"), "{err}");
+    }
+}
