@@ -1,1 +1,2 @@
 //! Servers (being written).
+pub mod nginx;
