@@ -364,12 +364,7 @@ fn parse_line(line: &str) -> Option<AccessLogEntry> {
     let (head, rest) = line.split_once(" \"")?;
     let (request, tail) = rest.rsplit_once("\" ")?;
     let mut head = head.split_whitespace();
-    let secs = |s: &str| -> Option<u64> {
-        s.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(|v| (v * 1e9).round() as u64)
-    };
+    let secs = decimal_seconds_to_ns;
     let end_ns = secs(head.next()?)?;
     let client = head.next()?.to_string();
     let mut tail = tail.split_whitespace();
@@ -383,6 +378,22 @@ fn parse_line(line: &str) -> Option<AccessLogEntry> {
         connection: tail.next()?.parse().ok()?,
         connection_requests: tail.next()?.parse().ok()?,
     })
+}
+
+/// `"1700000000.123"` → 1_700_000_000_123_000_000, exactly (no float
+/// rounding); at most 9 fraction digits.
+fn decimal_seconds_to_ns(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if fraction.len() > 9 || !fraction.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u64 = whole.parse().ok()?;
+    let fraction_ns: u64 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse::<u64>().ok()? * 10u64.pow(9 - fraction.len() as u32)
+    };
+    whole.checked_mul(1_000_000_000)?.checked_add(fraction_ns)
 }
 
 #[cfg(test)]
