@@ -6,9 +6,12 @@
 //! * `vantage reproduce [study]` — rerun a paper's experiments and compare
 //!   with its published results.
 //! * `vantage profiles` — list the client SYN retransmission profiles.
+//! * `vantage testbed run <spec.toml>` / `vantage testbed clean` — the
+//!   one-machine network testbed.
 
 mod plot;
 mod report;
+mod testbed;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -45,6 +48,12 @@ enum Command {
     },
     /// List the built-in client SYN retransmission profiles and mixtures.
     Profiles,
+    /// One-machine network testbed: namespaces, WAN emulator, real servers
+    /// and clients with client-side ground truth (needs root).
+    Testbed {
+        #[command(subcommand)]
+        command: testbed::TestbedCommand,
+    },
 }
 
 #[derive(clap::Args)]
@@ -112,6 +121,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             finish(&all_results, &all_checks, &output, "reproduce")
         }
+        Command::Testbed { command } => testbed::run(command),
         Command::Profiles => {
             for name in syn_schedule::BUILTIN_PROFILES {
                 println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);

@@ -10,9 +10,10 @@
 //!   retransmissions (the kernel allows R + L in all).
 //!
 //! With the kernel's fixed 1 s initial RTO, the gaps between SYNs are L + 1
-//! times 1 s, then 2, 4, 8, … s, N = R + L retransmissions in all, and the
-//! connection fails one further doubled timeout after the last one
-//! (`tcp_write_timeout`). Linux ≥ 6.5 (L = 4, R = 6) and Linux 3.7–6.4
+//! times 1 s, then 2, 4, 8, … s; the attempt ends at the first timer expiry
+//! after R + L retransmissions or after the time budget of R exponential
+//! retries, whichever comes first (`tcp_write_timeout`; see
+//! [`kernel_schedule`]). Linux ≥ 6.5 (L = 4, R = 6) and Linux 3.7–6.4
 //! (L = 0, R = 6) are produced exactly. macOS has Linux ≥ 6.5's gaps but a
 //! 75 s connection timer, which the kernel cannot end early: the mapping
 //! returns that timer so the load generator applies it as the client's
@@ -60,27 +61,53 @@ pub enum UnsupportedProfile {
     Shape { name: String },
 }
 
+/// Time the kernel allows a connection attempt with `syn_retries` = R:
+/// `tcp_model_timeout`, (2^(R+1) − 1) s while the doubled timeout stays
+/// under `TCP_RTO_MAX`, then 120 s per further retry.
+fn attempt_budget(syn_retries: u32) -> Nanos {
+    const DOUBLING_LIMIT: u32 = 6; // ilog2(TCP_RTO_MAX / TCP_TIMEOUT_INIT)
+    if syn_retries <= DOUBLING_LIMIT {
+        INITIAL_TIMEOUT.saturating_mul((2u64 << syn_retries) - 1)
+    } else {
+        INITIAL_TIMEOUT
+            .saturating_mul((2u64 << DOUBLING_LIMIT) - 1)
+            .saturating_add(MAX_TIMEOUT.saturating_mul(u64::from(syn_retries - DOUBLING_LIMIT)))
+    }
+}
+
 /// The schedule a Linux ≥ 6.5 client follows with these sysctls: gaps
 /// between successive SYNs and the give-up time after the first SYN.
+///
+/// The timeout after SYN j is 1 s for j ≤ L and 2^(j−L) s after (capped at
+/// 120 s). At each expiry the kernel gives up if it has already sent R + L
+/// retransmissions or if the attempt has lasted its budget
+/// (`tcp_model_timeout` of R), and retransmits otherwise. The budget binds
+/// first when L is large for R: R = 1, L = 4 gives up at 3 s after two
+/// retransmissions, not five (measured on this project's test kernel; see
+/// the tests).
 pub fn kernel_schedule(syn_retries: u32, linear_timeouts: u32) -> (Vec<Nanos>, Nanos) {
-    let retransmissions = syn_retries + linear_timeouts;
-    let timeout_before = |k: u32| -> Nanos {
-        // Timeout armed after SYN number k (k = 0 is the first SYN).
-        if k <= linear_timeouts {
+    let timeout_after = |syn: u32| -> Nanos {
+        if syn <= linear_timeouts {
             INITIAL_TIMEOUT
         } else {
-            let doublings = (k - linear_timeouts).min(16);
+            let doublings = (syn - linear_timeouts).min(16);
             INITIAL_TIMEOUT
                 .saturating_mul(1 << doublings)
                 .min(MAX_TIMEOUT)
         }
     };
-    let gaps: Vec<Nanos> = (0..retransmissions).map(timeout_before).collect();
-    let give_up = gaps
-        .iter()
-        .fold(Nanos::ZERO, |sum, gap| sum.saturating_add(*gap))
-        .saturating_add(timeout_before(retransmissions));
-    (gaps, give_up)
+    let budget = attempt_budget(syn_retries);
+    let most = syn_retries + linear_timeouts;
+    let mut gaps = Vec::new();
+    let mut elapsed = Nanos::ZERO;
+    loop {
+        let sent = gaps.len() as u32;
+        elapsed = elapsed.saturating_add(timeout_after(sent));
+        if sent >= most || elapsed >= budget {
+            return (gaps, elapsed);
+        }
+        gaps.push(timeout_after(sent));
+    }
 }
 
 fn close(a: Nanos, b: Nanos) -> bool {
@@ -98,13 +125,13 @@ pub fn kernel_settings(profile: &SynProfile) -> Result<KernelSynSettings, Unsupp
         });
     }
     let wanted = profile.gaps.len() as u32;
-    for linear_timeouts in 0..wanted.min(MAX_SYNCNT) {
-        let syn_retries = wanted - linear_timeouts;
-        if syn_retries == 0 || syn_retries > MAX_SYNCNT {
-            continue;
-        }
+    let candidates = (0..=wanted.min(MAX_SYNCNT))
+        .flat_map(|linear| (1..=wanted.clamp(1, MAX_SYNCNT)).map(move |retries| (retries, linear)));
+    for (syn_retries, linear_timeouts) in candidates {
         let (gaps, give_up) = kernel_schedule(syn_retries, linear_timeouts);
-        if gaps.iter().zip(&profile.gaps).all(|(k, p)| close(*k, *p)) {
+        if gaps.len() == profile.gaps.len()
+            && gaps.iter().zip(&profile.gaps).all(|(k, p)| close(*k, *p))
+        {
             let connection_timer = if close(give_up, profile.give_up) {
                 None
             } else if profile.give_up < give_up {
@@ -152,6 +179,29 @@ mod tests {
         let (gaps, give_up) = kernel_schedule(6, 0);
         assert_eq!(secs(&gaps), vec![1, 2, 4, 8, 16, 32]);
         assert_eq!(give_up, Nanos::from_secs(127));
+    }
+
+    /// SYN send times and give-up measured on this project's test kernel
+    /// (6.18) with a blackholed peer, for sysctl pairs whose budget and
+    /// count limits differ.
+    #[test]
+    fn model_matches_kernel_measurements() {
+        let measured: [((u32, u32), &[u64], u64); 5] = [
+            ((1, 4), &[1, 1], 3),
+            ((2, 4), &[1, 1, 1, 1, 1], 7),
+            ((2, 1), &[1, 1, 2], 8),
+            ((3, 0), &[1, 2, 4], 15),
+            ((3, 2), &[1, 1, 1, 2, 4], 17),
+        ];
+        for ((retries, linear), gaps, give_up) in measured {
+            let (model_gaps, model_give_up) = kernel_schedule(retries, linear);
+            assert_eq!(secs(&model_gaps), gaps, "R={retries} L={linear}");
+            assert_eq!(
+                model_give_up,
+                Nanos::from_secs(give_up),
+                "R={retries} L={linear}"
+            );
+        }
     }
 
     #[test]

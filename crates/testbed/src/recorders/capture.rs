@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 use serde::Serialize;
@@ -186,6 +186,11 @@ pub struct SynAttempt {
     pub syn_ns: Vec<u64>,
     /// For every SYN: did the server send a SYN-ACK before the next SYN?
     pub answered: Vec<bool>,
+    /// Client segments (handshake ACK, request) that reached the server
+    /// while it was still in SYN-RECV and were dropped: each is followed by
+    /// a retransmitted SYN-ACK. The kernel drops them when the accept queue
+    /// is full and counts them in `ListenDrops` too.
+    pub handshake_segments_dropped: u64,
 }
 
 /// All SYNs of a server-side capture, matched with SYN-ACKs.
@@ -194,6 +199,15 @@ pub struct SynAudit {
     pub attempts: Vec<SynAttempt>,
     pub syns: u64,
     pub unanswered_syns: u64,
+    pub handshake_segments_dropped: u64,
+}
+
+impl SynAudit {
+    /// What the kernel's `ListenDrops` counts when the accept queue
+    /// overflows: SYNs dropped plus handshake-completing segments dropped.
+    pub fn listen_drops_expected(&self) -> u64 {
+        self.unanswered_syns + self.handshake_segments_dropped
+    }
 }
 
 struct Segment {
@@ -206,6 +220,7 @@ struct Segment {
     ack: bool,
     seq: u32,
     ack_number: u32,
+    payload_len: u32,
 }
 
 fn read_segments(path: &Path) -> Result<Vec<Segment>, CaptureError> {
@@ -226,22 +241,34 @@ fn read_segments(path: &Path) -> Result<Vec<Segment>, CaptureError> {
     }
     let mut segments = Vec::new();
     let mut index = 0u64;
-    while let Some(packet) = reader.next_packet() {
+    // Raw records: pcap-file 2.0 rejects any packet whose original length
+    // exceeds the snap length — every truncated packet of a headers-only
+    // capture — when it builds a `PcapPacket`; the raw record is fine.
+    let fraction_ns = match header.ts_resolution {
+        pcap_file::TsResolution::MicroSecond => 1_000,
+        pcap_file::TsResolution::NanoSecond => 1,
+    };
+    while let Some(packet) = reader.next_raw_packet() {
         index += 1;
         let packet = packet.map_err(|e| read_error(format!("packet {index}: {e}")))?;
+        let ts_ns =
+            u64::from(packet.ts_sec) * 1_000_000_000 + u64::from(packet.ts_frac) * fraction_ns;
+        // Lax slicing: a headers-only capture truncates every payload.
         let sliced = match link {
-            DataLink::ETHERNET => SlicedPacket::from_ethernet(&packet.data),
-            _ => SlicedPacket::from_ip(&packet.data),
+            DataLink::ETHERNET => LaxSlicedPacket::from_ethernet(&packet.data).ok(),
+            _ => LaxSlicedPacket::from_ip(&packet.data).ok(),
         };
-        // Truncated or non-IPv4/TCP frames are not connection attempts.
-        let Ok(sliced) = sliced else { continue };
-        let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Tcp(tcp))) =
+        // Frames without a whole IPv4 and TCP header are not counted.
+        let Some(sliced) = sliced else { continue };
+        let (Some(LaxNetSlice::Ipv4(ip)), Some(TransportSlice::Tcp(tcp))) =
             (sliced.net, sliced.transport)
         else {
             continue;
         };
+        let headers = usize::from(ip.header().ihl()) * 4 + tcp.header_len();
+        let payload_len = usize::from(ip.header().total_len()).saturating_sub(headers) as u32;
         segments.push(Segment {
-            ts_ns: packet.timestamp.as_nanos() as u64,
+            ts_ns,
             src: ip.header().source_addr(),
             dst: ip.header().destination_addr(),
             src_port: tcp.source_port(),
@@ -250,6 +277,7 @@ fn read_segments(path: &Path) -> Result<Vec<Segment>, CaptureError> {
             ack: tcp.ack(),
             seq: tcp.sequence_number(),
             ack_number: tcp.acknowledgment_number(),
+            payload_len,
         });
     }
     Ok(segments)
@@ -264,7 +292,23 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
     let mut attempts: Vec<SynAttempt> = Vec::new();
     let mut by_key: HashMap<Key, usize> = HashMap::new();
     let mut synack_times: HashMap<Key, Vec<u64>> = HashMap::new();
+    type Connection = (Ipv4Addr, u16, u16);
+    /// (capture time, sequence number, payload length) of a client segment.
+    type ClientSegment = (u64, u32, u32);
+    let mut client_segments: HashMap<Connection, Vec<ClientSegment>> = HashMap::new();
+    let mut server_segments: HashMap<Connection, Vec<u64>> = HashMap::new();
     for s in &segments {
+        if !s.syn && s.dst == server {
+            client_segments
+                .entry((s.src, s.src_port, s.dst_port))
+                .or_default()
+                .push((s.ts_ns, s.seq, s.payload_len));
+        } else if !s.syn && s.src == server {
+            server_segments
+                .entry((s.dst, s.dst_port, s.src_port))
+                .or_default()
+                .push(s.ts_ns);
+        }
         if s.syn && !s.ack && s.dst == server {
             let key = (s.src, s.src_port, s.dst_port, s.seq);
             let index = *by_key.entry(key).or_insert_with(|| {
@@ -274,6 +318,7 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
                     server_port: s.dst_port,
                     syn_ns: Vec::new(),
                     answered: Vec::new(),
+                    handshake_segments_dropped: 0,
                 });
                 attempts.len() - 1
             });
@@ -294,6 +339,38 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
                 replies.iter().any(|&t| t >= from && t < until)
             })
             .collect();
+        // Client segments between the first SYN-ACK and the server's first
+        // segment of the established connection reached a server still in
+        // SYN-RECV. If the request in them was retransmitted, none but the
+        // last was taken: the kernel dropped the handshake ACK and every
+        // earlier copy because the accept queue was full.
+        if let Some(&first_synack) = replies.first() {
+            let conn = (key.0, key.1, key.2);
+            let established_at = server_segments
+                .get(&conn)
+                .and_then(|times| times.iter().copied().find(|&t| t > first_synack))
+                .unwrap_or(u64::MAX);
+            let window: Vec<&(u64, u32, u32)> = client_segments
+                .get(&conn)
+                .map(|v| {
+                    v.iter()
+                        .filter(|(t, _, _)| *t > first_synack && *t < established_at)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let data: Vec<u32> = window
+                .iter()
+                .filter(|(_, _, len)| *len > 0)
+                .map(|(_, seq, _)| *seq)
+                .collect();
+            let retransmitted = data
+                .iter()
+                .enumerate()
+                .any(|(i, seq)| data[..i].contains(seq));
+            if retransmitted {
+                attempt.handshake_segments_dropped = window.len() as u64 - 1;
+            }
+        }
     }
     attempts.sort_by_key(|a| a.syn_ns.first().copied());
     audit.syns = attempts.iter().map(|a| a.syn_ns.len() as u64).sum();
@@ -301,6 +378,7 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
         .iter()
         .map(|a| a.answered.iter().filter(|&&x| !x).count() as u64)
         .sum();
+    audit.handshake_segments_dropped = attempts.iter().map(|a| a.handshake_segments_dropped).sum();
     audit.attempts = attempts;
     Ok(audit)
 }

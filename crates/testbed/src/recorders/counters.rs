@@ -68,7 +68,7 @@ pub fn parse(text: &str, path: &str) -> Result<Counters, CounterError> {
     };
     let mut counters = Counters::new();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.len() % 2 != 0 {
+    if !lines.len().is_multiple_of(2) {
         return Err(malformed(
             lines.len(),
             "odd number of lines: a header without values".into(),
