@@ -107,7 +107,11 @@ fn config_from_args(args: &WanArgs) -> Result<WanConfig> {
     config.validate().map_err(|e| {
         // Name the command-line option rather than the configuration key.
         let option = e.key.rsplit('.').next().unwrap_or(&e.key).replace('_', "-");
-        anyhow::anyhow!("--{option} {} is out of range (allowed: {})", e.value, e.allowed)
+        anyhow::anyhow!(
+            "--{option} {} is out of range (allowed: {})",
+            e.value,
+            e.allowed
+        )
     })?;
     Ok(config)
 }
@@ -147,7 +151,10 @@ pub fn run(args: WanArgs) -> Result<()> {
             || "no iptables rule (--no-rules)".to_string(),
             |r| r.describe()
         ),
-        duration.map_or(String::new(), |d| format!(" (or after {} s)", d.as_secs_f64())),
+        duration.map_or(String::new(), |d| format!(
+            " (or after {} s)",
+            d.as_secs_f64()
+        )),
     );
     if let Some(duration) = duration {
         let stop = Arc::clone(&stop);
@@ -198,8 +205,10 @@ fn print_stats(stats: &WanStats) {
         "dropped (queue full)",
     ]);
     for link in &stats.links {
-        let rows: [(&str, &DirectionStats); 2] =
-            [("upstream", &link.upstream), ("downstream", &link.downstream)];
+        let rows: [(&str, &DirectionStats); 2] = [
+            ("upstream", &link.upstream),
+            ("downstream", &link.downstream),
+        ];
         for (direction, d) in rows {
             table.add_row(vec![
                 Cell::new(&link.client),

@@ -1,8 +1,9 @@
 //! Packet capture of a namespace's interface, and the SYN audit read back
 //! from it.
 //!
-//! Capture uses tcpdump from the distribution (`-j` default clock,
-//! `--time-stamp-precision=nano`, snap length 128 bytes: headers only),
+//! Capture uses tcpdump from the distribution (`--time-stamp-precision=nano`,
+//! snap length 128 bytes: headers only, `--immediate-mode` so that the last
+//! second of packets is not left in a half-filled ring block at stop),
 //! started inside the namespace and stopped with SIGINT so that it flushes
 //! and reports how many packets the kernel dropped from its buffer; those
 //! drops are part of the run's record, never hidden. tcpdump is preferred
@@ -77,7 +78,7 @@ impl Capture {
     ) -> Result<Capture, CaptureError> {
         let mut command = ns.command("tcpdump");
         command
-            .args(["-i", iface, "-n", "-U", "-B", "65536"])
+            .args(["-i", iface, "-n", "-U", "--immediate-mode", "-B", "65536"])
             .args(["--time-stamp-precision=nano", "-s", &snap_len.to_string()])
             .arg("-w")
             .arg(path)

@@ -1,0 +1,97 @@
+//! Shared helpers of the testbed's root tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use vantage_testbed::netns;
+use vantage_testbed::run::{self, RunError, RunOptions, RunOutput};
+use vantage_testbed::spec::TestbedSpec;
+
+/// Timing-sensitive runs take turns: two cores, and one run's load must
+/// not distort another's delays.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// True (and a printed reason) when the test cannot run here.
+pub fn skip() -> bool {
+    if !netns::is_root() {
+        eprintln!(
+            "skipped: needs root to create network namespaces, veth links and iptables rules"
+        );
+        return true;
+    }
+    false
+}
+
+pub fn result_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("vantage-testbed-{name}-{}", std::process::id()))
+}
+
+pub fn tag(prefix: &str) -> String {
+    format!("{prefix}{:x}", std::process::id())
+}
+
+/// Runs a spec given as TOML text; the result directory is emptied first.
+pub fn run_spec(text: &str, name: &str, stop: Arc<AtomicBool>) -> Result<RunOutput, RunError> {
+    let spec = TestbedSpec::from_toml(text, name).expect("test spec is valid");
+    let dir = result_dir(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = RunOptions {
+        dir,
+        tag: Some(tag(&name[..2])),
+        watchdog: None,
+    };
+    run::run(&spec, text, &options, stop, &|_| {})
+}
+
+/// Testbed namespaces whose names carry `tag`.
+pub fn namespaces_of(tag: &str) -> Vec<String> {
+    let prefix = format!("vtb-{tag}-");
+    netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// Processes whose command line mentions `needle` (e.g. a result directory).
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let cmdline = entry.path().join("cmdline");
+        if let Ok(bytes) = std::fs::read(&cmdline) {
+            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if text.contains(needle) && !text.contains("cargo") {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
+/// Packets per (source address) in a pcap file: Ethernet, IPv4 source at
+/// bytes 26..30.
+pub fn packets_by_source(path: &Path) -> std::collections::HashMap<[u8; 4], u64> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = pcap_file::pcap::PcapReader::new(std::io::BufReader::new(file)).unwrap();
+    let mut counts = std::collections::HashMap::new();
+    while let Some(packet) = reader.next_raw_packet() {
+        let packet = packet.unwrap();
+        if packet.data.len() >= 30 && packet.data[12..14] == [0x08, 0x00] {
+            let source: [u8; 4] = packet.data[26..30].try_into().unwrap();
+            *counts.entry(source).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
