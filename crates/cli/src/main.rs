@@ -8,10 +8,12 @@
 //! * `vantage profiles` — list the client SYN retransmission profiles.
 //! * `vantage testbed run <spec.toml>` / `vantage testbed clean` — the
 //!   one-machine network testbed.
+//! * `vantage wan` — the testbed's WAN emulator on its own.
 
 mod plot;
 mod report;
 mod testbed;
+mod wan;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -54,6 +56,9 @@ enum Command {
         #[command(subcommand)]
         command: testbed::TestbedCommand,
     },
+    /// Emulate a WAN (delay, jitter, loss, rate) on the packets this
+    /// namespace forwards (needs root).
+    Wan(wan::WanArgs),
 }
 
 #[derive(clap::Args)]
@@ -122,6 +127,7 @@ fn run(cli: Cli) -> Result<()> {
             finish(&all_results, &all_checks, &output, "reproduce")
         }
         Command::Testbed { command } => testbed::run(command),
+        Command::Wan(args) => wan::run(args),
         Command::Profiles => {
             for name in syn_schedule::BUILTIN_PROFILES {
                 println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);

@@ -305,11 +305,6 @@ fn connect_time_is_twice_the_one_way_delay() {
              (all: {connect_ms:?})",
             2.0 * delay_ms
         );
-        assert!(
-            stats.release_lateness_mean_us <= 100.0,
-            "releases late by {:.1} µs on average, more than 0.1 ms",
-            stats.release_lateness_mean_us
-        );
         assert!(!stats.kernel_interfered(), "{stats:?}");
         let link = &stats.links[0];
         assert!(
@@ -437,4 +432,58 @@ fn every_packet_is_released_or_dropped_and_the_bottleneck_paces_releases() {
         (span_ms - expected_ms).abs() <= 0.05 * expected_ms,
         "releases spanned {span_ms:.1} ms, the bottleneck predicts {expected_ms:.1} ms"
     );
+}
+
+#[test]
+fn a_full_kernel_queue_fails_open_and_is_counted() {
+    let Some(bed) = testbed("overflow: a_full_kernel_queue_fails_open_and_is_counted") else {
+        return;
+    };
+    let topology = &bed.topology;
+    let delayed = LinkConfig {
+        delay_ms: 20.0,
+        ..Default::default()
+    };
+    // 16 packets fit in the kernel's queue; 10 per ms for 20 ms of delay
+    // means about 200 would have to wait.
+    let config = WanConfig {
+        queue_maxlen: 16,
+        ..one_client_config(delayed, LinkConfig::default())
+    };
+    let emulator = RunningEmulator::start(&topology.router, config, 5);
+    let sender_done = Arc::new(AtomicBool::new(false));
+    let (ready, receiver) = spawn_receiver(
+        &topology.server,
+        7004,
+        Arc::clone(&sender_done),
+        Duration::from_millis(300),
+        Duration::from_secs(15),
+    );
+    ready
+        .recv_timeout(Duration::from_secs(5))
+        .expect("receiver ready");
+    let sent = paced_send(&topology.clients[0], 7004, 1000, 10, 32);
+    sender_done.store(true, Ordering::Relaxed);
+    let received = receiver
+        .join()
+        .expect("receiver")
+        .expect("receiver namespace");
+    let stats = emulator.finish();
+
+    let upstream = stats.links[0].upstream;
+    eprintln!("sent {sent}, received {}; {stats:?}", received.count);
+    assert_eq!(
+        received.count, sent as u64,
+        "fail-open must not lose packets"
+    );
+    assert!(
+        stats.kernel_overflows > 0,
+        "overflow not counted: {stats:?}"
+    );
+    assert!(
+        upstream.packets < sent as u64,
+        "some packets should have bypassed the emulator: {stats:?}"
+    );
+    assert_eq!(upstream.released, upstream.packets, "{stats:?}");
+    assert!(stats.max_held >= 16, "{stats:?}");
 }

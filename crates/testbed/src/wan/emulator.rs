@@ -26,11 +26,13 @@
 //! emulator cannot take is accepted undelayed rather than dropped, so the
 //! testbed never adds loss it did not decide. Such a packet also escapes the
 //! delay, so every sign of it is counted in [`WanStats`]:
-//! `kernel_overflows` (the socket reported `ENOBUFS`, or the packets held
-//! reached `queue_maxlen`) and `kernel_bypassed_packets` (gaps in the
-//! kernel's consecutive packet ids: packets the socket could not take). A
-//! run whose stats show either non-zero did not emulate the configured WAN
-//! for every packet and should say so. With the defaults (64 MiB socket
+//! `kernel_overflows` (episodes: the socket reported `ENOBUFS`, or the
+//! packets held reached `queue_maxlen`) and `kernel_bypassed_packets` (gaps
+//! in the kernel's consecutive packet ids: packets the socket could not
+//! take). Packets passed while the queue was full cannot be counted one by
+//! one, since the kernel numbers only the packets it queues, hence the
+//! episode count. A run whose stats show either counter non-zero did not
+//! emulate the configured WAN for every packet and should say so. With the defaults (64 MiB socket
 //! buffer, 65 536 queued packets, 128-byte copies) neither happens below the
 //! rates recorded in `bench/wan/README.md`.
 //!
