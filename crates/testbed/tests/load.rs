@@ -670,32 +670,3 @@ fn httperf_sessions_against_the_test_server() {
     assert_eq!(stats.requests_served, 30);
 }
 
-/// The target run: 1,000 connections per second for 60 seconds (ignored by
-/// default: it takes a minute). `cargo test --release -p vantage-testbed
-/// --test load -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn thousand_connections_per_second_for_a_minute() {
-    let server = RunningServer::start(TestServerConfig {
-        response_bytes: 10 * 1024,
-        backlog: 4096,
-        ..TestServerConfig::default()
-    });
-    let mut config = constant_load(1000.0, 60.0);
-    config.arrivals.max_connections = 60_000;
-    config.frustration_timeout_s = 21.0;
-    let began = Instant::now();
-    let records = run_load(&config, server.address);
-    let elapsed = began.elapsed();
-    let stats = server.finish();
-    let summary = record::summarize(&records);
-    eprintln!("{summary}\nserver: {stats:?}\nelapsed {elapsed:?}");
-    assert_eq!(records.len(), 60_000);
-    assert_eq!(summary.count(Outcome::Ok), 60_000, "{summary}");
-    let lateness: Vec<u64> = records
-        .iter()
-        .filter_map(|r| r.start_ns.map(|start| start.saturating_sub(r.scheduled_ns)))
-        .collect();
-    let worst = lateness.iter().max().copied().unwrap_or(0);
-    eprintln!("worst start lateness {:.3} ms", worst as f64 / 1e6);
-}
