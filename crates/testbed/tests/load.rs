@@ -669,4 +669,3 @@ fn httperf_sessions_against_the_test_server() {
     );
     assert_eq!(stats.requests_served, 30);
 }
-
