@@ -341,10 +341,12 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
             })
             .collect();
         // Client segments between the first SYN-ACK and the server's first
-        // segment of the established connection reached a server still in
-        // SYN-RECV. If the request in them was retransmitted, none but the
-        // last was taken: the kernel dropped the handshake ACK and every
-        // earlier copy because the accept queue was full.
+        // segment of the established connection reached a server that was
+        // still in SYN-RECV, or completed the handshake. A segment was
+        // dropped (accept queue full) when the server later retransmitted
+        // its SYN-ACK, or when it carried data the client later sent again;
+        // the server leaves SYN-RECV only once, so every segment before a
+        // dropped one was dropped too.
         if let Some(&first_synack) = replies.first() {
             let conn = (key.0, key.1, key.2);
             let established_at = server_segments
@@ -359,18 +361,17 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
                         .collect()
                 })
                 .unwrap_or_default();
-            let data: Vec<u32> = window
-                .iter()
-                .filter(|(_, _, len)| *len > 0)
-                .map(|(_, seq, _)| *seq)
-                .collect();
-            let retransmitted = data
-                .iter()
-                .enumerate()
-                .any(|(i, seq)| data[..i].contains(seq));
-            if retransmitted {
-                attempt.handshake_segments_dropped = window.len() as u64 - 1;
-            }
+            let dropped = |i: usize| {
+                let (t, seq, len) = *window[i];
+                let synack_later = replies.iter().any(|&r| r > t);
+                let sent_again =
+                    len > 0 && window[i + 1..].iter().any(|(_, s, l)| *s == seq && *l > 0);
+                synack_later || sent_again
+            };
+            attempt.handshake_segments_dropped = (0..window.len())
+                .rev()
+                .find(|&i| dropped(i))
+                .map_or(0, |last| last as u64 + 1);
         }
     }
     attempts.sort_by_key(|a| a.syn_ns.first().copied());
@@ -451,6 +452,79 @@ mod tests {
         assert_eq!(gaps, vec![1_000_000_000, 1_000_000_000]);
         assert_eq!(audit.attempts[1].answered, vec![true]);
         assert_eq!(audit.attempts[2].answered, vec![false]);
+    }
+
+    /// A non-SYN segment of port `port`'s connection.
+    fn data(from_client: bool, port: u16, seq: u32, payload: usize) -> Vec<u8> {
+        let (src, dst, sport, dport) = if from_client {
+            (CLIENT, SERVER, port, 80)
+        } else {
+            (SERVER, CLIENT, 80, port)
+        };
+        let mut out = Vec::new();
+        PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4(src, dst, 64)
+            .tcp(sport, dport, seq, 64240)
+            .ack(1)
+            .write(&mut out, &vec![b'x'; payload])
+            .unwrap();
+        out
+    }
+
+    fn audit_of(packets: &[(f64, Vec<u8>)], name: &str) -> SynAudit {
+        let path = std::env::temp_dir().join(format!("vantage-{name}-{}.pcap", std::process::id()));
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            ..PcapHeader::default()
+        };
+        let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+        for (t, frame) in packets {
+            let ts = Duration::from_secs_f64(1_700_000_000.0 + t);
+            writer.write_packet(&PcapPacket::new(ts, frame.len() as u32, frame)).unwrap();
+        }
+        drop(writer);
+        let audit = syn_audit(&path, Ipv4Addr::from(SERVER)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        audit
+    }
+
+    /// A handshake that completes into a full accept queue: the ACK and the
+    /// first copies of the request are dropped until a copy gets through;
+    /// with a SYN-ACK retransmitted in between, the client's answer to it
+    /// completes the handshake.
+    #[test]
+    fn handshake_segments_dropped_at_a_full_accept_queue_are_counted() {
+        let retransmitted_request = [
+            (0.0, segment(true, 2000, 10, None)),
+            (0.01, segment(false, 2000, 5, Some(11))),
+            (0.02, data(true, 2000, 11, 0)),
+            (0.021, data(true, 2000, 11, 100)),
+            (0.25, data(true, 2000, 11, 100)),
+            (0.70, data(true, 2000, 11, 100)),
+            (0.71, data(false, 2000, 6, 0)),
+            (0.72, data(true, 2000, 111, 0)),
+        ];
+        assert_eq!(audit_of(&retransmitted_request, "hs1").handshake_segments_dropped, 3);
+        let synack_again = [
+            (0.0, segment(true, 2001, 10, None)),
+            (0.01, segment(false, 2001, 5, Some(11))),
+            (0.02, data(true, 2001, 11, 0)),
+            (0.021, data(true, 2001, 11, 100)),
+            (1.01, segment(false, 2001, 5, Some(11))),
+            (1.02, data(true, 2001, 11, 0)),
+            (1.03, data(true, 2001, 11, 100)),
+            (1.04, data(false, 2001, 6, 0)),
+        ];
+        assert_eq!(audit_of(&synack_again, "hs2").handshake_segments_dropped, 2);
+        let clean = [
+            (0.0, segment(true, 2002, 10, None)),
+            (0.01, segment(false, 2002, 5, Some(11))),
+            (0.02, data(true, 2002, 11, 0)),
+            (0.021, data(true, 2002, 11, 100)),
+            (0.03, data(false, 2002, 6, 0)),
+        ];
+        assert_eq!(audit_of(&clean, "hs3").handshake_segments_dropped, 0);
     }
 
     #[test]
