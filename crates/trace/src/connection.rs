@@ -1,0 +1,1320 @@
+//! Streaming TCP connection table: which connection each segment belongs
+//! to, what each direction negotiated and sent, which capture artefacts it
+//! shows, and when a connection is over — so that memory follows the
+//! connections alive at one moment, not the length of the trace.
+//!
+//! # Identity: 4-tuple plus initial sequence number
+//!
+//! A connection is its two endpoints *and* its initiator's ISN. The table
+//! keys on the canonical pair of endpoints, ordered by (address, port), so
+//! direction is told apart by the whole endpoint, never by address alone —
+//! a connection between two ports of one host is tracked like any other
+//! (tcptrace compares addresses first and mixes the directions up). On a
+//! known 4-tuple:
+//!
+//! * a SYN carrying the ISN already recorded for its side is a retransmitted
+//!   SYN of the same connection; a FIN, retransmitted or not, always stays
+//!   in its connection;
+//! * a pure SYN carrying a *different* ISN starts a new connection (port
+//!   reuse); the previous one is finished at once ([`FinishCause::Superseded`],
+//!   or `Closed` if it had closed). So is a SYN-ACK that answers neither
+//!   this connection's SYN nor repeats its responder's ISN;
+//! * after a connection closed (FIN both ways, or RST) and was emitted, a
+//!   small *tombstone* (its endpoints and next sequence numbers) remains for
+//!   [`TableConfig::time_wait`]: a late retransmitted FIN, ACK or data
+//!   segment near those sequence numbers is counted as
+//!   [`TableStats::late_segments`] instead of opening a connection, while a
+//!   SYN with a new ISN opens one.
+//!
+//! Connections first seen mid-stream (no SYN) are tracked too, with
+//! [`Opening::MidStream`]; a SYN-ACK seen before its SYN gives
+//! [`Opening::SynAck`] and the initiator's ISN (ack − 1).
+//!
+//! # Capture artefacts (tcpeval, Section 3.5, and beyond)
+//!
+//! The paper lists what packet filters do to traces; each is detected per
+//! direction and counted in [`Artefacts`], and marked on the segment in
+//! [`SegmentNotes`]:
+//!
+//! * **packets dropped by the filter**: "if tcpeval sees an ACK or other
+//!   response for a packet which was supposedly lost, \[it\] concludes it was
+//!   dropped in the filter". Here a cumulative ACK or a SACK block covering
+//!   sequence space never seen in the trace — beyond the highest byte seen,
+//!   or in a gap — records that space as acknowledged-unseen; what is still
+//!   unseen when the connection finishes is the capture drop
+//!   ([`Artefacts::capture_drops`] ranges, [`Artefacts::capture_dropped_bytes`]).
+//!   A segment that turns up after its ACK (the filter reordered it, as in a
+//!   SYN-ACK captured before its SYN) takes its bytes back out and is
+//!   counted as [`Artefacts::seen_after_ack`].
+//! * **packets added by the filter**: "if tcpeval sees the same packet twice
+//!   and it was not a retransmit, it simply discards the second copy". A
+//!   copy identical in sequence, acknowledgement, length, flags, window, IP
+//!   ID, checksum, TSval and first SACK block, within
+//!   [`TableConfig::duplicate_window`] of the original, is a duplicate: it
+//!   is counted and not recorded. A pure ACK without an IPv4 ID to tell it
+//!   apart is never judged a duplicate, because genuine duplicate ACKs are
+//!   byte-identical.
+//! * **timestamps out of order**: the paper's tcpeval did "not account for
+//!   this"; here a segment stamped earlier than its connection's previous
+//!   one is clamped to it (per-connection monotonic time) and counted.
+//! * beyond the paper: segments cut by the **snap length** (their length
+//!   comes from the IP header, see [`crate::decode`](mod@crate::decode)), **offload
+//!   super-segments** whose payload exceeds the MSS the peer announced, and
+//!   segments with sequence numbers more than 2^30 away from their
+//!   direction's (**out of window**: counted, recorded, ignored for
+//!   sequence tracking).
+//!
+//! # Finishing and memory
+//!
+//! A connection is finished when it has closed (FIN both ways, or RST) and
+//! stayed quiet for [`TableConfig::close_linger`], when it has been idle for
+//! [`TableConfig::idle_timeout`], when a new SYN supersedes it, or at
+//! [`ConnectionTable::finish_all`]. Finished connections, with their list of
+//! compact [`SegmentRecord`]s (40 bytes each) in trace order, are queued for
+//! the caller ([`ConnectionTable::pop_finished`]) and dropped from the
+//! table. Time is the trace's: the table is sans-IO and never reads a clock
+//! ([`ConnectionTable::expire`] lets a live driver advance it).
+//!
+//! Departures from tcpeval: tcpeval sorted packets by timestamp "in a
+//! number of places"; this table keeps trace order (a streaming table
+//! cannot sort) and makes time monotonic per connection instead.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+use vantage_core::Nanos;
+
+use crate::decode::{Endpoint, SackBlock, Segment, TcpFlags};
+
+/// Sequence distance beyond which a segment is out of window.
+const OUT_OF_WINDOW: i64 = 1 << 30;
+/// Sequence distance within which a tombstone claims a late segment.
+const TOMBSTONE_REACH: i64 = 1 << 24;
+/// Most data a SYN may carry (TCP Fast Open: at most one MSS).
+const MAX_SYN_DATA: u32 = 65_535;
+/// Gaps and acknowledged-unseen ranges remembered per direction.
+const MAX_RANGES: usize = 16;
+/// Recent segments per direction compared for duplicates.
+const RECENT_SEGMENTS: usize = 4;
+
+/// Timeouts and switches of a [`ConnectionTable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TableConfig {
+    /// A connection with no segment for longer than this is finished.
+    pub idle_timeout: Nanos,
+    /// A closed connection (FIN both ways, or RST) is finished after more
+    /// than this without a segment, so trailing ACKs and retransmitted FINs
+    /// still reach it.
+    pub close_linger: Nanos,
+    /// How long a closed, finished connection's tombstone catches late
+    /// segments (2 MSL by RFC 9293).
+    pub time_wait: Nanos,
+    /// Most tombstones kept; the oldest go first.
+    pub max_tombstones: usize,
+    /// Identical segments closer together than this are capture
+    /// duplicates, not retransmissions.
+    pub duplicate_window: Nanos,
+    /// Keep each connection's [`SegmentRecord`]s (for analyses that need
+    /// them); off, only counts are kept.
+    pub record_segments: bool,
+}
+
+impl Default for TableConfig {
+    fn default() -> TableConfig {
+        TableConfig {
+            idle_timeout: Nanos::from_secs(300),
+            close_linger: Nanos::from_secs(2),
+            time_wait: Nanos::from_secs(240),
+            max_tombstones: 100_000,
+            duplicate_window: Nanos::from_millis(1),
+            record_segments: true,
+        }
+    }
+}
+
+/// Connections are numbered in the order they were first seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ConnectionId(pub u64);
+
+/// Which way a segment travelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Direction {
+    FromInitiator,
+    FromResponder,
+}
+
+impl Direction {
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::FromInitiator => Direction::FromResponder,
+            Direction::FromResponder => Direction::FromInitiator,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Direction::FromInitiator => 0,
+            Direction::FromResponder => 1,
+        }
+    }
+}
+
+/// How the first segment of a connection identified its initiator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Opening {
+    /// A SYN: its sender is the initiator.
+    Syn,
+    /// A SYN-ACK before any SYN: its receiver is the initiator.
+    SynAck,
+    /// The trace began mid-connection: the side with the only port below
+    /// 1024 is taken as the responder, otherwise the first sender as the
+    /// initiator.
+    MidStream,
+}
+
+/// Why a connection left the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum FinishCause {
+    /// Closed (FIN both ways, or RST) and then quiet for the close linger,
+    /// or closed when something else finished it.
+    Closed,
+    /// No segment for the idle timeout.
+    IdleTimeout,
+    /// A SYN with a new ISN reused its 4-tuple before it closed.
+    Superseded,
+    /// Still open at [`ConnectionTable::finish_all`].
+    EndOfTrace,
+}
+
+/// Capture artefacts and related counts for one direction (or summed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Artefacts {
+    /// Ranges of sequence space acknowledged (cumulatively or by SACK) but
+    /// never seen: packets the capture dropped.
+    pub capture_drops: u64,
+    /// Sequence numbers in those ranges (payload bytes, plus one for an
+    /// unseen SYN or FIN).
+    pub capture_dropped_bytes: u64,
+    /// Segments seen after their acknowledgement (capture reordering).
+    pub seen_after_ack: u64,
+    /// Capture duplicates discarded.
+    pub duplicates: u64,
+    /// Segments whose timestamp went backwards and was clamped.
+    pub timestamps_clamped: u64,
+    /// Segments cut by the snap length.
+    pub truncated_segments: u64,
+    /// Segments with more payload than the peer's MSS (offload).
+    pub super_segments: u64,
+    /// Segments with a sequence number far outside their direction's.
+    pub out_of_window: u64,
+}
+
+impl Artefacts {
+    pub fn add(&mut self, other: &Artefacts) {
+        self.capture_drops += other.capture_drops;
+        self.capture_dropped_bytes += other.capture_dropped_bytes;
+        self.seen_after_ack += other.seen_after_ack;
+        self.duplicates += other.duplicates;
+        self.timestamps_clamped += other.timestamps_clamped;
+        self.truncated_segments += other.truncated_segments;
+        self.super_segments += other.super_segments;
+        self.out_of_window += other.out_of_window;
+    }
+}
+
+/// What one direction of a connection sent and negotiated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DirectionSummary {
+    /// Initial sequence number, from this side's SYN (or, for the
+    /// initiator, from a SYN-ACK seen before the SYN).
+    pub isn: Option<u32>,
+    /// Sequence number of the first segment seen from this side.
+    pub first_seq: Option<u32>,
+    /// One past the highest sequence number this side is known to have
+    /// sent (seen, or implied by the peer's acknowledgements).
+    pub next_seq: Option<u32>,
+    /// Segments recorded (duplicates excluded).
+    pub segments: u64,
+    /// Payload bytes carried, retransmissions included.
+    pub payload_bytes: u64,
+    /// Segments that re-sent sequence space already seen.
+    pub retransmissions: u64,
+    /// Sequence space re-sent.
+    pub retransmitted_bytes: u64,
+    /// SYN segments sent (more than one: retransmitted SYNs).
+    pub syns: u32,
+    pub fin: bool,
+    pub rst: bool,
+    /// Options of this side's (latest) SYN.
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+    pub first_timestamp: Option<Nanos>,
+    pub last_timestamp: Option<Nanos>,
+    pub artefacts: Artefacts,
+}
+
+/// Marks on one recorded segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SegmentNotes(pub u16);
+
+impl SegmentNotes {
+    /// Sent by the responder (otherwise by the initiator).
+    pub const FROM_RESPONDER: u16 = 1 << 0;
+    /// Carried the timestamps option (`ts_value`, `ts_echo` are valid).
+    pub const TIMESTAMPS: u16 = 1 << 1;
+    /// Cut by the snap length.
+    pub const TRUNCATED: u16 = 1 << 2;
+    /// Payload larger than the peer's MSS.
+    pub const SUPER_SEGMENT: u16 = 1 << 3;
+    /// Timestamp went backwards and was clamped.
+    pub const TIMESTAMP_CLAMPED: u16 = 1 << 4;
+    /// Re-sent sequence space already seen.
+    pub const RETRANSMISSION: u16 = 1 << 5;
+    /// Filled (part of) a gap in the sequence space seen so far.
+    pub const FILLS_GAP: u16 = 1 << 6;
+    /// Started beyond the highest sequence seen: a gap precedes it.
+    pub const AFTER_GAP: u16 = 1 << 7;
+    /// Its ACK or SACK acknowledged sequence space never seen.
+    pub const ACKS_UNSEEN: u16 = 1 << 8;
+    /// Carried sequence space already acknowledged but not yet seen.
+    pub const SEEN_AFTER_ACK: u16 = 1 << 9;
+    /// Sequence number far outside its direction's.
+    pub const OUT_OF_WINDOW: u16 = 1 << 10;
+    /// IP length field was zero (offload); length taken from the frame.
+    pub const LENGTH_FROM_FRAME: u16 = 1 << 11;
+
+    pub fn contains(self, note: u16) -> bool {
+        self.0 & note == note
+    }
+
+    fn set(&mut self, note: u16) {
+        self.0 |= note;
+    }
+
+    pub fn direction(self) -> Direction {
+        if self.contains(Self::FROM_RESPONDER) {
+            Direction::FromResponder
+        } else {
+            Direction::FromInitiator
+        }
+    }
+}
+
+/// One recorded segment, compact: what later analyses (critical path,
+/// response time) need, without addresses (the connection has them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentRecord {
+    /// Capture time, clamped to be monotonic within the connection.
+    pub timestamp: Nanos,
+    pub seq: u32,
+    pub ack: u32,
+    /// Payload length from the IP header.
+    pub payload_len: u32,
+    /// TSval and TSecr, valid when notes contain `TIMESTAMPS`.
+    pub ts_value: u32,
+    pub ts_echo: u32,
+    /// Index of this segment's first SACK block in
+    /// [`Connection::sack_blocks`].
+    pub sack_start: u32,
+    /// Window field as sent (scale with [`Connection::window_scaling`]).
+    pub window: u16,
+    pub flags: TcpFlags,
+    pub notes: SegmentNotes,
+    pub sack_count: u8,
+}
+
+impl SegmentRecord {
+    pub fn direction(&self) -> Direction {
+        self.notes.direction()
+    }
+}
+
+/// A finished connection, as emitted by the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    pub id: ConnectionId,
+    pub initiator: Endpoint,
+    pub responder: Endpoint,
+    pub opening: Opening,
+    pub first_timestamp: Nanos,
+    pub last_timestamp: Nanos,
+    pub finish: FinishCause,
+    pub from_initiator: DirectionSummary,
+    pub from_responder: DirectionSummary,
+    /// Every recorded segment in trace order (empty when
+    /// [`TableConfig::record_segments`] is off).
+    pub segments: Vec<SegmentRecord>,
+    /// SACK blocks of all segments, indexed by [`SegmentRecord::sack_start`].
+    pub sack_blocks: Vec<SackBlock>,
+}
+
+impl Connection {
+    pub fn direction(&self, direction: Direction) -> &DirectionSummary {
+        match direction {
+            Direction::FromInitiator => &self.from_initiator,
+            Direction::FromResponder => &self.from_responder,
+        }
+    }
+
+    fn direction_mut(&mut self, direction: Direction) -> &mut DirectionSummary {
+        match direction {
+            Direction::FromInitiator => &mut self.from_initiator,
+            Direction::FromResponder => &mut self.from_responder,
+        }
+    }
+
+    /// Both sides sent a SYN (the three-way handshake was seen, at least
+    /// its first two steps).
+    pub fn handshake_seen(&self) -> bool {
+        self.from_initiator.syns > 0 && self.from_responder.syns > 0
+    }
+
+    /// Window scale shifts (initiator's, responder's) when both SYNs
+    /// offered scaling (RFC 7323); shifts above 14 are taken as 14.
+    pub fn window_scaling(&self) -> Option<(u8, u8)> {
+        match (
+            self.from_initiator.window_scale,
+            self.from_responder.window_scale,
+        ) {
+            (Some(initiator), Some(responder)) => Some((initiator.min(14), responder.min(14))),
+            _ => None,
+        }
+    }
+
+    /// SACK was permitted by both SYNs.
+    pub fn sack_permitted(&self) -> bool {
+        self.from_initiator.sack_permitted && self.from_responder.sack_permitted
+    }
+
+    /// Timestamps were offered by both SYNs.
+    pub fn timestamps_negotiated(&self) -> bool {
+        self.from_initiator.timestamps && self.from_responder.timestamps
+    }
+
+    /// Largest payload a direction may send: the MSS its peer announced.
+    pub fn mss_limit(&self, direction: Direction) -> Option<u16> {
+        self.direction(direction.reverse()).mss
+    }
+
+    /// FIN seen from both sides.
+    pub fn closed_by_fins(&self) -> bool {
+        self.from_initiator.fin && self.from_responder.fin
+    }
+
+    /// Either side sent a RST.
+    pub fn reset(&self) -> bool {
+        self.from_initiator.rst || self.from_responder.rst
+    }
+
+    /// Artefacts of both directions.
+    pub fn artefacts(&self) -> Artefacts {
+        let mut total = self.from_initiator.artefacts;
+        total.add(&self.from_responder.artefacts);
+        total
+    }
+
+    /// The SACK blocks a recorded segment carried.
+    pub fn sack_blocks_of(&self, record: &SegmentRecord) -> &[SackBlock] {
+        let start = record.sack_start as usize;
+        self.sack_blocks
+            .get(start..start + usize::from(record.sack_count))
+            .unwrap_or(&[])
+    }
+}
+
+/// Where an observed segment went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// Recorded in a connection.
+    Recorded {
+        connection: ConnectionId,
+        direction: Direction,
+        notes: SegmentNotes,
+    },
+    /// A capture duplicate of a recent segment: counted, not recorded.
+    Duplicate {
+        connection: ConnectionId,
+        direction: Direction,
+    },
+    /// A late segment of a closed connection already emitted.
+    Late,
+}
+
+/// Counters of the table as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    /// Segments observed.
+    pub segments: u64,
+    pub duplicates: u64,
+    /// Segments caught by a closed connection's tombstone.
+    pub late_segments: u64,
+    pub connections_opened: u64,
+    pub connections_finished: u64,
+    /// Most connections in the table at once.
+    pub peak_active: usize,
+    /// Tombstones dropped early because of [`TableConfig::max_tombstones`].
+    pub tombstones_evicted: u64,
+}
+
+/// The canonical pair of endpoints: `low` ≤ `high` by (address, port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    low: Endpoint,
+    high: Endpoint,
+}
+
+impl FlowKey {
+    /// The key and whether the source is its `low` endpoint.
+    fn of(source: Endpoint, destination: Endpoint) -> (FlowKey, bool) {
+        if source <= destination {
+            (
+                FlowKey {
+                    low: source,
+                    high: destination,
+                },
+                true,
+            )
+        } else {
+            (
+                FlowKey {
+                    low: destination,
+                    high: source,
+                },
+                false,
+            )
+        }
+    }
+}
+
+/// Disjoint half-open ranges of relative sequence numbers, at most
+/// [`MAX_RANGES`] (the lowest are dropped beyond that; `dropped` counts
+/// the ranges and space lost that way).
+#[derive(Clone, Debug, Default)]
+struct RangeSet {
+    ranges: Vec<(i64, i64)>,
+    dropped_ranges: u64,
+    dropped_space: u64,
+}
+
+impl RangeSet {
+    fn add(&mut self, start: i64, end: i64) {
+        if start >= end {
+            return;
+        }
+        let (mut start, mut end) = (start, end);
+        self.ranges.retain(|&(s, e)| {
+            if s <= end && start <= e {
+                start = start.min(s);
+                end = end.max(e);
+                false
+            } else {
+                true
+            }
+        });
+        self.ranges.push((start, end));
+        if self.ranges.len() > MAX_RANGES {
+            let lowest = (0..self.ranges.len())
+                .min_by_key(|&i| self.ranges[i].0)
+                .unwrap_or(0);
+            let (s, e) = self.ranges.swap_remove(lowest);
+            self.dropped_ranges += 1;
+            self.dropped_space += (e - s) as u64;
+        }
+    }
+
+    /// Removes `[start, end)`; returns how much space was removed.
+    fn remove(&mut self, start: i64, end: i64) -> i64 {
+        self.remove_with(start, end, |_, _| {})
+    }
+
+    /// Removes `[start, end)`, handing each removed piece to `f`; returns
+    /// how much space was removed.
+    fn remove_with(&mut self, start: i64, end: i64, mut f: impl FnMut(i64, i64)) -> i64 {
+        if start >= end || self.ranges.is_empty() {
+            return 0;
+        }
+        let mut removed = 0;
+        let mut kept = Vec::new();
+        self.ranges.retain(|&(s, e)| {
+            if s < end && start < e {
+                let (from, to) = (s.max(start), e.min(end));
+                removed += to - from;
+                f(from, to);
+                if s < start {
+                    kept.push((s, start));
+                }
+                if end < e {
+                    kept.push((end, e));
+                }
+                false
+            } else {
+                true
+            }
+        });
+        for (s, e) in kept {
+            self.add(s, e);
+        }
+        removed
+    }
+
+    /// Removes everything below `limit`, handing each removed piece to `f`.
+    fn drain_below(&mut self, limit: i64, mut f: impl FnMut(i64, i64)) {
+        if self.ranges.is_empty() {
+            return;
+        }
+        let mut kept = Vec::new();
+        self.ranges.retain(|&(s, e)| {
+            if s < limit {
+                f(s, e.min(limit));
+                if limit < e {
+                    kept.push((limit, e));
+                }
+                false
+            } else {
+                true
+            }
+        });
+        self.ranges.extend(kept);
+    }
+
+    fn count(&self) -> u64 {
+        self.ranges.len() as u64 + self.dropped_ranges
+    }
+
+    fn space(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|&(s, e)| (e - s) as u64)
+            .sum::<u64>()
+            + self.dropped_space
+    }
+}
+
+/// What identifies a segment for duplicate detection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Fingerprint {
+    seq: u32,
+    ack: u32,
+    payload_len: u32,
+    ts_value: u32,
+    first_sack_left: u32,
+    flags: u16,
+    window: u16,
+    ip_id: u16,
+    checksum: u16,
+}
+
+impl Fingerprint {
+    fn of(segment: &Segment<'_>) -> Fingerprint {
+        Fingerprint {
+            seq: segment.seq,
+            ack: segment.ack,
+            payload_len: segment.payload_len,
+            ts_value: segment.options.timestamps.map_or(0, |ts| ts.value),
+            first_sack_left: segment.options.sack_blocks().first().map_or(0, |b| b.left),
+            flags: segment.flags.0,
+            window: segment.window,
+            ip_id: segment.ip_id,
+            checksum: segment.checksum,
+        }
+    }
+
+    /// Whether a copy of this segment can be told from a genuine resend:
+    /// it carries data or a control flag, or an IPv4 ID. Pure ACKs without
+    /// an ID are byte-identical when they are genuine duplicate ACKs.
+    fn distinguishable(&self) -> bool {
+        self.payload_len > 0
+            || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
+            || self.ip_id != 0
+    }
+}
+
+/// Sequence tracking of one direction, in numbers relative to `base`
+/// (unwrapped to 64 bits against the highest seen).
+#[derive(Clone, Debug, Default)]
+struct SequenceTracker {
+    base: Option<u32>,
+    next_relative: i64,
+    /// Gaps below `next_relative` not yet seen nor acknowledged.
+    gaps: RangeSet,
+    /// Space acknowledged by the peer but never seen.
+    unseen: RangeSet,
+    recent: [(Fingerprint, Nanos); RECENT_SEGMENTS],
+    recent_len: usize,
+    recent_next: usize,
+}
+
+impl SequenceTracker {
+    fn relative(&self, base: u32, seq: u32) -> i64 {
+        let reference = base.wrapping_add(self.next_relative as u32);
+        self.next_relative + i64::from(seq.wrapping_sub(reference) as i32)
+    }
+
+    fn is_duplicate(&self, fingerprint: &Fingerprint, now: Nanos, window: Nanos) -> bool {
+        fingerprint.distinguishable()
+            && self.recent[..self.recent_len]
+                .iter()
+                .any(|(seen, at)| seen == fingerprint && now - *at <= window)
+    }
+
+    fn remember(&mut self, fingerprint: Fingerprint, now: Nanos) {
+        self.recent[self.recent_next] = (fingerprint, now);
+        self.recent_next = (self.recent_next + 1) % RECENT_SEGMENTS;
+        self.recent_len = (self.recent_len + 1).min(RECENT_SEGMENTS);
+    }
+
+    /// Records that the peer acknowledged up to `acked` (relative): space
+    /// beyond the highest seen, and gaps below it, were never seen.
+    fn acknowledged(&mut self, acked: i64) -> bool {
+        let mut unseen = false;
+        let delta = acked - self.next_relative;
+        if delta > OUT_OF_WINDOW {
+            // A garbage acknowledgement number says nothing.
+            return false;
+        }
+        if delta > 0 {
+            self.unseen.add(self.next_relative, acked);
+            self.next_relative = acked;
+            unseen = true;
+        }
+        let unseen_ranges = &mut self.unseen;
+        self.gaps.drain_below(acked, |start, end| {
+            unseen_ranges.add(start, end);
+            unseen = true;
+        });
+        unseen
+    }
+
+    /// Records a SACK block `[left, right)` (relative): gaps it covers,
+    /// and space beyond the highest seen, were never seen.
+    fn selectively_acknowledged(&mut self, left: i64, right: i64) -> bool {
+        if right <= left || right - left > OUT_OF_WINDOW {
+            return false;
+        }
+        let mut unseen = false;
+        let unseen_ranges = &mut self.unseen;
+        self.gaps
+            .remove_with(left, right.min(self.next_relative), |start, end| {
+                unseen_ranges.add(start, end);
+                unseen = true;
+            });
+        let beyond = right - self.next_relative;
+        if beyond > 0 && beyond <= OUT_OF_WINDOW {
+            if left > self.next_relative {
+                self.gaps.add(self.next_relative, left);
+            }
+            self.unseen.add(left.max(self.next_relative), right);
+            self.next_relative = right;
+            unseen = true;
+        }
+        unseen
+    }
+}
+
+/// A connection in the table, with its trackers.
+struct ActiveConnection {
+    connection: Connection,
+    /// Whether the initiator is the key's `low` endpoint.
+    initiator_is_low: bool,
+    trackers: [SequenceTracker; 2],
+    closed_at: Option<Nanos>,
+}
+
+impl ActiveConnection {
+    fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection {
+        let flags = segment.flags;
+        let (opening, source_initiates) = if flags.syn() && !flags.ack() {
+            (Opening::Syn, true)
+        } else if flags.syn() {
+            (Opening::SynAck, false)
+        } else {
+            // Only the responder's port is below 1024: it serves.
+            let source_serves = segment.source.port < 1024 && segment.destination.port >= 1024;
+            (Opening::MidStream, !source_serves)
+        };
+        let (initiator, responder) = if source_initiates {
+            (segment.source, segment.destination)
+        } else {
+            (segment.destination, segment.source)
+        };
+        ActiveConnection {
+            connection: Connection {
+                id,
+                initiator,
+                responder,
+                opening,
+                first_timestamp: segment.timestamp,
+                last_timestamp: segment.timestamp,
+                finish: FinishCause::EndOfTrace,
+                from_initiator: DirectionSummary::default(),
+                from_responder: DirectionSummary::default(),
+                segments: Vec::new(),
+                sack_blocks: Vec::new(),
+            },
+            initiator_is_low: source_initiates == source_is_low,
+            trackers: [SequenceTracker::default(), SequenceTracker::default()],
+            closed_at: None,
+        }
+    }
+
+    fn direction_of(&self, source_is_low: bool) -> Direction {
+        if source_is_low == self.initiator_is_low {
+            Direction::FromInitiator
+        } else {
+            Direction::FromResponder
+        }
+    }
+
+    /// Whether `segment` opens a new connection on this 4-tuple instead of
+    /// belonging to this one (see the module docs).
+    fn superseded_by(&self, segment: &Segment<'_>, direction: Direction) -> bool {
+        let flags = segment.flags;
+        if !flags.syn() {
+            return false;
+        }
+        let sender = self.connection.direction(direction);
+        let peer = self.connection.direction(direction.reverse());
+        if !flags.ack() {
+            return match sender.isn {
+                Some(isn) => isn != segment.seq,
+                None if self.closed_at.is_some() => true,
+                // Nothing seen from this side yet: simultaneous open, or
+                // the SYN of a connection first seen from the other side.
+                None => sender
+                    .first_seq
+                    .is_some_and(|first| first != segment.seq.wrapping_add(1)),
+            };
+        }
+        // It answers this connection's SYN if it acknowledges the SYN (plus
+        // any TCP Fast Open data the SYN carried).
+        let answers_our_syn = match peer.isn {
+            Some(isn) => (1..=MAX_SYN_DATA + 1).contains(&segment.ack.wrapping_sub(isn)),
+            None => peer.first_seq == Some(segment.ack),
+        };
+        let repeats_our_isn = sender.isn == Some(segment.seq);
+        if answers_our_syn || repeats_our_isn {
+            false
+        } else if peer.isn.is_some() || sender.isn.is_some() {
+            true
+        } else {
+            self.closed_at.is_some()
+        }
+    }
+
+    fn expired(&self, now: Nanos, config: &TableConfig) -> Option<FinishCause> {
+        let idle = now - self.connection.last_timestamp;
+        if self.closed_at.is_some() && idle > config.close_linger {
+            Some(FinishCause::Closed)
+        } else if idle > config.idle_timeout {
+            Some(FinishCause::IdleTimeout)
+        } else {
+            None
+        }
+    }
+
+    /// Takes in one segment of this connection.
+    fn observe(
+        &mut self,
+        segment: &Segment<'_>,
+        direction: Direction,
+        config: &TableConfig,
+    ) -> Observation {
+        let id = self.connection.id;
+        let d = direction.index();
+        let mut notes = SegmentNotes::default();
+        if direction == Direction::FromResponder {
+            notes.set(SegmentNotes::FROM_RESPONDER);
+        }
+        let mut timestamp = segment.timestamp;
+        if timestamp < self.connection.last_timestamp {
+            timestamp = self.connection.last_timestamp;
+            notes.set(SegmentNotes::TIMESTAMP_CLAMPED);
+        }
+
+        let fingerprint = Fingerprint::of(segment);
+        if self.trackers[d].is_duplicate(&fingerprint, timestamp, config.duplicate_window) {
+            self.connection
+                .direction_mut(direction)
+                .artefacts
+                .duplicates += 1;
+            return Observation::Duplicate {
+                connection: id,
+                direction,
+            };
+        }
+        self.trackers[d].remember(fingerprint, timestamp);
+        self.connection.last_timestamp = timestamp;
+
+        let peer_mss = self.connection.direction(direction.reverse()).mss;
+        let flags = segment.flags;
+        {
+            let summary = self.connection.direction_mut(direction);
+            summary.segments += 1;
+            summary.payload_bytes += u64::from(segment.payload_len);
+            summary.first_timestamp.get_or_insert(timestamp);
+            summary.last_timestamp = Some(timestamp);
+            if notes.contains(SegmentNotes::TIMESTAMP_CLAMPED) {
+                summary.artefacts.timestamps_clamped += 1;
+            }
+            if flags.syn() {
+                summary.syns += 1;
+                summary.isn.get_or_insert(segment.seq);
+                summary.mss = segment.options.mss;
+                summary.window_scale = segment.options.window_scale;
+                summary.sack_permitted = segment.options.sack_permitted;
+                summary.timestamps = segment.options.timestamps.is_some();
+            }
+            summary.fin |= flags.fin();
+            summary.rst |= flags.rst();
+            summary.first_seq.get_or_insert(segment.seq);
+            if segment.truncated {
+                notes.set(SegmentNotes::TRUNCATED);
+                summary.artefacts.truncated_segments += 1;
+            }
+            if segment.length_from_frame {
+                notes.set(SegmentNotes::LENGTH_FROM_FRAME);
+            }
+            if peer_mss.is_some_and(|mss| segment.payload_len > u32::from(mss)) {
+                notes.set(SegmentNotes::SUPER_SEGMENT);
+                summary.artefacts.super_segments += 1;
+            }
+        }
+
+        self.track_sequence(segment, direction, &mut notes);
+        if flags.ack() {
+            self.track_acknowledgement(segment, direction, &mut notes);
+        }
+        for tracked in [Direction::FromInitiator, Direction::FromResponder] {
+            let tracker = &self.trackers[tracked.index()];
+            if let Some(base) = tracker.base {
+                self.connection.direction_mut(tracked).next_seq =
+                    Some(base.wrapping_add(tracker.next_relative as u32));
+            }
+        }
+
+        let closed = self.connection.closed_by_fins() || self.connection.reset();
+        if closed && self.closed_at.is_none() {
+            self.closed_at = Some(timestamp);
+        }
+
+        if config.record_segments {
+            self.record(segment, timestamp, notes);
+        }
+        Observation::Recorded {
+            connection: id,
+            direction,
+            notes,
+        }
+    }
+
+    fn track_sequence(
+        &mut self,
+        segment: &Segment<'_>,
+        direction: Direction,
+        notes: &mut SegmentNotes,
+    ) {
+        let first_syn = segment.flags.syn() && self.connection.direction(direction).syns == 1;
+        let tracker = &mut self.trackers[direction.index()];
+        let base = *tracker.base.get_or_insert(segment.seq);
+        let mut start = tracker.relative(base, segment.seq);
+        if first_syn && (start - tracker.next_relative).abs() > OUT_OF_WINDOW {
+            // A side's first SYN defines its sequence space: whatever came
+            // before it from that side (a stray or injected RST) does not.
+            tracker.base = Some(segment.seq);
+            tracker.next_relative = 0;
+            tracker.gaps = RangeSet::default();
+            tracker.unseen = RangeSet::default();
+            start = 0;
+        }
+        if (start - tracker.next_relative).abs() > OUT_OF_WINDOW {
+            notes.set(SegmentNotes::OUT_OF_WINDOW);
+            self.connection
+                .direction_mut(direction)
+                .artefacts
+                .out_of_window += 1;
+            return;
+        }
+        let length = segment.sequence_len() as i64;
+        let end = start + length;
+        if start > tracker.next_relative {
+            tracker.gaps.add(tracker.next_relative, start);
+            notes.set(SegmentNotes::AFTER_GAP);
+        }
+        let mut resent = 0;
+        let mut late = 0;
+        if length > 0 && start < tracker.next_relative {
+            let overlap_end = end.min(tracker.next_relative);
+            let filled = tracker.gaps.remove(start, overlap_end);
+            late = tracker.unseen.remove(start, overlap_end);
+            resent = overlap_end - start - filled - late;
+            if filled > 0 {
+                notes.set(SegmentNotes::FILLS_GAP);
+            }
+            if late > 0 {
+                notes.set(SegmentNotes::SEEN_AFTER_ACK);
+            }
+            if resent > 0 {
+                notes.set(SegmentNotes::RETRANSMISSION);
+            }
+        }
+        tracker.next_relative = tracker.next_relative.max(end);
+        let summary = self.connection.direction_mut(direction);
+        if resent > 0 {
+            summary.retransmissions += 1;
+            summary.retransmitted_bytes += resent as u64;
+        }
+        if late > 0 {
+            summary.artefacts.seen_after_ack += 1;
+        }
+    }
+
+    fn track_acknowledgement(
+        &mut self,
+        segment: &Segment<'_>,
+        direction: Direction,
+        notes: &mut SegmentNotes,
+    ) {
+        let peer_direction = direction.reverse();
+        let tracker = &mut self.trackers[peer_direction.index()];
+        let base = match tracker.base {
+            Some(base) => base,
+            None if segment.flags.syn() => {
+                // A SYN-ACK before the SYN it answers: the initiator's ISN.
+                let isn = segment.ack.wrapping_sub(1);
+                tracker.base = Some(isn);
+                self.connection
+                    .direction_mut(peer_direction)
+                    .isn
+                    .get_or_insert(isn);
+                isn
+            }
+            None => return,
+        };
+        let mut unseen = tracker.acknowledged(tracker.relative(base, segment.ack));
+        for block in segment.options.sack_blocks() {
+            let left = tracker.relative(base, block.left);
+            let right = tracker.relative(base, block.right);
+            unseen |= tracker.selectively_acknowledged(left, right);
+        }
+        if unseen {
+            notes.set(SegmentNotes::ACKS_UNSEEN);
+        }
+    }
+
+    fn record(&mut self, segment: &Segment<'_>, timestamp: Nanos, mut notes: SegmentNotes) {
+        let (ts_value, ts_echo) = match segment.options.timestamps {
+            Some(ts) => {
+                notes.set(SegmentNotes::TIMESTAMPS);
+                (ts.value, ts.echo_reply)
+            }
+            None => (0, 0),
+        };
+        let sack = segment.options.sack_blocks();
+        let sack_start = self.connection.sack_blocks.len() as u32;
+        self.connection.sack_blocks.extend_from_slice(sack);
+        self.connection.segments.push(SegmentRecord {
+            timestamp,
+            seq: segment.seq,
+            ack: segment.ack,
+            payload_len: segment.payload_len,
+            ts_value,
+            ts_echo,
+            sack_start,
+            window: segment.window,
+            flags: segment.flags,
+            notes,
+            sack_count: sack.len() as u8,
+        });
+    }
+
+    /// Turns the connection into what is emitted: artefacts that are only
+    /// known at the end (capture drops) are filled in.
+    fn into_finished(mut self, cause: FinishCause) -> Connection {
+        let closed = self.closed_at.is_some();
+        self.connection.finish = match cause {
+            FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
+            other => other,
+        };
+        for direction in [Direction::FromInitiator, Direction::FromResponder] {
+            let tracker = &self.trackers[direction.index()];
+            let artefacts = &mut self.connection.direction_mut(direction).artefacts;
+            artefacts.capture_drops = tracker.unseen.count();
+            artefacts.capture_dropped_bytes = tracker.unseen.space();
+        }
+        self.connection
+    }
+
+    fn tombstone(&self, now: Nanos) -> Tombstone {
+        let next = |d: Direction| {
+            let tracker = &self.trackers[d.index()];
+            tracker
+                .base
+                .map(|base| base.wrapping_add(tracker.next_relative as u32))
+        };
+        Tombstone {
+            id: self.connection.id,
+            initiator_is_low: self.initiator_is_low,
+            isn: [
+                self.connection.from_initiator.isn,
+                self.connection.from_responder.isn,
+            ],
+            next_seq: [
+                next(Direction::FromInitiator),
+                next(Direction::FromResponder),
+            ],
+            finished_at: now,
+        }
+    }
+}
+
+/// What remains of a closed connection after it was emitted.
+#[derive(Clone, Copy, Debug)]
+struct Tombstone {
+    id: ConnectionId,
+    initiator_is_low: bool,
+    isn: [Option<u32>; 2],
+    next_seq: [Option<u32>; 2],
+    finished_at: Nanos,
+}
+
+impl Tombstone {
+    /// Whether `segment` is a late segment of this finished connection.
+    fn claims(&self, segment: &Segment<'_>, source_is_low: bool) -> bool {
+        let direction = if source_is_low == self.initiator_is_low {
+            Direction::FromInitiator
+        } else {
+            Direction::FromResponder
+        };
+        let d = direction.index();
+        if segment.flags.syn() {
+            return self.isn[d] == Some(segment.seq);
+        }
+        self.next_seq[d].is_some_and(|next| {
+            i64::from(segment.seq.wrapping_sub(next) as i32).abs() <= TOMBSTONE_REACH
+        })
+    }
+}
+
+/// The streaming connection table. Feed it segments in trace order with
+/// [`observe`](Self::observe); take finished connections with
+/// [`pop_finished`](Self::pop_finished); call
+/// [`finish_all`](Self::finish_all) at the end of the trace.
+pub struct ConnectionTable {
+    config: TableConfig,
+    active: HashMap<FlowKey, Box<ActiveConnection>>,
+    tombstones: HashMap<FlowKey, Tombstone>,
+    tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
+    finished: VecDeque<Connection>,
+    now: Nanos,
+    last_sweep: Nanos,
+    observed_since_sweep: usize,
+    next_id: u64,
+    stats: TableStats,
+    scratch: Vec<(Nanos, ConnectionId, FlowKey, FinishCause)>,
+}
+
+impl ConnectionTable {
+    pub fn new(config: TableConfig) -> ConnectionTable {
+        ConnectionTable {
+            config,
+            active: HashMap::new(),
+            tombstones: HashMap::new(),
+            tombstone_order: VecDeque::new(),
+            finished: VecDeque::new(),
+            now: Nanos::ZERO,
+            last_sweep: Nanos::ZERO,
+            observed_since_sweep: 0,
+            next_id: 0,
+            stats: TableStats::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &TableStats {
+        &self.stats
+    }
+
+    /// Connections currently in the table.
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Tombstones currently kept.
+    pub fn tombstone_len(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// The latest trace time seen (or given to [`expire`](Self::expire)).
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Takes in one segment; finished connections it causes (port reuse,
+    /// timeouts) are queued for [`pop_finished`](Self::pop_finished).
+    pub fn observe(&mut self, segment: &Segment<'_>) -> Observation {
+        self.stats.segments += 1;
+        self.now = self.now.max(segment.timestamp);
+        let (key, source_is_low) = FlowKey::of(segment.source, segment.destination);
+
+        // One lookup on the common path. A connection whose linger or idle
+        // timeout has passed is finished before it could take this segment,
+        // however lazily sweeps run.
+        let now = self.now;
+        let replaced = match self.active.get_mut(&key) {
+            Some(active) => match active.expired(now, &self.config) {
+                Some(cause) => Some(cause),
+                None => {
+                    let direction = active.direction_of(source_is_low);
+                    if active.superseded_by(segment, direction) {
+                        Some(FinishCause::Superseded)
+                    } else {
+                        let observation = active.observe(segment, direction, &self.config);
+                        if let Observation::Duplicate { .. } = observation {
+                            self.stats.duplicates += 1;
+                        }
+                        self.maybe_sweep();
+                        return observation;
+                    }
+                }
+            },
+            None => None,
+        };
+        if let Some(cause) = replaced {
+            if let Some(previous) = self.active.remove(&key) {
+                self.finish(key, *previous, cause);
+            }
+        }
+        if let Some(tombstone) = self.tombstones.get(&key) {
+            if tombstone.claims(segment, source_is_low) {
+                self.stats.late_segments += 1;
+                self.maybe_sweep();
+                return Observation::Late;
+            }
+            self.tombstones.remove(&key);
+        }
+
+        let id = ConnectionId(self.next_id);
+        self.next_id += 1;
+        self.stats.connections_opened += 1;
+        let mut active = Box::new(ActiveConnection::new(id, segment, source_is_low));
+        let direction = active.direction_of(source_is_low);
+        let observation = active.observe(segment, direction, &self.config);
+        self.active.insert(key, active);
+        self.stats.peak_active = self.stats.peak_active.max(self.active.len());
+        self.maybe_sweep();
+        observation
+    }
+
+    /// The next finished connection, oldest first.
+    pub fn pop_finished(&mut self) -> Option<Connection> {
+        self.finished.pop_front()
+    }
+
+    /// Advances trace time to `now` (if later) and finishes every
+    /// connection whose linger or idle timeout has passed.
+    pub fn expire(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
+        self.sweep();
+    }
+
+    /// Finishes every connection still in the table (end of trace), in the
+    /// order they were opened.
+    pub fn finish_all(&mut self) {
+        let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
+        remaining.sort_by_key(|(_, active)| active.connection.id);
+        for (key, active) in remaining {
+            self.finish(key, *active, FinishCause::EndOfTrace);
+        }
+    }
+
+    fn finish(&mut self, key: FlowKey, active: ActiveConnection, cause: FinishCause) {
+        if active.closed_at.is_some() && cause != FinishCause::Superseded {
+            self.bury(key, active.tombstone(self.now));
+        }
+        self.stats.connections_finished += 1;
+        self.finished.push_back(active.into_finished(cause));
+    }
+
+    fn bury(&mut self, key: FlowKey, tombstone: Tombstone) {
+        if self.config.max_tombstones == 0 {
+            return;
+        }
+        while self.tombstones.len() >= self.config.max_tombstones {
+            if !self.pop_oldest_tombstone() {
+                break;
+            }
+            self.stats.tombstones_evicted += 1;
+        }
+        self.tombstone_order.push_back((key, tombstone.id));
+        self.tombstones.insert(key, tombstone);
+    }
+
+    /// Drops the oldest tombstone still current; false if none is left.
+    fn pop_oldest_tombstone(&mut self) -> bool {
+        while let Some((key, id)) = self.tombstone_order.pop_front() {
+            if self.tombstones.get(&key).is_some_and(|t| t.id == id) {
+                self.tombstones.remove(&key);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Sweeps when trace time has moved on and enough segments have been
+    /// observed since the last sweep to pay for it (amortised O(1) per
+    /// segment), or at the latest once per idle timeout of trace time.
+    fn maybe_sweep(&mut self) {
+        self.observed_since_sweep += 1;
+        let elapsed = self.now - self.last_sweep;
+        let interval = Nanos(self.config.close_linger.0.min(self.config.idle_timeout.0) / 2);
+        let paid_for = self.observed_since_sweep >= self.active.len();
+        if (elapsed >= interval && paid_for) || elapsed >= self.config.idle_timeout {
+            self.sweep();
+        }
+    }
+
+    fn sweep(&mut self) {
+        self.observed_since_sweep = 0;
+        self.last_sweep = self.now;
+        let now = self.now;
+        let mut expired = std::mem::take(&mut self.scratch);
+        expired.clear();
+        expired.extend(self.active.iter().filter_map(|(key, active)| {
+            active.expired(now, &self.config).map(|cause| {
+                (
+                    active.connection.last_timestamp,
+                    active.connection.id,
+                    *key,
+                    cause,
+                )
+            })
+        }));
+        expired.sort_by_key(|&(last, id, _, _)| (last, id));
+        for &(_, _, key, cause) in &expired {
+            if let Some(active) = self.active.remove(&key) {
+                self.finish(key, *active, cause);
+            }
+        }
+        self.scratch = expired;
+        while let Some(&(key, id)) = self.tombstone_order.front() {
+            match self.tombstones.get(&key) {
+                Some(tombstone) if tombstone.id == id => {
+                    if now - tombstone.finished_at < self.config.time_wait {
+                        break;
+                    }
+                    self.tombstones.remove(&key);
+                }
+                _ => {}
+            }
+            self.tombstone_order.pop_front();
+        }
+    }
+}
