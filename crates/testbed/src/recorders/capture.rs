@@ -19,18 +19,15 @@
 //! compared with the kernel's counters and the clients' profile.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use etherparse::{LaxNetSlice, LaxSlicedPacket, TransportSlice};
-use pcap_file::pcap::PcapReader;
-use pcap_file::DataLink;
 use serde::Serialize;
+use vantage_trace::TraceReader;
 
 use crate::netns::Netns;
 
@@ -46,8 +43,6 @@ pub enum CaptureError {
     NotListening { namespace: String, stderr: String },
     #[error("cannot read capture {path}: {problem}")]
     Read { path: String, problem: String },
-    #[error("capture {path}: link type {link:?} is not supported (Ethernet and raw IPv4 are)")]
-    LinkType { path: String, link: String },
 }
 
 /// A running tcpdump.
@@ -229,56 +224,30 @@ fn read_segments(path: &Path) -> Result<Vec<Segment>, CaptureError> {
         path: path.display().to_string(),
         problem,
     };
-    let file = File::open(path).map_err(|e| read_error(e.to_string()))?;
-    let mut reader =
-        PcapReader::new(BufReader::new(file)).map_err(|e| read_error(e.to_string()))?;
-    let header = reader.header();
-    let link = header.datalink;
-    if !matches!(link, DataLink::ETHERNET | DataLink::RAW | DataLink::IPV4) {
-        return Err(CaptureError::LinkType {
-            path: path.display().to_string(),
-            link: format!("{link:?}"),
-        });
-    }
+    let mut reader = TraceReader::open(path).map_err(|e| read_error(e.to_string()))?;
     let mut segments = Vec::new();
-    let mut index = 0u64;
-    // Raw records: pcap-file 2.0 rejects any packet whose original length
-    // exceeds the snap length — every truncated packet of a headers-only
-    // capture — when it builds a `PcapPacket`; the raw record is fine.
-    let fraction_ns = match header.ts_resolution {
-        pcap_file::TsResolution::MicroSecond => 1_000,
-        pcap_file::TsResolution::NanoSecond => 1,
-    };
-    while let Some(packet) = reader.next_raw_packet() {
-        index += 1;
-        let packet = packet.map_err(|e| read_error(format!("packet {index}: {e}")))?;
-        let ts_ns =
-            u64::from(packet.ts_sec) * 1_000_000_000 + u64::from(packet.ts_frac) * fraction_ns;
-        // Lax slicing: a headers-only capture truncates every payload.
-        let sliced = match link {
-            DataLink::ETHERNET => LaxSlicedPacket::from_ethernet(&packet.data).ok(),
-            _ => LaxSlicedPacket::from_ip(&packet.data).ok(),
-        };
-        // Frames without a whole IPv4 and TCP header are not counted.
-        let Some(sliced) = sliced else { continue };
-        let (Some(LaxNetSlice::Ipv4(ip)), Some(TransportSlice::Tcp(tcp))) =
-            (sliced.net, sliced.transport)
-        else {
+    while let Some(packet) = reader
+        .next_packet()
+        .map_err(|e| read_error(e.to_string()))?
+    {
+        // Frames that are not IPv4 TCP are not connection attempts.
+        let Ok(tcp) = vantage_trace::decode(&packet) else {
             continue;
         };
-        let headers = usize::from(ip.header().ihl()) * 4 + tcp.header_len();
-        let payload_len = usize::from(ip.header().total_len()).saturating_sub(headers) as u32;
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (tcp.source.ip, tcp.destination.ip) else {
+            continue;
+        };
         segments.push(Segment {
-            ts_ns,
-            src: ip.header().source_addr(),
-            dst: ip.header().destination_addr(),
-            src_port: tcp.source_port(),
-            dst_port: tcp.destination_port(),
-            syn: tcp.syn(),
-            ack: tcp.ack(),
-            seq: tcp.sequence_number(),
-            ack_number: tcp.acknowledgment_number(),
-            payload_len,
+            ts_ns: tcp.timestamp.as_nanos(),
+            src,
+            dst,
+            src_port: tcp.source.port,
+            dst_port: tcp.destination.port,
+            syn: tcp.flags.syn(),
+            ack: tcp.flags.ack(),
+            seq: tcp.seq,
+            ack_number: tcp.ack,
+            payload_len: tcp.payload_len,
         });
     }
     Ok(segments)
@@ -390,7 +359,7 @@ mod tests {
     use super::*;
     use etherparse::PacketBuilder;
     use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    use pcap_file::TsResolution;
+    use pcap_file::{DataLink, TsResolution};
 
     const CLIENT: [u8; 4] = [10, 78, 0, 2];
     const SERVER: [u8; 4] = [10, 77, 0, 2];
@@ -421,7 +390,8 @@ mod tests {
             ts_resolution: TsResolution::NanoSecond,
             ..PcapHeader::default()
         };
-        let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+        let mut writer =
+            PcapWriter::with_header(std::fs::File::create(&path).unwrap(), header).unwrap();
         let secs = |s: f64| Duration::from_secs_f64(1_700_000_000.0 + s);
         // Port 1000: SYN dropped at 0 s and 1 s, answered at 2 s.
         // Port 1001: answered at once. Port 1000 reused later with a new ISN.
@@ -478,10 +448,13 @@ mod tests {
             ts_resolution: TsResolution::NanoSecond,
             ..PcapHeader::default()
         };
-        let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+        let mut writer =
+            PcapWriter::with_header(std::fs::File::create(&path).unwrap(), header).unwrap();
         for (t, frame) in packets {
             let ts = Duration::from_secs_f64(1_700_000_000.0 + t);
-            writer.write_packet(&PcapPacket::new(ts, frame.len() as u32, frame)).unwrap();
+            writer
+                .write_packet(&PcapPacket::new(ts, frame.len() as u32, frame))
+                .unwrap();
         }
         drop(writer);
         let audit = syn_audit(&path, Ipv4Addr::from(SERVER)).unwrap();
@@ -505,7 +478,10 @@ mod tests {
             (0.71, data(false, 2000, 6, 0)),
             (0.72, data(true, 2000, 111, 0)),
         ];
-        assert_eq!(audit_of(&retransmitted_request, "hs1").handshake_segments_dropped, 3);
+        assert_eq!(
+            audit_of(&retransmitted_request, "hs1").handshake_segments_dropped,
+            3
+        );
         let synack_again = [
             (0.0, segment(true, 2001, 10, None)),
             (0.01, segment(false, 2001, 5, Some(11))),

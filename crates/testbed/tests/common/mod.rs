@@ -75,17 +75,15 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
     found
 }
 
-/// Packets per (source address) in a pcap file: Ethernet, IPv4 source at
-/// bytes 26..30.
+/// TCP segments per source IPv4 address in a capture.
 pub fn packets_by_source(path: &Path) -> std::collections::HashMap<[u8; 4], u64> {
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut reader = pcap_file::pcap::PcapReader::new(std::io::BufReader::new(file)).unwrap();
+    let mut reader = vantage_trace::TraceReader::open(path).unwrap_or_else(|e| panic!("{e}"));
     let mut counts = std::collections::HashMap::new();
-    while let Some(packet) = reader.next_raw_packet() {
-        let packet = packet.unwrap();
-        if packet.data.len() >= 30 && packet.data[12..14] == [0x08, 0x00] {
-            let source: [u8; 4] = packet.data[26..30].try_into().unwrap();
-            *counts.entry(source).or_insert(0) += 1;
+    while let Some(packet) = reader.next_packet().unwrap() {
+        if let Ok(segment) = vantage_trace::decode(&packet) {
+            if let std::net::IpAddr::V4(source) = segment.source.ip {
+                *counts.entry(source.octets()).or_insert(0) += 1;
+            }
         }
     }
     counts
