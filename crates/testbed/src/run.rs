@@ -102,6 +102,11 @@ pub struct RunSummary {
     pub listen_drops: u64,
     pub syn_queue_full_drops: u64,
     pub passive_opens: u64,
+    /// Server-side retransmissions repaired by time-out and by fast
+    /// retransmit (`TcpExt.TCPTimeouts`, `TcpExt.TCPFastRetrans`): the truth
+    /// a critical-path analysis of the server's sending is checked against.
+    pub server_timeouts: u64,
+    pub server_fast_retransmits: u64,
     /// From the server capture.
     pub server_syns: Option<u64>,
     pub server_unanswered_syns: Option<u64>,
@@ -544,6 +549,8 @@ fn run_in_topology(
         listen_drops: counter_record.total("TcpExt.ListenDrops"),
         syn_queue_full_drops: counter_record.total("TcpExt.TCPReqQFullDrop"),
         passive_opens: counter_record.total("Tcp.PassiveOpens"),
+        server_timeouts: counter_record.total("TcpExt.TCPTimeouts"),
+        server_fast_retransmits: counter_record.total("TcpExt.TCPFastRetrans"),
         server_syns: audit.as_ref().map(|a| a.syns),
         server_unanswered_syns: audit.as_ref().map(|a| a.unanswered_syns),
         server_handshake_segments_dropped: audit.as_ref().map(|a| a.handshake_segments_dropped),
@@ -582,8 +589,8 @@ pub fn render_summary(s: &RunSummary) -> String {
         s.name, s.clients, s.client_profile, s.syn_retries, s.syn_linear_timeouts));
     out.push_str(&s.load.to_string());
     out.push_str("\nserver kernel counters over the run\n");
-    out.push_str(&format!("  ListenOverflows   {}\n  ListenDrops       {}\n  TCPReqQFullDrop   {}\n  PassiveOpens      {}\n",
-        s.listen_overflows, s.listen_drops, s.syn_queue_full_drops, s.passive_opens));
+    out.push_str(&format!("  ListenOverflows   {}\n  ListenDrops       {}\n  TCPReqQFullDrop   {}\n  PassiveOpens      {}\n  TCPTimeouts       {}\n  TCPFastRetrans    {}\n",
+        s.listen_overflows, s.listen_drops, s.syn_queue_full_drops, s.passive_opens, s.server_timeouts, s.server_fast_retransmits));
     if let (Some(syns), Some(unanswered), Some(handshake)) = (
         s.server_syns,
         s.server_unanswered_syns,

@@ -149,7 +149,12 @@ fn dropped_syns_follow_the_client_profile_and_match_the_server_counters() {
     }
 
     // Client ground truth: retransmission count as the server saw it, and
-    // connect time = sum of the gaps before the accepted SYN + one RTT.
+    // connect time = the gaps before the accepted SYN (as the capture
+    // measured them; they match the profile within ±5 %, checked above, the
+    // kernel's timers firing a few ms late each) + one RTT. Every
+    // connection within 20 ms (the client runtime noticing the handshake on
+    // two busy cores), the median within ±2 ms.
+    let mut residuals_ms = Vec::new();
     for record in &out.records {
         assert_eq!(record.outcome, Outcome::Ok, "{record:?}");
         let port = record.local_port.unwrap();
@@ -160,16 +165,20 @@ fn dropped_syns_follow_the_client_profile_and_match_the_server_counters() {
             .unwrap();
         let k = record.syn_retransmissions.unwrap() as usize;
         assert_eq!(attempt.syn_ns.len(), k + 1, "port {port}");
-        let expected = profile.send_offset(k).saturating_add(rtt).as_secs_f64();
+        let gaps_s = (attempt.syn_ns[k] - attempt.syn_ns[0]) as f64 / 1e9;
+        let expected = gaps_s + rtt.as_secs_f64();
         let measured = (record.connected_ns.unwrap() - record.start_ns.unwrap()) as f64 / 1e9;
-        // ±5 % on the gaps (the bound), plus 5 ms for the client
-        // runtime to notice the handshake on a busy two-core machine.
-        let tolerance = 0.05 * profile.send_offset(k).as_secs_f64() + 0.005;
         assert!(
-            (measured - expected).abs() <= tolerance,
-            "port {port}: {k} retransmissions, connect took {measured:.4} s, expected {expected:.4} s ± {tolerance:.4}"
+            (measured - expected).abs() <= 0.020,
+            "port {port}: {k} retransmissions over {gaps_s:.4} s, connect took {measured:.4} s, expected {expected:.4} s"
         );
+        residuals_ms.push((measured - expected) * 1e3);
     }
+    let typical = median(residuals_ms);
+    assert!(
+        typical.abs() <= 2.0,
+        "median connect-time residual {typical:.3} ms"
+    );
 
     // ListenDrops: the SYNs without SYN-ACK, plus any handshake-completing
     // segment the full accept queue dropped.

@@ -38,6 +38,7 @@ pub const INTERVAL_COLUMNS: &[&str] = &[
     "Tcp.OutSegs",
     "Tcp.RetransSegs",
     "TcpExt.TCPTimeouts",
+    "TcpExt.TCPFastRetrans",
     "TcpExt.TCPSynRetrans",
 ];
 
