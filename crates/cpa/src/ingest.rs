@@ -1,0 +1,266 @@
+//! Reading traces into the analyzer: the driver around the sans-IO parts.
+//!
+//! Each trace goes through the shared ingest of `vantage-trace` (reader,
+//! decoder, streaming connection table). Two things the table does not
+//! keep are collected on the side, index-aligned with each connection's
+//! segment records: the IPv4 identification (to match packets between two
+//! captures) and how the payload begins (to tell HTTP requests apart).
+//!
+//! With two captures, packets are read from whichever trace is behind in
+//! time, so a connection finishes in both tables at about the same moment;
+//! finished connections wait for their counterpart (matched on client,
+//! server and the client's initial sequence number), so memory follows the
+//! connections in flight. Connections only one capture saw are analysed
+//! from that capture alone.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+use vantage_core::Nanos;
+use vantage_trace::{
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, TableConfig, TraceReader,
+};
+
+use crate::analysis::{Analyzer, InputSummary};
+use crate::view::{CapturedConnection, PayloadStart, SegmentExtra};
+use crate::{CpaError, Side};
+
+/// One trace being read.
+pub(crate) struct Source {
+    side: Side,
+    reader: TraceReader,
+    table: ConnectionTable,
+    extras: HashMap<ConnectionId, Vec<SegmentExtra>>,
+    last_time: Nanos,
+    done: bool,
+    summary: InputSummary,
+}
+
+impl Source {
+    pub fn open(path: &Path, side: Side, config: TableConfig) -> Result<Source, CpaError> {
+        let reader = TraceReader::open(path).map_err(|source| CpaError::Trace {
+            side: side.name(),
+            source,
+        })?;
+        Ok(Source {
+            side,
+            reader,
+            table: ConnectionTable::new(TableConfig {
+                record_segments: true,
+                ..config
+            }),
+            extras: HashMap::new(),
+            last_time: Nanos::ZERO,
+            done: false,
+            summary: InputSummary {
+                side: Some(side),
+                ..InputSummary::default()
+            },
+        })
+    }
+
+    /// Reads one packet; false at the end of the trace.
+    pub fn step(&mut self) -> Result<bool, CpaError> {
+        if self.done {
+            return Ok(false);
+        }
+        let packet = match self.reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => {
+                self.done = true;
+                self.table.finish_all();
+                return Ok(false);
+            }
+            Err(source) => {
+                return Err(CpaError::Trace {
+                    side: self.side.name(),
+                    source,
+                })
+            }
+        };
+        self.summary.packets += 1;
+        self.last_time = self.last_time.max(packet.timestamp);
+        match decode(&packet) {
+            Ok(segment) => {
+                self.summary.tcp_segments += 1;
+                let extra = SegmentExtra {
+                    ip_id: segment.ip_id,
+                    payload: if segment.payload_len > 0 {
+                        PayloadStart::classify(segment.payload)
+                    } else {
+                        PayloadStart::Unknown
+                    },
+                };
+                if let Observation::Recorded { connection, .. } = self.table.observe(&segment) {
+                    self.extras.entry(connection).or_default().push(extra);
+                }
+            }
+            Err(reason) => self.summary.skipped.add(reason),
+        }
+        Ok(true)
+    }
+
+    /// The next finished connection.
+    pub fn pop(&mut self) -> Option<CapturedConnection> {
+        let connection = self.table.pop_finished()?;
+        self.summary.connections += 1;
+        let extras = self.extras.remove(&connection.id).unwrap_or_default();
+        Some(CapturedConnection {
+            side: self.side,
+            connection,
+            extras,
+        })
+    }
+
+    pub fn summary(&self) -> InputSummary {
+        let mut summary = self.summary.clone();
+        summary.peak_active_connections = self.table.stats().peak_active;
+        summary.late_segments = self.table.stats().late_segments;
+        summary
+    }
+}
+
+/// Analyses one trace taken at `side`.
+pub(crate) fn single(
+    path: &Path,
+    side: Side,
+    config: TableConfig,
+    analyzer: &mut Analyzer,
+) -> Result<InputSummary, CpaError> {
+    let mut source = Source::open(path, side, config)?;
+    loop {
+        let more = source.step()?;
+        while let Some(captured) = source.pop() {
+            match side {
+                Side::Client => analyzer.on_connection(Some(&captured), None),
+                Side::Server => analyzer.on_connection(None, Some(&captured)),
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    Ok(source.summary())
+}
+
+/// Identifies a connection across the two captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct PairKey {
+    client: Endpoint,
+    server: Endpoint,
+    client_isn: Option<u32>,
+}
+
+impl PairKey {
+    fn of(captured: &CapturedConnection) -> PairKey {
+        let connection = &captured.connection;
+        PairKey {
+            client: connection.initiator,
+            server: connection.responder,
+            client_isn: connection.from_initiator.isn,
+        }
+    }
+}
+
+/// Finished connections waiting for their counterpart, by side.
+#[derive(Default)]
+struct Pairing {
+    waiting: [BTreeMap<PairKey, VecDeque<CapturedConnection>>; 2],
+}
+
+impl Pairing {
+    fn offer(&mut self, captured: CapturedConnection, analyzer: &mut Analyzer) {
+        let key = PairKey::of(&captured);
+        let other = captured.side.other().index();
+        if let Some(queue) = self.waiting[other].get_mut(&key) {
+            if let Some(peer) = queue.pop_front() {
+                if queue.is_empty() {
+                    self.waiting[other].remove(&key);
+                }
+                analyze_pair(captured, peer, analyzer);
+                return;
+            }
+        }
+        self.waiting[captured.side.index()]
+            .entry(key)
+            .or_default()
+            .push_back(captured);
+    }
+
+    /// At the end: pairs the rest by endpoints alone (one capture missed
+    /// the SYN), in time order; analyses what is left from one capture.
+    fn finish(self, analyzer: &mut Analyzer) {
+        let [client_side, server_side] = self.waiting.map(|waiting| {
+            let mut all: Vec<CapturedConnection> = waiting.into_values().flatten().collect();
+            all.sort_by_key(|c| (c.connection.first_timestamp, c.connection.id));
+            all
+        });
+        let mut servers: Vec<Option<CapturedConnection>> =
+            server_side.into_iter().map(Some).collect();
+        for client in client_side {
+            let endpoints = |c: &CapturedConnection| {
+                let (a, b) = (c.connection.initiator, c.connection.responder);
+                (a.min(b), a.max(b))
+            };
+            let wanted = endpoints(&client);
+            let found = servers
+                .iter_mut()
+                .find(|slot| slot.as_ref().is_some_and(|s| endpoints(s) == wanted))
+                .and_then(Option::take);
+            match found {
+                Some(server) => analyze_pair(client, server, analyzer),
+                None => analyzer.on_connection(Some(&client), None),
+            }
+        }
+        for server in servers.into_iter().flatten() {
+            analyzer.on_connection(None, Some(&server));
+        }
+    }
+}
+
+fn analyze_pair(a: CapturedConnection, b: CapturedConnection, analyzer: &mut Analyzer) {
+    let (client, server) = if a.side == Side::Client {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    analyzer.on_connection(Some(&client), Some(&server));
+}
+
+/// Analyses a client-side and a server-side trace of the same
+/// transactions.
+pub(crate) fn dual(
+    client_path: &Path,
+    server_path: &Path,
+    config: TableConfig,
+    clock_offset: Option<i64>,
+    analyzer: &mut Analyzer,
+) -> Result<[InputSummary; 2], CpaError> {
+    let mut sources = [
+        Source::open(client_path, Side::Client, config)?,
+        Source::open(server_path, Side::Server, config)?,
+    ];
+    let mut pairing = Pairing::default();
+    // Server times are compared after removing the given offset.
+    let offset = clock_offset.unwrap_or(0);
+    loop {
+        let behind = match (sources[0].done, sources[1].done) {
+            (true, true) => break,
+            (true, false) => 1,
+            (false, true) => 0,
+            (false, false) => {
+                let client_time = sources[0].last_time.0 as i128;
+                let server_time = sources[1].last_time.0 as i128 - i128::from(offset);
+                usize::from(server_time <= client_time)
+            }
+        };
+        sources[behind].step()?;
+        for source in sources.iter_mut() {
+            while let Some(captured) = source.pop() {
+                pairing.offer(captured, analyzer);
+            }
+        }
+    }
+    pairing.finish(analyzer);
+    Ok([sources[0].summary(), sources[1].summary()])
+}

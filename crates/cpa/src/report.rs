@@ -1,0 +1,573 @@
+//! What the analysis prints: a row per transaction with its verdict, the
+//! mean and standard deviation of each category per response-size class
+//! (the tcpeval paper's Figures 4, 6 and 7), the histogram of packets on
+//! the critical path (Figure 8), JSON Lines, and the arc chain of one
+//! transaction (`--explain`).
+//!
+//! Size classes follow the paper's three files — 1 KB ("small files that
+//! can fit within a single TCP packet"), 20 KB (the median Web file) and
+//! 500 KB (large) — with boundaries at the geometric means between them,
+//! rounded: 4 KiB and 100 KiB. Standard deviations are of the sample
+//! (n − 1); the paper does not say which it used.
+//!
+//! Every output is a pure function of the [`Analysis`]: no clock, no hash
+//! order, so the same input gives byte-identical output.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use vantage_core::Nanos;
+
+use crate::profile::{Category, Transaction};
+use crate::{Analysis, CpaError, Side};
+
+/// Response-size classes: class `i` holds responses of at least
+/// `boundaries[i - 1]` and less than `boundaries[i]` bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SizeClasses {
+    boundaries: Vec<u64>,
+}
+
+impl Default for SizeClasses {
+    fn default() -> SizeClasses {
+        SizeClasses {
+            boundaries: vec![4 * 1024, 100 * 1024],
+        }
+    }
+}
+
+impl SizeClasses {
+    /// Classes split at `boundaries` (bytes, strictly increasing).
+    pub fn new(boundaries: Vec<u64>) -> Result<SizeClasses, CpaError> {
+        if boundaries.windows(2).any(|w| w[0] >= w[1]) || boundaries.first() == Some(&0) {
+            return Err(CpaError::InvalidOption {
+                name: "size_classes",
+                problem: format!(
+                    "boundaries must be positive and strictly increasing, got {boundaries:?}"
+                ),
+            });
+        }
+        Ok(SizeClasses { boundaries })
+    }
+
+    pub fn len(&self) -> usize {
+        self.boundaries.len() + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn class_of(&self, bytes: u64) -> usize {
+        self.boundaries.partition_point(|&b| b <= bytes)
+    }
+
+    /// `small (< 4 KiB)`, `medium (4 KiB – 100 KiB)`, `large (≥ 100 KiB)`
+    /// for the default three classes; ranges otherwise.
+    pub fn name(&self, class: usize) -> String {
+        let range = match (
+            class.checked_sub(1).and_then(|i| self.boundaries.get(i)),
+            self.boundaries.get(class),
+        ) {
+            (None, Some(&high)) => format!("< {}", bytes(high)),
+            (Some(&low), Some(&high)) => format!("{} – {}", bytes(low), bytes(high)),
+            (Some(&low), None) => format!("≥ {}", bytes(low)),
+            (None, None) => "all".to_string(),
+        };
+        if self.len() == 3 {
+            let word = ["small", "medium", "large"][class.min(2)];
+            format!("{word} ({range})")
+        } else {
+            range
+        }
+    }
+}
+
+fn bytes(value: u64) -> String {
+    if value >= 1024 * 1024 && value.is_multiple_of(1024 * 1024) {
+        format!("{} MiB", value / (1024 * 1024))
+    } else if value >= 1024 && value.is_multiple_of(1024) {
+        format!("{} KiB", value / 1024)
+    } else {
+        format!("{value} B")
+    }
+}
+
+/// Mean and sample standard deviation, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub std_dev: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Spread {
+        let n = values.len();
+        if n == 0 {
+            return Spread::default();
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let std_dev = if n < 2 {
+            0.0
+        } else {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        };
+        Spread { mean, std_dev }
+    }
+}
+
+/// Figures 4, 6, 7: one response-size class.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClassAggregate {
+    pub class: String,
+    pub transactions: usize,
+    /// Seconds.
+    pub duration: Spread,
+    /// Seconds, in [`Category::ALL`] order.
+    pub categories: Vec<(Category, Spread)>,
+    pub critical_path_packets: Spread,
+}
+
+/// Mean and standard deviation of each category per size class (classes
+/// without transactions are left out).
+pub fn aggregate(analysis: &Analysis, classes: &SizeClasses) -> Vec<ClassAggregate> {
+    (0..classes.len())
+        .filter_map(|class| {
+            let members: Vec<&Transaction> = analysis
+                .transactions
+                .iter()
+                .filter(|t| classes.class_of(t.response_bytes) == class)
+                .collect();
+            if members.is_empty() {
+                return None;
+            }
+            let seconds = |f: &dyn Fn(&Transaction) -> Nanos| -> Vec<f64> {
+                members.iter().map(|t| f(t).as_secs_f64()).collect()
+            };
+            Some(ClassAggregate {
+                class: classes.name(class),
+                transactions: members.len(),
+                duration: Spread::of(&seconds(&|t| t.duration)),
+                categories: Category::ALL
+                    .iter()
+                    .map(|&c| (c, Spread::of(&seconds(&|t| t.profile.get(c)))))
+                    .collect(),
+                critical_path_packets: Spread::of(
+                    &members
+                        .iter()
+                        .map(|t| t.critical_path_packets as f64)
+                        .collect::<Vec<_>>(),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Figure 8: how many packets the critical paths of one class had.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Histogram {
+    pub class: String,
+    /// Packets on the critical path → transactions.
+    pub counts: BTreeMap<usize, usize>,
+    pub minimum: usize,
+    /// The most common count (the smallest, on ties).
+    pub mode: usize,
+    pub mean: f64,
+}
+
+/// The histogram of packets on the critical path per size class.
+pub fn histogram(analysis: &Analysis, classes: &SizeClasses) -> Vec<Histogram> {
+    (0..classes.len())
+        .filter_map(|class| {
+            let mut counts = BTreeMap::new();
+            for t in &analysis.transactions {
+                if classes.class_of(t.response_bytes) == class {
+                    *counts.entry(t.critical_path_packets).or_insert(0) += 1;
+                }
+            }
+            let minimum = *counts.keys().next()?;
+            let mode = counts
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .map_or(minimum, |(&packets, _)| packets);
+            let total: usize = counts.values().sum();
+            let mean = counts.iter().map(|(&p, &n)| (p * n) as f64).sum::<f64>() / total as f64;
+            Some(Histogram {
+                class: classes.name(class),
+                counts,
+                minimum,
+                mode,
+                mean,
+            })
+        })
+        .collect()
+}
+
+fn ms(value: Nanos) -> String {
+    format!("{:.3}", value.as_secs_f64() * 1e3)
+}
+
+/// One row per transaction: times in milliseconds, and the verdict.
+pub fn render_table(analysis: &Analysis) -> String {
+    let origin = analysis
+        .transactions
+        .iter()
+        .map(|t| t.start)
+        .min()
+        .unwrap_or(Nanos::ZERO);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>5} {:<24} {:<22} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  verdict",
+        "#",
+        "client",
+        "server",
+        "start s",
+        "total ms",
+        "bytes",
+        "server",
+        "client",
+        "prop",
+        "netvar",
+        "loss-to",
+        "loss-fr",
+        "pkts"
+    );
+    for t in &analysis.transactions {
+        let p = &t.profile;
+        let _ = writeln!(
+            out,
+            "{:>5} {:<24} {:<22} {:>10.3} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  {}{}",
+            t.number,
+            t.client.to_string(),
+            t.server.to_string(),
+            (t.start - origin).as_secs_f64(),
+            ms(t.duration),
+            t.response_bytes,
+            ms(p.server),
+            ms(p.client),
+            ms(p.propagation),
+            ms(p.network_variation),
+            ms(p.loss_timeout),
+            ms(p.loss_fast_retransmit),
+            t.critical_path_packets,
+            t.verdict,
+            flag_notes(t),
+        );
+    }
+    out
+}
+
+fn flag_notes(t: &Transaction) -> String {
+    let f = &t.flags;
+    let mut notes = Vec::new();
+    if f.incomplete {
+        notes.push("incomplete".to_string());
+    }
+    if f.pipelined {
+        notes.push("pipelined".to_string());
+    }
+    if f.hidden_timeouts > 0 {
+        notes.push(format!("{} hidden time-out(s)", f.hidden_timeouts));
+    }
+    if f.beyond_window > 0 {
+        notes.push(format!("{} beyond window", f.beyond_window));
+    }
+    if f.unexplained_arcs > 0 {
+        notes.push(format!("{} unexplained arc(s)", f.unexplained_arcs));
+    }
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", notes.join(", "))
+    }
+}
+
+/// Figures 4/6/7 as a table: mean ± standard deviation in milliseconds.
+pub fn render_aggregate(aggregates: &[ClassAggregate]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>5} {:>17} {}",
+        "class",
+        "n",
+        "total ms",
+        Category::ALL
+            .iter()
+            .map(|c| format!("{:>19}", c.name()))
+            .collect::<String>()
+    );
+    for a in aggregates {
+        let cell = |s: &Spread| format!("{:.3}±{:.3}", s.mean * 1e3, s.std_dev * 1e3);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>5} {:>17} {}   packets {:.1}±{:.1}",
+            a.class,
+            a.transactions,
+            cell(&a.duration),
+            a.categories
+                .iter()
+                .map(|(_, s)| format!("{:>19}", cell(s)))
+                .collect::<String>(),
+            a.critical_path_packets.mean,
+            a.critical_path_packets.std_dev,
+        );
+    }
+    out
+}
+
+/// Figure 8 as text bars.
+pub fn render_histogram(histograms: &[Histogram]) -> String {
+    let mut out = String::new();
+    for h in histograms {
+        let _ = writeln!(
+            out,
+            "packets on the critical path, {}: min {}, mode {}, mean {:.1}",
+            h.class, h.minimum, h.mode, h.mean
+        );
+        let widest = h.counts.values().copied().max().unwrap_or(1).max(1);
+        for (&packets, &count) in &h.counts {
+            let bar = "#".repeat((count * 50).div_ceil(widest));
+            let _ = writeln!(out, "  {packets:>4} {count:>6} {bar}");
+        }
+    }
+    out
+}
+
+/// The whole text report: approximations, clock offset, transactions,
+/// aggregate and histogram.
+pub fn render(analysis: &Analysis, classes: &SizeClasses) -> String {
+    let mut out = String::new();
+    for note in &analysis.approximations {
+        let _ = writeln!(out, "note: {note}");
+    }
+    if let Some(offset) = analysis.clock_offset {
+        let _ = writeln!(
+            out,
+            "clock offset (server − client): {:.6} ms, {}",
+            offset.server_minus_client_ns as f64 / 1e6,
+            if offset.estimated {
+                format!("estimated from {} host pair(s)", offset.pairs_used)
+            } else {
+                "given".to_string()
+            }
+        );
+    }
+    out.push_str(&render_table(analysis));
+    out.push('\n');
+    out.push_str(&render_aggregate(&aggregate(analysis, classes)));
+    out.push('\n');
+    out.push_str(&render_histogram(&histogram(analysis, classes)));
+    out
+}
+
+/// The JSON object of one transaction (one line of `--json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct JsonTransaction<'a> {
+    pub number: usize,
+    pub client: String,
+    pub server: String,
+    pub client_port: u16,
+    pub connection: u64,
+    pub index_in_connection: usize,
+    pub vantage: crate::Vantage,
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// Response bytes.
+    pub bytes: u64,
+    pub request_bytes: u64,
+    pub server_s: f64,
+    pub client_s: f64,
+    pub propagation_s: f64,
+    pub network_variation_s: f64,
+    pub loss_timeout_s: f64,
+    pub loss_fast_retransmit_s: f64,
+    pub critical_path_packets: usize,
+    pub losses_timeout: u32,
+    pub losses_fast_retransmit: u32,
+    pub setup_s: f64,
+    pub request_s: f64,
+    pub response_s: f64,
+    pub teardown_s: f64,
+    /// Exact values: the categories sum to `duration_ns`.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub profile_ns: &'a crate::Profile,
+    pub flags: &'a crate::TransactionFlags,
+    pub initial_window: [u32; 2],
+    pub verdict: &'a str,
+}
+
+impl<'a> JsonTransaction<'a> {
+    pub fn of(t: &'a Transaction) -> JsonTransaction<'a> {
+        let s = |n: Nanos| n.as_secs_f64();
+        JsonTransaction {
+            number: t.number,
+            client: t.client.to_string(),
+            server: t.server.to_string(),
+            client_port: t.client_port(),
+            connection: t.connection,
+            index_in_connection: t.index_in_connection,
+            vantage: t.vantage,
+            start_s: s(t.start),
+            duration_s: s(t.duration),
+            bytes: t.response_bytes,
+            request_bytes: t.request_bytes,
+            server_s: s(t.profile.server),
+            client_s: s(t.profile.client),
+            propagation_s: s(t.profile.propagation),
+            network_variation_s: s(t.profile.network_variation),
+            loss_timeout_s: s(t.profile.loss_timeout),
+            loss_fast_retransmit_s: s(t.profile.loss_fast_retransmit),
+            critical_path_packets: t.critical_path_packets,
+            losses_timeout: t.losses.timeout,
+            losses_fast_retransmit: t.losses.fast_retransmit,
+            setup_s: s(t.phases.setup),
+            request_s: s(t.phases.request),
+            response_s: s(t.phases.response),
+            teardown_s: s(t.phases.teardown),
+            start_ns: t.start.0,
+            duration_ns: t.duration.0,
+            profile_ns: &t.profile,
+            flags: &t.flags,
+            initial_window: t.initial_window,
+            verdict: &t.verdict,
+        }
+    }
+}
+
+/// `--json`: one object per transaction, one per line.
+pub fn json_lines(analysis: &Analysis) -> String {
+    let mut out = String::new();
+    for t in &analysis.transactions {
+        match serde_json::to_string(&JsonTransaction::of(t)) {
+            Ok(line) => {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            Err(error) => {
+                // Only non-finite floats could fail; say so in the stream.
+                let _ = writeln!(
+                    out,
+                    "{{\"number\":{},\"error\":{:?}}}",
+                    t.number,
+                    error.to_string()
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `--explain <n>`: the arc chain of transaction `number`, first event
+/// first, each arc with its kind, weight and category.
+pub fn explain(analysis: &Analysis, number: usize) -> Result<String, CpaError> {
+    let t = analysis
+        .transaction(number)
+        .ok_or(CpaError::NoSuchTransaction {
+            number,
+            count: analysis.transactions.len(),
+        })?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "transaction {}: {} -> {} (connection {}, exchange {} on it), {} capture",
+        t.number,
+        t.client,
+        t.server,
+        t.connection,
+        t.index_in_connection + 1,
+        match t.vantage {
+            crate::Vantage::Both => "client and server",
+            crate::Vantage::Server => "server",
+            crate::Vantage::Client => "client",
+        }
+    );
+    let _ = writeln!(
+        out,
+        "start {:.6} s, duration {} ms, request {} bytes, response {} bytes, {} packets on the critical path",
+        t.start.as_secs_f64(),
+        ms(t.duration),
+        t.request_bytes,
+        t.response_bytes,
+        t.critical_path_packets
+    );
+    let _ = writeln!(
+        out,
+        "initial windows (segments): client {}, server {}; propagation used: c->s {} ms, s->c {} ms",
+        t.initial_window[0],
+        t.initial_window[1],
+        ms(t.propagation_used[0]),
+        ms(t.propagation_used[1])
+    );
+    let event = |node: &crate::PathNode| {
+        format!(
+            "{:<6} {:<8} {}{}",
+            node.side.name(),
+            if node.departure { "sends" } else { "receives" },
+            node.packet,
+            if node.observed { "" } else { " [placed]" }
+        )
+    };
+    if let Some(first) = t.path.first() {
+        let _ = writeln!(out, "  {:>12} ms  {}", ms(Nanos::ZERO), event(&first.from));
+    } else {
+        let _ = writeln!(out, "  (a single event)");
+    }
+    for arc in &t.path {
+        let split = if arc.propagation > Nanos::ZERO {
+            format!(
+                "propagation {} + {} {}",
+                ms(arc.propagation),
+                arc.category.name(),
+                ms(arc.duration - arc.propagation)
+            )
+        } else {
+            format!("{} {}", arc.category.name(), ms(arc.duration))
+        };
+        let _ = writeln!(
+            out,
+            "  {:>12} ms  {:<60}  <- {} [{}]: {}{}",
+            ms(arc.to.time - t.start),
+            event(&arc.to),
+            arc.kind.name(),
+            arc.phase.name(),
+            split,
+            if arc.clamped { " (clamped)" } else { "" }
+        );
+    }
+    let p = &t.profile;
+    let _ = writeln!(
+        out,
+        "profile (ms): server {}, client {}, propagation {}, network variation {}, loss time-out {}, loss fast retransmit {}",
+        ms(p.server),
+        ms(p.client),
+        ms(p.propagation),
+        ms(p.network_variation),
+        ms(p.loss_timeout),
+        ms(p.loss_fast_retransmit)
+    );
+    let ph = &t.phases;
+    let _ = writeln!(
+        out,
+        "phases (ms): set-up {}, request {}, response {}, tear-down {}",
+        ms(ph.setup),
+        ms(ph.request),
+        ms(ph.response),
+        ms(ph.teardown)
+    );
+    let _ = writeln!(out, "verdict: {}{}", t.verdict, flag_notes(t));
+    Ok(out)
+}
+
+/// The side of a transaction that its verdict blames, if an endpoint.
+pub fn blamed_side(t: &Transaction) -> Option<Side> {
+    let p = &t.profile;
+    let largest = Category::ALL.iter().copied().max_by_key(|&c| p.get(c))?;
+    match largest {
+        Category::Server => Some(Side::Server),
+        Category::Client => Some(Side::Client),
+        _ => None,
+    }
+}
