@@ -9,7 +9,9 @@
 //! * `vantage testbed run <spec.toml>` / `vantage testbed clean` — the
 //!   one-machine network testbed.
 //! * `vantage wan` — the testbed's WAN emulator on its own.
+//! * `vantage cpa` — critical-path analysis of packet traces.
 
+mod cpa;
 mod plot;
 mod report;
 mod testbed;
@@ -59,6 +61,10 @@ enum Command {
     /// Emulate a WAN (delay, jitter, loss, rate) on the packets this
     /// namespace forwards (needs root).
     Wan(wan::WanArgs),
+    /// Critical-path analysis of the TCP/HTTP transactions in packet traces:
+    /// where each transaction's time went (server, client, propagation,
+    /// network variation, losses).
+    Cpa(cpa::CpaArgs),
 }
 
 #[derive(clap::Args)]
@@ -128,6 +134,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Testbed { command } => testbed::run(command),
         Command::Wan(args) => wan::run(args),
+        Command::Cpa(args) => cpa::run(args),
         Command::Profiles => {
             for name in syn_schedule::BUILTIN_PROFILES {
                 println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);

@@ -51,7 +51,13 @@
 //!   signalled by the receiver, which is what the paper's category means.
 //!   Retransmissions above `snd_una` during fast recovery (SACK or NewReno
 //!   hole repair) are fast retransmits too; outside recovery (tail loss
-//!   probes) they are time-outs.
+//!   probes) they are time-outs. Whatever the ACKs showed, a re-send that
+//!   comes sooner than the minimum RTO (Linux: 200 ms) after the bytes'
+//!   previous transmission cannot have been a timer's: it counts as a fast
+//!   retransmit (Linux's RACK repairs a hole one reordering window after a
+//!   later segment is SACKed, with fewer than three duplicate ACKs), so the
+//!   classification agrees with the sender's `TCPTimeouts` and
+//!   `TCPFastRetrans` counters.
 //! * The window restarts from the initial window after an idle period
 //!   longer than the retransmission timeout (RFC 5681, Section 4.1, which
 //!   Linux applies by default), with the timeout estimated per RFC 6298 from
@@ -336,12 +342,18 @@ impl RenoSender {
             let covers_una = start <= self.una && end > self.una;
             let going_back = self.go_back_until.is_some_and(|until| start < until);
             let repeated = covers_una && self.resent_una == Some(self.una);
+            // No retransmission timer fires sooner than the minimum RTO
+            // after the bytes' previous transmission: a re-send before that
+            // was signalled by the receiver (duplicate ACKs, SACK, RACK).
+            let before_any_timeout = self
+                .previous_send_of(start)
+                .is_some_and(|sent_at| now - sent_at < self.config.min_rto);
             let repair = if going_back && !repeated {
                 None
             } else if covers_una {
-                if repeated {
+                if repeated && !before_any_timeout {
                     Some(LossRepair::Timeout)
-                } else if self.duplicate_acks >= 1 && self.prompt(now) {
+                } else if (self.duplicate_acks >= 1 && self.prompt(now)) || before_any_timeout {
                     Some(LossRepair::FastRetransmit)
                 } else {
                     if self.duplicate_acks >= 3 {
@@ -350,7 +362,7 @@ impl RenoSender {
                     }
                     Some(LossRepair::Timeout)
                 }
-            } else if start > self.una && self.in_recovery {
+            } else if start > self.una && (self.in_recovery || before_any_timeout) {
                 Some(LossRepair::FastRetransmit)
             } else if start > self.una {
                 Some(LossRepair::Timeout)
@@ -459,6 +471,23 @@ impl RenoSender {
             Some(srtt) => (srtt + self.rtt_variation.saturating_mul(4)).max(self.config.min_rto),
             None => Nanos::from_secs(1).max(self.config.min_rto),
         }
+    }
+
+    /// When the segment holding byte `start` was last sent: among the
+    /// unacknowledged transmissions, those of the segment with the smallest
+    /// end beyond `start`, the latest.
+    fn previous_send_of(&self, start: i64) -> Option<Nanos> {
+        let end = self
+            .outstanding
+            .iter()
+            .map(|&(end, _, _)| end)
+            .filter(|&end| end > start)
+            .min()?;
+        self.outstanding
+            .iter()
+            .filter(|&&(e, _, _)| e == end)
+            .map(|&(_, sent_at, _)| sent_at)
+            .max()
     }
 
     /// Takes an RTT sample from the newest segment `ack` covers, unless it

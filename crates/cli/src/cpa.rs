@@ -1,0 +1,95 @@
+//! `vantage cpa`: critical-path analysis of TCP/HTTP transactions in packet
+//! traces (tcpeval).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use vantage_cpa::{analyze, plot, report, Inputs, Options, SizeClasses};
+
+#[derive(clap::Args)]
+pub struct CpaArgs {
+    /// Capture taken at the server (pcap, pcapng, gzip; `-` for stdin).
+    #[arg(long)]
+    server: Option<PathBuf>,
+    /// Capture taken at the client, of the same transactions.
+    #[arg(long)]
+    client: Option<PathBuf>,
+    /// Server clock minus client clock, ms (default: estimated from the
+    /// minimum one-way delays both ways).
+    #[arg(long, allow_hyphen_values = true)]
+    clock_offset_ms: Option<f64>,
+    /// Initial congestion window of the sender model, segments (default:
+    /// read from the first flight, else 10).
+    #[arg(long)]
+    initial_window: Option<u32>,
+    /// One JSON object per transaction (JSON Lines) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Print transaction N's critical path arc by arc.
+    #[arg(long, value_name = "N")]
+    explain: Option<usize>,
+    /// With --explain: write its time-line and sequence plots (SVG) here.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+}
+
+pub fn run(args: CpaArgs) -> Result<()> {
+    if args.server.is_none() && args.client.is_none() {
+        bail!("give at least one capture: --server FILE and/or --client FILE");
+    }
+    if args.svg.is_some() && args.explain.is_none() {
+        bail!("--svg writes the plots of the transaction --explain N names; add --explain");
+    }
+    let inputs = Inputs {
+        server: args.server,
+        client: args.client,
+    };
+    let mut options = Options::default();
+    if let Some(ms) = args.clock_offset_ms {
+        if !ms.is_finite() || ms.abs() > 86_400_000.0 {
+            bail!("--clock-offset-ms {ms} is out of range (allowed ±86400000)");
+        }
+        options.clock_offset = Some((ms * 1e6).round() as i64);
+    }
+    if let Some(window) = args.initial_window {
+        if !(1..=1000).contains(&window) {
+            bail!("--initial-window {window} is out of range (allowed 1..=1000)");
+        }
+        options.initial_window = Some(window);
+    }
+    options.keep_packets = args.svg.is_some();
+    let started = Instant::now();
+    let analysis = analyze(&inputs, &options)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let packets: u64 = analysis.stats.inputs.iter().map(|i| i.packets).sum();
+    if args.json {
+        print!("{}", report::json_lines(&analysis));
+    } else {
+        print!("{}", report::render(&analysis, &SizeClasses::default()));
+        eprintln!(
+            "{packets} packets, {} transactions in {seconds:.3} s ({:.0} packets/s)",
+            analysis.transactions.len(),
+            packets as f64 / seconds.max(1e-9)
+        );
+    }
+    if let Some(number) = args.explain {
+        print!("{}", report::explain(&analysis, number)?);
+        if let Some(dir) = &args.svg {
+            let transaction = analysis
+                .transaction(number)
+                .with_context(|| format!("no transaction {number}"))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            for (name, svg) in [
+                ("timeline", plot::timeline_svg(transaction)?),
+                ("sequence", plot::sequence_svg(transaction)?),
+            ] {
+                let path = dir.join(format!("transaction-{number}-{name}.svg"));
+                std::fs::write(&path, svg)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
