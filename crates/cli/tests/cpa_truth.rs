@@ -34,24 +34,7 @@ fn run_spec(text: &str, name: &str, tag_prefix: &str) -> RunOutput {
     .unwrap()
 }
 
-const SERVER_DELAY: &str = r#"
-name = "cpa-delay"
-[wan.upstream]
-delay_ms = 10
-[wan.downstream]
-delay_ms = 10
-[server]
-kind = "test"
-first_byte_delay_ms = 50
-response_bytes = 8000
-[load]
-[load.arrivals]
-duration_s = 3
-pattern = { kind = "constant", rate = 6 }
-[capture]
-server = true
-clients = true
-"#;
+const SERVER_DELAY: &str = include_str!("../../../scenarios/testbed/cpa-server-delay.toml");
 
 fn ms(n: Nanos) -> f64 {
     n.as_nanos() as f64 / 1e6
@@ -111,25 +94,7 @@ fn server_delay_and_propagation_are_attributed_as_configured() {
     );
 }
 
-const LOSSY: &str = r#"
-name = "cpa-loss"
-[wan.upstream]
-delay_ms = 10
-[wan.downstream]
-delay_ms = 10
-loss_pct = 3
-[server]
-kind = "test"
-response_bytes = 40000
-[load]
-frustration_timeout_s = 30
-[load.arrivals]
-duration_s = 4
-pattern = { kind = "constant", rate = 10 }
-[capture]
-server = true
-clients = true
-"#;
+const LOSSY: &str = include_str!("../../../scenarios/testbed/cpa-loss.toml");
 
 #[test]
 fn injected_losses_on_the_critical_path_are_found_and_classified() {
