@@ -86,9 +86,23 @@ struct OutputArgs {
 fn main() {
     let cli = Cli::parse();
     if let Err(err) = run(cli) {
-        eprintln!("vantage: error: {err:#}");
+        eprintln!("vantage: error: {}", error_chain(&err));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, each cause added only when the message does not
+/// already quote it (many library errors include their source's text).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -183,3 +183,68 @@ fn profiles_lists_table1_and_todays() {
     );
     assert!(text.contains("mix-2026"));
 }
+
+/// `vantage cpa` on a truncated capture names the file and the byte offset,
+/// once, and exits non-zero; on a whole one it prints one JSON line per
+/// transaction with the fields the issue names.
+#[test]
+fn cpa_reports_truncation_by_offset_and_analyzes_whole_files() {
+    let data =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cpa/tests/data/cpa-server-delay");
+    let whole = std::fs::read(data.join("server.pcap")).unwrap();
+    let dir = temp_dir("cpa-trunc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() - 10]).unwrap();
+    let out = vantage(&["cpa", "--server", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("cut.pcap: byte ") && err.contains("truncated"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("truncated").count(),
+        1,
+        "the cause is printed once: {err}"
+    );
+
+    let out = vantage(&[
+        "cpa",
+        "--server",
+        data.join("server.pcap").to_str().unwrap(),
+        "--client",
+        data.join("client0.pcap").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!lines.is_empty());
+    for line in &lines {
+        for field in [
+            "client",
+            "server",
+            "start_s",
+            "duration_s",
+            "bytes",
+            "server_s",
+            "client_s",
+            "propagation_s",
+            "network_variation_s",
+            "loss_timeout_s",
+            "loss_fast_retransmit_s",
+            "critical_path_packets",
+        ] {
+            assert!(line.get(field).is_some(), "missing {field} in {line}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
