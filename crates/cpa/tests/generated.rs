@@ -124,3 +124,89 @@ fn injected_losses_are_classified_as_the_sender_repaired_them() {
         );
     }
 }
+
+/// The emulator's drops, read off the two captures: server packets (by
+/// client port, sequence number relative to the server's ISN, and length)
+/// sent more often than the client received them.
+fn injected_drops(run: &str) -> std::collections::HashMap<(u16, i64, u32), u32> {
+    use std::collections::HashMap;
+    use vantage_trace::{decode, TraceReader};
+    let mut count = |file: &str| {
+        let mut isn: HashMap<u16, u32> = HashMap::new();
+        let mut seen: HashMap<(u16, i64, u32), u32> = HashMap::new();
+        let mut reader = TraceReader::open(data(run).join(file)).unwrap();
+        while let Some(packet) = reader.next_packet().unwrap() {
+            let Ok(s) = decode(&packet) else { continue };
+            if s.source.port != 80 {
+                continue;
+            }
+            let port = s.destination.port;
+            if s.flags.syn() {
+                isn.insert(port, s.seq);
+            }
+            let Some(&isn) = isn.get(&port) else { continue };
+            if s.payload_len > 0 || s.flags.syn() || s.flags.fin() {
+                let relative = i64::from(s.seq.wrapping_sub(isn));
+                *seen.entry((port, relative, s.payload_len)).or_default() += 1;
+            }
+        }
+        seen
+    };
+    let sent = count("server.pcap");
+    let received = count("client0.pcap");
+    sent.into_iter()
+        .filter_map(|(key, n)| {
+            let got = received.get(&key).copied().unwrap_or(0);
+            (n > got).then_some((key, n - got))
+        })
+        .collect()
+}
+
+/// Every loss on a critical path is a packet the emulator dropped, and
+/// every dropped packet whose retransmission the path goes through is
+/// charged as a loss: the path's loss arcs and the injected drops agree one
+/// to one.
+#[test]
+fn losses_on_critical_paths_are_exactly_the_injected_drops_they_cross() {
+    use vantage_cpa::ArcKind;
+    let analysis = analyze_run("cpa-loss");
+    let drops = injected_drops("cpa-loss");
+    assert!(!drops.is_empty());
+    let mut checked = 0;
+    for t in &analysis.transactions {
+        let port = t.client_port();
+        for arc in &t.path {
+            let on_server_copy =
+                arc.to.departure && arc.to.packet.sender == vantage_cpa::Side::Server;
+            let retransmitted = arc.to.packet.retransmission && on_server_copy;
+            let key = (port, arc.to.packet.seq, arc.to.packet.payload_len);
+            match arc.kind {
+                ArcKind::Retransmission(_) => {
+                    // The copy before it never reached the client.
+                    assert!(
+                        drops.contains_key(&key)
+                            || arc.from.packet.sender != vantage_cpa::Side::Server,
+                        "transaction {}: loss arc at seq {} but the emulator dropped no copy of it",
+                        t.number,
+                        arc.to.packet.seq
+                    );
+                    checked += 1;
+                }
+                _ if retransmitted && drops.contains_key(&key) => {
+                    // A re-sent packet on the path whose earlier copy was
+                    // dropped must be reached through a loss arc.
+                    let through_loss = t.path.iter().any(|a| {
+                        matches!(a.kind, ArcKind::Retransmission(_)) && a.to.packet == arc.to.packet
+                    });
+                    assert!(
+                        through_loss,
+                        "transaction {}: dropped seq {} re-sent on the path without a loss arc",
+                        t.number, arc.to.packet.seq
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(checked > 0, "no loss arcs on any critical path");
+}
