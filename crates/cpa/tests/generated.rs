@@ -131,7 +131,7 @@ fn injected_losses_are_classified_as_the_sender_repaired_them() {
 fn injected_drops(run: &str) -> std::collections::HashMap<(u16, i64, u32), u32> {
     use std::collections::HashMap;
     use vantage_trace::{decode, TraceReader};
-    let mut count = |file: &str| {
+    let count = |file: &str| {
         let mut isn: HashMap<u16, u32> = HashMap::new();
         let mut seen: HashMap<(u16, i64, u32), u32> = HashMap::new();
         let mut reader = TraceReader::open(data(run).join(file)).unwrap();
