@@ -5,6 +5,7 @@
 //! machines, a DummyNet WAN and Apache; the Abacus and proxy papers with real
 //! Linux kernels and httperf. This crate rebuilds that on one machine:
 //!
+//! * [`netns`] — create, enter and delete named network namespaces;
 //! * [`topology`] — one server, one router and N client namespaces joined by
 //!   veth links, torn down on every exit path;
 //! * [`wan`] — the WAN emulator: NFQUEUE verdicts on the router's FORWARD
@@ -17,7 +18,9 @@
 //! * [`load`] — an open-loop load generator that records client-side ground
 //!   truth for every connection;
 //! * [`recorders`] — server-side kernel counters and packet captures;
-//! * [`run`] — `vantage testbed run`: all of the above from one spec.
+//! * [`spec`] — the TOML spec of a run (`docs/testbed.md`);
+//! * [`run`] — `vantage testbed run`: all of the above from one spec;
+//! * [`watchdog`] — cleanup after a run killed outright.
 
 pub mod load;
 pub mod netns;

@@ -28,6 +28,7 @@ mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "synth")]
 pub mod synth;
 
 use std::path::Path;
