@@ -113,6 +113,8 @@ pub struct RunSummary {
     /// Handshake ACKs and requests the server dropped in SYN-RECV (also
     /// counted by `ListenDrops`).
     pub server_handshake_segments_dropped: Option<u64>,
+    /// Handshake segments the capture cannot decide about.
+    pub server_handshake_segments_uncertain: Option<u64>,
     pub capture_kernel_drops: u64,
     pub wan: Option<WanStats>,
     pub test_server: Option<TestServerStats>,
@@ -554,6 +556,7 @@ fn run_in_topology(
         server_syns: audit.as_ref().map(|a| a.syns),
         server_unanswered_syns: audit.as_ref().map(|a| a.unanswered_syns),
         server_handshake_segments_dropped: audit.as_ref().map(|a| a.handshake_segments_dropped),
+        server_handshake_segments_uncertain: audit.as_ref().map(|a| a.handshake_segments_uncertain),
         capture_kernel_drops: capture_reports.iter().map(|r| r.dropped_by_kernel).sum(),
         wan: wan_stats,
         test_server: test_server_stats,
@@ -591,14 +594,20 @@ pub fn render_summary(s: &RunSummary) -> String {
     out.push_str("\nserver kernel counters over the run\n");
     out.push_str(&format!("  ListenOverflows   {}\n  ListenDrops       {}\n  TCPReqQFullDrop   {}\n  PassiveOpens      {}\n  TCPTimeouts       {}\n  TCPFastRetrans    {}\n",
         s.listen_overflows, s.listen_drops, s.syn_queue_full_drops, s.passive_opens, s.server_timeouts, s.server_fast_retransmits));
-    if let (Some(syns), Some(unanswered), Some(handshake)) = (
+    if let (Some(syns), Some(unanswered), Some(handshake), Some(uncertain)) = (
         s.server_syns,
         s.server_unanswered_syns,
         s.server_handshake_segments_dropped,
+        s.server_handshake_segments_uncertain,
     ) {
+        let least = unanswered + handshake;
+        let expected = if uncertain == 0 {
+            format!("ListenDrops should equal {least}")
+        } else {
+            format!("ListenDrops should be {least}..={}", least + uncertain)
+        };
         out.push_str(&format!(
-            "server capture: {syns} client SYNs, {unanswered} without SYN-ACK, {handshake} handshake segments dropped in SYN-RECV\n  (ListenDrops should equal {}); {} packets dropped by the capture\n",
-            unanswered + handshake,
+            "server capture: {syns} client SYNs, {unanswered} without SYN-ACK, {handshake} handshake segments dropped in SYN-RECV, {uncertain} undecidable\n  ({expected}); {} packets dropped by the capture\n",
             s.capture_kernel_drops
         ));
     }

@@ -180,10 +180,21 @@ fn dropped_syns_follow_the_client_profile_and_match_the_server_counters() {
         "median connect-time residual {typical:.3} ms"
     );
 
-    // ListenDrops: the SYNs without SYN-ACK, plus any handshake-completing
-    // segment the full accept queue dropped.
+    // ListenDrops: the SYNs without SYN-ACK, plus the handshake segments the
+    // full accept queue dropped — exactly, but for the rare segment a
+    // server-side capture cannot decide about.
     assert!(audit.unanswered_syns > 0);
-    assert_eq!(out.summary.listen_drops, audit.listen_drops_expected());
+    let drops = out.summary.listen_drops;
+    assert!(
+        (audit.listen_drops_expected()..=audit.listen_drops_at_most()).contains(&drops),
+        "ListenDrops {drops}, capture says {}..={}",
+        audit.listen_drops_expected(),
+        audit.listen_drops_at_most()
+    );
+    assert!(
+        audit.handshake_segments_uncertain <= 2,
+        "too much undecided to test"
+    );
     assert!(namespaces_of(&tag("sy")).is_empty());
 }
 

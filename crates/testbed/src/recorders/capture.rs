@@ -187,6 +187,11 @@ pub struct SynAttempt {
     /// a retransmitted SYN-ACK. The kernel drops them when the accept queue
     /// is full and counts them in `ListenDrops` too.
     pub handshake_segments_dropped: u64,
+    /// Segments after the last one known dropped that may or may not have
+    /// been: all but the last of them could have hit the still-full queue,
+    /// and a server-side capture cannot tell which one completed the
+    /// handshake (a dropped pure ACK looks like an accepted one).
+    pub handshake_segments_uncertain: u64,
 }
 
 /// All SYNs of a server-side capture, matched with SYN-ACKs.
@@ -196,13 +201,19 @@ pub struct SynAudit {
     pub syns: u64,
     pub unanswered_syns: u64,
     pub handshake_segments_dropped: u64,
+    pub handshake_segments_uncertain: u64,
 }
 
 impl SynAudit {
-    /// What the kernel's `ListenDrops` counts when the accept queue
-    /// overflows: SYNs dropped plus handshake-completing segments dropped.
+    /// The least the kernel's `ListenDrops` counts when the accept queue
+    /// overflows: SYNs dropped plus handshake segments known dropped.
     pub fn listen_drops_expected(&self) -> u64 {
         self.unanswered_syns + self.handshake_segments_dropped
+    }
+
+    /// The most: the above plus the segments the capture cannot decide.
+    pub fn listen_drops_at_most(&self) -> u64 {
+        self.listen_drops_expected() + self.handshake_segments_uncertain
     }
 }
 
@@ -289,6 +300,7 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
                     syn_ns: Vec::new(),
                     answered: Vec::new(),
                     handshake_segments_dropped: 0,
+                    handshake_segments_uncertain: 0,
                 });
                 attempts.len() - 1
             });
@@ -337,10 +349,12 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
                     len > 0 && window[i + 1..].iter().any(|(_, s, l)| *s == seq && *l > 0);
                 synack_later || sent_again
             };
-            attempt.handshake_segments_dropped = (0..window.len())
-                .rev()
-                .find(|&i| dropped(i))
-                .map_or(0, |last| last as u64 + 1);
+            if let Some(last) = (0..window.len()).rev().find(|&i| dropped(i)) {
+                attempt.handshake_segments_dropped = last as u64 + 1;
+                // The queue was full moments ago: of the segments after the
+                // last known drop, all but the final one may have been dropped.
+                attempt.handshake_segments_uncertain = window.len().saturating_sub(last + 2) as u64;
+            }
         }
     }
     attempts.sort_by_key(|a| a.syn_ns.first().copied());
@@ -350,6 +364,10 @@ pub fn syn_audit(path: &Path, server: Ipv4Addr) -> Result<SynAudit, CaptureError
         .map(|a| a.answered.iter().filter(|&&x| !x).count() as u64)
         .sum();
     audit.handshake_segments_dropped = attempts.iter().map(|a| a.handshake_segments_dropped).sum();
+    audit.handshake_segments_uncertain = attempts
+        .iter()
+        .map(|a| a.handshake_segments_uncertain)
+        .sum();
     audit.attempts = attempts;
     Ok(audit)
 }
@@ -492,7 +510,11 @@ mod tests {
             (1.03, data(true, 2001, 11, 100)),
             (1.04, data(false, 2001, 6, 0)),
         ];
-        assert_eq!(audit_of(&synack_again, "hs2").handshake_segments_dropped, 2);
+        let audit = audit_of(&synack_again, "hs2");
+        assert_eq!(audit.handshake_segments_dropped, 2);
+        // After the second SYN-ACK: an ACK then the request again; the ACK
+        // may have been dropped too, the request completed the handshake.
+        assert_eq!(audit.handshake_segments_uncertain, 1);
         let clean = [
             (0.0, segment(true, 2002, 10, None)),
             (0.01, segment(false, 2002, 5, Some(11))),
