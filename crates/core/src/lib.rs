@@ -15,6 +15,7 @@
 //!   Section 6).
 
 pub mod admission;
+pub mod certes;
 pub mod tcp;
 pub mod time;
 pub mod traffic;

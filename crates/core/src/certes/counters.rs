@@ -1,0 +1,176 @@
+//! The per-interval server-side measurements Certes consumes.
+//!
+//! Certes paper, Section 3.1 (Eq. 2–3) and Section 4: for each interval i
+//! the server counts DROPPED_i (SYNs it dropped), ACCEPTED_i (SYNs it did
+//! not drop) and COMPLETED_i (connections that ended), and sums the
+//! SYN-to-END time and the RTT (SYN-ACK to its ACK) of the completed ones.
+//!
+//! Additions beyond the paper, all optional:
+//! * a histogram of the completed connections' SYN-to-END times, from which
+//!   the estimator derives the distribution of client-perceived time
+//!   (the paper's Conclusions; Figure 17);
+//! * data segments sent and retransmitted, from which the SYN loss rate in
+//!   the network can be estimated (Section 3.2.1: "the server can estimate
+//!   the packet loss rate to the client from the number of TCP
+//!   retransmissions").
+//!
+//! [`CumulativeCounters`] turns monotonically increasing counters (what a
+//! kernel exports, Section 4: "global running counters") into intervals.
+
+use super::histogram::LatencyHistogram;
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// One interval's measurements at the server.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalCounters {
+    /// DROPPED_i: SYNs the server dropped.
+    pub dropped: u64,
+    /// ACCEPTED_i: SYNs the server answered (did not drop).
+    pub accepted: u64,
+    /// COMPLETED_i: connections that ended (last data sent, or first FIN/RST).
+    pub completed: u64,
+    /// Σ SYN-to-END over the completed connections: from the accepted SYN's
+    /// arrival to the end of the connection.
+    pub syn_to_end_sum: Nanos,
+    /// Σ RTT over the completed connections (SYN-ACK sent to its ACK).
+    pub rtt_sum: Nanos,
+    /// Distribution of the completed connections' SYN-to-END, if measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syn_to_end_histogram: Option<LatencyHistogram>,
+    /// Data segments the server sent (for the network-loss estimate).
+    #[serde(default)]
+    pub segments_sent: u64,
+    /// Data segments the server retransmitted.
+    #[serde(default)]
+    pub segments_retransmitted: u64,
+}
+
+impl IntervalCounters {
+    /// OFFERED_LOAD_i = ACCEPTED_i + DROPPED_i (Eq. 2).
+    pub fn offered(&self) -> u64 {
+        self.accepted + self.dropped
+    }
+
+    /// DR_i = DROPPED_i / OFFERED_LOAD_i (Eq. 5); zero when nothing arrived.
+    pub fn drop_rate(&self) -> f64 {
+        match self.offered() {
+            0 => 0.0,
+            offered => self.dropped as f64 / offered as f64,
+        }
+    }
+
+    /// Mean SYN-to-END of the completed connections.
+    pub fn syn_to_end_mean(&self) -> Option<Nanos> {
+        (self.completed > 0).then(|| Nanos(self.syn_to_end_sum.0 / self.completed))
+    }
+
+    /// Mean RTT of the completed connections.
+    pub fn rtt_mean(&self) -> Option<Nanos> {
+        (self.completed > 0).then(|| Nanos(self.rtt_sum.0 / self.completed))
+    }
+}
+
+/// Monotonic counters as a kernel or a daemon exports them; successive
+/// readings become [`IntervalCounters`] by difference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CumulativeCounters {
+    pub dropped: u64,
+    pub accepted: u64,
+    pub completed: u64,
+    pub syn_to_end_sum: Nanos,
+    pub rtt_sum: Nanos,
+    #[serde(default)]
+    pub segments_sent: u64,
+    #[serde(default)]
+    pub segments_retransmitted: u64,
+}
+
+/// A cumulative counter went backwards (a restart or a wrapped counter).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cumulative counter `{counter}` went backwards from {previous} to {current}")]
+pub struct CounterWentBackwards {
+    pub counter: &'static str,
+    pub previous: u64,
+    pub current: u64,
+}
+
+impl CumulativeCounters {
+    /// The interval between `previous` and `self`.
+    pub fn since(
+        &self,
+        previous: &CumulativeCounters,
+    ) -> Result<IntervalCounters, CounterWentBackwards> {
+        fn delta(
+            counter: &'static str,
+            previous: u64,
+            current: u64,
+        ) -> Result<u64, CounterWentBackwards> {
+            current.checked_sub(previous).ok_or(CounterWentBackwards {
+                counter,
+                previous,
+                current,
+            })
+        }
+        Ok(IntervalCounters {
+            dropped: delta("dropped", previous.dropped, self.dropped)?,
+            accepted: delta("accepted", previous.accepted, self.accepted)?,
+            completed: delta("completed", previous.completed, self.completed)?,
+            syn_to_end_sum: Nanos(delta(
+                "syn_to_end_sum",
+                previous.syn_to_end_sum.0,
+                self.syn_to_end_sum.0,
+            )?),
+            rtt_sum: Nanos(delta("rtt_sum", previous.rtt_sum.0, self.rtt_sum.0)?),
+            syn_to_end_histogram: None,
+            segments_sent: delta("segments_sent", previous.segments_sent, self.segments_sent)?,
+            segments_retransmitted: delta(
+                "segments_retransmitted",
+                previous.segments_retransmitted,
+                self.segments_retransmitted,
+            )?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eq2_and_eq5() {
+        let c = IntervalCounters {
+            dropped: 25,
+            accepted: 75,
+            ..Default::default()
+        };
+        assert_eq!(c.offered(), 100);
+        assert_eq!(c.drop_rate(), 0.25);
+        assert_eq!(IntervalCounters::default().drop_rate(), 0.0);
+    }
+
+    #[test]
+    fn cumulative_difference_and_reset_detected() {
+        let a = CumulativeCounters {
+            dropped: 10,
+            accepted: 100,
+            completed: 90,
+            syn_to_end_sum: Nanos::from_millis(900),
+            rtt_sum: Nanos::from_millis(90),
+            ..Default::default()
+        };
+        let b = CumulativeCounters {
+            dropped: 15,
+            accepted: 130,
+            completed: 120,
+            syn_to_end_sum: Nanos::from_millis(1200),
+            rtt_sum: Nanos::from_millis(120),
+            ..Default::default()
+        };
+        let i = b.since(&a).unwrap();
+        assert_eq!((i.dropped, i.accepted, i.completed), (5, 30, 30));
+        assert_eq!(i.syn_to_end_mean(), Some(Nanos::from_millis(10)));
+        let err = a.since(&b).unwrap_err();
+        assert_eq!(err.counter, "dropped");
+    }
+}

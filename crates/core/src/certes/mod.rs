@@ -1,0 +1,30 @@
+//! Certes: client-perceived response time estimated at the server.
+//!
+//! Olshefski, Nieh and Agrawal, "Using Certes to Infer Client Response Time
+//! at the Web Server" (ACM TOCS 2004). Today's latency metrics (nginx
+//! `$request_time`, OpenTelemetry `http.server.request.duration`, eBPF
+//! connection tracers) start after the handshake: none counts the seconds a
+//! client spends re-sending SYNs the server dropped, nor the clients who
+//! gave up. Certes does, from three counters and two sums per interval.
+//!
+//! * [`counters`] — the per-interval measurements (Eq. 2–3, Section 4).
+//! * [`model`] — the fast online model of Section 3.2 (Figure 8; Eq. 4–6,
+//!   13, 29–31; Sections 3.2.1, 3.2.2, Appendix B), generalized to any
+//!   retransmission profile or mixture, mixtures of frustration timeouts,
+//!   and the distribution of client-perceived time.
+//! * [`classes`] — one estimator per class of traffic (Section 3.2.4).
+//! * [`baselines`] — the two estimators the paper beats (Appendix A:
+//!   M/M/1, Eq. 32; sliding window of drop rates, Eq. 33).
+//! * [`histogram`] — the SYN-to-END histogram behind the distribution.
+
+pub mod baselines;
+pub mod classes;
+pub mod counters;
+pub mod histogram;
+pub mod model;
+
+pub use baselines::{BaselineEstimates, Baselines};
+pub use classes::ClassifiedCertes;
+pub use counters::{CounterWentBackwards, CumulativeCounters, IntervalCounters};
+pub use histogram::LatencyHistogram;
+pub use model::{Certes, CertesConfig, CertesError, Estimate, NetworkLoss};

@@ -1,0 +1,952 @@
+//! The fast online Certes model (Certes paper, Section 3.2, Figure 8).
+//!
+//! Time is cut into intervals of length Δ. For interval i the server counts
+//! DROPPED_i, ACCEPTED_i, COMPLETED_i and sums SYN-to-END and RTT over the
+//! completed connections ([`IntervalCounters`]). The model splits the
+//! offered SYNs into initial SYNs R_i^0 and j-th retries R_i^j (Eq. 3),
+//! applies the interval's drop rate DR_i to every class alike (Eq. 5–6),
+//! sends the dropped ones forward to the interval in which their client's
+//! next SYN arrives (Eq. 13) and the last ones to the interval in which
+//! their client gives up (Figure 8), splits COMPLETED_i over the retry
+//! classes in the proportions accepted one mean SYN-to-END earlier
+//! (Eq. 31), and returns Eq. 4:
+//!
+//! ```text
+//! CLIENT_RT_i = (Σ_c G_i^c·T_give-up^c + Σ_{c,j} C_i^{c,j}·T_j^c + Σ SYN-to-END + Σ RTT)
+//!               / (COMPLETED_i + Σ_c G_i^c)
+//! ```
+//!
+//! where T_j^c is the send time of class c's j-th retransmission after its
+//! first SYN (the paper's 3(2^j − 1) s) and G_i^c = R_i^{k+1} the clients of
+//! class c who give up in interval i.
+//!
+//! Generalizations of the paper, each reducing to it for the paper's
+//! 3/6/12 s profile and a single frustration timeout:
+//! * **Any profile or mixture** ([`crate::tcp::ClientMix`]): a class per
+//!   (profile, frustration timeout) with its own retry times; initial SYNs
+//!   are split by the mixture's weights. The paper's m = 3 intervals per 3 s
+//!   becomes each gap divided by Δ. Where a gap is not a whole number of
+//!   intervals, or the profile's first timeout is spread (Eq. 1 of the
+//!   Abacus paper, ±50 ms), the returning SYNs are split over the
+//!   neighbouring intervals by the weights W of Eq. 22 computed for SYNs
+//!   uniform within their interval and no RTT variance (Eq. 29 is the
+//!   special case of whole-interval gaps).
+//! * **Frustration timeout** (Section 3.2.2, Table I): class c retries
+//!   k_c = #{j ≥ 1 : T_j^c < FTO} times, at most the profile's N, and gives
+//!   up at min(FTO, the profile's own give-up time). Table I puts FTO = 21 s
+//!   at k = 3 while the text uses 21 s as k = 2; we follow the text: a
+//!   retry due at the very instant of the frustration timeout is not sent.
+//!   A mixture of timeouts is a first-class input.
+//! * **Network SYN loss** (Section 3.2.1, Figure 10): with loss rate q, the
+//!   counted SYNs are (1 − q) of those clients sent; every class fails with
+//!   probability 1 − (1 − q)(1 − DR_i). q is given, or estimated from the
+//!   server's retransmitted share of data segments (the paper's "another
+//!   approach", assuming symmetric loss).
+//! * **Distribution** (Conclusions): the interval's SYN-to-END distribution
+//!   (its histogram when measured, else its mean) shifted by each retry
+//!   class's wait plus the mean RTT, mixed with the give-ups' point masses;
+//!   [`Estimate::percentile`] inverts the mixture's CDF.
+//!
+//! Heuristics of Step 3: Eq. 30 (more retries expected than SYNs arrived:
+//! the surplus is carried to the next interval, proportionally over every
+//! class, not only j = 1, 2; a SYN is carried once, then dropped from the
+//! model, so that a quiet period cannot hold phantom retries forever) and Eq. 31 (completions split in the
+//! accepted proportions). When no SYN was accepted one SYN-to-END earlier
+//! (start of a run, idle period) the nearest interval with accepts within
+//! the window is used, and with none the completions count as first
+//! attempts.
+//!
+//! Convergence (Appendix B): the model assumes every SYN of its first
+//! interval is an initial one; started mid-stream it misclassifies the
+//! retries then in flight, which leave the window within one frustration
+//! timeout.
+//!
+//! Cost: one interval costs O(number of retry classes), independent of the
+//! window length; the window is a ring of future arrivals.
+
+use super::counters::IntervalCounters;
+use super::histogram::LatencyHistogram;
+use crate::tcp::ClientMix;
+use crate::Nanos;
+
+/// How the model learns the SYN loss rate in the network (Section 3.2.1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NetworkLoss {
+    /// No SYN is lost in the network.
+    None,
+    /// A known loss rate q in [0, 1) (e.g. 0.03; or from the routers).
+    Fixed(f64),
+    /// q = data segments retransmitted / sent by the server, cumulated since
+    /// the estimator started (symmetric loss assumed).
+    FromRetransmissions,
+}
+
+/// What the estimator assumes about clients and time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CertesConfig {
+    /// Δ: the interval length; must be below every profile's first gap.
+    pub interval: Nanos,
+    /// Client retransmission profiles and their weights.
+    pub clients: ClientMix,
+    /// Frustration timeouts (FTO) and their weights; one entry is the
+    /// paper's single FTO (default 21 s).
+    pub frustration_timeouts: Vec<(Nanos, f64)>,
+    pub network_loss: NetworkLoss,
+    /// Longest SYN-to-END the completion split (Eq. 31) looks back over.
+    pub max_syn_to_end: Nanos,
+}
+
+impl CertesConfig {
+    /// A configuration with one frustration timeout, no network loss and a
+    /// 300 s SYN-to-END look-back.
+    pub fn new(interval: Nanos, clients: ClientMix, frustration_timeout: Nanos) -> CertesConfig {
+        CertesConfig {
+            interval,
+            clients,
+            frustration_timeouts: vec![(frustration_timeout, 1.0)],
+            network_loss: NetworkLoss::None,
+            max_syn_to_end: Nanos::from_secs(300),
+        }
+    }
+}
+
+/// A configuration the model cannot run with.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CertesError {
+    #[error("interval must be positive")]
+    ZeroInterval,
+    #[error(
+        "interval {interval} is not below the first SYN timeout {first_gap} of profile `{profile}`; \
+         a dropped SYN must come back in a later interval (use e.g. 250ms for 1-second clients)"
+    )]
+    IntervalTooLong {
+        interval: Nanos,
+        profile: String,
+        first_gap: Nanos,
+    },
+    #[error("no frustration timeout given")]
+    NoFrustrationTimeout,
+    #[error("frustration timeout {timeout} with weight {weight}: the timeout must be positive and the weight finite and positive")]
+    BadFrustrationTimeout { timeout: Nanos, weight: f64 },
+    #[error("network loss rate {0} must be in [0, 1)")]
+    BadNetworkLoss(f64),
+}
+
+/// One class of clients: a profile combined with a frustration timeout.
+#[derive(Clone, Debug)]
+struct RetryClass {
+    /// Share of initial SYNs.
+    weight: f64,
+    /// T_0 = 0, T_1 … T_k: send time of each attempt after the first SYN.
+    attempt_times: Vec<Nanos>,
+    /// When a client of this class gives up, after its first SYN.
+    give_up: Nanos,
+    /// For a SYN of attempt j that fails: (interval offset, share) of where
+    /// the same client shows up next — attempt j + 1, or, for j = k, gives up.
+    next: Vec<Vec<(usize, f64)>>,
+    /// First row of this class in the pending table; rows
+    /// `row + j` for attempts j = 1 … k and `row + k + 1` for give-ups.
+    row: usize,
+    /// First column of this class in the accepted-mix table; column
+    /// `column + j` for attempts j = 0 … k.
+    column: usize,
+}
+
+impl RetryClass {
+    fn retries(&self) -> usize {
+        self.attempt_times.len() - 1
+    }
+}
+
+/// The Certes estimator: feed it one interval's counters at a time.
+#[derive(Clone, Debug)]
+pub struct Certes {
+    config: CertesConfig,
+    classes: Vec<RetryClass>,
+    /// Ring of expected future SYNs sent per (class, attempt) and give-ups:
+    /// `rows × horizon`.
+    pending: Vec<f64>,
+    horizon: usize,
+    /// Ring of accepted SYNs per (class, attempt): `lookback × columns`.
+    accepted_mix: Vec<f64>,
+    accepted_total: Vec<f64>,
+    columns: usize,
+    lookback: usize,
+    /// Index of the next interval.
+    index: u64,
+    segments_sent: u64,
+    segments_retransmitted: u64,
+    /// Scratch: SYNs of each (class, attempt) in the current interval.
+    sent: Vec<f64>,
+    /// Retries delayed by Eq. 30 into the next interval, per (class, attempt).
+    carried: Vec<f64>,
+}
+
+/// The model's account of one interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    /// Index of the interval since the estimator started (0, 1, …).
+    pub interval_index: u64,
+    /// COMPLETED_i.
+    pub completed: u64,
+    /// Σ_c G_i^c = R_i^{k+1}: clients estimated to give up in this interval.
+    pub gave_up: f64,
+    /// DR_i (Eq. 5).
+    pub drop_rate: f64,
+    /// q: SYN loss rate in the network used for this interval.
+    pub network_loss: f64,
+    /// R_i^0: initial SYNs among the offered ones.
+    pub initial_syns: f64,
+    /// Σ_{j≥1} R_i^j: retransmitted SYNs among the offered ones.
+    pub retried_syns: f64,
+    /// Σ_c C_i^{c,j} by j: completed connections whose accepted SYN was the
+    /// j-th retransmission (index 0 = first SYN).
+    pub completed_by_attempt: Vec<f64>,
+    /// CLIENT_RT_i (Eq. 4): mean client-perceived time of the transactions
+    /// that ended in this interval; `None` when none did.
+    pub mean: Option<Nanos>,
+    /// Mean CONN-FAIL over the interval's transactions (give-ups count their
+    /// whole wait).
+    pub conn_fail_mean: Option<Nanos>,
+    /// Mean SYN-to-END of the completed connections.
+    pub syn_to_end_mean: Option<Nanos>,
+    /// Mean RTT of the completed connections.
+    pub rtt_mean: Option<Nanos>,
+    /// Share of the interval's transactions that are give-ups.
+    pub give_up_rate: f64,
+    /// Numerator of Eq. 4, in nanoseconds.
+    total_time_nanos: f64,
+    /// (CONN-FAIL, count) of the completed connections, by class and attempt.
+    completed_waits: Vec<(Nanos, f64)>,
+    /// (wait, count) of the give-ups, by class.
+    give_up_waits: Vec<(Nanos, f64)>,
+    syn_to_end_histogram: Option<LatencyHistogram>,
+}
+
+/// Number of points over which a spread timeout is integrated (Eq. 22).
+const SPREAD_POINTS: usize = 64;
+
+/// Where SYNs uniform within an interval land after `shift` ± `spread`:
+/// (interval offset, share), shares summing to one (Eq. 22 with the RTT's
+/// variance taken as zero, Eq. 29).
+fn landing_weights(shift: Nanos, spread: Nanos, interval: Nanos) -> Vec<(usize, f64)> {
+    let mut weights: Vec<(usize, f64)> = Vec::new();
+    let mut add = |offset: usize, share: f64| {
+        if share <= 0.0 {
+            return;
+        }
+        match weights.iter_mut().find(|(o, _)| *o == offset) {
+            Some(entry) => entry.1 += share,
+            None => weights.push((offset, share)),
+        }
+    };
+    let points = if spread == Nanos::ZERO {
+        1
+    } else {
+        SPREAD_POINTS
+    };
+    for n in 0..points {
+        let e = if points == 1 {
+            0.0
+        } else {
+            ((n as f64 + 0.5) / points as f64 * 2.0 - 1.0) * spread.0 as f64
+        };
+        let x = ((shift.0 as f64 + e) / interval.0 as f64).max(0.0);
+        let whole = x.floor();
+        let fraction = x - whole;
+        add(whole as usize, (1.0 - fraction) / points as f64);
+        add(whole as usize + 1, fraction / points as f64);
+    }
+    weights.sort_by_key(|(o, _)| *o);
+    weights
+}
+
+impl Certes {
+    pub fn new(config: CertesConfig) -> Result<Certes, CertesError> {
+        if config.interval == Nanos::ZERO {
+            return Err(CertesError::ZeroInterval);
+        }
+        if config.frustration_timeouts.is_empty() {
+            return Err(CertesError::NoFrustrationTimeout);
+        }
+        for &(timeout, weight) in &config.frustration_timeouts {
+            if timeout == Nanos::ZERO || !weight.is_finite() || weight <= 0.0 {
+                return Err(CertesError::BadFrustrationTimeout { timeout, weight });
+            }
+        }
+        if let NetworkLoss::Fixed(q) = config.network_loss {
+            if !(0.0..1.0).contains(&q) {
+                return Err(CertesError::BadNetworkLoss(q));
+            }
+        }
+        let fto_total: f64 = config.frustration_timeouts.iter().map(|(_, w)| w).sum();
+        let interval = config.interval;
+        let mut classes = Vec::new();
+        let (mut rows, mut columns, mut horizon) = (0usize, 0usize, 2usize);
+        for (profile, profile_weight) in config.clients.entries() {
+            if let Some(first_gap) = profile.gaps.first() {
+                if interval >= *first_gap {
+                    return Err(CertesError::IntervalTooLong {
+                        interval,
+                        profile: profile.name.clone(),
+                        first_gap: *first_gap,
+                    });
+                }
+            }
+            for &(timeout, fto_weight) in &config.frustration_timeouts {
+                let give_up = timeout.min(profile.give_up);
+                let attempt_times: Vec<Nanos> = (0..=profile.retransmissions())
+                    .map(|j| profile.send_offset(j))
+                    .take_while(|t| *t < give_up)
+                    .collect();
+                let retries = attempt_times.len() - 1;
+                let next: Vec<Vec<(usize, f64)>> = (0..=retries)
+                    .map(|j| {
+                        let (shift, spread) = if j < retries {
+                            let spread = if j == 0 {
+                                profile.first_gap_spread
+                            } else {
+                                profile.later_gap_spread
+                            };
+                            (attempt_times[j + 1] - attempt_times[j], spread)
+                        } else {
+                            (give_up - attempt_times[j], Nanos::ZERO)
+                        };
+                        landing_weights(shift, spread, interval)
+                    })
+                    .collect();
+                for landing in &next {
+                    for (offset, _) in landing {
+                        horizon = horizon.max(offset + 2);
+                    }
+                }
+                classes.push(RetryClass {
+                    weight: profile_weight * fto_weight / fto_total,
+                    attempt_times,
+                    give_up,
+                    next,
+                    row: rows,
+                    column: columns,
+                });
+                // Rows 0 (unused) … k and the give-up row k + 1.
+                rows += retries + 2;
+                columns += retries + 1;
+            }
+        }
+        let lookback = (config.max_syn_to_end.0 / interval.0) as usize + 2;
+        Ok(Certes {
+            classes,
+            pending: vec![0.0; rows * horizon],
+            horizon,
+            accepted_mix: vec![0.0; lookback * columns],
+            accepted_total: vec![0.0; lookback],
+            columns,
+            lookback,
+            index: 0,
+            segments_sent: 0,
+            segments_retransmitted: 0,
+            sent: vec![0.0; columns],
+            carried: vec![0.0; columns],
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &CertesConfig {
+        &self.config
+    }
+
+    /// Number of intervals processed so far.
+    pub fn intervals(&self) -> u64 {
+        self.index
+    }
+
+    /// Largest k over the classes: the most retransmissions any modelled
+    /// client makes.
+    pub fn max_retries(&self) -> usize {
+        self.classes
+            .iter()
+            .map(RetryClass::retries)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn network_loss(&mut self, counters: &IntervalCounters) -> f64 {
+        match self.config.network_loss {
+            NetworkLoss::None => 0.0,
+            NetworkLoss::Fixed(q) => q,
+            NetworkLoss::FromRetransmissions => {
+                self.segments_sent += counters.segments_sent;
+                self.segments_retransmitted += counters.segments_retransmitted;
+                if self.segments_sent == 0 {
+                    0.0
+                } else {
+                    // Capped: beyond one half the symmetric-loss reading is
+                    // no longer a loss rate a TCP client would see.
+                    (self.segments_retransmitted as f64 / self.segments_sent as f64).min(0.5)
+                }
+            }
+        }
+    }
+
+    /// Feeds interval i's counters; returns the model's account of it.
+    pub fn on_interval(&mut self, counters: &IntervalCounters) -> Estimate {
+        let h = self.horizon;
+        let slot = (self.index % h as u64) as usize;
+        let loss = self.network_loss(counters);
+        let arrive = 1.0 - loss;
+        let offered = counters.offered() as f64;
+        let drop_rate = counters.drop_rate();
+
+        // Retries due now (Eq. 13 with the weights of Eq. 29), by class,
+        // plus those carried from the previous interval by Eq. 30.
+        let (mut fresh_total, mut carried_total) = (0.0, 0.0);
+        for class in &self.classes {
+            for j in 1..=class.retries() {
+                let column = class.column + j;
+                let cell = (class.row + j) * h + slot;
+                self.sent[column] = self.pending[cell] + self.carried[column];
+                fresh_total += self.pending[cell];
+                carried_total += self.carried[column];
+                self.pending[cell] = 0.0;
+            }
+        }
+        let mut due_arrivals = (fresh_total + carried_total) * arrive;
+        // Eq. 30: more retries expected than SYNs arrived — the surplus is
+        // delayed to the next interval. A SYN is delayed once: a surplus
+        // still unmatched then is taken out of the model (the counters say
+        // those clients never came), so that a long quiet period cannot
+        // hold phantom retries forever.
+        let surplus = if due_arrivals > offered {
+            (due_arrivals - offered) / arrive
+        } else {
+            0.0
+        };
+        let discard = surplus.min(carried_total);
+        let delay = surplus - discard;
+        for class in &self.classes {
+            for j in 1..=class.retries() {
+                let column = class.column + j;
+                let carried = self.carried[column];
+                let fresh = self.sent[column] - carried;
+                let discarded = if carried_total > 0.0 {
+                    carried * discard / carried_total
+                } else {
+                    0.0
+                };
+                let delayed = if fresh_total > 0.0 {
+                    fresh * delay / fresh_total
+                } else {
+                    0.0
+                };
+                self.sent[column] -= discarded + delayed;
+                self.carried[column] = delayed;
+            }
+        }
+        if surplus > 0.0 {
+            due_arrivals = offered;
+        }
+        let initial_arrivals = (offered - due_arrivals).max(0.0);
+        let initial_sent = initial_arrivals / arrive;
+
+        // Eq. 6 and 11: every SYN fails alike; failures move on (Eq. 13).
+        let success = arrive * (1.0 - drop_rate);
+        let accepted_row = (self.index % self.lookback as u64) as usize * self.columns;
+        let mut accepted_total = 0.0;
+        for class in &self.classes {
+            self.sent[class.column] = initial_sent * class.weight;
+            for j in 0..=class.retries() {
+                let sent = self.sent[class.column + j];
+                let accepted = sent * success;
+                self.accepted_mix[accepted_row + class.column + j] = accepted;
+                accepted_total += accepted;
+                let failed = sent - accepted;
+                if failed <= 0.0 {
+                    continue;
+                }
+                let row = class.row + j + 1;
+                for &(offset, share) in &class.next[j] {
+                    self.pending[row * h + (slot + offset) % h] += failed * share;
+                }
+            }
+        }
+        self.accepted_total[accepted_row / self.columns.max(1)] = accepted_total;
+
+        // Give-ups of this interval (R_i^{k+1}).
+        let mut gave_up = 0.0;
+        let mut give_up_waits = Vec::new();
+        for class in &self.classes {
+            let cell = (class.row + class.retries() + 1) * h + slot;
+            let count = self.pending[cell];
+            self.pending[cell] = 0.0;
+            if count > 0.0 {
+                gave_up += count;
+                give_up_waits.push((class.give_up, count));
+            }
+        }
+
+        // Eq. 31: completions split as accepted one mean SYN-to-END earlier.
+        let completed = counters.completed as f64;
+        let mut completed_waits = Vec::new();
+        let mut completed_by_attempt = vec![0.0; self.max_retries() + 1];
+        let mut conn_fail_nanos = 0.0;
+        if counters.completed > 0 {
+            let lag = (counters.syn_to_end_sum.0 as f64
+                / counters.completed as f64
+                / self.config.interval.0 as f64)
+                .round() as u64;
+            match self.accepted_row_near(lag) {
+                Some(row) => {
+                    let total = self.accepted_total[row];
+                    for class in &self.classes {
+                        for (j, slot_total) in completed_by_attempt
+                            .iter_mut()
+                            .enumerate()
+                            .take(class.retries() + 1)
+                        {
+                            let share =
+                                self.accepted_mix[row * self.columns + class.column + j] / total;
+                            let count = completed * share;
+                            *slot_total += count;
+                            if j > 0 && count > 0.0 {
+                                completed_waits.push((class.attempt_times[j], count));
+                                conn_fail_nanos += count * class.attempt_times[j].0 as f64;
+                            }
+                        }
+                    }
+                }
+                None => completed_by_attempt[0] = completed,
+            }
+            if completed_by_attempt[0] > 0.0 {
+                completed_waits.push((Nanos::ZERO, completed_by_attempt[0]));
+            }
+        }
+        let give_up_nanos: f64 = give_up_waits.iter().map(|(w, n)| w.0 as f64 * n).sum();
+        conn_fail_nanos += give_up_nanos;
+
+        let transactions = completed + gave_up;
+        let total_time_nanos =
+            conn_fail_nanos + counters.syn_to_end_sum.0 as f64 + counters.rtt_sum.0 as f64;
+        let per_transaction =
+            |nanos: f64| (transactions > 0.0).then(|| Nanos((nanos / transactions).round() as u64));
+        let estimate = Estimate {
+            interval_index: self.index,
+            completed: counters.completed,
+            gave_up,
+            drop_rate,
+            network_loss: loss,
+            initial_syns: initial_arrivals,
+            retried_syns: due_arrivals,
+            completed_by_attempt,
+            mean: per_transaction(total_time_nanos),
+            conn_fail_mean: per_transaction(conn_fail_nanos),
+            syn_to_end_mean: counters.syn_to_end_mean(),
+            rtt_mean: counters.rtt_mean(),
+            give_up_rate: if transactions > 0.0 {
+                gave_up / transactions
+            } else {
+                0.0
+            },
+            total_time_nanos,
+            completed_waits,
+            give_up_waits,
+            syn_to_end_histogram: counters
+                .syn_to_end_histogram
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .cloned(),
+        };
+        self.index += 1;
+        estimate
+    }
+
+    /// Row of the accepted-mix ring `lag` intervals before the current one,
+    /// or the nearest row with accepts (earlier first) within the window.
+    fn accepted_row_near(&self, lag: u64) -> Option<usize> {
+        let available = self.index.min(self.lookback as u64 - 1);
+        let row_of = |back: u64| ((self.index - back) % self.lookback as u64) as usize;
+        let lag = lag.min(available);
+        for distance in 0..=available {
+            for back in [lag + distance, lag.wrapping_sub(distance)] {
+                if back <= available {
+                    let row = row_of(back);
+                    if self.accepted_total[row] > 0.0 {
+                        return Some(row);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Estimate {
+    /// Transactions that ended in the interval: COMPLETED_i + R_i^{k+1}.
+    pub fn transactions(&self) -> f64 {
+        self.completed as f64 + self.gave_up
+    }
+
+    /// Numerator of Eq. 4 in nanoseconds: the summed client-perceived time
+    /// of the interval's transactions. Σ total / Σ transactions over many
+    /// intervals is their transaction-weighted mean.
+    pub fn total_time_nanos(&self) -> f64 {
+        self.total_time_nanos
+    }
+
+    /// Fraction of the interval's transactions with client-perceived time
+    /// at or below `x` nanoseconds, under the mixture model.
+    pub fn cdf(&self, x: f64) -> f64 {
+        let total = self.transactions();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        let rtt = self.rtt_mean.unwrap_or(Nanos::ZERO).0 as f64;
+        let syn_to_end = self.syn_to_end_mean.unwrap_or(Nanos::ZERO).0 as f64;
+        let below = |shifted: f64| -> f64 {
+            match &self.syn_to_end_histogram {
+                Some(h) => h.cdf(shifted),
+                None => {
+                    if shifted >= syn_to_end {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                }
+            }
+        };
+        let mut mass = 0.0;
+        for &(wait, count) in &self.completed_waits {
+            mass += count * below(x - wait.0 as f64 - rtt);
+        }
+        for &(wait, count) in &self.give_up_waits {
+            if x >= wait.0 as f64 {
+                mass += count;
+            }
+        }
+        mass / total
+    }
+
+    /// The q-quantile of client-perceived time in this interval (e.g. 0.99),
+    /// `None` when no transaction ended.
+    pub fn percentile(&self, q: f64) -> Option<Nanos> {
+        if self.transactions() <= 0.0 {
+            return None;
+        }
+        let q = q.clamp(0.0, 1.0);
+        let longest_wait = self
+            .completed_waits
+            .iter()
+            .chain(&self.give_up_waits)
+            .map(|(w, _)| w.0 as f64)
+            .fold(0.0, f64::max);
+        let longest_syn_to_end = match &self.syn_to_end_histogram {
+            Some(h) => h.buckets().map(|(_, hi, _)| hi).fold(0.0, f64::max),
+            None => self.syn_to_end_mean.unwrap_or(Nanos::ZERO).0 as f64,
+        };
+        let (mut lo, mut hi) = (
+            0.0,
+            longest_wait + longest_syn_to_end + self.rtt_mean.unwrap_or(Nanos::ZERO).0 as f64 + 1.0,
+        );
+        for _ in 0..80 {
+            let mid = 0.5 * (lo + hi);
+            if self.cdf(mid) >= q {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(Nanos(hi.round() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::SynProfile;
+
+    fn paper_config(interval_ms: u64) -> CertesConfig {
+        CertesConfig::new(
+            Nanos::from_millis(interval_ms),
+            ClientMix::builtin("windows-9x-nt").unwrap(),
+            Nanos::from_secs(21),
+        )
+    }
+
+    /// The paper's 3/6/12 s profile without the ±50 ms spread, so that
+    /// every return lands in exactly one interval (Eq. 29).
+    fn exact_paper_config(interval_ms: u64) -> CertesConfig {
+        let mut profile = SynProfile::builtin("windows-9x-nt").unwrap();
+        profile.first_gap_spread = Nanos::ZERO;
+        let mut config = paper_config(interval_ms);
+        config.clients = ClientMix::single(profile);
+        config
+    }
+
+    fn counters(
+        dropped: u64,
+        accepted: u64,
+        completed: u64,
+        syn_to_end_ms: u64,
+    ) -> IntervalCounters {
+        IntervalCounters {
+            dropped,
+            accepted,
+            completed,
+            syn_to_end_sum: Nanos::from_millis(syn_to_end_ms * completed),
+            rtt_sum: Nanos::from_millis(100 * completed),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_drops_gives_syn_to_end_plus_rtt() {
+        let mut certes = Certes::new(paper_config(1000)).unwrap();
+        for _ in 0..30 {
+            let e = certes.on_interval(&counters(0, 100, 100, 400));
+            assert_eq!(e.mean, Some(Nanos::from_millis(500)));
+            assert_eq!(e.gave_up, 0.0);
+            assert_eq!(e.conn_fail_mean, Some(Nanos::ZERO));
+        }
+    }
+
+    /// Section 3.2, Figures 5–7 with 1 s intervals (m = 3), k = 2: D_1^0
+    /// returns as R_4^1; of those, D_4^1 returns as R_10^2; the last drops
+    /// give up 12 s later (at 21 s), counted with 21 s each (Eq. 4).
+    #[test]
+    fn figures_5_to_7_worked_example() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        // Interval 1 (index 0): 100 initial SYNs, 40 dropped.
+        let e0 = certes.on_interval(&counters(40, 60, 0, 0));
+        assert_eq!(e0.initial_syns, 100.0);
+        // Intervals 2, 3: idle.
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        // Interval 4 (index 3): the 40 first retries plus 60 new SYNs; half
+        // of all are dropped: D_4^1 = 20, A_4^1 = 20, D_4^0 = 30, A_4^0 = 30.
+        let e3 = certes.on_interval(&counters(50, 50, 0, 0));
+        assert!((e3.retried_syns - 40.0).abs() < 1e-9);
+        assert!((e3.initial_syns - 60.0).abs() < 1e-9);
+        // Interval 5 (index 4): the 50 accepted in interval 4 complete with
+        // SYN-to-END 1 s, so Eq. 31 looks at interval 4: 20 of the 50 were
+        // first retries and waited 3 s.
+        let e4 = certes.on_interval(&counters(0, 0, 50, 1000));
+        assert!((e4.completed_by_attempt[1] - 20.0).abs() < 1e-9);
+        assert!((e4.completed_by_attempt[0] - 30.0).abs() < 1e-9);
+        // (30·(1 + 0.1) + 20·(3 + 1 + 0.1)) / 50 = 2.3 s.
+        assert_eq!(e4.mean, Some(Nanos::from_millis(2300)));
+        // Interval 7 (index 6): the 30 dropped initial SYNs of interval 4
+        // return; all are accepted.
+        certes.on_interval(&counters(0, 0, 0, 0));
+        let e6 = certes.on_interval(&counters(0, 30, 0, 0));
+        assert!((e6.retried_syns - 30.0).abs() < 1e-9);
+        assert_eq!(e6.initial_syns, 0.0);
+        // Interval 10 (index 9): the 20 second retries arrive, all dropped.
+        for _ in 7..9 {
+            certes.on_interval(&counters(0, 0, 0, 0));
+        }
+        let e9 = certes.on_interval(&counters(20, 0, 0, 0));
+        assert!((e9.retried_syns - 20.0).abs() < 1e-9);
+        // Those 20 had k = 2 retries: they give up 12 s later, 21 s after
+        // their first SYN, in interval 22 (index 21).
+        let mut gave_up = Vec::new();
+        for index in 10..=22 {
+            let e = certes.on_interval(&counters(0, 0, 0, 0));
+            gave_up.push((index, e.gave_up, e.mean));
+        }
+        for (index, count, mean) in gave_up {
+            if index == 21 {
+                assert!((count - 20.0).abs() < 1e-9);
+                assert_eq!(mean, Some(Nanos::from_secs(21)));
+            } else {
+                assert_eq!(count, 0.0, "interval {index}");
+            }
+        }
+    }
+
+    /// Eq. 30: when fewer SYNs arrive than retries are due, the surplus is
+    /// carried to the next interval, and no SYN count goes negative.
+    #[test]
+    fn eq30_carries_surplus_retries() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        certes.on_interval(&counters(100, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        // 100 first retries due but only 60 SYNs arrive.
+        let e = certes.on_interval(&counters(0, 60, 0, 0));
+        assert_eq!((e.retried_syns, e.initial_syns), (60.0, 0.0));
+        let next = certes.on_interval(&counters(0, 50, 0, 0));
+        assert!((next.retried_syns - 40.0).abs() < 1e-9);
+        assert!((next.initial_syns - 10.0).abs() < 1e-9);
+    }
+
+    /// On fluid input that meets the model's assumptions (every SYN of an
+    /// interval dropped alike, retries exactly 3, 6 s later, give-up at
+    /// 21 s), the model recovers the retry classes exactly, and every
+    /// initial SYN ends as an accept or a give-up (conservation).
+    #[test]
+    fn exact_on_fluid_input_and_conserves_clients() {
+        let intervals = 120usize;
+        // Half of every SYN dropped for 60 s, then none; powers of two keep
+        // every fluid count an integer, as server counters are.
+        let drop_rate = |i: usize| if i < 60 { 0.5 } else { 0.0 };
+        let new_syns = |i: usize| if i < 40 { 64.0 } else { 0.0 };
+        // Fluid truth: due[i][j] = j-th retries arriving in interval i.
+        let mut due = vec![[0.0f64; 3]; intervals + 40];
+        let mut truth_gave_up = vec![0.0f64; intervals + 40];
+        let mut inputs = Vec::new();
+        let mut truth_accepted = Vec::new();
+        for i in 0..intervals {
+            let offered = new_syns(i) + due[i][1] + due[i][2];
+            let dr = drop_rate(i);
+            let accepted = offered * (1.0 - dr);
+            let by_class = [new_syns(i), due[i][1], due[i][2]];
+            due[i + 3][1] += by_class[0] * dr;
+            due[i + 6][2] += by_class[1] * dr;
+            truth_gave_up[i + 12] += by_class[2] * dr;
+            truth_accepted.push(by_class.map(|r| r * (1.0 - dr)));
+            inputs.push((offered, accepted));
+        }
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        let (mut initial, mut accepted_total, mut gave_up_total) = (0.0, 0.0, 0.0);
+        for (i, &(offered, accepted)) in inputs.iter().enumerate() {
+            let c = IntervalCounters {
+                dropped: (offered - accepted) as u64,
+                accepted: accepted as u64,
+                // Each accept completes in the same interval (SYN-to-END 0).
+                completed: accepted as u64,
+                ..Default::default()
+            };
+            let e = certes.on_interval(&c);
+            for (j, truth) in truth_accepted[i].iter().enumerate() {
+                let got = e.completed_by_attempt.get(j).copied().unwrap_or(0.0);
+                assert!(
+                    (got - truth).abs() < 1e-6,
+                    "interval {i} attempt {j}: {got} vs {truth}"
+                );
+            }
+            assert!((e.gave_up - truth_gave_up[i]).abs() < 1e-6, "interval {i}");
+            initial += e.initial_syns;
+            accepted_total += c.accepted as f64;
+            gave_up_total += e.gave_up;
+        }
+        assert!(gave_up_total > 0.0);
+        assert!((initial - accepted_total - gave_up_total).abs() < 1e-6);
+    }
+
+    #[test]
+    fn interval_must_be_below_first_gap() {
+        let err = Certes::new(CertesConfig::new(
+            Nanos::from_secs(1),
+            ClientMix::builtin("linux-6.5").unwrap(),
+            Nanos::from_secs(21),
+        ))
+        .unwrap_err();
+        assert!(matches!(err, CertesError::IntervalTooLong { .. }));
+        assert!(err.to_string().contains("linux-6.5"));
+    }
+
+    /// Section 3.2.2: FTO 21 s gives k = 2 for the 3/6/12 s profile, 9 s
+    /// gives k = 1, 45 s gives k = 3; Linux ≥ 6.5 with 21 s retries at
+    /// 1,2,3,4,5,7,11,19 s: k = 8.
+    #[test]
+    fn frustration_timeout_sets_retries() {
+        for (profile, fto, k) in [
+            ("windows-9x-nt", 21, 2),
+            ("windows-9x-nt", 9, 1),
+            ("windows-9x-nt", 45, 3),
+            ("windows-9x-nt", 2, 0),
+            ("linux-6.5", 21, 8),
+        ] {
+            let certes = Certes::new(CertesConfig::new(
+                Nanos::from_millis(250),
+                ClientMix::builtin(profile).unwrap(),
+                Nanos::from_secs(fto),
+            ))
+            .unwrap();
+            assert_eq!(certes.max_retries(), k, "{profile} FTO {fto}");
+        }
+    }
+
+    #[test]
+    fn landing_weights_split_fractional_gaps() {
+        let w = landing_weights(
+            Nanos::from_millis(3000),
+            Nanos::ZERO,
+            Nanos::from_millis(1000),
+        );
+        assert_eq!(w, vec![(3, 1.0)]);
+        let w = landing_weights(
+            Nanos::from_millis(2500),
+            Nanos::ZERO,
+            Nanos::from_millis(1000),
+        );
+        assert_eq!(w, vec![(2, 0.5), (3, 0.5)]);
+        let w = landing_weights(
+            Nanos::from_millis(3000),
+            Nanos::from_millis(50),
+            Nanos::from_millis(250),
+        );
+        let total: f64 = w.iter().map(|(_, s)| s).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        assert!(w.iter().all(|(o, _)| (11..=13).contains(o)));
+    }
+
+    /// Section 3.2.1: with network loss q, the estimator adds the SYNs lost
+    /// on the way; with no server drops at all, a fraction q of clients
+    /// still waits one first timeout.
+    #[test]
+    fn network_loss_adds_waits() {
+        let mut config = exact_paper_config(1000);
+        config.network_loss = NetworkLoss::Fixed(0.1);
+        let mut certes = Certes::new(config).unwrap();
+        let mut by_attempt = [0.0; 3];
+        for _ in 0..200 {
+            let e = certes.on_interval(&counters(0, 100, 100, 0));
+            for (j, c) in e.completed_by_attempt.iter().enumerate() {
+                by_attempt[j] += c;
+            }
+        }
+        let total: f64 = by_attempt.iter().sum();
+        // Steady state: shares of completions on attempt 0, 1, 2 are
+        // proportional to 1, q, q² (give-ups excluded).
+        let q = 0.1;
+        let expect = [1.0, q, q * q].map(|x| x / (1.0 + q + q * q));
+        for j in 0..3 {
+            assert!(
+                (by_attempt[j] / total - expect[j]).abs() < 0.01,
+                "attempt {j}"
+            );
+        }
+    }
+
+    #[test]
+    fn percentiles_of_the_mixture() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        let mut hist = LatencyHistogram::new();
+        for ms in 1..=100 {
+            hist.record(Nanos::from_millis(ms));
+        }
+        let mut c = counters(0, 100, 100, 50);
+        c.rtt_sum = Nanos::ZERO;
+        c.syn_to_end_histogram = Some(hist);
+        let e = certes.on_interval(&c);
+        let p50 = e.percentile(0.5).unwrap().0 as f64 / 1e6;
+        assert!((p50 - 50.0).abs() < 3.0, "{p50}");
+        let p99 = e.percentile(0.99).unwrap().0 as f64 / 1e6;
+        assert!((p99 - 99.0).abs() < 5.0, "{p99}");
+    }
+
+    #[test]
+    fn deterministic() {
+        let run = || {
+            let mut certes = Certes::new(paper_config(250)).unwrap();
+            (0..500u64)
+                .map(|i| {
+                    certes
+                        .on_interval(&counters(i % 13, 20 + i % 5, 20, 300 + i))
+                        .mean
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+}
