@@ -17,6 +17,10 @@
 //!   artefacts of the tcpeval paper's Section 3.5 and more, and eviction so
 //!   memory follows the active connections, not the trace.
 //!
+//! * [`handshake`] — per connection to a listener, what Certes measures:
+//!   every SYN and the one answered, RTT, END; and the whole Certes run
+//!   over a server-side capture (counters, estimates, exact figures).
+//!
 //! [`summarize`] runs all three over a file and counts what it saw.
 //!
 //! The table is sans-IO like every Vantage mechanism: it is handed segments
@@ -28,6 +32,7 @@ mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod handshake;
 #[cfg(feature = "synth")]
 pub mod synth;
 

@@ -22,6 +22,7 @@ pub mod classes;
 pub mod counters;
 pub mod histogram;
 pub mod model;
+pub mod observed;
 
 pub use baselines::{BaselineEstimates, Baselines};
 pub use classes::ClassifiedCertes;

@@ -47,6 +47,14 @@
 //!   class's wait plus the mean RTT, mixed with the give-ups' point masses;
 //!   [`Estimate::percentile`] inverts the mixture's CDF.
 //!
+//! Completions: when the counters carry the interval's SYN-to-END
+//! histogram, COMPLETED_i is split per bucket, each bucket's connections
+//! taking the retry mix accepted one bucket-SYN-to-END earlier: Eq. 12
+//! with ACCEPTED_{p,i} known, which the paper approximates by Eq. 31
+//! because its kernel kept only the sum. On a real server whose SYN-to-END
+//! is bimodal (queued handshakes versus ones whose ACK the full accept
+//! queue dropped) the mean's single lag picks the wrong mix.
+//!
 //! Heuristics of Step 3: Eq. 30 (more retries expected than SYNs arrived:
 //! the surplus is carried to the next interval, proportionally over every
 //! class, not only j = 1, 2; a SYN is carried once, then dropped from the
@@ -180,6 +188,8 @@ pub struct Certes {
     sent: Vec<f64>,
     /// Retries delayed by Eq. 30 into the next interval, per (class, attempt).
     carried: Vec<f64>,
+    /// Scratch: completions of the current interval per (class, attempt).
+    completed_mix: Vec<f64>,
 }
 
 /// The model's account of one interval.
@@ -347,6 +357,7 @@ impl Certes {
             segments_retransmitted: 0,
             sent: vec![0.0; columns],
             carried: vec![0.0; columns],
+            completed_mix: vec![0.0; columns],
             config,
         })
     }
@@ -484,41 +495,72 @@ impl Certes {
             }
         }
 
-        // Eq. 31: completions split as accepted one mean SYN-to-END earlier.
+        // Completions split over the retry classes in the proportions
+        // accepted when they were accepted. With the interval's SYN-to-END
+        // histogram this is Eq. 12 itself: each bucket's connections were
+        // accepted one bucket-SYN-to-END earlier (ACCEPTED_{p,i} known).
+        // Without it, Eq. 31: all at one mean SYN-to-END earlier.
         let completed = counters.completed as f64;
-        let mut completed_waits = Vec::new();
-        let mut completed_by_attempt = vec![0.0; self.max_retries() + 1];
-        let mut conn_fail_nanos = 0.0;
-        if counters.completed > 0 {
-            let lag = (counters.syn_to_end_sum.0 as f64
-                / counters.completed as f64
-                / self.config.interval.0 as f64)
-                .round() as u64;
-            match self.accepted_row_near(lag) {
+        let interval = self.config.interval.0 as f64;
+        self.completed_mix.iter_mut().for_each(|c| *c = 0.0);
+        let mut unattributed = 0.0;
+        let mut split = |lag_nanos: f64, count: f64, this: &mut Self| {
+            let lag = (lag_nanos / interval).round() as u64;
+            match this.accepted_row_near(lag) {
                 Some(row) => {
-                    let total = self.accepted_total[row];
-                    for class in &self.classes {
-                        for (j, slot_total) in completed_by_attempt
-                            .iter_mut()
-                            .enumerate()
-                            .take(class.retries() + 1)
-                        {
-                            let share =
-                                self.accepted_mix[row * self.columns + class.column + j] / total;
-                            let count = completed * share;
-                            *slot_total += count;
-                            if j > 0 && count > 0.0 {
-                                completed_waits.push((class.attempt_times[j], count));
-                                conn_fail_nanos += count * class.attempt_times[j].0 as f64;
-                            }
-                        }
+                    let total = this.accepted_total[row];
+                    let mix = &this.accepted_mix[row * this.columns..(row + 1) * this.columns];
+                    for (slot, accepted) in this.completed_mix.iter_mut().zip(mix) {
+                        *slot += count * accepted / total;
                     }
                 }
-                None => completed_by_attempt[0] = completed,
+                None => unattributed += count,
             }
-            if completed_by_attempt[0] > 0.0 {
-                completed_waits.push((Nanos::ZERO, completed_by_attempt[0]));
+        };
+        if counters.completed > 0 {
+            match counters
+                .syn_to_end_histogram
+                .as_ref()
+                .filter(|h| !h.is_empty())
+            {
+                Some(histogram) => {
+                    let scale = completed / histogram.total() as f64;
+                    for (lower, upper, count) in histogram.buckets() {
+                        let middle = if lower > 0.0 {
+                            (lower * upper).sqrt()
+                        } else {
+                            0.0
+                        };
+                        split(middle, count as f64 * scale, self);
+                    }
+                }
+                None => split(
+                    counters.syn_to_end_sum.0 as f64 / completed,
+                    completed,
+                    self,
+                ),
             }
+        }
+        let mut completed_waits = Vec::new();
+        let mut completed_by_attempt = vec![0.0; self.max_retries() + 1];
+        completed_by_attempt[0] = unattributed;
+        let mut conn_fail_nanos = 0.0;
+        for class in &self.classes {
+            for (j, by_attempt) in completed_by_attempt
+                .iter_mut()
+                .enumerate()
+                .take(class.retries() + 1)
+            {
+                let count = self.completed_mix[class.column + j];
+                *by_attempt += count;
+                if j > 0 && count > 0.0 {
+                    completed_waits.push((class.attempt_times[j], count));
+                    conn_fail_nanos += count * class.attempt_times[j].0 as f64;
+                }
+            }
+        }
+        if completed_by_attempt[0] > 0.0 {
+            completed_waits.push((Nanos::ZERO, completed_by_attempt[0]));
         }
         let give_up_nanos: f64 = give_up_waits.iter().map(|(w, n)| w.0 as f64 * n).sum();
         conn_fail_nanos += give_up_nanos;
@@ -948,5 +990,38 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
+    }
+
+    /// Eq. 12 with a SYN-to-END histogram: completions whose SYN-to-END
+    /// is 1 s take the retry mix accepted 1 s earlier, those of 3 s the mix
+    /// of 3 s earlier, instead of one mix at the mean (Eq. 31).
+    #[test]
+    fn eq12_splits_completions_by_their_own_syn_to_end() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        // Index 0: 10 initial SYNs, all dropped; index 3: their 10 retries
+        // and nothing else, all accepted; index 5: 10 initial SYNs accepted.
+        certes.on_interval(&counters(10, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 10, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 10, 0, 0));
+        // Index 6: all 20 complete: 10 after 3 s, 10 after 1 s.
+        let mut histogram = LatencyHistogram::new();
+        histogram.record_n(Nanos::from_secs(3), 10);
+        histogram.record_n(Nanos::from_secs(1), 10);
+        let mut c = counters(0, 0, 20, 2000);
+        c.syn_to_end_histogram = Some(histogram);
+        let e = certes.on_interval(&c);
+        assert!((e.completed_by_attempt[0] - 10.0).abs() < 1e-9);
+        assert!((e.completed_by_attempt[1] - 10.0).abs() < 1e-9);
+        // Eq. 31 alone (mean 2 s: index 4, no accepts; nearest earlier with
+        // accepts is index 3) would have put all 20 on the first retry.
+        let mut eq31 = Certes::new(exact_paper_config(1000)).unwrap();
+        for c in [(10, 0), (0, 0), (0, 0), (0, 10), (0, 0), (0, 10)] {
+            eq31.on_interval(&counters(c.0, c.1, 0, 0));
+        }
+        let e31 = eq31.on_interval(&counters(0, 0, 20, 2000));
+        assert!((e31.completed_by_attempt[1] - 20.0).abs() < 1e-9);
     }
 }

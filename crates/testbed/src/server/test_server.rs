@@ -17,7 +17,12 @@
 //!   empty) restarts the grid one interval after it. Arrivals
 //!   faster than this fill the accept queue and make the kernel drop SYNs.
 //!   Pacing uses tokio's millisecond timer, so rates above ~1000/s are
-//!   approximate;
+//!   approximate. With `accept_poisson = true` the gaps are exponential
+//!   with the same mean (a Poisson departure process, like an M/M/1
+//!   server's): an even grid phase-locks with clients' whole-second SYN
+//!   retransmissions (a SYN dropped late in a grid period is retried 1 s
+//!   later at the same phase, and is dropped again more often than a fresh
+//!   SYN), which no real server's accept timing does;
 //! * `workers` — requests in service at once. A request first waits
 //!   `first_byte_delay_ms` (a fixed latency that uses no worker, like a
 //!   backend round trip), then waits for a free worker, holds it for a
@@ -159,6 +164,9 @@ pub struct TestServerConfig {
     pub backlog: u32,
     /// Accepts per second, in [0, 1e6]; 0 = as fast as possible (default).
     pub accept_rate: f64,
+    /// Exponential gaps between paced accepts instead of an even grid;
+    /// default false.
+    pub accept_poisson: bool,
     /// Requests in service at once, in [1, 100000]; default 256.
     pub workers: usize,
     /// How long a worker is held per request; default constant 0 ms.
@@ -186,6 +194,7 @@ impl Default for TestServerConfig {
         TestServerConfig {
             backlog: 511,
             accept_rate: 0.0,
+            accept_poisson: false,
             workers: 256,
             service_time: ServiceTime::Constant { ms: 0.0 },
             first_byte_delay_ms: 0.0,
@@ -477,13 +486,30 @@ async fn accept_loop(
     seed: u64,
     mut stop: watch::Receiver<bool>,
 ) {
-    let interval = (shared.config.accept_rate > 0.0)
-        .then(|| Duration::from_secs_f64(1.0 / shared.config.accept_rate));
+    let rate = shared.config.accept_rate;
+    let poisson = shared.config.accept_poisson;
+    let mut pace_rng = ChaCha8Rng::seed_from_u64(seed);
+    pace_rng.set_stream(u64::MAX);
+    // The gap to the next paced accept: even, or exponential with the same
+    // mean; `None` when accepts are not paced.
+    let mut next_gap = move || -> Option<Duration> {
+        if rate <= 0.0 {
+            return None;
+        }
+        let seconds = if poisson {
+            // Inverse CDF of Exp(rate); 1 − u is in (0, 1].
+            -(1.0 - pace_rng.gen::<f64>()).ln() / rate
+        } else {
+            1.0 / rate
+        };
+        Some(Duration::from_secs_f64(seconds))
+    };
+    let paced = rate > 0.0;
     let mut next_accept = Instant::now();
     let mut connection_index: u64 = 0;
     // Runs until the stop flag is set.
     loop {
-        if interval.is_some() {
+        if paced {
             tokio::select! {
                 _ = sleep_until(next_accept) => {}
                 _ = stopped(&mut stop) => return,
@@ -496,7 +522,7 @@ async fn accept_loop(
         match accepted {
             Ok((stream, _peer)) => {
                 bump(&shared.counters.accepted);
-                if let Some(interval) = interval {
+                if let Some(interval) = next_gap() {
                     // On schedule: keep the exact pace. After an idle spell:
                     // restart the pace from now, without a catch-up burst.
                     let now = Instant::now();

@@ -1,0 +1,605 @@
+//! Certes measurements from a server-side packet capture: per connection
+//! to a listener, every SYN, which one the server answered, the handshake
+//! RTT, and the connection's END.
+//!
+//! Certes paper, Section 3 (Eq. 1) and Section 4. The paper's kernel
+//! counts SYNs dropped and accepted, and times SYN-to-END and RTT; a
+//! capture at the server shows all of that per connection, and more: a
+//! client re-sends a dropped SYN with the same 4-tuple and initial sequence
+//! number (the [`ConnectionTable`]'s identity), so the capture knows each
+//! connection's retry count, which the server's kernel cannot (Section 3:
+//! "the server is unaware of how many failed connection attempts have been
+//! made"). That makes the exact CONN-FAIL available to check the model
+//! against (`vantage_core::certes::observed`).
+//!
+//! Per connection ([`Handshake::from_connection`]):
+//! * the **server** is the responder: the side that received the SYN;
+//! * **SYNs**: every SYN from the client; the **answered** one is the last
+//!   SYN at or before the server's first SYN-ACK; those before it were
+//!   dropped (by the server, or lost on the way — a capture at the server
+//!   cannot tell, and neither can the client); SYNs after it re-sent a SYN
+//!   whose SYN-ACK was lost or late;
+//! * a RST from the server before any SYN-ACK **refuses** the connection;
+//! * **RTT**: from the latest SYN-ACK sent before the client's first
+//!   segment acknowledging it, to that segment (Section 3: "from when the
+//!   SYN/ACK is sent … to when the server receives the ACK back"; the
+//!   latest SYN-ACK, because when the server dropped the handshake ACK at a
+//!   full accept queue it re-sends the SYN-ACK and the client ACKs again);
+//! * **END** (Section 4): the earliest of the server's last data segment,
+//!   the server's first FIN and the first RST either way, all after the
+//!   first SYN-ACK.
+//!
+//! Departure from Section 4, with its reason: the paper also ends the
+//! transaction at a FIN *from the client*. A client that half-closes after
+//! its request (`shutdown(SHUT_WR)`, as some HTTP/1.0 clients do) is still
+//! waiting for the response, and ending there would cut its response time
+//! short; here the client's FIN is END only when the server sent no data.
+//!
+//! A connection's END is **unknown** — and its outcome unresolved — when
+//! the capture stopped before it: no FIN or RST from the server, no RST,
+//! no client FIN after the server's last data, and the connection still
+//! open at the end of the trace. (Data followed by a long silence — the
+//! table's idle timeout — or by a reuse of the 4-tuple ends at the last
+//! data.)
+//!
+//! Which connections count: those to the listener given
+//! ([`HandshakeConfig::server`]), or by default to every responder that
+//! answered at least one SYN in the capture (a listener whose every SYN
+//! was dropped must be named). Connections whose first SYN the capture did
+//! not see (started mid-stream, or only the SYN-ACK seen) are skipped and
+//! counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::Serialize;
+use vantage_core::certes::observed::{
+    bucket, compare, end_abandoned, estimate_intervals, exact, Comparison, ConnectionObservation,
+    ExactConfig, ExactFigures, IntervalGrid, ObservedCounters, ObservedError,
+};
+use vantage_core::certes::{CertesConfig, CertesError, Estimate};
+use vantage_core::Nanos;
+
+use crate::connection::{Connection, ConnectionTable, Direction, FinishCause, SegmentNotes};
+use crate::connection::{Opening, TableConfig};
+use crate::decode::{decode, Endpoint, SkipCounts};
+use crate::error::TraceError;
+use crate::file::TraceReader;
+
+/// Acknowledgement distance beyond which an ACK is not for this SYN-ACK.
+const ACK_REACH: u32 = 1 << 30;
+
+/// Which listener's connections to take: an address, a port, or both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ServerFilter {
+    pub ip: Option<IpAddr>,
+    pub port: Option<u16>,
+}
+
+impl ServerFilter {
+    pub fn matches(&self, endpoint: &Endpoint) -> bool {
+        self.ip.is_none_or(|ip| ip == endpoint.ip) && self.port.is_none_or(|p| p == endpoint.port)
+    }
+}
+
+impl FromStr for ServerFilter {
+    type Err = String;
+
+    /// `ADDR:PORT`, `[V6ADDR]:PORT`, `ADDR` or `:PORT`.
+    fn from_str(text: &str) -> Result<ServerFilter, String> {
+        let text = text.trim();
+        if let Ok(socket) = text.parse::<std::net::SocketAddr>() {
+            return Ok(ServerFilter {
+                ip: Some(socket.ip()),
+                port: Some(socket.port()),
+            });
+        }
+        if let Ok(ip) = text.trim_matches(['[', ']']).parse::<IpAddr>() {
+            return Ok(ServerFilter {
+                ip: Some(ip),
+                port: None,
+            });
+        }
+        if let Some(port) = text.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()) {
+            return Ok(ServerFilter {
+                ip: None,
+                port: Some(port),
+            });
+        }
+        Err(format!(
+            "`{text}` is not a listener: give ADDR:PORT (10.0.0.2:80, [2001:db8::1]:443), ADDR, or :PORT"
+        ))
+    }
+}
+
+impl fmt::Display for ServerFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.ip, self.port) {
+            (Some(ip), Some(port)) => write!(f, "{}", std::net::SocketAddr::new(ip, port)),
+            (Some(ip), None) => write!(f, "{ip}"),
+            (None, Some(port)) => write!(f, ":{port}"),
+            (None, None) => write!(f, "any listener"),
+        }
+    }
+}
+
+/// Classes of traffic for per-class estimates (Section 3.2.4): what a SYN
+/// carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ClassBy {
+    /// The listener's address and port.
+    Listener,
+    /// The client's address cut to its first N bits.
+    SourcePrefix(u8),
+}
+
+impl FromStr for ClassBy {
+    type Err = String;
+
+    /// `listener` or `source-prefix/N`.
+    fn from_str(text: &str) -> Result<ClassBy, String> {
+        if text == "listener" {
+            return Ok(ClassBy::Listener);
+        }
+        if let Some(bits) = text.strip_prefix("source-prefix/") {
+            if let Ok(bits) = bits.parse::<u8>() {
+                if bits <= 128 {
+                    return Ok(ClassBy::SourcePrefix(bits));
+                }
+            }
+        }
+        Err(format!(
+            "`{text}` is not a class: give `listener` or `source-prefix/N` (N in 0..=32 for IPv4, 0..=128 for IPv6)"
+        ))
+    }
+}
+
+impl ClassBy {
+    /// The class of a connection, as text (`10.0.0.2:80`, `10.1.0.0/16`).
+    pub fn class_of(&self, handshake: &Handshake) -> String {
+        match *self {
+            ClassBy::Listener => handshake.server.to_string(),
+            ClassBy::SourcePrefix(bits) => match handshake.client.ip {
+                IpAddr::V4(ip) => {
+                    let bits = bits.min(32);
+                    let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+                    let network = std::net::Ipv4Addr::from(u32::from(ip) & mask);
+                    format!("{network}/{bits}")
+                }
+                IpAddr::V6(ip) => {
+                    let bits = bits.min(128);
+                    let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+                    let network = std::net::Ipv6Addr::from(u128::from(ip) & mask);
+                    format!("{network}/{bits}")
+                }
+            },
+        }
+    }
+}
+
+/// What to read from a capture.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandshakeConfig {
+    /// The listener; `None`: every responder that answered a SYN.
+    pub server: Option<ServerFilter>,
+    /// The connection table's timeouts (segments are always recorded).
+    pub table: TableConfig,
+}
+
+/// One connection attempt to a listener, as the server's capture saw it.
+/// Times are capture timestamps (ns since the UNIX epoch for pcap).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Handshake {
+    pub client: Endpoint,
+    pub server: Endpoint,
+    /// The client's initial sequence number.
+    pub isn: Option<u32>,
+    /// Every SYN from the client, in capture order.
+    pub syns: Vec<Nanos>,
+    /// Index in `syns` of the SYN the first SYN-ACK answered.
+    pub answered: Option<usize>,
+    /// Every SYN-ACK the server sent.
+    pub synacks: Vec<Nanos>,
+    /// The server answered a SYN with a RST.
+    pub refused: bool,
+    /// The client's first segment acknowledging the SYN-ACK.
+    pub handshake_ack: Option<Nanos>,
+    /// `handshake_ack` − the latest SYN-ACK before it.
+    pub rtt: Option<Nanos>,
+    /// The server's last segment carrying data.
+    pub last_data: Option<Nanos>,
+    pub server_fin: Option<Nanos>,
+    pub client_fin: Option<Nanos>,
+    /// First RST, either way, after the first SYN-ACK.
+    pub reset: Option<Nanos>,
+    /// END (see the module docs); `None` when the capture stopped first.
+    pub end: Option<Nanos>,
+    /// Data segments the server sent, and how many of them re-sent data.
+    pub data_segments: u64,
+    pub data_retransmissions: u64,
+    /// How the connection table finished the connection.
+    pub finish: FinishCause,
+}
+
+impl Handshake {
+    /// The Certes measurements of one connection; `None` when the
+    /// client's SYN was not captured.
+    pub fn from_connection(connection: &Connection) -> Option<Handshake> {
+        if connection.opening == Opening::MidStream || connection.from_initiator.syns == 0 {
+            return None;
+        }
+        let server_isn = connection.from_responder.isn;
+        let mut h = Handshake {
+            client: connection.initiator,
+            server: connection.responder,
+            isn: connection.from_initiator.isn,
+            syns: Vec::new(),
+            answered: None,
+            synacks: Vec::new(),
+            refused: false,
+            handshake_ack: None,
+            rtt: None,
+            last_data: None,
+            server_fin: None,
+            client_fin: None,
+            reset: None,
+            end: None,
+            data_segments: 0,
+            data_retransmissions: 0,
+            finish: connection.finish,
+        };
+        for record in &connection.segments {
+            let t = record.timestamp;
+            let flags = record.flags;
+            let answered = !h.synacks.is_empty();
+            match record.direction() {
+                Direction::FromInitiator => {
+                    if flags.syn() {
+                        if !flags.ack() {
+                            h.syns.push(t);
+                        }
+                        continue;
+                    }
+                    if !answered {
+                        continue;
+                    }
+                    let acks_synack = flags.ack()
+                        && server_isn.is_some_and(|isn| {
+                            (1..ACK_REACH).contains(&record.ack.wrapping_sub(isn))
+                        });
+                    if acks_synack && h.handshake_ack.is_none() {
+                        h.handshake_ack = Some(t);
+                        let sent = h.synacks.iter().rev().find(|s| **s <= t);
+                        h.rtt = sent.map(|s| t - *s);
+                    }
+                    if flags.fin() {
+                        h.client_fin.get_or_insert(t);
+                    }
+                    if flags.rst() {
+                        h.reset.get_or_insert(t);
+                    }
+                }
+                Direction::FromResponder => {
+                    if flags.syn() && flags.ack() {
+                        h.synacks.push(t);
+                    } else if flags.rst() && !answered {
+                        if !h.syns.is_empty() {
+                            h.refused = true;
+                        }
+                        continue;
+                    } else if !answered {
+                        continue;
+                    }
+                    if record.payload_len > 0 {
+                        h.data_segments += 1;
+                        if record.notes.contains(SegmentNotes::RETRANSMISSION) {
+                            h.data_retransmissions += 1;
+                        }
+                        h.last_data = Some(t);
+                    }
+                    if flags.fin() {
+                        h.server_fin.get_or_insert(t);
+                    }
+                    if flags.rst() {
+                        h.reset.get_or_insert(t);
+                    }
+                }
+            }
+        }
+        if h.syns.is_empty() {
+            return None;
+        }
+        if let Some(&first_synack) = h.synacks.first() {
+            // The last SYN at or before the first SYN-ACK (timestamps are
+            // monotonic within a connection; a SYN captured after its
+            // SYN-ACK carries the SYN-ACK's time).
+            h.answered = h.syns.iter().rposition(|s| *s <= first_synack).or(Some(0));
+            h.refused = false;
+            h.end = h.end_of_transaction();
+        }
+        Some(h)
+    }
+
+    /// END, or `None` while the connection could still send (see the
+    /// module docs).
+    fn end_of_transaction(&self) -> Option<Nanos> {
+        let client_fin_ends = match (self.client_fin, self.last_data) {
+            (Some(_), None) => true,
+            (Some(fin), Some(data)) => fin >= data,
+            (None, _) => false,
+        };
+        let over = self.server_fin.is_some()
+            || self.reset.is_some()
+            || client_fin_ends
+            || (self.last_data.is_some() && self.finish != FinishCause::EndOfTrace);
+        if !over {
+            return None;
+        }
+        let client_fin = if self.last_data.is_none() {
+            self.client_fin
+        } else {
+            None
+        };
+        [self.last_data, self.server_fin, self.reset, client_fin]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Retransmitted SYNs before the answered one.
+    pub fn retries(&self) -> Option<usize> {
+        self.answered
+    }
+
+    /// The connection as the Certes model's input (no class).
+    pub fn observation(&self) -> ConnectionObservation {
+        ConnectionObservation {
+            syn_arrivals: self.syns.clone(),
+            answered: self.answered,
+            refused: self.refused,
+            end: self.end,
+            rtt: self.rtt,
+            segments_sent: self.data_segments,
+            segments_retransmitted: self.data_retransmissions,
+            class: None,
+        }
+    }
+}
+
+/// Counts of what the capture held beside the connections taken.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HandshakeStats {
+    pub packets: u64,
+    pub tcp_segments: u64,
+    /// Packets that were not TCP or could not be decoded, by reason.
+    pub skipped: SkipCounts,
+    /// Connections the table emitted.
+    pub connections: u64,
+    /// Of those, without a captured SYN from the client.
+    pub without_syn: u64,
+    /// Of those, to a responder not selected.
+    pub other_servers: u64,
+    /// Packets stamped earlier than the packet before them.
+    pub timestamp_regressions: u64,
+}
+
+/// The connections to the selected listener(s) in one capture.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HandshakeTrace {
+    /// Selected connections, by first SYN.
+    pub handshakes: Vec<Handshake>,
+    /// Responders that answered at least one SYN (all connections).
+    pub listeners: Vec<Endpoint>,
+    /// Earliest and latest packet timestamps of the capture.
+    pub first_timestamp: Option<Nanos>,
+    pub last_timestamp: Option<Nanos>,
+    pub stats: HandshakeStats,
+}
+
+impl HandshakeTrace {
+    /// The last packet's time: the end of what the capture can tell.
+    pub fn capture_end(&self) -> Nanos {
+        self.last_timestamp.unwrap_or(Nanos::ZERO)
+    }
+
+    /// An interval grid aligned to multiples of `interval` from the UNIX
+    /// epoch, holding the capture's first packet.
+    pub fn grid(&self, interval: Nanos) -> Result<IntervalGrid, ObservedError> {
+        IntervalGrid::aligned(self.first_timestamp.unwrap_or(Nanos::ZERO), interval)
+    }
+
+    /// Every selected connection as a Certes observation, by first SYN.
+    pub fn observations(&self) -> Vec<ConnectionObservation> {
+        self.handshakes.iter().map(Handshake::observation).collect()
+    }
+
+    /// The observations split by class (each tagged with its class).
+    pub fn observations_by_class(
+        &self,
+        by: ClassBy,
+    ) -> BTreeMap<String, Vec<ConnectionObservation>> {
+        let mut classes: BTreeMap<String, Vec<ConnectionObservation>> = BTreeMap::new();
+        for handshake in &self.handshakes {
+            let class = by.class_of(handshake);
+            let mut observation = handshake.observation();
+            observation.class = Some(class.clone());
+            classes.entry(class).or_default().push(observation);
+        }
+        classes
+    }
+}
+
+/// Builds a [`HandshakeTrace`] from segments fed in capture order.
+pub struct HandshakeCollector {
+    config: HandshakeConfig,
+    table: ConnectionTable,
+    all: Vec<Handshake>,
+    stats: HandshakeStats,
+    first_timestamp: Option<Nanos>,
+    last_timestamp: Option<Nanos>,
+    previous_timestamp: Option<Nanos>,
+}
+
+impl HandshakeCollector {
+    pub fn new(config: HandshakeConfig) -> HandshakeCollector {
+        let table = ConnectionTable::new(TableConfig {
+            record_segments: true,
+            ..config.table
+        });
+        HandshakeCollector {
+            config,
+            table,
+            all: Vec::new(),
+            stats: HandshakeStats::default(),
+            first_timestamp: None,
+            last_timestamp: None,
+            previous_timestamp: None,
+        }
+    }
+
+    /// Takes one packet's time (every packet, TCP or not, marks the span
+    /// of the capture).
+    fn saw_time(&mut self, timestamp: Nanos) {
+        self.stats.packets += 1;
+        if self.previous_timestamp.is_some_and(|p| timestamp < p) {
+            self.stats.timestamp_regressions += 1;
+        }
+        self.previous_timestamp = Some(timestamp);
+        self.first_timestamp = Some(self.first_timestamp.map_or(timestamp, |f| f.min(timestamp)));
+        self.last_timestamp = Some(self.last_timestamp.map_or(timestamp, |l| l.max(timestamp)));
+    }
+
+    /// Feeds one TCP segment.
+    pub fn observe(&mut self, segment: &crate::decode::Segment<'_>) {
+        self.saw_time(segment.timestamp);
+        self.stats.tcp_segments += 1;
+        self.table.observe(segment);
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        while let Some(connection) = self.table.pop_finished() {
+            self.stats.connections += 1;
+            match Handshake::from_connection(&connection) {
+                Some(handshake) => self.all.push(handshake),
+                None => self.stats.without_syn += 1,
+            }
+        }
+    }
+
+    /// Ends the capture: finishes open connections and selects the
+    /// listener's.
+    pub fn finish(mut self) -> HandshakeTrace {
+        self.table.finish_all();
+        self.drain();
+        let listeners: BTreeSet<Endpoint> = self
+            .all
+            .iter()
+            .filter(|h| !h.synacks.is_empty())
+            .map(|h| h.server)
+            .collect();
+        let selected = |h: &Handshake| match &self.config.server {
+            Some(filter) => filter.matches(&h.server),
+            None => listeners.contains(&h.server),
+        };
+        let (mut handshakes, others): (Vec<Handshake>, Vec<Handshake>) =
+            self.all.drain(..).partition(|h| selected(h));
+        self.stats.other_servers = others.len() as u64;
+        handshakes.sort_by_key(|h| (h.syns[0], h.client, h.server));
+        HandshakeTrace {
+            handshakes,
+            listeners: listeners.into_iter().collect(),
+            first_timestamp: self.first_timestamp,
+            last_timestamp: self.last_timestamp,
+            stats: self.stats,
+        }
+    }
+}
+
+/// Reads a whole capture (`-` for standard input; pcap, pcapng, gzip).
+pub fn read_handshakes(
+    path: impl AsRef<Path>,
+    config: &HandshakeConfig,
+) -> Result<HandshakeTrace, TraceError> {
+    handshakes_from_reader(TraceReader::open(path)?, config)
+}
+
+/// Like [`read_handshakes`], for an open reader.
+pub fn handshakes_from_reader(
+    mut reader: TraceReader,
+    config: &HandshakeConfig,
+) -> Result<HandshakeTrace, TraceError> {
+    let mut collector = HandshakeCollector::new(*config);
+    while let Some(packet) = reader.next_packet()? {
+        match decode(&packet) {
+            Ok(segment) => collector.observe(&segment),
+            Err(reason) => {
+                collector.saw_time(packet.timestamp);
+                collector.stats.skipped.add(reason);
+            }
+        }
+    }
+    Ok(collector.finish())
+}
+
+/// Everything Certes gives for one capture: the connections, the counters
+/// the server would have counted, the model's estimates and the exact
+/// figures. `exact.connections[i]` is `trace.handshakes[i]`.
+#[derive(Clone, Debug)]
+pub struct CaptureEstimate {
+    pub trace: HandshakeTrace,
+    /// Intervals of the model's length, aligned to the UNIX epoch.
+    pub grid: IntervalGrid,
+    pub counters: ObservedCounters,
+    /// One per interval of `counters`.
+    pub estimates: Vec<Estimate>,
+    pub exact: ExactFigures,
+    /// Transaction-weighted mean of the estimates beside the exact mean.
+    pub comparison: Comparison,
+}
+
+/// Why [`estimate_capture`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureEstimateError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Observed(#[from] ObservedError),
+    #[error(transparent)]
+    Model(#[from] CertesError),
+}
+
+/// Reads a server-side capture and runs Certes over it (all selected
+/// connections as one class): the interval, clients and frustration
+/// timeout come from `model`.
+pub fn estimate_capture(
+    path: impl AsRef<Path>,
+    handshakes: &HandshakeConfig,
+    model: &CertesConfig,
+) -> Result<CaptureEstimate, CaptureEstimateError> {
+    let trace = read_handshakes(path, handshakes)?;
+    let grid = trace.grid(model.interval)?;
+    let mut observations = trace.observations();
+    let capture_end = trace.capture_end();
+    let exact_config = ExactConfig::from_model(model)?;
+    end_abandoned(
+        &mut observations,
+        exact_config.frustration_timeout,
+        capture_end,
+    );
+    let counters = bucket(&observations, grid, capture_end)?;
+    let exact = exact(&observations, grid, capture_end, &exact_config)?;
+    let estimates = estimate_intervals(model.clone(), &counters.intervals)?;
+    let comparison = compare(&estimates, &exact);
+    Ok(CaptureEstimate {
+        trace,
+        grid,
+        counters,
+        estimates,
+        exact,
+        comparison,
+    })
+}
