@@ -11,9 +11,11 @@
 //! * `vantage wan` — the testbed's WAN emulator on its own.
 //! * `vantage cpa` — critical-path analysis of packet traces.
 
+mod certes;
 mod cpa;
 mod plot;
 mod report;
+mod reproduce_certes;
 mod testbed;
 mod wan;
 
@@ -45,7 +47,7 @@ enum Command {
     },
     /// Rerun every study (or one) and compare with the papers' results.
     Reproduce {
-        /// Study to run (default: all). Known: abacus.
+        /// Study to run (default: all). Known: abacus, certes.
         study: Option<String>,
         #[command(flatten)]
         output: OutputArgs,
@@ -65,6 +67,9 @@ enum Command {
     /// where each transaction's time went (server, client, propagation,
     /// network variation, losses).
     Cpa(cpa::CpaArgs),
+    /// Certes: client-perceived response time — SYN retries and give-ups
+    /// included — estimated from server counters or a server-side capture.
+    Certes(certes::CertesArgs),
 }
 
 #[derive(clap::Args)]
@@ -118,12 +123,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Reproduce { study, output } => {
             threads(&output)?;
             let all = studies::all();
+            let certes_name = studies::certes::NAME;
+            let with_certes = study.is_none() || study.as_deref() == Some(certes_name);
             let chosen: Vec<_> = match &study {
                 None => all.iter().collect(),
+                Some(name) if name == certes_name => Vec::new(),
                 Some(name) => {
                     let found: Vec<_> = all.iter().filter(|s| s.name == name).collect();
                     if found.is_empty() {
-                        let known: Vec<_> = all.iter().map(|s| s.name).collect();
+                        let mut known: Vec<_> = all.iter().map(|s| s.name).collect();
+                        known.push(certes_name);
                         bail!("unknown study `{name}` (known: {})", known.join(", "));
                     }
                     found
@@ -144,11 +153,36 @@ fn run(cli: Cli) -> Result<()> {
                 all_checks.extend(checks);
                 all_results.extend(results);
             }
+            if !with_certes {
+                return finish(&all_results, &all_checks, &output, "reproduce");
+            }
+            if !output.json {
+                println!("\n# Study `{certes_name}` — {}\n", studies::certes::PAPER);
+            }
+            let certes = reproduce_certes::run(output.quick, output.json, &output.out)?;
+            if output.json && study.is_some() {
+                return reproduce_certes::print_json(&certes);
+            }
+            all_checks.extend(certes.checks.iter().cloned());
+            if output.json {
+                let rows: Vec<_> = all_results
+                    .iter()
+                    .flat_map(|(_, r)| r.rows.iter())
+                    .collect();
+                let doc = serde_json::json!({
+                    "rows": rows,
+                    "checks": all_checks,
+                    "certes": { "rows": certes.rows() },
+                });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+                return Ok(());
+            }
             finish(&all_results, &all_checks, &output, "reproduce")
         }
         Command::Testbed { command } => testbed::run(command),
         Command::Wan(args) => wan::run(args),
         Command::Cpa(args) => cpa::run(args),
+        Command::Certes(args) => certes::run(args),
         Command::Profiles => {
             for name in syn_schedule::BUILTIN_PROFILES {
                 println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);

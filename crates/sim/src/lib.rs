@@ -10,4 +10,5 @@ pub mod run;
 pub mod scenario;
 pub mod studies;
 pub mod study;
+pub mod webserver;
 pub mod workload;

@@ -1,7 +1,10 @@
 //! The studies `vantage reproduce` runs: each a set of embedded scenario
-//! files and the paper's stated results to compare against.
+//! files and the paper's stated results to compare against. [`certes`]
+//! has its own scenario format and runner (it drives
+//! [`crate::webserver`], not the SYN-filter simulator of [`Study`]).
 
 pub mod abacus;
+pub mod certes;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::study::ScenarioResult;

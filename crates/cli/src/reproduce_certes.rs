@@ -1,0 +1,513 @@
+//! `vantage reproduce certes`: the Certes validation study
+//! (`vantage_sim::studies::certes`) for people and machines.
+//!
+//! * tables: per scenario, the paper's Figure 16 as rows (truth, Certes,
+//!   SYN-to-END, application-level time, M/M/1, sliding window, relative
+//!   errors) with Table II's drop and connection rates beside the paper's;
+//!   tracking and distribution errors; the mid-stream start of Appendix B;
+//!   a summary beside the paper's stated results; the checks;
+//! * `--json`: one document, `{"rows": [...], "checks": [...]}`;
+//! * `--out DIR`: `DIR/certes/figure16.csv` (every row),
+//!   `DIR/certes/tracking-<scenario>-<profile>.csv` (one-second bins),
+//!   `DIR/certes/paper-comparison.csv` (checks) and an SVG per plotted
+//!   scenario and profile (Figures 18, 19, 21, 25, 26).
+
+use crate::report;
+use anyhow::{anyhow, Context, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use serde::Serialize;
+use std::path::Path;
+use std::time::Instant;
+use vantage_sim::studies::certes::{self, CertesResult, CertesRow, TrackPoint};
+use vantage_sim::studies::Check;
+use vantage_sim::study::Effort;
+
+/// What one run of the study produced.
+pub struct CertesOutcome {
+    pub results: Vec<CertesResult>,
+    pub checks: Vec<Check>,
+}
+
+impl CertesOutcome {
+    pub fn rows(&self) -> Vec<&CertesRow> {
+        self.results.iter().map(|r| &r.row).collect()
+    }
+}
+
+/// The study's JSON document.
+#[derive(Serialize)]
+pub struct JsonDocument<'a> {
+    pub rows: Vec<&'a CertesRow>,
+    pub checks: &'a [Check],
+}
+
+/// Runs every embedded scenario under every population; prints the tables
+/// unless `json`; writes CSV and SVG files under `out/certes`.
+pub fn run(quick: bool, json: bool, out: &Path) -> Result<CertesOutcome> {
+    let scenarios = certes::scenarios()?;
+    let effort = Effort { quick };
+    let bar = ProgressBar::new(certes::steps(&scenarios)).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs certes (eta {eta})",
+        )
+        .expect("progress template is valid"),
+    );
+    let started = Instant::now();
+    let results = certes::run(&scenarios, effort, &|| bar.inc(1))?;
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let checks = certes::checks(&results);
+    let outcome = CertesOutcome { results, checks };
+    let dir = out.join(certes::NAME);
+    write_outputs(&outcome, &dir)?;
+    if !json {
+        print_tables(&outcome);
+        report::print_checks(&outcome.checks);
+        let simulated: f64 = outcome.results.iter().map(|r| r.row.horizon_s).sum();
+        let events: u64 = outcome.results.iter().map(|r| r.row.events).sum();
+        println!(
+            "  {} runs, {:.0} simulated minutes, {events} events in {wall:.1} s",
+            outcome.results.len(),
+            simulated / 60.0
+        );
+    }
+    Ok(outcome)
+}
+
+/// Prints the study's JSON document on stdout.
+pub fn print_json(outcome: &CertesOutcome) -> Result<()> {
+    let doc = JsonDocument {
+        rows: outcome.rows(),
+        checks: &outcome.checks,
+    };
+    let stdout = std::io::stdout();
+    serde_json::to_writer_pretty(stdout.lock(), &doc)?;
+    println!();
+    Ok(())
+}
+
+fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+fn secs(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+fn pct(v: f64) -> String {
+    format!("{:+.1} %", 100.0 * v)
+}
+
+fn opt_secs(v: Option<f64>) -> String {
+    v.map_or("–".into(), secs)
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map_or("–".into(), pct)
+}
+
+fn print_tables(outcome: &CertesOutcome) {
+    let mut i = 0;
+    while i < outcome.results.len() {
+        let first = &outcome.results[i];
+        let name = first.row.scenario.clone();
+        let group: Vec<&CertesResult> = outcome.results[i..]
+            .iter()
+            .take_while(|r| r.row.scenario == name)
+            .collect();
+        i += group.len();
+        println!(
+            "## {} — {} ({})\n",
+            first.row.figure, first.title, first.row.scenario
+        );
+        if let Some(reason) = &first.bound_reason {
+            println!(
+                "Documented bound ±{:.1} %: {reason}\n",
+                100.0 * first.row.certes_bound
+            );
+        }
+        print_figure16(&group);
+        print_tracking(&group);
+        if group.iter().any(|r| r.row.midstream_start_s.is_some()) {
+            print_midstream(&group);
+        }
+    }
+    print_summary(outcome);
+}
+
+fn print_figure16(group: &[&CertesResult]) {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "profile",
+        "truth s",
+        "Certes s",
+        "err",
+        "SYN-to-END s",
+        "err",
+        "app s",
+        "err",
+        "M/M/1 s",
+        "err",
+        "window s",
+        "err",
+        "SYN drops % p5–p95",
+        "conn/s p5–p95",
+        "gave up % true/Certes",
+    ]);
+    for r in group {
+        let w = &r.row;
+        let paper = r.paper.as_ref();
+        let drops = match paper.and_then(|p| p.syn_drop_pct) {
+            Some([lo, hi]) => format!(
+                "{:.1}–{:.1} (paper {lo}–{hi})",
+                w.syn_drop_pct_p5, w.syn_drop_pct_p95
+            ),
+            None => format!("{:.1}–{:.1}", w.syn_drop_pct_p5, w.syn_drop_pct_p95),
+        };
+        let rates = match paper.and_then(|p| p.connections_per_s) {
+            Some([lo, hi]) => format!(
+                "{:.0}–{:.0} (paper {lo}–{hi})",
+                w.connections_per_s_p5, w.connections_per_s_p95
+            ),
+            None => format!(
+                "{:.0}–{:.0}",
+                w.connections_per_s_p5, w.connections_per_s_p95
+            ),
+        };
+        table.add_row(vec![
+            Cell::new(&w.profile),
+            right(secs(w.truth_mean_s)),
+            right(secs(w.certes_mean_s)),
+            right(pct(w.certes_rel_err)),
+            right(secs(w.syn_to_end_mean_s)),
+            right(pct(w.syn_to_end_rel_err)),
+            right(secs(w.application_mean_s)),
+            right(pct(w.application_rel_err)),
+            right(opt_secs(w.mm1_mean_s)),
+            right(opt_pct(w.mm1_rel_err)),
+            right(opt_secs(w.sliding_window_mean_s)),
+            right(opt_pct(w.sliding_window_rel_err)),
+            right(drops),
+            right(rates),
+            right(format!(
+                "{:.2} / {:.2}",
+                w.truth_gave_up_pct, w.certes_gave_up_pct
+            )),
+        ]);
+    }
+    println!("{table}");
+}
+
+fn print_tracking(group: &[&CertesResult]) {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "profile",
+        "tracking |err| 250 ms",
+        "1 s (p90)",
+        "10 s",
+        "SYN-to-END 1 s",
+        "M/M/1 1 s",
+        "window 1 s",
+        "p90 true/Certes s",
+        "F̂ at true p90",
+        "p99 true/Certes s",
+        "F̂ at true p99",
+    ]);
+    let points = |v: Option<f64>| v.map_or("–".into(), |f| format!("{:+.2} pts", 100.0 * f));
+    let abs = |v: f64| format!("{:.2} %", 100.0 * v);
+    for r in group {
+        let w = &r.row;
+        table.add_row(vec![
+            Cell::new(&w.profile),
+            right(abs(w.certes_interval_err)),
+            right(format!(
+                "{} ({})",
+                abs(w.certes_tracking_err),
+                abs(w.certes_tracking_err_p90)
+            )),
+            right(abs(w.certes_tracking_err_10s)),
+            right(abs(w.syn_to_end_tracking_err)),
+            right(w.mm1_tracking_err.map_or("–".into(), abs)),
+            right(w.sliding_window_tracking_err.map_or("–".into(), abs)),
+            right(format!(
+                "{} / {}",
+                opt_secs(w.truth_p90_s),
+                opt_secs(w.certes_p90_s)
+            )),
+            right(points(w.p90_cdf_err)),
+            right(format!(
+                "{} / {}",
+                opt_secs(w.truth_p99_s),
+                opt_secs(w.certes_p99_s)
+            )),
+            right(points(w.p99_cdf_err)),
+        ]);
+    }
+    println!("{table}");
+}
+
+fn print_midstream(group: &[&CertesResult]) {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "profile",
+        "started at s",
+        "|err| vs truth, first FTO",
+        "after one FTO",
+        "mean err after one FTO",
+        "|gap| to estimator from 0, after one FTO",
+        "recovered after s (paper: FTO)",
+    ]);
+    for r in group {
+        let w = &r.row;
+        let abs = |v: Option<f64>| v.map_or("–".into(), |x| format!("{:.2} %", 100.0 * x));
+        table.add_row(vec![
+            Cell::new(&w.profile),
+            right(
+                w.midstream_start_s
+                    .map_or("–".into(), |s| format!("{s:.2}")),
+            ),
+            right(abs(w.midstream_first_fto_err)),
+            right(abs(w.midstream_after_fto_err)),
+            right(opt_pct(w.midstream_after_fto_rel_err)),
+            right(abs(w.midstream_gap_after_fto)),
+            right(w.midstream_recovered_after_s.map_or("never".into(), |s| {
+                format!("{s:.2} ({:.0})", w.model_frustration_timeout_s)
+            })),
+        ]);
+    }
+    println!("{table}");
+}
+
+/// Figure 16 over the whole study, beside the paper's statements.
+fn print_summary(outcome: &CertesOutcome) {
+    println!("## Figure 16 over all scenarios — ours beside the paper's\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "scenario",
+        "profile",
+        "truth s",
+        "Certes err (paper: ≤ 2.5 % in 13/16, ≤ 7.4 % all)",
+        "SYN-to-END err (paper: −5 % … < −80 %)",
+        "app err (paper: ≤ −80 %)",
+        "M/M/1 err",
+        "window err",
+    ]);
+    for r in &outcome.results {
+        let w = &r.row;
+        let mark = if w.certes_rel_err.abs() <= certes::CERTES_BOUND {
+            ""
+        } else if w.certes_rel_err.abs() <= w.certes_bound {
+            " (documented)"
+        } else {
+            " OUT"
+        };
+        table.add_row(vec![
+            Cell::new(&w.scenario),
+            Cell::new(&w.profile),
+            right(secs(w.truth_mean_s)),
+            right(format!("{}{mark}", pct(w.certes_rel_err))),
+            right(pct(w.syn_to_end_rel_err)),
+            right(pct(w.application_rel_err)),
+            right(opt_pct(w.mm1_rel_err)),
+            right(opt_pct(w.sliding_window_rel_err)),
+        ]);
+    }
+    println!("{table}\n");
+}
+
+fn write_outputs(outcome: &CertesOutcome, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+    let path = dir.join("figure16.csv");
+    let mut w = csv::Writer::from_path(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    for r in &outcome.results {
+        w.serialize(&r.row)?;
+    }
+    w.flush()?;
+    for r in &outcome.results {
+        let path = dir.join(format!("tracking-{}-{}.csv", r.row.scenario, r.row.profile));
+        let mut w = csv::Writer::from_path(&path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        for p in &r.track {
+            w.serialize(p)?;
+        }
+        w.flush()?;
+        if let Some(stem) = &r.plot {
+            let svg = dir.join(format!("{stem}-{}.svg", r.row.profile));
+            plot_tracking(&svg, r).with_context(|| format!("cannot draw {}", svg.display()))?;
+        }
+    }
+    if !outcome.checks.is_empty() {
+        report::write_checks_csv(&dir.join("paper-comparison.csv"), &outcome.checks)?;
+    }
+    Ok(())
+}
+
+const TRUTH: RGBColor = RGBColor(0, 0, 0);
+const CERTES: RGBColor = RGBColor(214, 39, 40);
+const SYN_TO_END: RGBColor = RGBColor(31, 119, 180);
+const MIDSTREAM: RGBColor = RGBColor(44, 160, 44);
+const DROPS: RGBColor = RGBColor(255, 127, 14);
+const QUEUE: RGBColor = RGBColor(148, 103, 189);
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("plot: {e}")
+}
+
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn line(
+    chart: &mut Chart,
+    track: &[&TrackPoint],
+    value: fn(&TrackPoint) -> Option<f64>,
+    color: RGBColor,
+    label: &str,
+) -> Result<()> {
+    // Bins without a value break the line into segments.
+    let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for p in track {
+        match value(p) {
+            Some(v) => segments
+                .last_mut()
+                .expect("one segment")
+                .push((p.time_s, v)),
+            None => segments.push(Vec::new()),
+        }
+    }
+    let mut labelled = false;
+    for points in segments.into_iter().filter(|s| !s.is_empty()) {
+        let series = chart
+            .draw_series(LineSeries::new(points, color.stroke_width(1)))
+            .map_err(err)?;
+        if !labelled {
+            series
+                .label(label.to_string())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
+            labelled = true;
+        }
+    }
+    Ok(())
+}
+
+/// Response times over time (truth, Certes, SYN-to-END and, when started
+/// late, the mid-stream estimator), and below them the SYN drop rate and
+/// the accept-queue limit.
+fn plot_tracking(path: &Path, r: &CertesResult) -> Result<()> {
+    let track: Vec<&TrackPoint> = r.track.iter().collect();
+    let x_hi = track.last().map_or(1.0, |p| p.time_s + 1.0);
+    let y_hi = track
+        .iter()
+        .flat_map(|p| [p.truth_s, p.certes_s, p.syn_to_end_s, p.midstream_s])
+        .flatten()
+        .fold(0.1, f64::max)
+        * 1.05;
+    let root = SVGBackend::new(path, (1100, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (top, bottom) = root.split_vertically(420);
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("{} — {} — {}", r.row.figure, r.title, r.row.profile),
+            ("sans-serif", 15),
+        )
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..x_hi, 0.0..y_hi)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("mean response time per second (s)")
+        .draw()
+        .map_err(err)?;
+    line(
+        &mut chart,
+        &track,
+        |p| p.truth_s,
+        TRUTH,
+        "client-perceived (truth)",
+    )?;
+    line(&mut chart, &track, |p| p.certes_s, CERTES, "Certes")?;
+    line(
+        &mut chart,
+        &track,
+        |p| p.syn_to_end_s,
+        SYN_TO_END,
+        "SYN-to-END",
+    )?;
+    if r.row.midstream_start_s.is_some() {
+        line(
+            &mut chart,
+            &track,
+            |p| p.midstream_s,
+            MIDSTREAM,
+            "Certes started mid-stream",
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+
+    let queue_hi = track
+        .iter()
+        .map(|p| f64::from(p.accept_queue_limit))
+        .fold(1.0, f64::max);
+    let mut lower = ChartBuilder::on(&bottom)
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(55)
+        .right_y_label_area_size(55)
+        .build_cartesian_2d(0.0..x_hi, 0.0..100.0)
+        .map_err(err)?
+        .set_secondary_coord(0.0..x_hi, 0.0..queue_hi * 1.1);
+    lower
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("SYN drop rate (%)")
+        .draw()
+        .map_err(err)?;
+    lower
+        .configure_secondary_axes()
+        .y_desc("accept-queue limit")
+        .draw()
+        .map_err(err)?;
+    lower
+        .draw_series(LineSeries::new(
+            track.iter().map(|p| (p.time_s, 100.0 * p.syn_drop_rate)),
+            DROPS.stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("SYN drop rate")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], DROPS));
+    lower
+        .draw_secondary_series(LineSeries::new(
+            track
+                .iter()
+                .map(|p| (p.time_s, f64::from(p.accept_queue_limit))),
+            QUEUE.stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("accept-queue limit")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], QUEUE));
+    lower
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
