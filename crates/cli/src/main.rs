@@ -16,6 +16,7 @@ mod cpa;
 mod plot;
 mod report;
 mod reproduce_certes;
+mod reproduce_sbac;
 mod testbed;
 mod wan;
 
@@ -47,7 +48,7 @@ enum Command {
     },
     /// Rerun every study (or one) and compare with the papers' results.
     Reproduce {
-        /// Study to run (default: all). Known: abacus, certes.
+        /// Study to run (default: abacus and certes). Known: abacus, certes, sbac.
         study: Option<String>,
         #[command(flatten)]
         output: OutputArgs,
@@ -122,6 +123,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Reproduce { study, output } => {
             threads(&output)?;
+            if study.as_deref() == Some(studies::sbac::NAME) {
+                reproduce_sbac::run(output.quick, output.json, &output.out)?;
+                return Ok(());
+            }
             let all = studies::all();
             let certes_name = studies::certes::NAME;
             let with_certes = study.is_none() || study.as_deref() == Some(certes_name);
@@ -133,6 +138,7 @@ fn run(cli: Cli) -> Result<()> {
                     if found.is_empty() {
                         let mut known: Vec<_> = all.iter().map(|s| s.name).collect();
                         known.push(certes_name);
+                        known.push(studies::sbac::NAME);
                         bail!("unknown study `{name}` (known: {})", known.join(", "));
                     }
                     found

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod network;
 pub mod run;
 pub mod scenario;
+pub mod sessions;
 pub mod studies;
 pub mod study;
 pub mod webserver;

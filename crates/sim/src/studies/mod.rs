@@ -5,6 +5,7 @@
 
 pub mod abacus;
 pub mod certes;
+pub mod sbac;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::study::ScenarioResult;

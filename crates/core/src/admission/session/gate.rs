@@ -1,0 +1,189 @@
+//! A session gate: a controller and signed tokens together, per request.
+//!
+//! Section 7 and footnote 3: only a request without a valid session cookie
+//! is a *new session*, and only new sessions are subject to admission; the
+//! cookie's expiry ends a session idle for T. Here the cookie is a
+//! [`TokenSigner`] token, refreshed on every request, so a forged, tampered
+//! or expired token is simply a new session that must pass admission.
+//!
+//! Departure: the paper's cookie is unsigned; signing it is what keeps a
+//! client from bypassing admission by claiming a session.
+
+use super::token::{TokenError, TokenSigner};
+use super::SessionAdmission;
+use crate::Nanos;
+
+/// What to do with one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// A request of an admitted session: serve it and set `token`.
+    Continue { session_id: u64, token: String },
+    /// A new session, admitted: serve it and set `token`. `presented` says
+    /// why a token the client sent did not count.
+    Admitted {
+        session_id: u64,
+        token: String,
+        presented: Option<TokenError>,
+    },
+    /// A new session, rejected: send the explicit rejection message.
+    Rejected { presented: Option<TokenError> },
+}
+
+/// An admission controller behind session tokens.
+#[derive(Debug)]
+pub struct SessionGate<C> {
+    controller: C,
+    signer: TokenSigner,
+    idle_timeout: Nanos,
+    next_session_id: u64,
+}
+
+impl<C: SessionAdmission> SessionGate<C> {
+    /// Sessions idle for `idle_timeout` (T) end; session ids start at
+    /// `first_session_id` (a live driver picks a random one).
+    pub fn new(
+        controller: C,
+        signer: TokenSigner,
+        idle_timeout: Nanos,
+        first_session_id: u64,
+    ) -> SessionGate<C> {
+        SessionGate {
+            controller,
+            signer,
+            idle_timeout,
+            next_session_id: first_session_id,
+        }
+    }
+
+    pub fn controller(&self) -> &C {
+        &self.controller
+    }
+
+    pub fn controller_mut(&mut self) -> &mut C {
+        &mut self.controller
+    }
+
+    /// A request arrives at `now`, carrying the client's token if any.
+    pub fn on_request(&mut self, now: Nanos, token: Option<&str>) -> GateVerdict {
+        let presented = match token.map(|t| self.signer.verify(t, now)) {
+            Some(Ok(valid)) => {
+                return GateVerdict::Continue {
+                    session_id: valid.session_id,
+                    token: self.signer.issue(valid.session_id, now, self.idle_timeout),
+                };
+            }
+            Some(Err(why)) => Some(why),
+            None => None,
+        };
+        if !self.controller.admit_new_session(now) {
+            return GateVerdict::Rejected { presented };
+        }
+        let session_id = self.next_session_id;
+        self.next_session_id = self.next_session_id.wrapping_add(1);
+        GateVerdict::Admitted {
+            session_id,
+            token: self.signer.issue(session_id, now, self.idle_timeout),
+            presented,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EwmaConfig, EwmaController, IntervalMeasurement};
+    use super::*;
+
+    fn gate() -> SessionGate<EwmaController> {
+        SessionGate::new(
+            EwmaController::new(EwmaConfig::responsive()).unwrap(),
+            TokenSigner::new(b"0123456789abcdef0123456789abcdef").unwrap(),
+            Nanos::from_secs(30),
+            1,
+        )
+    }
+
+    fn overload(g: &mut SessionGate<EwmaController>, at: Nanos) {
+        g.controller_mut().on_interval(
+            at,
+            &IntervalMeasurement {
+                elapsed: Nanos::from_secs(1),
+                busy: Nanos::from_secs(1),
+                ..Default::default()
+            },
+        );
+    }
+
+    #[test]
+    fn sessions_in_progress_pass_while_new_ones_are_rejected() {
+        let mut g = gate();
+        let GateVerdict::Admitted { token, .. } = g.on_request(Nanos::ZERO, None) else {
+            panic!("an idle server admits");
+        };
+        overload(&mut g, Nanos::from_secs(1));
+        let verdict = g.on_request(Nanos::from_secs(2), Some(&token));
+        let GateVerdict::Continue { session_id, token } = verdict else {
+            panic!("a session in progress continues: {verdict:?}");
+        };
+        assert_eq!(session_id, 1);
+        // A new client is rejected while overloaded.
+        assert_eq!(
+            g.on_request(Nanos::from_secs(2), None),
+            GateVerdict::Rejected { presented: None }
+        );
+        // The refreshed token keeps the session alive past the first one's
+        // expiry (30 s after t = 0).
+        assert!(matches!(
+            g.on_request(Nanos::from_secs(31), Some(&token)),
+            GateVerdict::Continue { session_id: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn forged_or_expired_tokens_are_new_sessions() {
+        let mut g = gate();
+        let GateVerdict::Admitted { token, .. } = g.on_request(Nanos::ZERO, None) else {
+            panic!("an idle server admits");
+        };
+        let forger = TokenSigner::new(b"not the server's key, but long!!").unwrap();
+        let forged = forger.issue(1, Nanos::ZERO, Nanos::from_secs(3600));
+        overload(&mut g, Nanos::from_secs(1));
+        // Under overload, a forged token does not get through.
+        assert_eq!(
+            g.on_request(Nanos::from_secs(2), Some(&forged)),
+            GateVerdict::Rejected {
+                presented: Some(TokenError::BadSignature)
+            }
+        );
+        // The genuine token, replayed after the idle timeout: expired, so it
+        // is a new session, rejected under overload.
+        assert_eq!(
+            g.on_request(Nanos::from_secs(30), Some(&token)),
+            GateVerdict::Rejected {
+                presented: Some(TokenError::Expired {
+                    expired: Nanos::from_secs(30)
+                })
+            }
+        );
+        // Once the load falls, the same replay is admitted as a *new*
+        // session with a new id, never as the old one.
+        g.controller_mut().on_interval(
+            Nanos::from_secs(31),
+            &IntervalMeasurement {
+                elapsed: Nanos::from_secs(1),
+                busy: Nanos::from_millis(100),
+                ..Default::default()
+            },
+        );
+        match g.on_request(Nanos::from_secs(32), Some(&token)) {
+            GateVerdict::Admitted {
+                session_id,
+                presented,
+                ..
+            } => {
+                assert_eq!(session_id, 2);
+                assert!(matches!(presented, Some(TokenError::Expired { .. })));
+            }
+            other => panic!("expected a new session, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! The event loop of the session model (see the module above for the
+//! model and its departures from the paper).
+
+use super::filemix::{draw_length, draw_size, mean_size};
+use super::{RunConfig, Strategy};
+use crate::engine::EventQueue;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use serde::Serialize;
+use std::collections::VecDeque;
+use vantage_core::admission::session::{
+    EwmaController, HybridController, IntervalMeasurement, PredictiveController, SessionAdmission,
+};
+use vantage_core::Nanos;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// A request is outstanding.
+    Waiting,
+    Thinking,
+    Completed,
+    /// Admitted (or unrestricted), then lost a request.
+    Aborted,
+    /// Rejected by admission control.
+    Rejected,
+    /// Its first request found the listen queue full.
+    Refused,
+}
+
+struct Session {
+    length: u32,
+    served: u32,
+    /// Sequence number of the current attempt (each send, retry included).
+    attempt: u32,
+    retries_left: u32,
+    admitted: bool,
+    counted: bool,
+    state: State,
+    /// When the current request (not a retry of it) was first sent.
+    request_sent: Nanos,
+    /// Server time spent on this session's requests, ns.
+    busy: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Job {
+    Request {
+        session: u32,
+        attempt: u32,
+        service: Nanos,
+    },
+    Rejection {
+        service: Nanos,
+    },
+}
+
+impl Job {
+    fn service(&self) -> Nanos {
+        match self {
+            Job::Request { service, .. } | Job::Rejection { service } => *service,
+        }
+    }
+}
+
+enum Event {
+    SessionArrival,
+    Send { session: u32 },
+    Timeout { session: u32, attempt: u32 },
+    ServiceDone,
+    Tick,
+}
+
+/// Completed sessions by length: ≤ m, (m, 2m], > 2m (Figure 4b), percent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LengthBins {
+    pub up_to_mean_pct: f64,
+    pub up_to_twice_mean_pct: f64,
+    pub longer_pct: f64,
+}
+
+impl LengthBins {
+    fn from_counts(c: [u64; 3]) -> LengthBins {
+        let total = (c[0] + c[1] + c[2]).max(1) as f64;
+        LengthBins {
+            up_to_mean_pct: 100.0 * c[0] as f64 / total,
+            up_to_twice_mean_pct: 100.0 * c[1] as f64 / total,
+            longer_pct: 100.0 * c[2] as f64 / total,
+        }
+    }
+}
+
+/// What one run measured (over the cohort of sessions arriving in the
+/// measurement window, and the server's work inside that window).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunOutcome {
+    pub window_s: f64,
+    pub offered_sessions: u64,
+    pub admitted_sessions: u64,
+    pub rejected_sessions: u64,
+    /// Sessions whose first request was refused (full listen queue).
+    pub refused_sessions: u64,
+    pub completed_sessions: u64,
+    pub aborted_sessions: u64,
+    pub completed_sessions_per_s: f64,
+    /// Aborted sessions over admitted ones, percent.
+    pub aborted_pct: f64,
+    /// Rejected over offered sessions, percent.
+    pub rejected_pct: f64,
+    pub mean_completed_length: f64,
+    pub mean_offered_length: f64,
+    pub completed_bins: LengthBins,
+    pub offered_bins: LengthBins,
+    /// Server time spent on sessions that completed, over the window,
+    /// percent (Section 6's useful utilization).
+    pub useful_utilization_pct: f64,
+    /// Server busy time in the window over its length, percent.
+    pub utilization_pct: f64,
+    /// Rejection messages over all requests processed in the window,
+    /// percent (measured counterpart of Eq. 6).
+    pub rejection_overhead_pct: f64,
+    /// Requests (and rejections) processed per second in the window.
+    pub requests_per_s: f64,
+    /// Mean ac-weight k over the window's intervals (EWMA family, hybrid).
+    pub mean_weight: Option<f64>,
+    /// Share of the window's intervals that admitted, percent.
+    pub admitting_intervals_pct: f64,
+    /// Time from the load step to the first rejection, seconds.
+    pub time_to_first_rejection_s: Option<f64>,
+    /// Coefficient of variation of admitted sessions per second under
+    /// steady overload.
+    pub admitted_rate_cv: Option<f64>,
+    /// Events processed and virtual time simulated.
+    pub events: u64,
+    pub simulated_s: f64,
+}
+
+fn controller(strategy: &Strategy) -> Option<Box<dyn SessionAdmission>> {
+    // Configurations are validated when scenarios load (`studies::sbac`);
+    // an invalid one reaching here is a bug in the caller.
+    match strategy {
+        Strategy::None => None,
+        Strategy::Ewma(c) => Some(Box::new(
+            EwmaController::new(*c).expect("validated EWMA configuration"),
+        )),
+        Strategy::Hybrid(c) => Some(Box::new(
+            HybridController::new(*c).expect("validated hybrid configuration"),
+        )),
+        Strategy::Predictive(c) => Some(Box::new(
+            PredictiveController::new(*c).expect("validated predictive configuration"),
+        )),
+    }
+}
+
+struct Sim<'a> {
+    cfg: &'a RunConfig,
+    rng: ChaCha8Rng,
+    queue: EventQueue<Event>,
+    sessions: Vec<Session>,
+    listen: VecDeque<Job>,
+    in_service: Option<Job>,
+    busy_since: Option<Nanos>,
+    controller: Option<Box<dyn SessionAdmission>>,
+    interval: IntervalMeasurement,
+    interval_busy_from: Nanos,
+    think: Exp<f64>,
+    ns_per_byte: f64,
+    avg_service: Nanos,
+    active: u64,
+    // Window accounting.
+    window_busy: u64,
+    window_requests: u64,
+    window_rejections: u64,
+    intervals_in_window: u64,
+    admitting_in_window: u64,
+    weight_sum: f64,
+    weight_samples: u64,
+    first_rejection_after_step: Option<Nanos>,
+    admitted_per_second: Vec<u32>,
+}
+
+impl Sim<'_> {
+    fn in_window(&self, t: Nanos) -> bool {
+        t >= self.cfg.measure_from && t < self.cfg.measure_to
+    }
+
+    fn next_arrival(&mut self, mut t: Nanos) -> Option<Nanos> {
+        let capacity_sessions = self.cfg.capacity_requests_per_s / self.cfg.session_length_mean;
+        loop {
+            let (load, end) = self.cfg.pattern.at(t)?;
+            let rate = load * capacity_sessions;
+            if rate > 0.0 {
+                let gap: f64 = Exp::new(rate).expect("positive rate").sample(&mut self.rng);
+                let next = t + Nanos::from_secs_f64(gap);
+                if next < end {
+                    return Some(next.max(t + Nanos(1)));
+                }
+            }
+            t = end;
+        }
+    }
+
+    /// Busy time accrued up to `now` into the interval and the window.
+    fn account_busy(&mut self, now: Nanos) {
+        if let Some(since) = self.busy_since {
+            let from = since.max(self.interval_busy_from);
+            self.interval.busy += now - from;
+            let w_from = from.max(self.cfg.measure_from);
+            let w_to = now.min(self.cfg.measure_to);
+            if w_to > w_from {
+                self.window_busy += (w_to - w_from).0;
+            }
+            self.busy_since = Some(now);
+        }
+    }
+
+    fn start_service(&mut self, now: Nanos) {
+        if self.in_service.is_some() {
+            return;
+        }
+        if let Some(job) = self.listen.pop_front() {
+            self.in_service = Some(job);
+            self.busy_since = Some(now);
+            self.queue.schedule(now + job.service(), Event::ServiceDone);
+        }
+    }
+
+    fn end_session(&mut self, s: u32, state: State) {
+        let session = &mut self.sessions[s as usize];
+        session.state = state;
+        self.active -= 1;
+    }
+
+    /// A request (first, next or retry) of session `s` leaves its client.
+    fn send(&mut self, now: Nanos, s: u32, retry: bool) {
+        let timeout = self.cfg.timeout;
+        let first = {
+            let session = &mut self.sessions[s as usize];
+            session.attempt += 1;
+            session.state = State::Waiting;
+            if !retry {
+                session.retries_left = self.cfg.retries;
+                session.request_sent = now;
+            }
+            !session.admitted
+        };
+        if first && !retry {
+            self.interval.new_sessions += 1;
+        }
+        // The kernel's listen queue comes first: a full queue refuses.
+        let occupied = self.listen.len();
+        if occupied >= self.cfg.listen_queue {
+            self.interval.refused_connections += 1;
+            let state = if first {
+                State::Refused
+            } else {
+                State::Aborted
+            };
+            self.end_session(s, state);
+            return;
+        }
+        if first {
+            let admit = match self.controller.as_mut() {
+                Some(c) => c.admit_new_session(now),
+                None => true,
+            };
+            if !admit {
+                self.interval.rejections += 1;
+                if let Some(step) = self.cfg.step_at {
+                    if now >= step && self.first_rejection_after_step.is_none() {
+                        self.first_rejection_after_step = Some(now - step);
+                    }
+                }
+                self.listen.push_back(Job::Rejection {
+                    service: self.avg_service_scaled(),
+                });
+                self.end_session(s, State::Rejected);
+                self.start_service(now);
+                return;
+            }
+            self.interval.admitted_sessions += 1;
+            self.sessions[s as usize].admitted = true;
+            let second = (now.0 / 1_000_000_000) as usize;
+            if second >= self.admitted_per_second.len() {
+                self.admitted_per_second.resize(second + 1, 0);
+            }
+            self.admitted_per_second[second] += 1;
+        }
+        let size = draw_size(&mut self.rng);
+        let service = Nanos(((size as f64) * self.ns_per_byte).round().max(1.0) as u64);
+        let attempt = self.sessions[s as usize].attempt;
+        self.listen.push_back(Job::Request {
+            session: s,
+            attempt,
+            service,
+        });
+        self.queue.schedule(
+            now + timeout,
+            Event::Timeout {
+                session: s,
+                attempt,
+            },
+        );
+        self.start_service(now);
+    }
+
+    fn avg_service_scaled(&self) -> Nanos {
+        Nanos((self.avg_service.0 as f64 * self.cfg.rejection_cost).round() as u64)
+    }
+
+    fn service_done(&mut self, now: Nanos) {
+        self.account_busy(now);
+        self.busy_since = None;
+        let job = self.in_service.take().expect("a job was in service");
+        let in_window = self.in_window(now);
+        match job {
+            Job::Rejection { .. } => {
+                if in_window {
+                    self.window_rejections += 1;
+                }
+            }
+            Job::Request {
+                session: s,
+                attempt,
+                service,
+            } => {
+                if in_window {
+                    self.window_requests += 1;
+                }
+                self.interval.session_requests += 1;
+                let think = Nanos::from_secs_f64(self.think.sample(&mut self.rng));
+                let session = &mut self.sessions[s as usize];
+                session.busy += service.0;
+                if session.attempt == attempt && session.state == State::Waiting {
+                    session.served += 1;
+                    if session.served >= session.length {
+                        self.interval.ended_sessions += 1;
+                        self.end_session(s, State::Completed);
+                    } else {
+                        session.state = State::Thinking;
+                        self.queue.schedule(now + think, Event::Send { session: s });
+                    }
+                } else {
+                    // The client closed: the reply has nowhere to go.
+                    self.interval.aborted_requests += 1;
+                }
+            }
+        }
+        self.start_service(now);
+    }
+
+    fn timeout(&mut self, now: Nanos, s: u32, attempt: u32) {
+        let session = &mut self.sessions[s as usize];
+        if session.attempt != attempt || session.state != State::Waiting {
+            return;
+        }
+        if session.retries_left > 0 {
+            session.retries_left -= 1;
+            self.send(now, s, true);
+        } else {
+            self.end_session(s, State::Aborted);
+        }
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        self.account_busy(now);
+        self.interval.elapsed = now - self.interval_busy_from;
+        self.interval.queued_requests = self.listen.len() as u64;
+        let measured = std::mem::take(&mut self.interval);
+        self.interval_busy_from = now;
+        if let Some(c) = self.controller.as_mut() {
+            c.on_interval(now, &measured);
+            if now >= self.cfg.measure_from && now < self.cfg.measure_to {
+                let d = c.decision();
+                self.intervals_in_window += 1;
+                if d.admitting {
+                    self.admitting_in_window += 1;
+                }
+                if let Some(k) = d.weight {
+                    self.weight_sum += k;
+                    self.weight_samples += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Runs one configuration to its end (arrivals stop at the pattern's end;
+/// the server then drains).
+pub fn run(cfg: &RunConfig) -> RunOutcome {
+    let avg_service_s = 1.0 / cfg.capacity_requests_per_s;
+    let mut sim = Sim {
+        cfg,
+        rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+        queue: EventQueue::new(),
+        sessions: Vec::new(),
+        listen: VecDeque::with_capacity(cfg.listen_queue + 1),
+        in_service: None,
+        busy_since: None,
+        controller: controller(&cfg.strategy),
+        interval: IntervalMeasurement::default(),
+        interval_busy_from: Nanos::ZERO,
+        think: Exp::new(1.0 / cfg.think_time_mean.as_secs_f64().max(1e-9)).expect("positive"),
+        ns_per_byte: avg_service_s * 1e9 / mean_size(),
+        avg_service: Nanos::from_secs_f64(avg_service_s),
+        active: 0,
+        window_busy: 0,
+        window_requests: 0,
+        window_rejections: 0,
+        intervals_in_window: 0,
+        admitting_in_window: 0,
+        weight_sum: 0.0,
+        weight_samples: 0,
+        first_rejection_after_step: None,
+        admitted_per_second: Vec::new(),
+    };
+    let pattern_end = cfg.pattern.end();
+    if let Some(t) = sim.next_arrival(Nanos::ZERO) {
+        sim.queue.schedule(t, Event::SessionArrival);
+    }
+    sim.queue.schedule(cfg.interval, Event::Tick);
+    let mut events = 0u64;
+    let mut last = Nanos::ZERO;
+    while let Some((now, event)) = sim.queue.pop() {
+        events += 1;
+        last = now;
+        match event {
+            Event::SessionArrival => {
+                if let Some(t) = sim.next_arrival(now) {
+                    sim.queue.schedule(t, Event::SessionArrival);
+                }
+                let length = draw_length(&mut sim.rng, cfg.session_length_mean);
+                let id = sim.sessions.len() as u32;
+                let counted = sim.in_window(now);
+                sim.sessions.push(Session {
+                    length,
+                    served: 0,
+                    attempt: 0,
+                    retries_left: cfg.retries,
+                    admitted: false,
+                    counted,
+                    state: State::Waiting,
+                    request_sent: now,
+                    busy: 0,
+                });
+                sim.active += 1;
+                sim.send(now, id, false);
+            }
+            Event::Send { session } => {
+                let gap = now - sim.sessions[session as usize].request_sent;
+                sim.interval.inter_request_sum += gap;
+                sim.interval.inter_request_samples += 1;
+                sim.send(now, session, false);
+            }
+            Event::Timeout { session, attempt } => sim.timeout(now, session, attempt),
+            Event::ServiceDone => sim.service_done(now),
+            Event::Tick => {
+                sim.tick(now);
+                let busy = sim.in_service.is_some() || !sim.listen.is_empty();
+                if now < pattern_end || sim.active > 0 || busy {
+                    sim.queue.schedule(now + cfg.interval, Event::Tick);
+                }
+            }
+        }
+    }
+    summarize(&sim, events, last)
+}
+
+fn bin_of(length: u32, mean: f64) -> usize {
+    let l = length as f64;
+    if l <= mean {
+        0
+    } else if l <= 2.0 * mean {
+        1
+    } else {
+        2
+    }
+}
+
+fn summarize(sim: &Sim<'_>, events: u64, last: Nanos) -> RunOutcome {
+    let cfg = sim.cfg;
+    let window_s = (cfg.measure_to - cfg.measure_from).as_secs_f64().max(1e-9);
+    let mean = cfg.session_length_mean;
+    let mut o = RunOutcome {
+        window_s,
+        events,
+        simulated_s: last.as_secs_f64(),
+        ..RunOutcome::default()
+    };
+    let mut completed_bins = [0u64; 3];
+    let mut offered_bins = [0u64; 3];
+    let (mut completed_len, mut offered_len) = (0u64, 0u64);
+    let mut useful = 0u64;
+    for s in sim.sessions.iter().filter(|s| s.counted) {
+        o.offered_sessions += 1;
+        offered_len += s.length as u64;
+        offered_bins[bin_of(s.length, mean)] += 1;
+        if s.admitted {
+            o.admitted_sessions += 1;
+        }
+        match s.state {
+            State::Completed => {
+                o.completed_sessions += 1;
+                completed_len += s.length as u64;
+                completed_bins[bin_of(s.length, mean)] += 1;
+                useful += s.busy;
+            }
+            State::Aborted => o.aborted_sessions += 1,
+            State::Rejected => o.rejected_sessions += 1,
+            State::Refused => o.refused_sessions += 1,
+            State::Waiting | State::Thinking => {}
+        }
+    }
+    let per = |n: u64, d: u64| {
+        if d == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / d as f64
+        }
+    };
+    o.completed_sessions_per_s = o.completed_sessions as f64 / window_s;
+    o.aborted_pct = per(o.aborted_sessions, o.admitted_sessions);
+    o.rejected_pct = per(o.rejected_sessions, o.offered_sessions);
+    o.mean_completed_length = if o.completed_sessions > 0 {
+        completed_len as f64 / o.completed_sessions as f64
+    } else {
+        0.0
+    };
+    o.mean_offered_length = if o.offered_sessions > 0 {
+        offered_len as f64 / o.offered_sessions as f64
+    } else {
+        0.0
+    };
+    o.completed_bins = LengthBins::from_counts(completed_bins);
+    o.offered_bins = LengthBins::from_counts(offered_bins);
+    o.useful_utilization_pct = 100.0 * useful as f64 / 1e9 / window_s;
+    o.utilization_pct = 100.0 * sim.window_busy as f64 / 1e9 / window_s;
+    o.rejection_overhead_pct = per(
+        sim.window_rejections,
+        sim.window_requests + sim.window_rejections,
+    );
+    o.requests_per_s = (sim.window_requests + sim.window_rejections) as f64 / window_s;
+    o.mean_weight = (sim.weight_samples > 0).then(|| sim.weight_sum / sim.weight_samples as f64);
+    o.admitting_intervals_pct = per(sim.admitting_in_window, sim.intervals_in_window);
+    o.time_to_first_rejection_s = sim.first_rejection_after_step.map(|d| d.as_secs_f64());
+    o.admitted_rate_cv = cfg.overload_window.and_then(|(from, to)| {
+        let a = (from.0 / 1_000_000_000) as usize;
+        let b = (to.0 / 1_000_000_000) as usize;
+        if b <= a + 1 {
+            return None;
+        }
+        let values: Vec<f64> = (a..b)
+            .map(|i| sim.admitted_per_second.get(i).copied().unwrap_or(0) as f64)
+            .collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        Some(var.sqrt() / mean)
+    });
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{LoadPattern, Segment};
+    use super::*;
+    use vantage_core::admission::session::EwmaConfig;
+
+    fn config(load: f64, mean: f64, strategy: Strategy) -> RunConfig {
+        RunConfig {
+            capacity_requests_per_s: 1000.0,
+            listen_queue: 1024,
+            session_length_mean: mean,
+            think_time_mean: Nanos::from_secs(5),
+            timeout: Nanos::from_secs(1),
+            retries: 1,
+            rejection_cost: 1.0,
+            strategy,
+            interval: Nanos::from_secs(1),
+            pattern: LoadPattern {
+                segments: vec![Segment {
+                    duration: Nanos::from_secs(400),
+                    load,
+                }],
+            },
+            measure_from: Nanos::from_secs(100),
+            measure_to: Nanos::from_secs(300),
+            step_at: None,
+            overload_window: None,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn light_load_completes_every_session() {
+        let o = run(&config(0.5, 5.0, Strategy::None));
+        assert!(o.offered_sessions > 10_000);
+        assert_eq!(o.aborted_sessions + o.refused_sessions, 0);
+        assert_eq!(o.completed_sessions, o.offered_sessions);
+        // Half the capacity, all of it useful.
+        assert!((o.utilization_pct - 50.0).abs() < 4.0, "{o:?}");
+        assert!((o.useful_utilization_pct - o.utilization_pct).abs() < 4.0);
+        assert!((o.mean_completed_length / 5.0 - 1.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn same_seed_same_run() {
+        let a = run(&config(2.0, 5.0, Strategy::Ewma(EwmaConfig::responsive())));
+        let b = run(&config(2.0, 5.0, Strategy::Ewma(EwmaConfig::responsive())));
+        assert_eq!(a.events, b.events);
+        assert_eq!(a.completed_sessions, b.completed_sessions);
+    }
+
+    #[test]
+    fn overload_without_control_discriminates_against_long_sessions() {
+        let o = run(&config(3.0, 15.0, Strategy::None));
+        assert!(o.mean_completed_length < 0.6 * 15.0, "{o:?}");
+        assert!(o.completed_bins.up_to_mean_pct > o.offered_bins.up_to_mean_pct + 15.0);
+        assert!(o.useful_utilization_pct < 40.0);
+    }
+}
