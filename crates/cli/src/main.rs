@@ -48,7 +48,7 @@ enum Command {
     },
     /// Rerun every study (or one) and compare with the papers' results.
     Reproduce {
-        /// Study to run (default: abacus and certes). Known: abacus, certes, sbac.
+        /// Study to run (default: all). Known: abacus, certes, sbac.
         study: Option<String>,
         #[command(flatten)]
         output: OutputArgs,
@@ -124,7 +124,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Reproduce { study, output } => {
             threads(&output)?;
             if study.as_deref() == Some(studies::sbac::NAME) {
-                reproduce_sbac::run(output.quick, output.json, &output.out)?;
+                let sbac = reproduce_sbac::run(output.quick, output.json, &output.out)?;
+                if output.json {
+                    reproduce_sbac::print_json(&sbac)?;
+                }
                 return Ok(());
             }
             let all = studies::all();
@@ -170,6 +173,19 @@ fn run(cli: Cli) -> Result<()> {
                 return reproduce_certes::print_json(&certes);
             }
             all_checks.extend(certes.checks.iter().cloned());
+            if study.is_some() {
+                return finish(&all_results, &all_checks, &output, "reproduce");
+            }
+            // Every study: SBAC too.
+            if !output.json {
+                println!(
+                    "\n# Study `{}` — {}\n",
+                    studies::sbac::NAME,
+                    studies::sbac::PAPER
+                );
+            }
+            let sbac = reproduce_sbac::run(output.quick, output.json, &output.out)?;
+            all_checks.extend(sbac.checks.iter().cloned());
             if output.json {
                 let rows: Vec<_> = all_results
                     .iter()
@@ -179,6 +195,7 @@ fn run(cli: Cli) -> Result<()> {
                     "rows": rows,
                     "checks": all_checks,
                     "certes": { "rows": certes.rows() },
+                    "sbac": reproduce_sbac::json_document(&sbac),
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
                 return Ok(());

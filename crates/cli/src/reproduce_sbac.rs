@@ -37,8 +37,9 @@ struct JsonDocument<'a> {
     checks: &'a [Check],
 }
 
-/// Runs every embedded scenario; prints the tables, or the JSON document
-/// when `json`; writes CSV and SVG files under `out/sbac`.
+/// Runs every embedded scenario; prints the tables unless `json` (then the
+/// caller prints [`print_json`] or merges the outcome into its own
+/// document); writes CSV and SVG files under `out/sbac`.
 pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
     let scenarios = sbac::scenarios()?;
     let effort = Effort { quick };
@@ -64,16 +65,7 @@ pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
         checks,
     };
     write_outputs(&outcome, &out.join(sbac::NAME))?;
-    if json {
-        let doc = JsonDocument {
-            rows: &outcome.rows,
-            table2: &outcome.table2,
-            checks: &outcome.checks,
-        };
-        let stdout = std::io::stdout();
-        serde_json::to_writer_pretty(stdout.lock(), &doc)?;
-        println!();
-    } else {
+    if !json {
         print_tables(&outcome);
         report::print_checks(&outcome.checks);
         let simulated: f64 = outcome.rows.iter().map(|r| r.outcome.simulated_s).sum();
@@ -88,6 +80,22 @@ pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
         );
     }
     Ok(outcome)
+}
+
+/// The study's JSON document: `{"rows", "table2", "checks"}`.
+pub fn json_document(outcome: &SbacOutcome) -> serde_json::Value {
+    serde_json::to_value(JsonDocument {
+        rows: &outcome.rows,
+        table2: &outcome.table2,
+        checks: &outcome.checks,
+    })
+    .unwrap_or(serde_json::Value::Null)
+}
+
+/// Prints [`json_document`] on standard output.
+pub fn print_json(outcome: &SbacOutcome) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(&json_document(outcome))?);
+    Ok(())
 }
 
 fn right(text: String) -> Cell {
