@@ -57,8 +57,9 @@
 //!
 //! Heuristics of Step 3: Eq. 30 (more retries expected than SYNs arrived:
 //! the surplus is carried to the next interval, proportionally over every
-//! class, not only j = 1, 2; a SYN is carried once, then dropped from the
-//! model, so that a quiet period cannot hold phantom retries forever) and Eq. 31 (completions split in the
+//! class, not only j = 1, 2, for as long as SYNs keep arriving; an interval
+//! with no SYN at all drops the carried surplus from the model, so that a
+//! quiet period cannot hold phantom retries forever) and Eq. 31 (completions split in the
 //! accepted proportions). When no SYN was accepted one SYN-to-END earlier
 //! (start of a run, idle period) the nearest interval with accepts within
 //! the window is used, and with none the completions count as first
@@ -423,29 +424,34 @@ impl Certes {
         }
         let mut due_arrivals = (fresh_total + carried_total) * arrive;
         // Eq. 30: more retries expected than SYNs arrived — the surplus is
-        // delayed to the next interval. A SYN is delayed once: a surplus
-        // still unmatched then is taken out of the model (the counters say
-        // those clients never came), so that a long quiet period cannot
-        // hold phantom retries forever.
+        // delayed to the next interval, as often as it takes while SYNs keep
+        // arriving. In an interval with no SYN at all the surplus carried
+        // from before is taken out of the model (those clients never came),
+        // so that a quiet period cannot hold phantom retries forever.
         let surplus = if due_arrivals > offered {
             (due_arrivals - offered) / arrive
         } else {
             0.0
         };
-        let discard = surplus.min(carried_total);
+        let discard = if offered == 0.0 {
+            surplus.min(carried_total)
+        } else {
+            0.0
+        };
         let delay = surplus - discard;
         for class in &self.classes {
             for j in 1..=class.retries() {
                 let column = class.column + j;
                 let carried = self.carried[column];
-                let fresh = self.sent[column] - carried;
                 let discarded = if carried_total > 0.0 {
                     carried * discard / carried_total
                 } else {
                     0.0
                 };
-                let delayed = if fresh_total > 0.0 {
-                    fresh * delay / fresh_total
+                let remaining = self.sent[column] - discarded;
+                let remaining_total = fresh_total + carried_total - discard;
+                let delayed = if remaining_total > 0.0 {
+                    remaining * delay / remaining_total
                 } else {
                     0.0
                 };
@@ -1023,5 +1029,28 @@ mod tests {
         }
         let e31 = eq31.on_interval(&counters(0, 0, 20, 2000));
         assert!((e31.completed_by_attempt[1] - 20.0).abs() < 1e-9);
+    }
+
+    /// Eq. 30 carries unmatched retries while SYNs keep arriving, and an
+    /// interval with no SYN at all ends them: a quiet period holds no
+    /// phantom retries.
+    #[test]
+    fn eq30_surplus_persists_under_load_and_ends_when_idle() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        certes.on_interval(&counters(100, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        // 100 first retries due; 30, then 30, then 30 SYNs arrive: all are
+        // the retries, carried along.
+        for _ in 0..3 {
+            let e = certes.on_interval(&counters(0, 30, 0, 0));
+            assert_eq!((e.retried_syns, e.initial_syns), (30.0, 0.0));
+        }
+        // 10 still carried; an idle interval carries them once more, the
+        // next idle one ends them, and later SYNs are initial ones.
+        certes.on_interval(&counters(0, 0, 0, 0));
+        certes.on_interval(&counters(0, 0, 0, 0));
+        let e = certes.on_interval(&counters(0, 30, 0, 0));
+        assert_eq!((e.retried_syns, e.initial_syns), (0.0, 30.0));
     }
 }
