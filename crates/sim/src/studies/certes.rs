@@ -130,6 +130,10 @@ const SCENARIO_FILES: &[(&str, &str)] = &[
         include_str!("../../../../scenarios/certes/test-o-mixed-fto.toml"),
     ),
     (
+        "scenarios/certes/test-o-informed.toml",
+        include_str!("../../../../scenarios/certes/test-o-informed.toml"),
+    ),
+    (
         "scenarios/certes/test-p-mixed-fto.toml",
         include_str!("../../../../scenarios/certes/test-p-mixed-fto.toml"),
     ),
