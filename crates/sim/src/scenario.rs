@@ -262,12 +262,14 @@ pub const SWEEPABLE: &[&str] = &[
     "filter.reject_cost",
 ];
 
-struct Checker<'a> {
-    origin: &'a str,
+/// Validation of one scenario file's values: errors name the file and the
+/// key. Shared by every study's scenario format.
+pub(crate) struct Checker<'a> {
+    pub(crate) origin: &'a str,
 }
 
 impl Checker<'_> {
-    fn fail(&self, key: &str, problem: String) -> ScenarioError {
+    pub(crate) fn fail(&self, key: &str, problem: String) -> ScenarioError {
         ScenarioError::Invalid {
             origin: self.origin.to_string(),
             key: key.to_string(),
@@ -275,7 +277,13 @@ impl Checker<'_> {
         }
     }
 
-    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ScenarioError> {
+    pub(crate) fn range(
+        &self,
+        key: &str,
+        value: f64,
+        low: f64,
+        high: f64,
+    ) -> Result<f64, ScenarioError> {
         if value.is_finite() && value >= low && value <= high {
             Ok(value)
         } else {
@@ -286,7 +294,13 @@ impl Checker<'_> {
         }
     }
 
-    fn whole(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u64, ScenarioError> {
+    pub(crate) fn whole(
+        &self,
+        key: &str,
+        value: f64,
+        low: f64,
+        high: f64,
+    ) -> Result<u64, ScenarioError> {
         let v = self.range(key, value, low, high)?;
         if v.fract() != 0.0 {
             return Err(self.fail(key, format!("must be a whole number, got {value}")));

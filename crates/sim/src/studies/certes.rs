@@ -40,7 +40,7 @@
 //! [`RECOVERY_TOLERANCE`] of the estimator started at time zero.
 
 use super::Check;
-use crate::scenario::ScenarioError;
+use crate::scenario::{Checker, ScenarioError};
 use crate::study::Effort;
 use crate::webserver::{
     self, AcceptQueueLimit, ClientsConfig, Draw, EndOfConnection, OnOff, Page, PathConfig,
@@ -418,36 +418,22 @@ pub struct CertesScenario {
     pub paper: Option<PaperRow>,
 }
 
-struct Checker<'a> {
-    origin: &'a str,
+/// Checks of this study's scenario format, beside the shared ones.
+trait CertesChecks {
+    fn count(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u32, ScenarioError>;
+    fn secs(&self, key: &str, value: f64, low: f64, high: f64) -> Result<Nanos, ScenarioError>;
+    fn millis(&self, key: &str, value: f64, low: f64, high: f64) -> Result<Nanos, ScenarioError>;
+    fn pair(&self, key: &str, values: &Option<Vec<f64>>)
+        -> Result<Option<[f64; 2]>, ScenarioError>;
+    fn ftos(&self, key: &str, entries: &[FtoEntry]) -> Result<Vec<(Nanos, f64)>, ScenarioError>;
 }
 
-impl Checker<'_> {
-    fn fail(&self, key: &str, problem: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            origin: self.origin.to_string(),
-            key: key.to_string(),
-            problem,
-        }
-    }
-
-    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ScenarioError> {
-        if value.is_finite() && value >= low && value <= high {
-            Ok(value)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-
-    fn whole(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u32, ScenarioError> {
-        let v = self.range(key, value, low, high)?;
-        if v.fract() != 0.0 {
-            return Err(self.fail(key, format!("must be a whole number, got {value}")));
-        }
-        Ok(v as u32)
+impl CertesChecks for Checker<'_> {
+    /// A whole number in [low, high] that fits a u32 (every `high` here does).
+    fn count(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u32, ScenarioError> {
+        let whole = self.whole(key, value, low, high)?;
+        u32::try_from(whole)
+            .map_err(|_| self.fail(key, format!("must be at most {}, got {value}", u32::MAX)))
     }
 
     fn secs(&self, key: &str, value: f64, low: f64, high: f64) -> Result<Nanos, ScenarioError> {
@@ -546,7 +532,7 @@ impl CertesScenario {
         }
 
         let cl = &file.clients;
-        let count = c.whole("clients.count", cl.count, 1.0, 1e6)?;
+        let count = c.count("clients.count", cl.count, 1.0, 1e6)?;
         let longest = horizon.max(quick_horizon).as_secs_f64();
         if f64::from(count) * longest > MAX_CLIENT_SECONDS {
             return Err(c.fail(
@@ -583,7 +569,7 @@ impl CertesScenario {
             count,
             ramp: c.secs("clients.ramp_s", cl.ramp_s, 0.0, 3600.0)?,
             think_time: c.secs("clients.think_time_s", cl.think_time_s, 0.0, 3600.0)?,
-            requests_per_connection: c.whole(
+            requests_per_connection: c.count(
                 "clients.requests_per_connection",
                 cl.requests_per_connection,
                 1.0,
@@ -604,7 +590,7 @@ impl CertesScenario {
                         "needs server.accept_queue_schedule".into(),
                     ));
                 }
-                AcceptQueueLimit::Fixed(c.whole("server.accept_queue", *limit, 0.0, 1e7)?)
+                AcceptQueueLimit::Fixed(c.count("server.accept_queue", *limit, 0.0, 1e7)?)
             }
             (None, Some(schedule)) => {
                 if schedule.is_empty() {
@@ -614,7 +600,7 @@ impl CertesScenario {
                     .iter()
                     .enumerate()
                     .map(|(i, v)| {
-                        c.whole(&format!("server.accept_queue_schedule[{i}]"), *v, 0.0, 1e7)
+                        c.count(&format!("server.accept_queue_schedule[{i}]"), *v, 0.0, 1e7)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 let Some(switch) = sv.accept_queue_switch_s else {
@@ -673,7 +659,7 @@ impl CertesScenario {
             };
             pages.push(Page {
                 weight: c.range(&key("weight"), p.weight, 1e-9, 1e9)?,
-                size_bytes: c.whole(&key("size_bytes"), p.size_bytes, 1.0, 1e9)?,
+                size_bytes: c.count(&key("size_bytes"), p.size_bytes, 1.0, 1e9)?,
                 service,
             });
         }
@@ -688,15 +674,15 @@ impl CertesScenario {
             }
         };
         let server = ServerConfig {
-            workers: c.whole("server.workers", sv.workers, 1.0, 1e6)?,
-            cores: c.whole("server.cores", sv.cores, 1.0, 4096.0)?,
+            workers: c.count("server.workers", sv.workers, 1.0, 1e6)?,
+            cores: c.count("server.cores", sv.cores, 1.0, 4096.0)?,
             accept_queue,
             pages,
-            mss: c.whole("server.mss", sv.mss, 64.0, 65_535.0)?,
-            initial_window: c.whole("server.initial_window", sv.initial_window, 1.0, 1000.0)?,
+            mss: c.count("server.mss", sv.mss, 64.0, 65_535.0)?,
+            initial_window: c.count("server.initial_window", sv.initial_window, 1.0, 1000.0)?,
             synack_timeout: c.secs("server.synack_timeout_s", sv.synack_timeout_s, 0.001, 60.0)?,
-            synack_retries: c.whole("server.synack_retries", sv.synack_retries, 0.0, 20.0)?,
-            syn_backlog: c.whole("server.syn_backlog", sv.syn_backlog, 1.0, 1e7)?,
+            synack_retries: c.count("server.synack_retries", sv.synack_retries, 0.0, 20.0)?,
+            syn_backlog: c.count("server.syn_backlog", sv.syn_backlog, 1.0, 1e7)?,
             end_of_connection,
             lingering_close: sv.lingering_close,
             worker_overhead: c.millis(

@@ -32,7 +32,7 @@
 //! ([`crate::sessions`]) and the predictive controller's.
 
 use super::Check;
-use crate::scenario::ScenarioError;
+use crate::scenario::{Checker, ScenarioError};
 use crate::sessions::{self, LoadPattern, RunConfig, RunOutcome, Segment, Strategy};
 use crate::study::Effort;
 use rayon::prelude::*;
@@ -349,38 +349,19 @@ pub struct SbacScenario {
     pub step: Option<Step>,
 }
 
-struct Checker<'a> {
-    origin: &'a str,
+/// Checks of this study's scenario format, beside the shared ones.
+trait SbacChecks {
+    fn list(
+        &self,
+        key: &str,
+        values: &[f64],
+        low: f64,
+        high: f64,
+    ) -> Result<Vec<f64>, ScenarioError>;
+    fn config(&self, key: &str, r: Result<(), SessionConfigError>) -> Result<(), ScenarioError>;
 }
 
-impl Checker<'_> {
-    fn fail(&self, key: &str, problem: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            origin: self.origin.to_string(),
-            key: key.to_string(),
-            problem,
-        }
-    }
-
-    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ScenarioError> {
-        if value.is_finite() && value >= low && value <= high {
-            Ok(value)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-
-    fn whole(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u64, ScenarioError> {
-        let v = self.range(key, value, low, high)?;
-        if v.fract() != 0.0 {
-            return Err(self.fail(key, format!("must be a whole number, got {value}")));
-        }
-        Ok(v as u64)
-    }
-
+impl SbacChecks for Checker<'_> {
     fn list(
         &self,
         key: &str,
