@@ -1122,7 +1122,7 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
     // Table 2 and Figure 11: the "done when".
     for pattern in ["usual-day", "busy-day"] {
         let scenario = format!("fig11-table2-{pattern}");
-        for mean in [5.0, 15.0, 50.0] {
+        for (column, mean) in [5.0, 15.0, 50.0].into_iter().enumerate() {
             let get = |s: &str| find(rows, &scenario, s, mean, pattern);
             let (Some(stable), Some(resp), Some(hybrid), Some(pred)) = (
                 get("stable"),
@@ -1135,7 +1135,7 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
             let paper_pred = TABLE2
                 .iter()
                 .find(|(p, s, _)| *p == pattern && *s == "predictive")
-                .map(|(_, _, v)| v[[5.0, 15.0, 50.0].iter().position(|&m| m == mean).unwrap()])
+                .map(|(_, _, v)| v[column])
                 .unwrap_or(0.0);
             let others = [stable, resp, hybrid]
                 .iter()
