@@ -36,8 +36,8 @@
 //!   that a long window does not carry the optimistic start for S seconds.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, Intervals, SynFilter,
-    TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
+    SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -282,6 +282,28 @@ impl SynFilter for Abacus {
         } else {
             self.borrow()
         }
+    }
+
+    fn snapshot(&self) -> FilterSnapshot {
+        FilterSnapshot {
+            tokens: self.first_stage.tokens(),
+            bucket_size: self.first_stage.capacity(),
+            refill_rate: self.refill_rate,
+            arrival_rate: Some(self.arrival_rate),
+            future_tokens: Some(self.tokens.iter().sum()),
+            chain_borrowed: Some(self.chain_borrowed.iter().sum()),
+            future_buckets: Some(self.tokens.len()),
+            ..FilterSnapshot::default()
+        }
+    }
+
+    /// Buckets appended from now on get W_a = (r_t − λ)·T0 at the new r_t;
+    /// buckets already in the window keep their tokens.
+    fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError> {
+        let now = self.first_stage.last_refill();
+        self.first_stage.set_refill_rate(now, refill_rate)?;
+        self.refill_rate = refill_rate;
+        Ok(())
     }
 }
 

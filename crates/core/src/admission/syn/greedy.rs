@@ -45,8 +45,8 @@
 //!   weight and each profile's classes follow its own timeouts.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, Intervals, SynFilter,
-    TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
+    SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -429,6 +429,26 @@ impl SynFilter for PredictiveGreedy {
         } else {
             Verdict::Reject
         }
+    }
+
+    fn snapshot(&self) -> FilterSnapshot {
+        FilterSnapshot {
+            tokens: self.first_stage.tokens(),
+            bucket_size: self.first_stage.capacity(),
+            refill_rate: self.refill_rate,
+            arrival_rate: Some(self.new_per_period / self.interval_secs),
+            drop_threshold: Some(self.threshold),
+            drop_budget: Some(self.drop_budget()),
+            ..FilterSnapshot::default()
+        }
+    }
+
+    /// The cost model uses the new r_t from the next period on.
+    fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError> {
+        let now = self.first_stage.last_refill();
+        self.first_stage.set_refill_rate(now, refill_rate)?;
+        self.refill_rate = refill_rate;
+        Ok(())
     }
 }
 

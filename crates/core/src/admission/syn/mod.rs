@@ -16,10 +16,12 @@
 
 mod abacus;
 mod greedy;
+mod params;
 mod token_bucket;
 
 pub use abacus::{Abacus, AbacusConfig};
 pub use greedy::{GreedyConfig, PredictiveGreedy};
+pub use params::{AbacusWindow, FilterKind, FilterParams};
 pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};
 
 use crate::Nanos;
@@ -39,6 +41,57 @@ pub enum Verdict {
 pub trait SynFilter {
     /// A connection request arrives at `now`.
     fn on_syn(&mut self, now: Nanos) -> Verdict;
+
+    /// The filter's state now, for metrics (as of the last `on_syn`).
+    fn snapshot(&self) -> FilterSnapshot;
+
+    /// Changes r_t, the first stage's refill rate (and with it the second
+    /// stage's spare capacity), e.g. when a live driver measures the
+    /// server's capacity. Tokens already in the buckets stay.
+    fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError>;
+}
+
+/// What a filter's state is at one moment: the first-stage bucket for all
+/// filters, and the second stage's for the Abacus Filter and Predictive
+/// Greedy.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct FilterSnapshot {
+    /// Whole tokens in the first-stage bucket.
+    pub tokens: u64,
+    /// W.
+    pub bucket_size: u64,
+    /// r_t, tokens per second.
+    pub refill_rate: f64,
+    /// Abacus and Greedy: λ, estimated new requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+    /// Abacus: Σ A[i], tokens in the future buckets (current one included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub future_tokens: Option<u64>,
+    /// Abacus: Σ B[i], chain-borrowed retransmissions expected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_borrowed: Option<u64>,
+    /// Abacus: number of future buckets (S/T0 + 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub future_buckets: Option<usize>,
+    /// Greedy: λ_thresh of the current period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_threshold: Option<f64>,
+    /// Greedy: drops still allowed in the current period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_budget: Option<u64>,
+}
+
+impl<F: SynFilter + ?Sized> SynFilter for Box<F> {
+    fn on_syn(&mut self, now: Nanos) -> Verdict {
+        (**self).on_syn(now)
+    }
+    fn snapshot(&self) -> FilterSnapshot {
+        (**self).snapshot()
+    }
+    fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError> {
+        (**self).set_refill_rate(refill_rate)
+    }
 }
 
 /// Why a filter's parameters are unusable.

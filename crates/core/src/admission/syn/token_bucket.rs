@@ -7,7 +7,7 @@
 //! Tokens are counted in integer nano-tokens so that refill is exact and
 //! runs are reproducible bit for bit.
 
-use super::{check, FilterConfigError, SynFilter, Verdict};
+use super::{check, FilterConfigError, FilterSnapshot, SynFilter, Verdict};
 use crate::Nanos;
 
 const NANO_PER_TOKEN: u128 = 1_000_000_000;
@@ -27,12 +27,7 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket of `capacity` tokens refilled at `refill_rate` tokens/s.
     pub fn new(capacity: u64, refill_rate: f64) -> Result<TokenBucket, FilterConfigError> {
-        check(
-            refill_rate.is_finite() && (0.0..=1e9).contains(&refill_rate),
-            "refill rate (tokens/s)",
-            "between 0 and 1e9",
-            refill_rate,
-        )?;
+        check_refill_rate(refill_rate)?;
         let capacity = capacity as u128 * NANO_PER_TOKEN;
         Ok(TokenBucket {
             capacity,
@@ -85,6 +80,33 @@ impl TokenBucket {
     pub fn refill_rate(&self) -> f64 {
         self.refill_per_second as f64 / 1e9
     }
+
+    /// Changes r_t from `now` on: tokens refilled up to `now` come at the
+    /// old rate.
+    pub fn set_refill_rate(
+        &mut self,
+        now: Nanos,
+        refill_rate: f64,
+    ) -> Result<(), FilterConfigError> {
+        check_refill_rate(refill_rate)?;
+        self.refill(now);
+        self.refill_per_second = (refill_rate * 1e9).round() as u128;
+        Ok(())
+    }
+
+    /// The instant of the last refill.
+    pub fn last_refill(&self) -> Nanos {
+        self.last
+    }
+}
+
+pub(crate) fn check_refill_rate(refill_rate: f64) -> Result<(), FilterConfigError> {
+    check(
+        refill_rate.is_finite() && (0.0..=1e9).contains(&refill_rate),
+        "refill rate (tokens/s)",
+        "between 0 and 1e9",
+        refill_rate,
+    )
 }
 
 /// What a token bucket filter does with a request that finds no token.
@@ -122,6 +144,20 @@ impl SynFilter for TokenBucketFilter {
             }
         }
     }
+
+    fn snapshot(&self) -> FilterSnapshot {
+        FilterSnapshot {
+            tokens: self.bucket.tokens(),
+            bucket_size: self.bucket.capacity(),
+            refill_rate: self.bucket.refill_rate(),
+            ..FilterSnapshot::default()
+        }
+    }
+
+    fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError> {
+        let now = self.bucket.last_refill();
+        self.bucket.set_refill_rate(now, refill_rate)
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +184,24 @@ mod tests {
         let mut f = TokenBucketFilter::new(TokenBucket::new(1, 0.0).unwrap(), EmptyAction::Reject);
         assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Accept);
         assert_eq!(f.on_syn(Nanos::from_secs(100)), Verdict::Reject);
+    }
+
+    #[test]
+    fn a_new_refill_rate_applies_from_the_change_on() {
+        let mut f = TokenBucketFilter::new(TokenBucket::new(10, 2.0).unwrap(), EmptyAction::Drop);
+        for _ in 0..10 {
+            assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Accept);
+        }
+        assert_eq!(f.snapshot().tokens, 0);
+        // 1 s at 2/s, then the rate becomes 4/s: 2 + 4 tokens after 2 s.
+        assert_eq!(f.on_syn(Nanos::from_secs(1)), Verdict::Accept);
+        f.set_refill_rate(4.0).unwrap();
+        assert_eq!(f.snapshot().refill_rate, 4.0);
+        let accepted = (0..20)
+            .filter(|_| f.on_syn(Nanos::from_secs(2)) == Verdict::Accept)
+            .count();
+        assert_eq!(accepted, 1 + 4);
+        assert!(f.set_refill_rate(-1.0).is_err());
     }
 
     #[test]
