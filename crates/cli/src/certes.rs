@@ -5,7 +5,8 @@
 //! * a counters file (CSV or JSON Lines; per-interval, or cumulative
 //!   readings turned into intervals with `CumulativeCounters::since`), the
 //!   DROPPED/ACCEPTED/COMPLETED counts and SYN-to-END and RTT sums of
-//!   Eq. 2–4 — columns in `docs/certes.md`;
+//!   Eq. 2–4 — columns in `docs/certes.md`; a `vantage gate` log (JSON
+//!   Lines, `docs/gate.md`) is such a file too (see [`gate_row`]);
 //! * a packet capture taken at the server, read by
 //!   `vantage_trace::handshake` into one observation per connection, from
 //!   which `vantage_core::certes::observed` builds the same counters *and*
@@ -576,7 +577,7 @@ fn read_csv_rows(path: &Path, name: &str) -> Result<Vec<RawRow>> {
     Ok(rows)
 }
 
-fn read_jsonl_rows(path: &Path, name: &str) -> Result<Vec<RawRow>> {
+fn read_jsonl_rows(path: &Path, name: &str, interval: Nanos) -> Result<Vec<RawRow>> {
     let reader = BufReader::new(open_input(path)?);
     let mut rows = Vec::new();
     for (index, line) in reader.lines().enumerate() {
@@ -602,10 +603,96 @@ fn read_jsonl_rows(path: &Path, name: &str) -> Result<Vec<RawRow>> {
             file: name,
             line: number,
         };
+        if is_gate_record(object) {
+            rows.push(gate_row(&at, object, interval)?);
+            continue;
+        }
         let cells = object.iter().map(|(k, v)| (k.as_str(), CellValue::Json(v)));
         rows.push(raw_row(&at, cells)?);
     }
     Ok(rows)
+}
+
+/// Whether a JSON object is a record of `vantage gate`'s log
+/// (`docs/gate.md`): it has the gate's `filter` snapshot and `rejected`.
+fn is_gate_record(object: &serde_json::Map<String, Value>) -> bool {
+    object.contains_key("filter") && object.contains_key("rejected")
+}
+
+/// One record of `vantage gate`'s log as a counters row. The gate counts
+/// the filter's verdicts on SYNs: DROPPED_i is `dropped`; ACCEPTED_i, the
+/// SYNs the server answered, is `accepted + rejected` (a RST is an answer:
+/// the client does not retransmit); in a dry run every SYN was accepted.
+/// The gate sees no connection end: `completed` and the sums are zero
+/// unless the record carries them (a log merged with the server's). The
+/// record's `interval_s` must be `--interval`; its other keys are ignored.
+fn gate_row(
+    at: &Where,
+    object: &serde_json::Map<String, Value>,
+    interval: Nanos,
+) -> Result<RawRow> {
+    let get = |key: &str| {
+        object
+            .get(key)
+            .filter(|v| !v.is_null())
+            .map(CellValue::Json)
+            .ok_or_else(|| at.error(key, "missing (every vantage gate log record has it)"))
+    };
+    let t_s = at.seconds("time_s", &get("time_s")?, false)?;
+    let logged = at.seconds("interval_s", &get("interval_s")?, false)?;
+    let wanted = interval.as_secs_f64();
+    if (logged - wanted).abs() > 1e-6 * wanted {
+        return Err(at.error(
+            "interval_s",
+            format!(
+                "the gate logged {logged} s intervals but --interval is {}; run with --interval {logged}s",
+                format_seconds(interval)
+            ),
+        ));
+    }
+    let accepted = at.count("accepted", &get("accepted")?)?;
+    let dropped = at.count("dropped", &get("dropped")?)?;
+    let rejected = at.count("rejected", &get("rejected")?)?;
+    let dry_run = match object.get("dry_run").filter(|v| !v.is_null()) {
+        Some(v) => at.boolean("dry_run", &CellValue::Json(v))?,
+        None => false,
+    };
+    let mut row = RawRow {
+        line: at.line,
+        t_s,
+        time_column: "time_s",
+        class: String::new(),
+        cumulative: Some(false),
+        values: CumulativeCounters::default(),
+    };
+    if dry_run {
+        row.values.accepted = accepted + dropped + rejected;
+    } else {
+        row.values.accepted = accepted + rejected;
+        row.values.dropped = dropped;
+    }
+    for (column, value) in object {
+        let value = CellValue::Json(value);
+        if value.is_empty() {
+            continue;
+        }
+        match column.as_str() {
+            "completed" => row.values.completed = at.count(column, &value)?,
+            "syn_to_end_sum_s" => {
+                row.values.syn_to_end_sum = Nanos::from_secs_f64(at.seconds(column, &value, false)?)
+            }
+            "rtt_sum_s" => {
+                row.values.rtt_sum = Nanos::from_secs_f64(at.seconds(column, &value, false)?)
+            }
+            "segments_sent" => row.values.segments_sent = at.count(column, &value)?,
+            "segments_retransmitted" => {
+                row.values.segments_retransmitted = at.count(column, &value)?
+            }
+            "class" => row.class = at.text(column, &value)?,
+            _ => {}
+        }
+    }
+    Ok(row)
 }
 
 /// Reads a counters file into aligned per-class intervals (see
@@ -636,7 +723,7 @@ fn read_counters_file(
     };
     let rows = match format {
         CountersFormat::Csv => read_csv_rows(path, &name)?,
-        CountersFormat::Jsonl => read_jsonl_rows(path, &name)?,
+        CountersFormat::Jsonl => read_jsonl_rows(path, &name, interval)?,
     };
     if rows.is_empty() {
         bail!("{name}: no rows");

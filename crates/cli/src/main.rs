@@ -13,6 +13,7 @@
 
 mod certes;
 mod cpa;
+mod gate;
 mod plot;
 mod report;
 mod reproduce_certes;
@@ -60,6 +61,12 @@ enum Command {
     Testbed {
         #[command(subcommand)]
         command: testbed::TestbedCommand,
+    },
+    /// Live SYN gate: the Abacus paper's SYN filters in front of a real
+    /// listener, through NFQUEUE (run needs root).
+    Gate {
+        #[command(subcommand)]
+        command: gate::GateCommand,
     },
     /// Emulate a WAN (delay, jitter, loss, rate) on the packets this
     /// namespace forwards (needs root).
@@ -203,6 +210,7 @@ fn run(cli: Cli) -> Result<()> {
             finish(&all_results, &all_checks, &output, "reproduce")
         }
         Command::Testbed { command } => testbed::run(command),
+        Command::Gate { command } => gate::run(command),
         Command::Wan(args) => wan::run(args),
         Command::Cpa(args) => cpa::run(args),
         Command::Certes(args) => certes::run(args),

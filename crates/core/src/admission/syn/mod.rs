@@ -15,11 +15,15 @@
 //! one seen is treated as the last one).
 
 mod abacus;
+mod capacity;
 mod greedy;
 mod params;
 mod token_bucket;
 
 pub use abacus::{Abacus, AbacusConfig};
+pub use capacity::{
+    CapacityConfig, CapacityEstimator, CapacityInterval, DEFAULT_CAPACITY_SMOOTHING,
+};
 pub use greedy::{GreedyConfig, PredictiveGreedy};
 pub use params::{AbacusWindow, FilterKind, FilterParams};
 pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};

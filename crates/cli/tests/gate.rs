@@ -1,0 +1,809 @@
+//! `vantage gate` end to end.
+//!
+//! Without root: `gate check` names bad keys, `gate run` refuses a
+//! non-root user, and `certes estimate` reads a gate log.
+//!
+//! As root, each test makes a network namespace `vgt-<pid>-<n>` of its
+//! own, runs the gate in it (`ip netns exec NS vantage gate run`), and a
+//! server and clients in it from threads that entered it (`setns`);
+//! connections to 127.0.0.1 pass the INPUT hook on `lo`, where the gate's
+//! rule queues their SYNs. A guard kills the gate and every process of the
+//! namespace and deletes the namespace on every exit path, panics
+//! included. Every wait is bounded.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vantage_live::synflood::SynFlood;
+use vantage_testbed::netns::Netns;
+
+const SERVER: &str = "127.0.0.1:8080";
+const METRICS: &str = "127.0.0.1:9464";
+
+fn vantage(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vantage"))
+        .args(args)
+        .output()
+        .expect("the vantage binary runs")
+}
+
+/// Whether a root test can run here; says why not otherwise.
+fn can_run_as_root(test: &str) -> bool {
+    if !vantage_live::is_root() {
+        eprintln!("skipped {test}: needs root (network namespaces, NFQUEUE, iptables)");
+        return false;
+    }
+    for tool in ["ip", "iptables"] {
+        if Command::new(tool).arg("-V").output().is_err() {
+            eprintln!("skipped {test}: `{tool}` is not installed");
+            return false;
+        }
+    }
+    true
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vantage-gate-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+static NAMESPACES: AtomicUsize = AtomicUsize::new(0);
+
+/// One test's namespace, gate and server; all gone when dropped.
+struct Lab {
+    ns: Netns,
+    dir: PathBuf,
+    gate: Option<Child>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Lab {
+    fn new(name: &str) -> Lab {
+        let n = NAMESPACES.fetch_add(1, Ordering::SeqCst);
+        let ns_name = format!("vgt-{}-{n}", std::process::id());
+        let ns = Netns::create(&ns_name).expect("create the test namespace");
+        Lab {
+            ns,
+            dir: temp_dir(name),
+            gate: None,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// Starts the gate with `config` in the namespace and waits (≤ 10 s)
+    /// for its ready file; returns its pid.
+    fn start_gate(&mut self, config: &str) -> u32 {
+        let config_path = self.path("gate.toml");
+        std::fs::write(&config_path, config).unwrap();
+        let ready = self.path("ready");
+        let _ = std::fs::remove_file(&ready);
+        let child = self
+            .ns
+            .command(env!("CARGO_BIN_EXE_vantage"))
+            .args(["gate", "run", "--config"])
+            .arg(&config_path)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.path("gate.stderr")).unwrap())
+            .spawn()
+            .expect("start the gate");
+        let pid = child.id();
+        self.gate = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                // `ip netns exec` execs the program: same pid.
+                assert_eq!(text.trim(), pid.to_string(), "ready file holds the pid");
+                return pid;
+            }
+            if let Some(status) = self.gate.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "the gate exited ({status}) before it was ready: {}",
+                    self.gate_stderr()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gate not ready within 10 s: {}",
+                self.gate_stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn gate_stderr(&self) -> String {
+        std::fs::read_to_string(self.path("gate.stderr")).unwrap_or_default()
+    }
+
+    /// Waits (≤ `limit`) for the gate to exit.
+    fn wait_gate(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let child = self.gate.as_mut().expect("a gate was started");
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gate did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal_gate(&self, signal: &str) {
+        let pid = self.gate.as_ref().expect("a gate was started").id();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Runs `work` on a thread inside the namespace and returns its result.
+    fn inside<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> T {
+        self.ns.run(work).expect("enter the test namespace")
+    }
+
+    /// Starts a server on 127.0.0.1:8080 in the namespace: it accepts
+    /// every connection and echoes what it reads, until the lab ends.
+    fn start_echo_server(&self) {
+        let stop = Arc::clone(&self.stop);
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        self.ns
+            .spawn("echo-server", move || {
+                let listener = TcpListener::bind(SERVER).expect("bind the test server");
+                listener.set_nonblocking(true).unwrap();
+                bound_tx.send(()).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let stop = Arc::clone(&stop);
+                            std::thread::spawn(move || echo(stream, &stop));
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5))
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            })
+            .unwrap();
+        bound_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the test server is listening");
+    }
+
+    fn iptables_rules(&self) -> String {
+        let out = self
+            .ns
+            .exec("iptables", &["-w", "-S"])
+            .expect("iptables -S");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `GET /metrics` from inside the namespace.
+    fn metrics(&self) -> String {
+        self.inside(|| http_get(METRICS.parse().unwrap(), "/metrics"))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(mut gate) = self.gate.take() {
+            let _ = gate.kill();
+            let _ = gate.wait();
+        }
+        let _ = self.ns.destroy(Duration::from_millis(500));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn echo(mut stream: TcpStream, stop: &AtomicBool) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = [0u8; 1024];
+    while !stop.load(Ordering::Relaxed) {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn http_get(address: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(3))
+        .unwrap_or_else(|e| panic!("connect to the metrics endpoint {address}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: gate\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("read the metrics");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        response.contains("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{response}"
+    );
+    response
+}
+
+/// The value of one sample line (`name{labels} value`) in metrics text.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no sample `{series}` in\n{text}"))
+}
+
+fn syns(text: &str, verdict: &str) -> f64 {
+    sample(
+        text,
+        &format!("vantage_gate_syns_total{{verdict=\"{verdict}\"}}"),
+    )
+}
+
+fn connect(timeout: Duration) -> std::io::Result<TcpStream> {
+    TcpStream::connect_timeout(&SERVER.parse().unwrap(), timeout)
+}
+
+fn config(filter: &str, extra_gate: &str, log: &Path) -> String {
+    format!(
+        "[gate]\ninterval_ms = 250\nmetrics_listen = \"{METRICS}\"\nlog = \"{}\"\n{extra_gate}\n[[listeners]]\naddress = \"127.0.0.1\"\nport = 8080\n[filter]\n{filter}\n",
+        log.display()
+    )
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("gate status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+// ---------------------------------------------------------------------------
+// Without root
+
+#[test]
+fn check_prints_the_effective_configuration_and_names_bad_keys() {
+    let dir = temp_dir("check");
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"windows-9x-nt\"\n",
+    )
+    .unwrap();
+    let out = vantage(&["gate", "check", "--config", good.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // r/h = 75 s; Windows 9x/NT retransmits at 3, 9, 21 s: S = 21 s.
+    assert!(text.contains("window S        21 s"), "{text}");
+    assert!(text.contains("listeners         *:80"), "{text}");
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[gate]\nreject_mark = 0\n[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n",
+    )
+    .unwrap();
+    let out = vantage(&["gate", "check", "--config", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.toml")
+            && err.contains("`gate.reject_mark`")
+            && err.contains("between 1 and 4294967295"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn run_without_root_says_root_is_needed() {
+    let dir = temp_dir("noroot");
+    let config = dir.join("gate.toml");
+    std::fs::write(
+        &config,
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n",
+    )
+    .unwrap();
+    let out = if vantage_live::is_root() {
+        // Drop to nobody for this one run.
+        let Ok(out) = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_vantage"))
+            .args(["gate", "run", "--config"])
+            .arg(&config)
+            .output()
+        else {
+            eprintln!("skipped: running as root and setpriv is not installed");
+            return;
+        };
+        out
+    } else {
+        vantage(&["gate", "run", "--config", config.to_str().unwrap()])
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("Permission denied") && err.contains("cannot read") {
+        eprintln!("skipped: nobody cannot read {}", config.display());
+        return;
+    }
+    assert!(!out.status.success());
+    assert!(err.contains("needs root"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn certes_reads_a_gate_log() {
+    let dir = temp_dir("certes");
+    let log = dir.join("gate.jsonl");
+    let record = |t: f64, accepted: u64, dropped: u64, rejected: u64, dry_run: bool| {
+        format!(
+            "{{\"time_s\":{t},\"interval_s\":0.25,\"elapsed_s\":0.25,\"arrivals\":{},\"accepted\":{accepted},\"dropped\":{dropped},\"rejected\":{rejected},\"passed\":3,\"overruns\":0,\"errors\":0,\"dry_run\":{dry_run},\"filter\":{{\"tokens\":0,\"bucket_size\":120,\"refill_rate\":120.0,\"arrival_rate\":90.5,\"future_tokens\":4,\"chain_borrowed\":0,\"future_buckets\":51}}}}\n",
+            accepted + dropped + rejected
+        )
+    };
+    let text = record(0.0, 30, 0, 0, false)
+        + &record(0.25, 30, 10, 5, false)
+        + &record(0.5, 20, 0, 0, false);
+    std::fs::write(&log, &text).unwrap();
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--counters",
+        log.to_str().unwrap(),
+        "--interval",
+        "250ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let s = &summary["summary"];
+    // DROPPED = dropped; ACCEPTED = accepted + rejected (a RST answers).
+    assert_eq!(s["dropped"], 10, "{s}");
+    assert_eq!(s["accepted"], 85, "{s}");
+    assert_eq!(s["offered"], 95, "{s}");
+    assert_eq!(s["intervals"], 3, "{s}");
+
+    // A dry run accepted everything, whatever the filter said.
+    std::fs::write(&log, record(0.0, 30, 10, 5, true)).unwrap();
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--counters",
+        log.to_str().unwrap(),
+        "--interval",
+        "250ms",
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["dropped"], 0);
+    assert_eq!(summary["summary"]["accepted"], 45);
+
+    // The wrong --interval is named with the right one.
+    std::fs::write(&log, &text).unwrap();
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--counters",
+        log.to_str().unwrap(),
+        "--interval",
+        "500ms",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("line 1, column `interval_s`") && err.contains("--interval 0.25s"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------
+// As root
+
+#[test]
+fn tbf_reject_accepts_the_bucket_then_refuses_with_a_reset() {
+    if !can_run_as_root("tbf_reject_accepts_the_bucket_then_refuses_with_a_reset") {
+        return;
+    }
+    let mut lab = Lab::new("reject");
+    lab.start_echo_server();
+    let log = lab.path("gate.jsonl");
+    lab.start_gate(&config(
+        "kind = \"tbf-reject\"\nbucket_size = 2\nrefill_rate = 0.001",
+        "",
+        &log,
+    ));
+    let outcomes = lab.inside(|| {
+        let mut kept = Vec::new();
+        let mut outcomes = Vec::new();
+        for _ in 0..3 {
+            match connect(Duration::from_secs(3)) {
+                Ok(stream) => {
+                    kept.push(stream);
+                    outcomes.push(Ok(()));
+                }
+                Err(e) => outcomes.push(Err(e.kind())),
+            }
+        }
+        outcomes
+    });
+    assert_eq!(
+        outcomes,
+        vec![Ok(()), Ok(()), Err(ErrorKind::ConnectionRefused)],
+        "{}",
+        lab.gate_stderr()
+    );
+    let metrics = lab.metrics();
+    assert_eq!(syns(&metrics, "accept"), 2.0, "{metrics}");
+    assert!(syns(&metrics, "reject") >= 1.0, "{metrics}");
+    assert_eq!(syns(&metrics, "drop"), 0.0, "{metrics}");
+
+    // Stop it and read its log with Certes.
+    lab.signal_gate("-TERM");
+    assert!(
+        lab.wait_gate(Duration::from_secs(5)).success(),
+        "{}",
+        lab.gate_stderr()
+    );
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--counters",
+        log.to_str().unwrap(),
+        "--interval",
+        "250ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["dropped"], 0, "{summary}");
+    assert_eq!(summary["summary"]["accepted"], 3, "{summary}");
+}
+
+#[test]
+fn tbf_drop_holds_the_client_in_retransmission() {
+    if !can_run_as_root("tbf_drop_holds_the_client_in_retransmission") {
+        return;
+    }
+    let mut lab = Lab::new("drop");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 1\nrefill_rate = 0.001",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let (first, second, waited) = lab.inside(|| {
+        let first = connect(Duration::from_secs(3))
+            .map(|_| ())
+            .map_err(|e| e.kind());
+        let started = Instant::now();
+        let second = connect(Duration::from_millis(1500))
+            .map(|_| ())
+            .map_err(|e| e.kind());
+        (first, second, started.elapsed())
+    });
+    assert_eq!(first, Ok(()), "{}", lab.gate_stderr());
+    // Neither completed nor refused: the SYN and its retransmission at
+    // 1 s were dropped, and the client was still waiting.
+    assert_eq!(second, Err(ErrorKind::TimedOut));
+    assert!(waited >= Duration::from_millis(1400), "{waited:?}");
+    let metrics = lab.metrics();
+    assert_eq!(syns(&metrics, "accept"), 1.0, "{metrics}");
+    assert!(
+        syns(&metrics, "drop") >= 2.0,
+        "the retransmission was dropped too: {metrics}"
+    );
+    assert_eq!(syns(&metrics, "reject"), 0.0, "{metrics}");
+}
+
+#[test]
+fn a_killed_gate_lets_traffic_through_and_clean_removes_its_rules() {
+    if !can_run_as_root("a_killed_gate_lets_traffic_through_and_clean_removes_its_rules") {
+        return;
+    }
+    let mut lab = Lab::new("kill");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 1000\nrefill_rate = 1000",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let (established_tx, established_rx) = std::sync::mpsc::channel::<()>();
+    let (killed_tx, killed_rx) = std::sync::mpsc::channel::<()>();
+    let client = lab
+        .ns
+        .spawn("established", move || -> Result<usize, String> {
+            let exchange = |streams: &mut Vec<TcpStream>, round: u8| -> Result<(), String> {
+                for (i, s) in streams.iter_mut().enumerate() {
+                    let message = [round, i as u8, 0x47];
+                    s.write_all(&message).map_err(|e| format!("write: {e}"))?;
+                    let mut back = [0u8; 3];
+                    s.read_exact(&mut back).map_err(|e| format!("read: {e}"))?;
+                    if back != message {
+                        return Err(format!("echo {back:?} != {message:?}"));
+                    }
+                }
+                Ok(())
+            };
+            let mut streams = Vec::new();
+            for _ in 0..3 {
+                let s = connect(Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                streams.push(s);
+            }
+            exchange(&mut streams, 1)?;
+            established_tx.send(()).unwrap();
+            killed_rx
+                .recv_timeout(Duration::from_secs(15))
+                .map_err(|_| "never told the gate was killed".to_string())?;
+            exchange(&mut streams, 2)?;
+            // New connections: the queue has no reader; --queue-bypass.
+            let mut new = 0;
+            for _ in 0..20 {
+                connect(Duration::from_secs(2))
+                    .map_err(|e| format!("new connection {new}: {e}"))?;
+                new += 1;
+            }
+            Ok(new)
+        })
+        .unwrap();
+    established_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("three connections established and echoed");
+    lab.signal_gate("-KILL");
+    let status = lab.wait_gate(Duration::from_secs(5));
+    assert!(!status.success());
+    killed_tx.send(()).unwrap();
+    let new = client.join().unwrap().expect("enter the namespace");
+    assert_eq!(new, Ok(20));
+
+    let rules = lab.iptables_rules();
+    assert!(
+        rules.contains("-A INPUT -j VANTAGE-GATE-q0"),
+        "the killed gate left its rules: {rules}"
+    );
+    let out = lab
+        .ns
+        .exec(env!("CARGO_BIN_EXE_vantage"), &["gate", "clean"])
+        .expect("vantage gate clean");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("VANTAGE-GATE-q0"));
+    let rules = lab.iptables_rules();
+    assert!(!rules.contains("VANTAGE-GATE"), "{rules}");
+}
+
+#[test]
+fn a_syn_flood_costs_the_gate_no_memory() {
+    if !can_run_as_root("a_syn_flood_costs_the_gate_no_memory") {
+        return;
+    }
+    let mut lab = Lab::new("flood");
+    lab.start_echo_server();
+    let pid = lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 100\nrefill_rate = 100",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    // Let the gate's threads and the metrics server settle, scrape once.
+    std::thread::sleep(Duration::from_millis(300));
+    lab.metrics();
+    let before = vm_rss_kib(pid);
+
+    const RATE: u64 = 6000;
+    let duration = Duration::from_secs(3);
+    let stop = Arc::clone(&lab.stop);
+    let flood = lab
+        .ns
+        .spawn("flood", move || {
+            let mut flood = SynFlood::open(
+                Ipv4Addr::new(127, 0, 0, 2),
+                10_000..=60_000,
+                SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080),
+            )
+            .expect("raw socket");
+            flood.run(RATE, duration, &stop)
+        })
+        .unwrap();
+    let started = Instant::now();
+    let mut peak = before;
+    let mut scrapes = 0;
+    while started.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(500));
+        peak = peak.max(vm_rss_kib(pid));
+        // The endpoint answers during the flood.
+        let text = lab.metrics();
+        assert!(text.contains("vantage_gate_syns_total"));
+        scrapes += 1;
+    }
+    let report = flood.join().unwrap().expect("enter the namespace");
+    std::thread::sleep(Duration::from_millis(500));
+    peak = peak.max(vm_rss_kib(pid));
+    assert!(scrapes >= 4);
+    assert!(
+        report.sent >= RATE * 3 * 9 / 10,
+        "the flood sent only {} SYNs ({} send errors)",
+        report.sent,
+        report.send_errors
+    );
+    let metrics = lab.metrics();
+    let counted = syns(&metrics, "accept") + syns(&metrics, "drop") + syns(&metrics, "reject");
+    let overruns = sample(&metrics, "vantage_gate_queue_overruns_total");
+    assert!(
+        counted >= report.sent as f64 * 0.95,
+        "sent {} SYNs, the gate counted {counted} (+{overruns} overruns)\n{metrics}",
+        report.sent
+    );
+    // W = 100 plus 100/s over about 4 s, with room for timing.
+    let accepted = syns(&metrics, "accept");
+    assert!(accepted <= 100.0 + 100.0 * 6.0, "accepted {accepted}");
+    let growth_kib = peak.saturating_sub(before);
+    eprintln!(
+        "flood: {} SYNs sent, {counted} counted, {accepted} accepted, {overruns} overruns; VmRSS {before} KiB → peak {peak} KiB",
+        report.sent
+    );
+    assert!(growth_kib < 16 * 1024, "VmRSS grew by {growth_kib} KiB");
+}
+
+#[test]
+fn sigterm_exits_cleanly_and_removes_the_chain() {
+    if !can_run_as_root("sigterm_exits_cleanly_and_removes_the_chain") {
+        return;
+    }
+    let mut lab = Lab::new("sigterm");
+    lab.start_gate(&config(
+        "kind = \"abacus\"\nbucket_size = 10\nrefill_rate = 10\nclients = \"linux-6.5\"",
+        "queue = 5\nqueues = 2",
+        &lab.path("gate.jsonl"),
+    ));
+    let rules = lab.iptables_rules();
+    assert!(rules.contains("-A INPUT -j VANTAGE-GATE-q5"), "{rules}");
+    assert!(rules.contains("--queue-balance 5:6"), "{rules}");
+    let metrics = lab.metrics();
+    assert!(metrics.contains("vantage_gate_future_tokens"), "{metrics}");
+    lab.signal_gate("-TERM");
+    let status = lab.wait_gate(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "{}", lab.gate_stderr());
+    let rules = lab.iptables_rules();
+    assert!(!rules.contains("VANTAGE-GATE"), "{rules}");
+    assert!(
+        !lab.path("ready").exists(),
+        "the ready file is removed on exit"
+    );
+    let log = std::fs::read_to_string(lab.path("gate.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["filter"]["bucket_size"], 10);
+}
+
+#[test]
+fn a_dry_run_counts_verdicts_but_accepts_everything() {
+    if !can_run_as_root("a_dry_run_counts_verdicts_but_accepts_everything") {
+        return;
+    }
+    let mut lab = Lab::new("dry");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf-reject\"\nbucket_size = 1\nrefill_rate = 0.001",
+        "dry_run = true",
+        &lab.path("gate.jsonl"),
+    ));
+    let connected = lab.inside(|| {
+        (0..3)
+            .filter(|_| connect(Duration::from_secs(3)).is_ok())
+            .count()
+    });
+    assert_eq!(connected, 3, "{}", lab.gate_stderr());
+    let metrics = lab.metrics();
+    assert_eq!(syns(&metrics, "accept"), 1.0, "{metrics}");
+    assert_eq!(syns(&metrics, "reject"), 2.0, "{metrics}");
+    assert_eq!(sample(&metrics, "vantage_gate_dry_run"), 1.0);
+}
+
+#[test]
+fn measure_finds_the_servers_accept_rate() {
+    if !can_run_as_root("measure_finds_the_servers_accept_rate") {
+        return;
+    }
+    let mut lab = Lab::new("measure");
+    // A server that accepts 20 connections per second and no faster.
+    let stop = Arc::clone(&lab.stop);
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+    lab.ns
+        .spawn("slow-server", move || {
+            let listener = TcpListener::bind(SERVER).expect("bind the test server");
+            listener.set_nonblocking(true).unwrap();
+            bound_tx.send(()).unwrap();
+            let mut accepted = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok((stream, _)) = listener.accept() {
+                    accepted.push(stream);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .unwrap();
+    bound_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // r_t starts far above the server's capacity: every SYN is admitted
+    // and the accept queue stays non-empty.
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 1000\nrefill_rate = \"measure\"\ninitial_refill_rate = 1000",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let stop = Arc::clone(&lab.stop);
+    let clients = lab
+        .ns
+        .spawn("clients", move || {
+            // 50 connections per second for 4 s, kept open.
+            let mut open = Vec::new();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(4) && !stop.load(Ordering::Relaxed) {
+                if let Ok(s) = connect(Duration::from_millis(200)) {
+                    open.push(s);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            open.len()
+        })
+        .unwrap();
+    let opened = clients.join().unwrap().expect("enter the namespace");
+    assert!(opened >= 100, "only {opened} connections");
+    let metrics = lab.metrics();
+    let rate = sample(&metrics, "vantage_gate_refill_rate_tokens_per_second");
+    let queue = sample(&metrics, "vantage_gate_accept_queue_connections");
+    eprintln!("measure: r_t {rate}/s, accept queue {queue}, {opened} connections");
+    assert!(queue > 0.0, "{metrics}");
+    assert!(
+        (10.0..=30.0).contains(&rate),
+        "measured r_t {rate}/s for a server accepting 20/s\n{metrics}"
+    );
+    let log = std::fs::read_to_string(lab.path("gate.jsonl")).unwrap();
+    assert!(log.contains("\"saturated\":true"), "{log}");
+}

@@ -1,0 +1,971 @@
+//! The gate's TOML configuration: parsed with serde (unknown keys are
+//! errors), then validated into a [`GateConfig`] with errors that name the
+//! file, the key and the allowed range.
+//!
+//! The `[filter]` keys are the simulator's (`crates/sim/src/scenario.rs`)
+//! so that a filter tuned in simulation runs unchanged at the gate, with
+//! three differences: T0 is `interval_ms` here (`interval_s` there),
+//! `refill_rate` may be `"measure"` (r_t estimated from the kernel's
+//! counters, [`vantage_core::admission::syn::CapacityEstimator`]), and
+//! `clients` names one population (a profile, a built-in mixture, or an
+//! inline table of weights) instead of a list to sweep over.
+//!
+//! ```toml
+//! [gate]
+//! queue = 0              # first NFQUEUE number
+//! queues = 1             # >1: --queue-balance queue:queue+queues-1, one thread per queue
+//! queue_maxlen = 4096
+//! reject_mark = 0x5647   # mark + NF_REPEAT → the chain's REJECT rule
+//! interval_ms = 1000     # counters/metrics/log interval
+//! dry_run = false        # compute and count verdicts, accept everything
+//! metrics_listen = "127.0.0.1:9464"   # optional; OpenMetrics /metrics
+//! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
+//! [[listeners]]
+//! address = "10.77.0.2"  # optional (any address when absent)
+//! port = 80
+//! [filter]
+//! kind = "abacus"        # tbf | tbf-reject | abacus | greedy
+//! bucket_size = 120      # W
+//! refill_rate = 120      # r_t tokens/s, or "measure" (then initial_refill_rate)
+//! interval_ms = 1000     # T0
+//! window_s = 50          # S; omitted: S = max{T_i ≤ r/h}
+//! greedy_window_s = 50   # S_G; omitted: T_N of the clients
+//! delay_cost = 1         # h
+//! reject_cost = 75       # r
+//! arrival_smoothing = 0.1
+//! clients = "mix-2026"   # or { "linux-6.5" = 0.7, "macos" = 0.3 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use vantage_core::admission::syn::{
+    AbacusWindow, FilterConfigError, FilterKind, FilterParams, SynFilter,
+};
+use vantage_core::tcp::{ClientMix, SynProfile};
+use vantage_core::Nanos;
+
+/// Default `[gate]` values.
+pub const DEFAULT_QUEUE_MAXLEN: u32 = 4096;
+/// `0x5647`, "VG": any non-zero mark no other rule of the host uses.
+pub const DEFAULT_REJECT_MARK: u32 = 0x5647;
+pub const DEFAULT_INTERVAL_MS: u64 = 1000;
+/// Default T0: one second, the simulator's default and the paper's
+/// Section 6 setting.
+pub const DEFAULT_FILTER_INTERVAL_MS: u64 = 1000;
+/// Default h and r: the paper's Section 6 costs (h = 1/(s·req), r = 75/req,
+/// "equal to the timeout delay cost for all clients").
+pub const DEFAULT_DELAY_COST: f64 = 1.0;
+pub const DEFAULT_REJECT_COST: f64 = 75.0;
+/// Default weight of the newest period in λ: the simulator's default
+/// (`crates/sim/src/scenario.rs`), a memory of about ten periods.
+pub const DEFAULT_ARRIVAL_SMOOTHING: f64 = 0.1;
+/// Default client population: the project's assumed mixture of today's
+/// clients (`ClientMix::builtin("mix-2026")`).
+pub const DEFAULT_CLIENTS: &str = "mix-2026";
+/// Most queues (threads) one gate runs.
+pub const MAX_QUEUES: u16 = 64;
+/// Most listeners one gate protects (one iptables rule each).
+pub const MAX_LISTENERS: usize = 64;
+
+/// A configuration that cannot be used, with where.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{origin}: cannot read: {source}")]
+    Read {
+        origin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: `{key}` {problem}")]
+    Invalid {
+        origin: String,
+        key: String,
+        problem: String,
+    },
+}
+
+impl ConfigError {
+    /// The key an [`ConfigError::Invalid`] names.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    gate: RawGate,
+    #[serde(default)]
+    listeners: Vec<RawListener>,
+    filter: Option<RawFilter>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    queue: Option<f64>,
+    queues: Option<f64>,
+    queue_maxlen: Option<f64>,
+    reject_mark: Option<f64>,
+    interval_ms: Option<f64>,
+    dry_run: Option<bool>,
+    metrics_listen: Option<String>,
+    log: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListener {
+    address: Option<String>,
+    port: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFilter {
+    kind: Option<String>,
+    bucket_size: Option<f64>,
+    refill_rate: Option<toml::Value>,
+    initial_refill_rate: Option<f64>,
+    interval_ms: Option<f64>,
+    window_s: Option<toml::Value>,
+    greedy_window_s: Option<f64>,
+    delay_cost: Option<f64>,
+    reject_cost: Option<f64>,
+    arrival_smoothing: Option<f64>,
+    clients: Option<toml::Value>,
+}
+
+/// One protected listener: SYNs to `port` (and `address`, when given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Listener {
+    /// Destination address; `None` matches any.
+    pub address: Option<Ipv4Addr>,
+    pub port: u16,
+}
+
+impl Listener {
+    /// Whether a SYN to `destination:port` is for this listener.
+    pub fn matches(&self, destination: Ipv4Addr, port: u16) -> bool {
+        self.port == port && (self.address.is_none() || self.address == Some(destination))
+    }
+}
+
+impl std::fmt::Display for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.address {
+            Some(address) => write!(f, "{address}:{}", self.port),
+            None => write!(f, "*:{}", self.port),
+        }
+    }
+}
+
+/// Where r_t comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Refill {
+    /// The configured `refill_rate`.
+    Fixed,
+    /// Measured from the kernel's counters each interval, starting from
+    /// `initial_refill_rate` (held in [`FilterParams::refill_rate`]).
+    Measure,
+}
+
+/// The validated `[filter]` section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterConfig {
+    pub kind: FilterKind,
+    /// Every parameter; `refill_rate` is the initial one with
+    /// [`Refill::Measure`].
+    pub params: FilterParams,
+    pub refill: Refill,
+    pub clients: ClientMix,
+}
+
+impl FilterConfig {
+    /// S, the Abacus window in effect (fixed, or max{T_i ≤ r/h}).
+    pub fn window(&self) -> Nanos {
+        self.params.abacus_window(&self.clients)
+    }
+
+    /// S_G in effect: raised to T_N of the clients when shorter (Section
+    /// 4.3), as [`FilterParams::build`] does.
+    pub fn greedy_window(&self) -> Nanos {
+        self.params
+            .greedy_window
+            .max(self.clients.last_retransmission())
+    }
+
+    /// Builds the filter (the same object the simulator runs).
+    pub fn build(&self) -> Result<Box<dyn SynFilter + Send>, FilterConfigError> {
+        self.params.build(self.kind, &self.clients)
+    }
+}
+
+/// The validated configuration of one gate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateConfig {
+    /// The file it came from (for messages).
+    pub origin: String,
+    /// First NFQUEUE number.
+    pub queue: u16,
+    /// Number of queues (threads), `queue ..= queue + queues − 1`.
+    pub queues: u16,
+    pub queue_maxlen: u32,
+    /// Mark that sends a SYN to the REJECT rule (never zero).
+    pub reject_mark: u32,
+    /// Counters, metrics and log interval.
+    pub interval: Nanos,
+    pub dry_run: bool,
+    pub metrics_listen: Option<SocketAddr>,
+    pub log: Option<PathBuf>,
+    pub listeners: Vec<Listener>,
+    pub filter: FilterConfig,
+}
+
+struct Checker<'a> {
+    origin: &'a str,
+}
+
+impl Checker<'_> {
+    fn fail(&self, key: &str, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin.to_string(),
+            key: key.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ConfigError> {
+        if value.is_finite() && value >= low && value <= high {
+            Ok(value)
+        } else {
+            Err(self.fail(
+                key,
+                format!("must be between {low} and {high}, got {value}"),
+            ))
+        }
+    }
+
+    fn whole(&self, key: &str, value: f64, low: u64, high: u64) -> Result<u64, ConfigError> {
+        if value.is_finite() && value.fract() == 0.0 && value >= low as f64 && value <= high as f64
+        {
+            Ok(value as u64)
+        } else {
+            Err(self.fail(
+                key,
+                format!("must be a whole number between {low} and {high}, got {value}"),
+            ))
+        }
+    }
+}
+
+impl GateConfig {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            origin: origin.clone(),
+            source,
+        })?;
+        GateConfig::from_toml(&text, &origin)
+    }
+
+    /// Parses and validates a configuration; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<GateConfig, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let c = Checker { origin };
+        let g = &raw.gate;
+
+        let queue = match g.queue {
+            Some(v) => c.whole("gate.queue", v, 0, 65535)? as u16,
+            None => 0,
+        };
+        let queues = match g.queues {
+            Some(v) => c.whole("gate.queues", v, 1, u64::from(MAX_QUEUES))? as u16,
+            None => 1,
+        };
+        if u32::from(queue) + u32::from(queues) - 1 > 65535 {
+            return Err(c.fail(
+                "gate.queues",
+                format!(
+                    "takes queues {queue}..{}, past the last queue number 65535",
+                    u32::from(queue) + u32::from(queues) - 1
+                ),
+            ));
+        }
+        let queue_maxlen = match g.queue_maxlen {
+            Some(v) => c.whole("gate.queue_maxlen", v, 1, 1 << 20)? as u32,
+            None => DEFAULT_QUEUE_MAXLEN,
+        };
+        let reject_mark = match g.reject_mark {
+            Some(v) => c.whole("gate.reject_mark", v, 1, u64::from(u32::MAX))? as u32,
+            None => DEFAULT_REJECT_MARK,
+        };
+        let interval = Nanos::from_millis(match g.interval_ms {
+            Some(v) => c.whole("gate.interval_ms", v, 10, 3_600_000)?,
+            None => DEFAULT_INTERVAL_MS,
+        });
+        let metrics_listen = match &g.metrics_listen {
+            None => None,
+            Some(text) => Some(text.parse::<SocketAddr>().map_err(|_| {
+                c.fail(
+                    "gate.metrics_listen",
+                    format!("must be ADDRESS:PORT such as \"127.0.0.1:9464\", got \"{text}\""),
+                )
+            })?),
+        };
+        let log = match &g.log {
+            Some(path) if path.as_os_str().is_empty() => {
+                return Err(c.fail("gate.log", "must be a file name, got \"\""))
+            }
+            other => other.clone(),
+        };
+
+        if raw.listeners.is_empty() {
+            return Err(c.fail(
+                "listeners",
+                "is missing: give at least one [[listeners]] with a port",
+            ));
+        }
+        if raw.listeners.len() > MAX_LISTENERS {
+            return Err(c.fail(
+                "listeners",
+                format!(
+                    "has {} entries; at most {MAX_LISTENERS}",
+                    raw.listeners.len()
+                ),
+            ));
+        }
+        let mut listeners: Vec<Listener> = Vec::new();
+        for (i, l) in raw.listeners.iter().enumerate() {
+            let port = match l.port {
+                Some(v) => c.whole(&format!("listeners[{i}].port"), v, 1, 65535)? as u16,
+                None => return Err(c.fail(&format!("listeners[{i}].port"), "is missing")),
+            };
+            let address = match &l.address {
+                None => None,
+                Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
+                    let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
+                        "is IPv6; the gate queues IPv4 SYNs only (iptables)"
+                    } else {
+                        "must be an IPv4 address such as \"10.77.0.2\""
+                    };
+                    c.fail(
+                        &format!("listeners[{i}].address"),
+                        format!("{why}, got \"{text}\""),
+                    )
+                })?),
+            };
+            let listener = Listener { address, port };
+            if listeners.contains(&listener) {
+                return Err(c.fail(
+                    &format!("listeners[{i}]"),
+                    format!("repeats listener {listener}"),
+                ));
+            }
+            listeners.push(listener);
+        }
+
+        let Some(f) = &raw.filter else {
+            return Err(c.fail(
+                "filter",
+                "is missing: give a [filter] section with its kind",
+            ));
+        };
+        let kind = match f.kind.as_deref() {
+            None => {
+                return Err(c.fail(
+                    "filter.kind",
+                    "is missing (tbf, tbf-reject, abacus, greedy)",
+                ))
+            }
+            Some(name) => FilterKind::ALL
+                .into_iter()
+                .find(|k| k.name() == name)
+                .ok_or_else(|| {
+                    c.fail(
+                        "filter.kind",
+                        format!("must be tbf, tbf-reject, abacus or greedy, got \"{name}\""),
+                    )
+                })?,
+        };
+        let bucket_size = match f.bucket_size {
+            Some(v) => c.whole("filter.bucket_size", v, 1, 1_000_000_000)?,
+            None => return Err(c.fail("filter.bucket_size", "is missing (W, tokens)")),
+        };
+        let (refill, refill_rate) = match &f.refill_rate {
+            None => {
+                return Err(c.fail(
+                    "filter.refill_rate",
+                    "is missing (r_t, tokens per second, or \"measure\")",
+                ))
+            }
+            Some(toml::Value::String(s)) if s == "measure" => match f.initial_refill_rate {
+                Some(v) => (
+                    Refill::Measure,
+                    c.range("filter.initial_refill_rate", v, 0.0, 1e9)?,
+                ),
+                None => {
+                    return Err(c.fail(
+                        "filter.initial_refill_rate",
+                        "is missing: refill_rate = \"measure\" starts from it (tokens per second, 0 to 1e9)",
+                    ))
+                }
+            },
+            Some(value) => {
+                let rate = number(value).ok_or_else(|| {
+                    c.fail(
+                        "filter.refill_rate",
+                        format!("must be tokens per second (0 to 1e9) or \"measure\", got {value}"),
+                    )
+                })?;
+                if f.initial_refill_rate.is_some() {
+                    return Err(c.fail(
+                        "filter.initial_refill_rate",
+                        "is only for refill_rate = \"measure\"",
+                    ));
+                }
+                (Refill::Fixed, c.range("filter.refill_rate", rate, 0.0, 1e9)?)
+            }
+        };
+        let interval_ms = match f.interval_ms {
+            Some(v) => c.whole("filter.interval_ms", v, 1, 100_000_000)?,
+            None => DEFAULT_FILTER_INTERVAL_MS,
+        };
+        let window = match &f.window_s {
+            None => AbacusWindow::CostOptimal,
+            Some(toml::Value::String(s)) if s == "cost-optimal" => AbacusWindow::CostOptimal,
+            Some(value) => {
+                let seconds = number(value).ok_or_else(|| {
+                    c.fail(
+                        "filter.window_s",
+                        format!("must be seconds (0 to 1e6) or \"cost-optimal\", got {value}"),
+                    )
+                })?;
+                AbacusWindow::Fixed(Nanos::from_secs_f64(c.range(
+                    "filter.window_s",
+                    seconds,
+                    0.0,
+                    1e6,
+                )?))
+            }
+        };
+        let greedy_window = match f.greedy_window_s {
+            Some(v) => Nanos::from_secs_f64(c.range("filter.greedy_window_s", v, 0.0, 1e5)?),
+            None => Nanos::ZERO,
+        };
+        let delay_cost = match f.delay_cost {
+            Some(v) => c.range("filter.delay_cost", v, 0.0, 1e9)?,
+            None => DEFAULT_DELAY_COST,
+        };
+        let reject_cost = match f.reject_cost {
+            Some(v) => c.range("filter.reject_cost", v, 0.0, 1e9)?,
+            None => DEFAULT_REJECT_COST,
+        };
+        let arrival_smoothing = match f.arrival_smoothing {
+            Some(v) if v > 0.0 && v <= 1.0 => v,
+            Some(v) => {
+                return Err(c.fail(
+                    "filter.arrival_smoothing",
+                    format!("must be in (0, 1], got {v}"),
+                ))
+            }
+            None => DEFAULT_ARRIVAL_SMOOTHING,
+        };
+        let clients = match &f.clients {
+            None => ClientMix::builtin(DEFAULT_CLIENTS)
+                .map_err(|e| c.fail("filter.clients", e.to_string()))?,
+            Some(toml::Value::String(name)) => {
+                ClientMix::builtin(name).map_err(|e| c.fail("filter.clients", e.to_string()))?
+            }
+            Some(toml::Value::Table(table)) => {
+                let mut weights = BTreeMap::new();
+                for (name, value) in table {
+                    let key = format!("filter.clients.{name}");
+                    let weight = number(value)
+                        .ok_or_else(|| c.fail(&key, format!("must be a weight > 0, got {value}")))?;
+                    weights.insert(name.clone(), weight);
+                }
+                let mut entries = Vec::new();
+                let mut label = Vec::new();
+                for (name, weight) in &weights {
+                    let key = format!("filter.clients.{name}");
+                    let profile =
+                        SynProfile::builtin(name).map_err(|e| c.fail(&key, e.to_string()))?;
+                    entries.push((profile, *weight));
+                    label.push(format!("{name}={weight}"));
+                }
+                ClientMix::new(&label.join(","), entries)
+                    .map_err(|e| c.fail("filter.clients", e.to_string()))?
+            }
+            Some(value) => {
+                return Err(c.fail(
+                    "filter.clients",
+                    format!(
+                        "must be a profile or mixture name, or a table of weights such as {{ \"linux-6.5\" = 0.7, \"macos\" = 0.3 }}, got {value}"
+                    ),
+                ))
+            }
+        };
+        let filter = FilterConfig {
+            kind,
+            params: FilterParams {
+                bucket_size,
+                refill_rate,
+                interval: Nanos::from_millis(interval_ms),
+                window,
+                greedy_window,
+                delay_cost,
+                reject_cost,
+                arrival_smoothing,
+            },
+            refill,
+            clients,
+        };
+        filter
+            .build()
+            .map_err(|e| c.fail("filter", e.to_string()))?;
+
+        Ok(GateConfig {
+            origin: origin.to_string(),
+            queue,
+            queues,
+            queue_maxlen,
+            reject_mark,
+            interval,
+            dry_run: g.dry_run.unwrap_or(false),
+            metrics_listen,
+            log,
+            listeners,
+            filter,
+        })
+    }
+
+    /// The queue numbers, `queue ..= queue + queues − 1`.
+    pub fn queue_numbers(&self) -> impl Iterator<Item = u16> {
+        let first = self.queue;
+        (0..self.queues).map(move |i| first + i)
+    }
+
+    /// The effective configuration as text: every value, defaults and
+    /// derived ones (S from the costs, S_G raised to T_N) included.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        let f = &self.filter;
+        let p = &f.params;
+        let last = self.queue + self.queues - 1;
+        let _ = writeln!(out, "configuration     {}", self.origin);
+        if self.queues == 1 {
+            let _ = writeln!(out, "queue             {}", self.queue);
+        } else {
+            let _ = writeln!(
+                out,
+                "queues            {}..{} (--queue-balance, one thread each)",
+                self.queue, last
+            );
+        }
+        let _ = writeln!(out, "queue_maxlen      {}", self.queue_maxlen);
+        let _ = writeln!(out, "reject_mark       {:#x}", self.reject_mark);
+        let _ = writeln!(out, "interval          {} ms", self.interval.as_millis());
+        let _ = writeln!(out, "dry_run           {}", self.dry_run);
+        let _ = writeln!(
+            out,
+            "metrics_listen    {}",
+            self.metrics_listen
+                .map_or_else(|| "(none)".to_string(), |a| format!("http://{a}/metrics"))
+        );
+        let _ = writeln!(
+            out,
+            "log               {}",
+            self.log
+                .as_ref()
+                .map_or_else(|| "(none)".to_string(), |p| p.display().to_string())
+        );
+        let names: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
+        let _ = writeln!(out, "listeners         {}", names.join(", "));
+        let _ = writeln!(out, "filter            {}", f.kind.name());
+        let _ = writeln!(out, "  bucket_size W   {} tokens", p.bucket_size);
+        match f.refill {
+            Refill::Fixed => {
+                let _ = writeln!(out, "  refill_rate r_t {} tokens/s", p.refill_rate);
+            }
+            Refill::Measure => {
+                let _ = writeln!(
+                    out,
+                    "  refill_rate r_t measured (accept rate of saturated intervals), from {} tokens/s",
+                    p.refill_rate
+                );
+            }
+        }
+        let _ = writeln!(out, "  interval T0     {} ms", p.interval.as_millis());
+        let window = match p.window {
+            AbacusWindow::Fixed(_) => "fixed",
+            AbacusWindow::CostOptimal => "max{T_i ≤ r/h}",
+        };
+        let _ = writeln!(
+            out,
+            "  window S        {} s ({window}){}",
+            f.window().as_secs_f64(),
+            if f.kind == FilterKind::Abacus {
+                ""
+            } else {
+                "; used by abacus only"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  greedy window   {} s (at least T_N = {} s){}",
+            f.greedy_window().as_secs_f64(),
+            f.clients.last_retransmission().as_secs_f64(),
+            if f.kind == FilterKind::Greedy {
+                ""
+            } else {
+                "; used by greedy only"
+            }
+        );
+        let _ = writeln!(out, "  delay_cost h    {}", p.delay_cost);
+        let _ = writeln!(
+            out,
+            "  reject_cost r   {} (r/h = {} s)",
+            p.reject_cost,
+            ratio(p)
+        );
+        let _ = writeln!(
+            out,
+            "  smoothing       {} (arrival_smoothing: weight of the newest period in λ)",
+            p.arrival_smoothing
+        );
+        let mix: Vec<String> = f
+            .clients
+            .entries()
+            .iter()
+            .map(|(profile, weight)| format!("{} {:.0} %", profile.name, 100.0 * weight))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  clients         {} ({})",
+            f.clients.name,
+            mix.join(", ")
+        );
+        out
+    }
+}
+
+fn ratio(p: &FilterParams) -> String {
+    if p.delay_cost > 0.0 {
+        format!("{}", p.reject_cost / p.delay_cost)
+    } else {
+        "∞".to_string()
+    }
+}
+
+/// A TOML integer or float as `f64`.
+fn number(value: &toml::Value) -> Option<f64> {
+    match value {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+[gate]
+queue = 0
+queues = 1
+queue_maxlen = 4096
+reject_mark = 0x5647
+interval_ms = 1000
+dry_run = false
+metrics_listen = "127.0.0.1:9464"
+log = "gate.jsonl"
+[[listeners]]
+address = "10.77.0.2"
+port = 80
+[filter]
+kind = "abacus"
+bucket_size = 120
+refill_rate = 120
+interval_ms = 1000
+window_s = 50
+greedy_window_s = 50
+delay_cost = 1
+reject_cost = 75
+arrival_smoothing = 0.5
+clients = "linux-6.5"
+"#;
+
+    fn parse(text: &str) -> Result<GateConfig, ConfigError> {
+        GateConfig::from_toml(text, "gate.toml")
+    }
+
+    fn error_of(text: &str) -> String {
+        parse(text).expect_err("must be rejected").to_string()
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let c = parse(EXAMPLE).unwrap();
+        assert_eq!((c.queue, c.queues, c.queue_maxlen), (0, 1, 4096));
+        assert_eq!(c.reject_mark, 0x5647);
+        assert_eq!(c.interval, Nanos::from_secs(1));
+        assert!(!c.dry_run);
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(c.log, Some(PathBuf::from("gate.jsonl")));
+        assert_eq!(
+            c.listeners,
+            vec![Listener {
+                address: Some(Ipv4Addr::new(10, 77, 0, 2)),
+                port: 80
+            }]
+        );
+        let f = &c.filter;
+        assert_eq!(f.kind, FilterKind::Abacus);
+        assert_eq!(f.refill, Refill::Fixed);
+        assert_eq!(f.params.bucket_size, 120);
+        assert_eq!(f.params.refill_rate, 120.0);
+        assert_eq!(f.params.arrival_smoothing, 0.5);
+        assert_eq!(f.window(), Nanos::from_secs(50));
+        assert_eq!(f.clients.name, "linux-6.5");
+        assert_eq!(f.build().unwrap().snapshot().bucket_size, 120);
+        let text = c.describe();
+        assert!(text.contains("window S        50 s (fixed)"), "{text}");
+    }
+
+    #[test]
+    fn defaults_and_cost_optimal_window() {
+        let c = parse(
+            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\nclients = \"windows-9x-nt\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.queue, 0);
+        assert_eq!(c.queues, 1);
+        assert_eq!(c.reject_mark, DEFAULT_REJECT_MARK);
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.listeners[0].address, None);
+        let p = &c.filter.params;
+        assert_eq!((p.delay_cost, p.reject_cost), (1.0, 75.0));
+        assert_eq!(p.arrival_smoothing, DEFAULT_ARRIVAL_SMOOTHING);
+        assert_eq!(p.interval, Nanos::from_secs(1));
+        // Windows 9x/NT retransmits at 3, 9, 21 s; r/h = 75 s: S = 21 s.
+        assert_eq!(c.filter.window(), Nanos::from_secs(21));
+        // S_G defaults to T_N = 21 s.
+        assert_eq!(c.filter.greedy_window(), Nanos::from_secs(21));
+        assert!(c
+            .describe()
+            .contains("window S        21 s (max{T_i ≤ r/h})"));
+        // reject_cost 5 s: the largest T_i ≤ 5 s is 3 s.
+        let c = parse(
+            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\nreject_cost = 5\nclients = \"windows-9x-nt\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.filter.window(), Nanos::from_secs(3));
+    }
+
+    #[test]
+    fn measure_needs_an_initial_rate() {
+        let base = "[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 10\n";
+        let c = parse(&format!(
+            "{base}refill_rate = \"measure\"\ninitial_refill_rate = 30\n"
+        ))
+        .unwrap();
+        assert_eq!(c.filter.refill, Refill::Measure);
+        assert_eq!(c.filter.params.refill_rate, 30.0);
+        let e = parse(&format!("{base}refill_rate = \"measure\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("filter.initial_refill_rate"));
+        let e = parse(&format!(
+            "{base}refill_rate = 3\ninitial_refill_rate = 30\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("filter.initial_refill_rate"));
+        let e = parse(&format!("{base}refill_rate = \"fast\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("filter.refill_rate"));
+        assert!(e.to_string().contains("\"measure\""), "{e}");
+    }
+
+    #[test]
+    fn a_table_of_weights_is_a_mixture() {
+        let c = parse(&EXAMPLE.replace(
+            "clients = \"linux-6.5\"",
+            "clients = { \"linux-6.5\" = 0.7, \"macos\" = 0.3 }",
+        ))
+        .unwrap();
+        let entries = c.filter.clients.entries();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].0.name, "linux-6.5");
+        assert!((entries[0].1 - 0.7).abs() < 1e-12);
+        let e =
+            error_of(&EXAMPLE.replace("clients = \"linux-6.5\"", "clients = { \"os2-warp\" = 1 }"));
+        assert!(
+            e.contains("`filter.clients.os2-warp`") && e.contains("unknown client profile"),
+            "{e}"
+        );
+        let e =
+            error_of(&EXAMPLE.replace("clients = \"linux-6.5\"", "clients = { \"macos\" = -1 }"));
+        assert!(
+            e.contains("`filter.clients`") && e.contains("weight"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn errors_name_file_key_and_range() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "queue = 0",
+                "queue = 70000",
+                "`gate.queue` must be a whole number between 0 and 65535",
+            ),
+            (
+                "queues = 1",
+                "queues = 0",
+                "`gate.queues` must be a whole number between 1 and 64",
+            ),
+            (
+                "queue = 0\nqueues = 1",
+                "queue = 65535\nqueues = 2",
+                "`gate.queues` takes queues 65535..65536",
+            ),
+            (
+                "queue_maxlen = 4096",
+                "queue_maxlen = 0",
+                "`gate.queue_maxlen`",
+            ),
+            (
+                "reject_mark = 0x5647",
+                "reject_mark = 0",
+                "`gate.reject_mark` must be a whole number between 1 and 4294967295",
+            ),
+            (
+                "interval_ms = 1000\ndry",
+                "interval_ms = 1.5\ndry",
+                "`gate.interval_ms`",
+            ),
+            (
+                "\"127.0.0.1:9464\"",
+                "\"localhost\"",
+                "`gate.metrics_listen` must be ADDRESS:PORT",
+            ),
+            (
+                "port = 80",
+                "port = 0",
+                "`listeners[0].port` must be a whole number between 1 and 65535",
+            ),
+            (
+                "\"10.77.0.2\"",
+                "\"fe80::1\"",
+                "`listeners[0].address` is IPv6",
+            ),
+            (
+                "kind = \"abacus\"",
+                "kind = \"red\"",
+                "`filter.kind` must be tbf, tbf-reject, abacus or greedy",
+            ),
+            (
+                "bucket_size = 120",
+                "bucket_size = 0",
+                "`filter.bucket_size` must be a whole number between 1",
+            ),
+            (
+                "refill_rate = 120",
+                "refill_rate = -3",
+                "`filter.refill_rate` must be between 0 and 1000000000",
+            ),
+            (
+                "window_s = 50",
+                "window_s = \"forever\"",
+                "`filter.window_s` must be seconds",
+            ),
+            (
+                "reject_cost = 75",
+                "reject_cost = -1",
+                "`filter.reject_cost`",
+            ),
+            (
+                "arrival_smoothing = 0.5",
+                "arrival_smoothing = 0",
+                "`filter.arrival_smoothing` must be in (0, 1]",
+            ),
+            (
+                "clients = \"linux-6.5\"",
+                "clients = \"beos\"",
+                "`filter.clients` unknown client profile `beos`",
+            ),
+            (
+                "clients = \"linux-6.5\"",
+                "clients = 3",
+                "`filter.clients` must be a profile",
+            ),
+        ];
+        for (from, to, expected) in cases {
+            assert!(EXAMPLE.contains(from), "{from}");
+            let e = error_of(&EXAMPLE.replacen(from, to, 1));
+            assert!(e.starts_with("gate.toml: "), "{e}");
+            assert!(e.contains(expected), "{to}: {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_missing_sections_and_duplicates_are_errors() {
+        let e = error_of(&EXAMPLE.replace("dry_run = false", "dry_run = false\nverbose = true"));
+        assert!(
+            e.contains("gate.toml") && e.contains("unknown field `verbose`"),
+            "{e}"
+        );
+        let e = error_of(&EXAMPLE.replace("kind = \"abacus\"", "kind = \"abacus\"\nbucket = 3"));
+        assert!(e.contains("unknown field `bucket`"), "{e}");
+        let e = error_of("[gate]\nqueue = 1\n[[listeners]]\nport = 80\n");
+        assert!(e.contains("`filter` is missing"), "{e}");
+        let e = error_of("[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n");
+        assert!(e.contains("`listeners` is missing"), "{e}");
+        let e = error_of(&EXAMPLE.replace(
+            "[filter]",
+            "[[listeners]]\naddress = \"10.77.0.2\"\nport = 80\n[filter]",
+        ));
+        assert!(
+            e.contains("`listeners[1]` repeats listener 10.77.0.2:80"),
+            "{e}"
+        );
+        let e = error_of("this is not toml");
+        assert!(e.starts_with("gate.toml: "), "{e}");
+    }
+
+    #[test]
+    fn listener_matching() {
+        let any = Listener {
+            address: None,
+            port: 80,
+        };
+        let one = Listener {
+            address: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            port: 80,
+        };
+        assert!(any.matches(Ipv4Addr::new(1, 2, 3, 4), 80));
+        assert!(!any.matches(Ipv4Addr::new(1, 2, 3, 4), 81));
+        assert!(one.matches(Ipv4Addr::new(10, 0, 0, 1), 80));
+        assert!(!one.matches(Ipv4Addr::new(10, 0, 0, 2), 80));
+    }
+
+    #[test]
+    fn queue_numbers_span_the_balance_range() {
+        let c = parse(&EXAMPLE.replace("queue = 0\nqueues = 1", "queue = 7\nqueues = 3")).unwrap();
+        assert_eq!(c.queue_numbers().collect::<Vec<_>>(), vec![7, 8, 9]);
+        assert!(c.describe().contains("queues            7..9"));
+    }
+}

@@ -1,0 +1,161 @@
+//! The gate's log: JSON Lines, one object per interval, flushed as written.
+//!
+//! ```json
+//! {"time_s":3.0,"interval_s":1.0,"elapsed_s":1.0002,"arrivals":130,"accepted":120,
+//!  "dropped":10,"rejected":0,"passed":0,"overruns":0,"errors":0,"dry_run":false,
+//!  "filter":{"tokens":0,"bucket_size":120,"refill_rate":120.0,"arrival_rate":101.3,…}}
+//! ```
+//!
+//! * `time_s` — start of the interval, seconds since the gate started
+//!   (`CLOCK_MONOTONIC`), on the grid `k × interval_s`;
+//! * `interval_s` — the configured interval; `elapsed_s` — the time the
+//!   counts really cover (shorter for the last record, written on exit);
+//! * `arrivals` — SYNs to a listener; `accepted`, `dropped`, `rejected` —
+//!   the filter's verdicts on them (also in a dry run, where every packet
+//!   was accepted anyway); `passed` — other queued packets; `overruns` —
+//!   packets the kernel accepted unseen; `errors` — refused verdicts and
+//!   failed sends;
+//! * `filter` — the filter's state at the end of the interval
+//!   (`FilterSnapshot`);
+//! * `capacity` — with `refill_rate = "measure"`: the readings and what
+//!   the interval showed (`CapacityInterval`), when it was usable.
+//!
+//! Certes reads this file as a counters file (`vantage certes estimate
+//! --counters gate.jsonl --interval <interval>`): DROPPED_i is `dropped`,
+//! ACCEPTED_i — SYNs answered, not dropped — is `accepted + rejected` (a
+//! RST is an answer: the client does not retransmit). The gate sees no
+//! connection ends, so COMPLETED_i and the SYN-to-END sum are zero unless a
+//! record carries them (`docs/gate.md`).
+//!
+//! The file is truncated at start: its times restart at zero with each
+//! run.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use vantage_core::admission::syn::{CapacityInterval, FilterSnapshot};
+
+use super::GateError;
+
+/// One line of the log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IntervalRecord {
+    pub time_s: f64,
+    pub interval_s: f64,
+    pub elapsed_s: f64,
+    pub arrivals: u64,
+    pub accepted: u64,
+    pub dropped: u64,
+    pub rejected: u64,
+    pub passed: u64,
+    pub overruns: u64,
+    pub errors: u64,
+    pub dry_run: bool,
+    pub filter: FilterSnapshot,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRecord>,
+}
+
+/// The capacity measurement of one interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CapacityRecord {
+    /// `Tcp: PassiveOpens` at the end of the interval.
+    pub passive_opens: u64,
+    /// The listeners' accept-queue length at the end of the interval.
+    pub accept_queue: u64,
+    /// What the interval showed; absent for the first reading and for
+    /// inconsistent ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<CapacityInterval>,
+}
+
+/// The open log file.
+pub struct IntervalLog {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl IntervalLog {
+    /// Creates (truncates) the file.
+    pub fn create(path: &Path) -> Result<IntervalLog, GateError> {
+        let file = File::create(path).map_err(|source| GateError::Log {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(IntervalLog {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+        })
+    }
+
+    /// Appends one record and flushes it.
+    pub fn write(&mut self, record: &IntervalRecord) -> Result<(), GateError> {
+        let error = |source: std::io::Error| GateError::Log {
+            path: self.path.clone(),
+            source,
+        };
+        serde_json::to_writer(&mut self.out, record).map_err(|e| error(e.into()))?;
+        self.out.write_all(b"\n").map_err(error)?;
+        self.out.flush().map_err(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_one_json_line_with_the_documented_keys() {
+        let dir = std::env::temp_dir().join(format!("vantage-gate-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gate.jsonl");
+        let mut log = IntervalLog::create(&path).unwrap();
+        let record = IntervalRecord {
+            time_s: 2.0,
+            interval_s: 1.0,
+            elapsed_s: 1.0,
+            arrivals: 9,
+            accepted: 5,
+            dropped: 3,
+            rejected: 1,
+            passed: 4,
+            overruns: 0,
+            errors: 0,
+            dry_run: false,
+            filter: FilterSnapshot {
+                tokens: 0,
+                bucket_size: 5,
+                refill_rate: 5.0,
+                ..FilterSnapshot::default()
+            },
+            capacity: None,
+        };
+        log.write(&record).unwrap();
+        log.write(&record).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let value: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        for key in [
+            "time_s",
+            "interval_s",
+            "elapsed_s",
+            "arrivals",
+            "accepted",
+            "dropped",
+            "rejected",
+            "passed",
+            "overruns",
+            "errors",
+            "dry_run",
+            "filter",
+        ] {
+            assert!(value.get(key).is_some(), "{key} missing: {text}");
+        }
+        assert_eq!(value["filter"]["bucket_size"], 5);
+        assert!(value.get("capacity").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,250 @@
+//! Which queued packets are SYNs to a protected listener.
+//!
+//! The iptables rule already queues only `-p tcp --syn --dport PORT`
+//! packets, but the gate checks again from the bytes the kernel copied: a
+//! hand-added rule, a wider rule from another tool or a shared queue number
+//! may hand it anything, and only a connection request to a listener may
+//! meet the filter. Everything else is accepted unchanged and counted as
+//! *passed*.
+//!
+//! Parsing uses etherparse's header slices (`Ipv4HeaderSlice`,
+//! `TcpHeaderSlice`), which read the headers in place and need only the
+//! headers, not the whole packet: the gate copies 128 bytes per packet, room
+//! for the largest IPv4 header (60 bytes) and the largest TCP header (60
+//! bytes). A SYN is what iptables `--syn` means: SYN set; ACK, RST and FIN
+//! clear. Malformed or truncated input is classified, never a panic.
+
+use std::net::Ipv4Addr;
+
+use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice};
+
+use super::config::Listener;
+
+/// Bytes of each packet the kernel copies to the gate: the largest IPv4
+/// header and the largest TCP header.
+pub const COPY_RANGE: u32 = 128;
+
+/// Why a queued packet does not meet the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PassReason {
+    /// Not a well-formed IPv4 header (or cut before its end).
+    NotIpv4,
+    /// IPv4 but not TCP.
+    NotTcp,
+    /// A non-first fragment: no TCP header to read.
+    Fragment,
+    /// The TCP header is malformed or cut short.
+    BadTcpHeader,
+    /// TCP, but not a connection request (a SYN-ACK, an ACK, a RST, …).
+    NotSyn,
+    /// A SYN to an address and port no listener protects.
+    OtherListener,
+}
+
+/// What one queued packet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketClass {
+    /// A connection request to a protected listener: the filter decides.
+    Syn,
+    /// Anything else: accepted unchanged.
+    Pass(PassReason),
+}
+
+/// Classifies a packet from its network header on (`PacketView::payload`).
+pub fn classify(payload: &[u8], listeners: &[Listener]) -> PacketClass {
+    let Ok(ip) = Ipv4HeaderSlice::from_slice(payload) else {
+        return PacketClass::Pass(PassReason::NotIpv4);
+    };
+    if ip.protocol() != IpNumber::TCP {
+        return PacketClass::Pass(PassReason::NotTcp);
+    }
+    if ip.fragments_offset().value() != 0 {
+        return PacketClass::Pass(PassReason::Fragment);
+    }
+    let header_len = usize::from(ip.ihl()) * 4;
+    let Some(rest) = payload.get(header_len..) else {
+        return PacketClass::Pass(PassReason::BadTcpHeader);
+    };
+    let Ok(tcp) = TcpHeaderSlice::from_slice(rest) else {
+        return PacketClass::Pass(PassReason::BadTcpHeader);
+    };
+    if !tcp.syn() || tcp.ack() || tcp.rst() || tcp.fin() {
+        return PacketClass::Pass(PassReason::NotSyn);
+    }
+    let destination = Ipv4Addr::from(ip.destination());
+    let port = tcp.destination_port();
+    if listeners.iter().any(|l| l.matches(destination, port)) {
+        PacketClass::Syn
+    } else {
+        PacketClass::Pass(PassReason::OtherListener)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    const SERVER: [u8; 4] = [10, 77, 0, 2];
+
+    fn listeners() -> Vec<Listener> {
+        vec![Listener {
+            address: Some(Ipv4Addr::from(SERVER)),
+            port: 80,
+        }]
+    }
+
+    /// A hand-built SYN: IPv4 header, TCP header with an MSS option.
+    fn hand_built_syn(port: u16) -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0x00, 0x00, 0x2c, // version 4, IHL 5, total length 44
+            0x12, 0x34, 0x40, 0x00, // id, DF
+            0x40, 0x06, 0x00, 0x00, // TTL 64, TCP, checksum (unchecked)
+            10, 78, 0, 9, // source
+            10, 77, 0, 2, // destination
+        ];
+        p.extend_from_slice(&[
+            0xc3,
+            0x50, // source port 50000
+            (port >> 8) as u8,
+            port as u8, // destination port
+            0,
+            0,
+            0,
+            1, // sequence
+            0,
+            0,
+            0,
+            0, // acknowledgment
+            0x60,
+            0x02, // data offset 6 words, flags SYN
+            0xff,
+            0xff, // window
+            0,
+            0,
+            0,
+            0, // checksum, urgent
+            0x02,
+            0x04,
+            0x05,
+            0xb4, // MSS 1460
+        ]);
+        p
+    }
+
+    fn built(flags: &str, destination: [u8; 4], port: u16) -> Vec<u8> {
+        let mut tcp =
+            PacketBuilder::ipv4([10, 78, 0, 9], destination, 64).tcp(50000, port, 7, 1024);
+        for flag in flags.chars() {
+            tcp = match flag {
+                'S' => tcp.syn(),
+                'A' => tcp.ack(1),
+                'R' => tcp.rst(),
+                'F' => tcp.fin(),
+                _ => unreachable!(),
+            };
+        }
+        let mut out = Vec::new();
+        tcp.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_hand_built_syn_to_the_listener_meets_the_filter() {
+        assert_eq!(
+            classify(&hand_built_syn(80), &listeners()),
+            PacketClass::Syn
+        );
+        assert_eq!(
+            classify(&hand_built_syn(81), &listeners()),
+            PacketClass::Pass(PassReason::OtherListener)
+        );
+        let any = [Listener {
+            address: None,
+            port: 81,
+        }];
+        assert_eq!(classify(&hand_built_syn(81), &any), PacketClass::Syn);
+    }
+
+    #[test]
+    fn only_bare_syns_are_connection_requests() {
+        let l = listeners();
+        assert_eq!(classify(&built("S", SERVER, 80), &l), PacketClass::Syn);
+        for flags in ["SA", "A", "R", "SR", "SF", "F"] {
+            assert_eq!(
+                classify(&built(flags, SERVER, 80), &l),
+                PacketClass::Pass(PassReason::NotSyn),
+                "{flags}"
+            );
+        }
+        assert_eq!(
+            classify(&built("S", [10, 77, 0, 3], 80), &l),
+            PacketClass::Pass(PassReason::OtherListener)
+        );
+    }
+
+    #[test]
+    fn other_protocols_and_fragments_pass() {
+        let mut udp = Vec::new();
+        PacketBuilder::ipv4([10, 78, 0, 9], SERVER, 64)
+            .udp(5000, 80)
+            .write(&mut udp, b"hi")
+            .unwrap();
+        assert_eq!(
+            classify(&udp, &listeners()),
+            PacketClass::Pass(PassReason::NotTcp)
+        );
+        let mut fragment = hand_built_syn(80);
+        fragment[6] = 0x00;
+        fragment[7] = 0x10; // offset 16 × 8 bytes
+        assert_eq!(
+            classify(&fragment, &listeners()),
+            PacketClass::Pass(PassReason::Fragment)
+        );
+        let mut ipv6 = hand_built_syn(80);
+        ipv6[0] = 0x60;
+        assert_eq!(
+            classify(&ipv6, &listeners()),
+            PacketClass::Pass(PassReason::NotIpv4)
+        );
+    }
+
+    #[test]
+    fn truncated_and_garbage_input_never_panics() {
+        let syn = hand_built_syn(80);
+        for len in 0..syn.len() {
+            let class = classify(&syn[..len], &listeners());
+            let expected = if len < 20 {
+                PassReason::NotIpv4
+            } else {
+                PassReason::BadTcpHeader
+            };
+            assert_eq!(class, PacketClass::Pass(expected), "cut at {len}");
+        }
+        // A header length pointing past the data.
+        let mut long_ihl = syn.clone();
+        long_ihl[0] = 0x4f;
+        assert!(matches!(
+            classify(&long_ihl, &listeners()),
+            PacketClass::Pass(_)
+        ));
+        // Pseudo-random garbage of every length up to 200 bytes.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..200 {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
+            let _ = classify(&bytes, &listeners());
+            let mut ipv4ish = bytes.clone();
+            if let Some(first) = ipv4ish.first_mut() {
+                *first = 0x45;
+            }
+            let _ = classify(&ipv4ish, &listeners());
+        }
+    }
+}
