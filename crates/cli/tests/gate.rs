@@ -552,9 +552,10 @@ fn a_killed_gate_lets_traffic_through_and_clean_removes_its_rules() {
     }
     let mut lab = Lab::new("kill");
     lab.start_echo_server();
+    // Busy-polling (a thread spinning on the queue) changes nothing here.
     lab.start_gate(&config(
         "kind = \"tbf\"\nbucket_size = 1000\nrefill_rate = 1000",
-        "",
+        "busy_poll_us = 200",
         &lab.path("gate.jsonl"),
     ));
     let (established_tx, established_rx) = std::sync::mpsc::channel::<()>();

@@ -18,6 +18,7 @@
 //! reject_mark = 0x5647   # mark + NF_REPEAT → the chain's REJECT rule
 //! interval_ms = 1000     # counters/metrics/log interval
 //! dry_run = false        # compute and count verdicts, accept everything
+//! busy_poll_us = 0       # keep reading this long after a packet instead of sleeping (latency for a core)
 //! metrics_listen = "127.0.0.1:9464"   # optional; OpenMetrics /metrics
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
 //! [[listeners]]
@@ -40,6 +41,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use vantage_core::admission::syn::{
@@ -119,6 +121,7 @@ struct RawGate {
     reject_mark: Option<f64>,
     interval_ms: Option<f64>,
     dry_run: Option<bool>,
+    busy_poll_us: Option<f64>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
 }
@@ -226,6 +229,9 @@ pub struct GateConfig {
     /// Counters, metrics and log interval.
     pub interval: Nanos,
     pub dry_run: bool,
+    /// How long a verdict thread keeps reading without sleeping after its
+    /// last packet (zero: it sleeps in `poll`).
+    pub busy_poll: Duration,
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
     pub listeners: Vec<Listener>,
@@ -317,6 +323,10 @@ impl GateConfig {
         let interval = Nanos::from_millis(match g.interval_ms {
             Some(v) => c.whole("gate.interval_ms", v, 10, 3_600_000)?,
             None => DEFAULT_INTERVAL_MS,
+        });
+        let busy_poll = Duration::from_micros(match g.busy_poll_us {
+            Some(v) => c.whole("gate.busy_poll_us", v, 0, 1_000_000)?,
+            None => 0,
         });
         let metrics_listen = match &g.metrics_listen {
             None => None,
@@ -547,6 +557,7 @@ impl GateConfig {
             reject_mark,
             interval,
             dry_run: g.dry_run.unwrap_or(false),
+            busy_poll,
             metrics_listen,
             log,
             listeners,
@@ -581,6 +592,7 @@ impl GateConfig {
         let _ = writeln!(out, "reject_mark       {:#x}", self.reject_mark);
         let _ = writeln!(out, "interval          {} ms", self.interval.as_millis());
         let _ = writeln!(out, "dry_run           {}", self.dry_run);
+        let _ = writeln!(out, "busy_poll         {} µs", self.busy_poll.as_micros());
         let _ = writeln!(
             out,
             "metrics_listen    {}",
@@ -856,6 +868,11 @@ clients = "linux-6.5"
                 "interval_ms = 1000\ndry",
                 "interval_ms = 1.5\ndry",
                 "`gate.interval_ms`",
+            ),
+            (
+                "dry_run = false",
+                "dry_run = false\nbusy_poll_us = 2000000",
+                "`gate.busy_poll_us` must be a whole number between 0 and 1000000",
             ),
             (
                 "\"127.0.0.1:9464\"",

@@ -268,6 +268,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     );
 
     let workers_stop = Arc::new(AtomicBool::new(false));
+    let busy_poll = config.busy_poll;
     let mut workers: Vec<WorkerHandle> = Vec::new();
     let mut spawn_error = None;
     for queue in queues {
@@ -277,7 +278,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         let spawned = std::thread::Builder::new()
             .name(format!("gate-q{queue_num}"))
             .spawn(move || -> Result<WorkerReport, GateError> {
-                let mut worker = QueueWorker::new(queue, gate);
+                let mut worker = QueueWorker::new(queue, gate).with_busy_poll(busy_poll);
                 let result = worker.run(&stop, None);
                 let drained = result.and_then(|_| worker.drain(DRAIN_QUIET, DRAIN_LIMIT));
                 let report = worker.report();

@@ -1,0 +1,499 @@
+//! Benchmark of the live SYN gate (`bench/gate/README.md`):
+//!
+//! 1. **Verdict throughput**: a raw-socket SYN flood (one core) against the
+//!    gate's verdict loop (the other core, pinned), measured as verdicts per
+//!    second of wall time and per second of the verdict thread's CPU time
+//!    (kernel work done on its behalf included), beside the packets per
+//!    second the kernel pushes through iptables `limit` alone with the same
+//!    flood, in the same run.
+//! 2. **Added connect latency**: sequential `connect(2)`s to a listener,
+//!    without rules, with an iptables `limit` rule that passes every SYN,
+//!    and through the gate with a filter that accepts every SYN; the
+//!    difference of medians (and of 99th percentiles) is what each adds.
+//!
+//! Everything runs in a network namespace private to this process
+//! (`unshare(CLONE_NEWNET)` before any thread starts), so the rules and the
+//! traffic vanish with it. Needs root.
+//!
+//! ```sh
+//! cargo run --release -p vantage-live --example gate_bench -- [--seconds 3] [--connects 3000] [--json]
+//! ```
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vantage_live::gate::{Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
+use vantage_live::synflood::SynFlood;
+
+type Error = Box<dyn std::error::Error>;
+
+const FLOOD_PORT: u16 = 80;
+const CONNECT_PORT: u16 = 8080;
+/// The flood's pacing asks for more than one core can send.
+const FLOOD_RATE: u64 = 5_000_000;
+
+struct Options {
+    seconds: f64,
+    connects: usize,
+    json: bool,
+}
+
+fn parse_options() -> Result<Options, Error> {
+    let mut options = Options {
+        seconds: 3.0,
+        connects: 3000,
+        json: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--seconds" => options.seconds = value("--seconds")?.parse()?,
+            "--connects" => options.connects = value("--connects")?.parse()?,
+            "--json" => options.json = true,
+            other => {
+                return Err(format!(
+                    "unknown option {other} (known: --seconds S, --connects N, --json)"
+                )
+                .into())
+            }
+        }
+    }
+    if !(options.seconds > 0.0 && options.seconds <= 60.0) {
+        return Err("--seconds must be in (0, 60]".into());
+    }
+    if !(100..=9_000).contains(&options.connects) {
+        // iptables `limit` tops out at 10,000/s with a burst of 10,000:
+        // more connects than the burst would meet its rate limit.
+        return Err("--connects must be in [100, 9000]".into());
+    }
+    Ok(options)
+}
+
+fn run(program: &str, args: &[&str]) -> Result<String, Error> {
+    let output = Command::new(program).args(args).output()?;
+    if !output.status.success() {
+        return Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; the call only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: timespec is plain data, written by the call.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn gate_config(kind_and_parameters: &str, port: u16) -> Result<GateConfig, Error> {
+    let text = format!(
+        "[gate]\nqueue = 11\nqueue_maxlen = 65536\n\n[[listeners]]\naddress = \"127.0.0.1\"\nport = {port}\n\n[filter]\n{kind_and_parameters}\n"
+    );
+    Ok(GateConfig::from_toml(&text, "gate_bench")?)
+}
+
+/// The gate's verdict loop on its own pinned thread until `stop`.
+struct GateThread {
+    gate: Arc<Gate>,
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<(WorkerReport, Duration, Duration), String>>,
+    _rules: GateRules,
+}
+
+impl GateThread {
+    fn start(config: &GateConfig, cpu: usize) -> Result<GateThread, Error> {
+        let filter = config.filter.build()?;
+        let gate = Arc::new(Gate::new(
+            filter,
+            config.listeners.clone(),
+            false,
+            config.reject_mark,
+        ));
+        let mut worker = QueueWorker::open(config.queue, config.queue_maxlen, Arc::clone(&gate))?
+            .with_busy_poll(config.busy_poll);
+        let rules = GateRules::install(config)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            pin_to_cpu(cpu);
+            let cpu_start = thread_cpu_time();
+            let wall_start = Instant::now();
+            let report = worker.run(&flag, None).map_err(|e| e.to_string())?;
+            Ok((report, thread_cpu_time() - cpu_start, wall_start.elapsed()))
+        });
+        Ok(GateThread {
+            gate,
+            stop,
+            handle,
+            _rules: rules,
+        })
+    }
+
+    /// Waits until the verdict count has not moved for 100 ms (at most
+    /// 60 s); returns when it last moved.
+    fn wait_until_idle(&self) -> Instant {
+        let count = || self.gate.counters().totals().counts.syns();
+        let mut last = count();
+        let mut moved = Instant::now();
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while moved.elapsed() < Duration::from_millis(100) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+            let now = count();
+            if now != last {
+                last = now;
+                moved = Instant::now();
+            }
+        }
+        moved
+    }
+
+    fn stop(self) -> Result<(WorkerReport, Duration, Duration), Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        let result = self
+            .handle
+            .join()
+            .map_err(|_| "the verdict thread panicked")??;
+        Ok(result)
+    }
+}
+
+/// Floods 127.0.0.1:`FLOOD_PORT` as fast as one thread pinned to `cpu`
+/// can for `seconds`; returns the SYNs sent and how long it took.
+fn flood(seconds: f64, cpu: usize) -> Result<(u64, Duration), Error> {
+    let handle = std::thread::spawn(move || {
+        pin_to_cpu(cpu);
+        let mut flood = SynFlood::open(
+            Ipv4Addr::new(127, 0, 0, 2),
+            1024..=65000,
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, FLOOD_PORT),
+        )
+        .map_err(|e| e.to_string())?;
+        let never = AtomicBool::new(false);
+        let start = Instant::now();
+        let report = flood.run(FLOOD_RATE, Duration::from_secs_f64(seconds), &never);
+        Ok::<_, String>((report.sent, start.elapsed()))
+    });
+    Ok(handle.join().map_err(|_| "the flood thread panicked")??)
+}
+
+/// Packets matched by the rules of `chain` whose text contains `needle`.
+fn rule_packets(chain: &str, needle: &str) -> Result<u64, Error> {
+    let listing = run("iptables", &["-w", "-nvxL", chain])?;
+    Ok(listing
+        .lines()
+        .filter(|line| line.contains(needle))
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum())
+}
+
+struct Throughput {
+    name: &'static str,
+    sent: u64,
+    processed: u64,
+    wall: Duration,
+    cpu: Option<Duration>,
+    overruns: u64,
+    accepted: u64,
+    dropped: u64,
+    rejected: u64,
+}
+
+impl Throughput {
+    fn per_wall_second(&self) -> f64 {
+        self.processed as f64 / self.wall.as_secs_f64()
+    }
+    fn per_cpu_second(&self) -> Option<f64> {
+        self.cpu
+            .map(|cpu| self.processed as f64 / cpu.as_secs_f64())
+    }
+}
+
+fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Throughput, Error> {
+    let config = gate_config(filter, FLOOD_PORT)?;
+    let gate = GateThread::start(&config, 0)?;
+    let flood_start = Instant::now();
+    let (sent, _) = flood(seconds, 1)?;
+    let last_verdict = gate.wait_until_idle();
+    let (report, cpu, _) = gate.stop()?;
+    Ok(Throughput {
+        name,
+        sent,
+        processed: report.counts.syns(),
+        wall: last_verdict - flood_start,
+        cpu: Some(cpu),
+        overruns: report.overruns,
+        accepted: report.counts.accepted,
+        dropped: report.counts.dropped,
+        rejected: report.counts.rejected,
+    })
+}
+
+fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
+    let port = FLOOD_PORT.to_string();
+    let limit = [
+        "-w",
+        "-A",
+        "INPUT",
+        "-p",
+        "tcp",
+        "--syn",
+        "--dport",
+        &port,
+        "-m",
+        "limit",
+        "--limit",
+        "120/second",
+        "--limit-burst",
+        "120",
+        "-j",
+        "ACCEPT",
+    ];
+    let rest = [
+        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j", "DROP",
+    ];
+    run("iptables", &limit)?;
+    run("iptables", &rest)?;
+    let sent = flood(seconds, 1);
+    let accepted = rule_packets("INPUT", "limit:");
+    let dropped = rule_packets("INPUT", "DROP");
+    run("iptables", &["-w", "-F", "INPUT"])?;
+    let ((sent, wall), accepted, dropped) = (sent?, accepted?, dropped?);
+    Ok(Throughput {
+        name: "iptables limit + DROP",
+        sent,
+        processed: accepted + dropped,
+        wall,
+        cpu: None,
+        overruns: 0,
+        accepted,
+        dropped,
+        rejected: 0,
+    })
+}
+
+struct Latency {
+    name: &'static str,
+    median_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn connect_latency(name: &'static str, connects: usize) -> Result<Latency, Error> {
+    let target = SocketAddrV4::new(Ipv4Addr::LOCALHOST, CONNECT_PORT);
+    let mut samples = Vec::with_capacity(connects);
+    // A few unmeasured connects warm caches and routes.
+    for i in 0..connects + 50 {
+        let start = Instant::now();
+        let stream = TcpStream::connect_timeout(&target.into(), Duration::from_secs(2))?;
+        let elapsed = start.elapsed();
+        drop(stream);
+        if i >= 50 {
+            samples.push(elapsed.as_secs_f64() * 1e6);
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(Latency {
+        name,
+        median_us: percentile(&samples, 50.0),
+        p90_us: percentile(&samples, 90.0),
+        p99_us: percentile(&samples, 99.0),
+    })
+}
+
+fn main() -> Result<(), Error> {
+    let options = parse_options()?;
+    if !vantage_live::is_root() {
+        return Err("gate_bench needs root (network namespace, iptables, NFQUEUE)".into());
+    }
+    // SAFETY: called before any thread is started; affects this process.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(format!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error()).into());
+    }
+    run("ip", &["link", "set", "lo", "up"])?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return Err("gate_bench needs two CPUs (flood on one, verdicts on the other)".into());
+    }
+
+    // A listener that accepts and closes, for the latency part (and so
+    // that accepted flood SYNs to another port meet a closed port's RST).
+    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, CONNECT_PORT))?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+
+    let seconds = options.seconds;
+    let (baseline_sent, baseline_wall) = flood(seconds, 1)?;
+    let throughputs = vec![
+        iptables_limit_throughput(seconds)?,
+        gate_throughput(
+            "gate, tbf (W = 120, r_t = 120/s)",
+            "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
+            seconds,
+        )?,
+        gate_throughput(
+            "gate, abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
+            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
+            seconds,
+        )?,
+        gate_throughput(
+            "gate, greedy (W = 120, r_t = 120/s, linux-6.5)",
+            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
+            seconds,
+        )?,
+    ];
+
+    let connects = options.connects;
+    pin_to_cpu(0);
+    let mut latencies = vec![connect_latency("no rules", connects)?];
+    {
+        let port = CONNECT_PORT.to_string();
+        run(
+            "iptables",
+            &[
+                "-w",
+                "-A",
+                "INPUT",
+                "-p",
+                "tcp",
+                "--syn",
+                "--dport",
+                &port,
+                "-m",
+                "limit",
+                "--limit",
+                "10000/second",
+                "--limit-burst",
+                "10000",
+                "-j",
+                "ACCEPT",
+            ],
+        )?;
+        let measured = connect_latency("iptables limit (passes all)", connects);
+        run("iptables", &["-w", "-F", "INPUT"])?;
+        latencies.push(measured?);
+    }
+    // The client runs on CPU 0; the gate on the same core, or on the
+    // other one (sleeping in poll, or busy-polling).
+    for (name, gate_cpu, busy_poll_us) in [
+        ("gate, tbf accepting all, same core", 0, 0),
+        ("gate, tbf accepting all, other core", 1, 0),
+        (
+            "gate, tbf accepting all, other core, busy_poll_us = 500",
+            1,
+            500,
+        ),
+    ] {
+        let mut config = gate_config(
+            "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+            CONNECT_PORT,
+        )?;
+        config.busy_poll = Duration::from_micros(busy_poll_us);
+        let gate = GateThread::start(&config, gate_cpu)?;
+        let measured = connect_latency(name, connects);
+        let (report, _, _) = gate.stop()?;
+        let measured = measured?;
+        if report.counts.accepted < connects as u64 {
+            return Err(format!(
+                "the gate saw {} SYNs for {connects} connects",
+                report.counts.accepted
+            )
+            .into());
+        }
+        latencies.push(measured);
+    }
+
+    let iptables_rate = throughputs[0].per_wall_second();
+    let none = &latencies[0];
+    if options.json {
+        let doc = serde_json::json!({
+            "seconds": seconds,
+            "flood_syns_per_s_no_rules": baseline_sent as f64 / baseline_wall.as_secs_f64(),
+            "throughput": throughputs.iter().map(|t| serde_json::json!({
+                "name": t.name,
+                "sent": t.sent,
+                "processed": t.processed,
+                "per_wall_second": t.per_wall_second(),
+                "per_cpu_second": t.per_cpu_second(),
+                "ratio_to_iptables_limit": t.per_wall_second() / iptables_rate,
+                "overruns": t.overruns,
+                "accepted": t.accepted,
+                "dropped": t.dropped,
+                "rejected": t.rejected,
+            })).collect::<Vec<_>>(),
+            "connect_latency": latencies.iter().map(|l| serde_json::json!({
+                "name": l.name,
+                "median_us": l.median_us,
+                "p90_us": l.p90_us,
+                "p99_us": l.p99_us,
+                "added_median_us": l.median_us - none.median_us,
+                "added_p99_us": l.p99_us - none.p99_us,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "flood alone (no rules): {:.0} SYNs/s from one core for {seconds} s",
+        baseline_sent as f64 / baseline_wall.as_secs_f64()
+    );
+    println!();
+    println!("| SYN path | SYNs sent | SYNs decided | per wall s | per CPU s of the verdict thread | ratio to iptables limit | overruns (fail-open) | accept / drop / reject |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    for t in &throughputs {
+        println!(
+            "| {} | {} | {} | {:.0} | {} | {:.2} | {} | {} / {} / {} |",
+            t.name,
+            t.sent,
+            t.processed,
+            t.per_wall_second(),
+            t.per_cpu_second()
+                .map_or("–".to_string(), |r| format!("{r:.0}")),
+            t.per_wall_second() / iptables_rate,
+            t.overruns,
+            t.accepted,
+            t.dropped,
+            t.rejected,
+        );
+    }
+    println!();
+    println!("| connect path | median µs | p90 µs | p99 µs | added median µs | added p99 µs |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for l in &latencies {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
+            l.name,
+            l.median_us,
+            l.p90_us,
+            l.p99_us,
+            l.median_us - none.median_us,
+            l.p99_us - none.p99_us,
+        );
+    }
+    Ok(())
+}
