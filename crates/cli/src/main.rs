@@ -14,6 +14,7 @@
 mod certes;
 mod cpa;
 mod gate;
+mod gate_experiment;
 mod plot;
 mod report;
 mod reproduce_certes;

@@ -1,5 +1,5 @@
-//! `vantage testbed …`: run a testbed spec, or remove a crashed run's
-//! leftovers.
+//! `vantage testbed …`: run a testbed spec, run an experiment (a set of
+//! runs, beside the simulator), or remove a crashed run's leftovers.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -27,6 +27,28 @@ pub enum TestbedCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run an experiment: every variant (no gate, iptables limit, the
+    /// vantage gate's filters) under every client profile, one testbed run
+    /// each, beside the simulator on the same arrivals; the Abacus paper's
+    /// Section 6 comparison with real clients is
+    /// scenarios/gate/section6.toml (docs/gate-experiment.md).
+    Experiment {
+        /// Experiment file (TOML), e.g. scenarios/gate/section6.toml.
+        file: PathBuf,
+        /// The file's [quick] settings: shorter, fewer profiles and variants.
+        #[arg(long)]
+        quick: bool,
+        /// Print the results as one JSON document instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Only the simulator's numbers (no live runs, no root needed).
+        #[arg(long)]
+        sim_only: bool,
+        /// Directory for the results (runs/, experiment.csv, experiment.json,
+        /// checks.csv, p99-vs-success.svg).
+        #[arg(long, default_value = "results/gate-experiment")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -41,6 +63,13 @@ pub enum TestbedCommand {
 
 pub fn run(command: TestbedCommand) -> Result<()> {
     match command {
+        TestbedCommand::Experiment {
+            file,
+            quick,
+            json,
+            sim_only,
+            out,
+        } => crate::gate_experiment::run(&file, quick, json, sim_only, &out),
         TestbedCommand::Clean {
             tag,
             after_parent_exit,
@@ -126,6 +155,6 @@ pub fn run(command: TestbedCommand) -> Result<()> {
 }
 
 /// `YYYYMMDD-HHMMSS` in UTC.
-fn timestamp() -> String {
+pub(crate) fn timestamp() -> String {
     chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
 }

@@ -18,10 +18,16 @@
 //! * [`load`] — an open-loop load generator that records client-side ground
 //!   truth for every connection;
 //! * [`recorders`] — server-side kernel counters and packet captures;
+//! * [`gate`] — SYN admission in front of the server: none, iptables
+//!   `limit` with DROP or REJECT, or `vantage gate run`;
 //! * [`spec`] — the TOML spec of a run (`docs/testbed.md`);
 //! * [`run`] — `vantage testbed run`: all of the above from one spec;
+//! * [`experiment`] — a set of runs from one file (base spec × client
+//!   profiles × gate variants) and the simulator's model of each variant;
 //! * [`watchdog`] — cleanup after a run killed outright.
 
+pub mod experiment;
+pub mod gate;
 pub mod load;
 pub mod netns;
 pub mod profiles;

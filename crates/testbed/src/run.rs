@@ -6,16 +6,21 @@
 //! 1. watchdog process (cleans up if this process is killed outright);
 //! 2. namespaces and links ([`Topology`]); client SYN profile sysctls;
 //! 3. WAN emulator bound in the router, then its iptables rule;
-//! 4. server (nginx or the test server), counters, captures;
-//! 5. one load-generator thread per client namespace — arrivals of the one
+//! 4. server (nginx or the test server);
+//! 5. the `[gate]` in front of it, in the server namespace (iptables rules
+//!    or a `vantage gate run` process, `crate::gate`);
+//! 6. counters, captures;
+//! 7. one load-generator thread per client namespace — arrivals of the one
 //!    schedule are dealt to the clients in turn;
-//! 6. stop: recorders, server, emulator; teardown; analysis.
+//! 8. stop: gate, recorders, server, emulator; teardown; analysis.
 //!
 //! The result directory holds `spec.toml`, `clients.csv` (client-side ground
 //! truth, one row per scheduled connection), `counters.csv` and
 //! `counters.json` (server kernel counters), `server.pcap` (and
 //! `client<i>.pcap`), the server's logs, `wan.json`, `syn-audit.json`
-//! (server-side SYNs matched with SYN-ACKs) and `summary.json`/`summary.txt`.
+//! (server-side SYNs matched with SYN-ACKs) and `summary.json`/`summary.txt`;
+//! with a gate also `gate.json` (and `iptables.txt`, or the gate's
+//! `gate.toml`, `gate.jsonl`, `gate.stdout.log`, `gate.stderr.log`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,6 +32,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use vantage_core::Nanos;
 
+use crate::gate::{self, GateReport, GateSpec};
 use crate::load::record::{summarize, write_csv, ConnectionRecord, LoadSummary};
 use crate::load::{self, LoadConfig};
 use crate::netns::{self, Netns, NetnsError};
@@ -77,7 +83,16 @@ pub struct RunOptions {
     pub tag: Option<String>,
     /// Program and arguments of the watchdog (`vantage testbed clean --tag T
     /// --after-parent-exit`), `{tag}` replaced by the tag; `None` for none.
+    /// Its program is the vantage binary, which also runs a `[gate]` of
+    /// `kind = "vantage"` (`<program> gate run …`).
     pub watchdog: Option<(PathBuf, Vec<String>)>,
+}
+
+impl RunOptions {
+    /// The vantage binary: the watchdog's program, if there is a watchdog.
+    pub fn vantage_program(&self) -> Option<&Path> {
+        self.watchdog.as_ref().map(|(program, _)| program.as_path())
+    }
 }
 
 /// Progress reported while running.
@@ -119,6 +134,8 @@ pub struct RunSummary {
     pub wan: Option<WanStats>,
     pub test_server: Option<TestServerStats>,
     pub nginx_requests: Option<u64>,
+    /// What the `[gate]` did (`None` without one).
+    pub gate: Option<GateReport>,
     pub interrupted: bool,
 }
 
@@ -156,6 +173,13 @@ pub fn check_tools(spec: &TestbedSpec) -> Result<(), RunError> {
             "iptables",
             "iptables",
             "it queues forwarded packets to the WAN emulator",
+        ));
+    }
+    if spec.gate.needs_iptables() {
+        needed.push((
+            "iptables",
+            "iptables",
+            "the spec's [gate] installs iptables rules",
         ));
     }
     for (program, package, why) in needed {
@@ -231,7 +255,16 @@ pub fn run(
     };
 
     on_event(RunEvent::Phase("building namespaces"));
-    let result = run_in_topology(spec, &settings, &tag, &dir, &stop, on_event);
+    let gate_program = options.vantage_program().map(Path::to_path_buf);
+    let result = run_in_topology(
+        spec,
+        &settings,
+        &tag,
+        &dir,
+        gate_program.as_deref(),
+        &stop,
+        on_event,
+    );
     // `run_in_topology` has dropped (torn down) the topology by now.
     if let Some(w) = watchdog {
         w.finish(Duration::from_secs(10));
@@ -251,6 +284,7 @@ fn run_in_topology(
     settings: &profiles::KernelSynSettings,
     tag: &str,
     dir: &Path,
+    gate_program: Option<&Path>,
     stop: &Arc<AtomicBool>,
     on_event: &dyn Fn(RunEvent),
 ) -> Result<RunOutput, RunError> {
@@ -362,6 +396,31 @@ fn run_in_topology(
         }
     };
 
+    // The gate in front of the server, once the server listens.
+    let gate = if spec.gate == GateSpec::None {
+        None
+    } else {
+        on_event(RunEvent::Phase("starting the gate"));
+        match gate::start(&spec.gate, &topo.server, listen, dir, gate_program) {
+            Ok(gate) => Some(gate),
+            Err(e) => {
+                // Stop what runs already; the topology goes when dropped.
+                match server {
+                    RunningServer::Nginx(mut nginx) => nginx.stop(),
+                    RunningServer::Test(handle) => {
+                        server_stop.store(true, Ordering::Relaxed);
+                        let _ = handle.join();
+                    }
+                }
+                wan_stop.store(true, Ordering::Relaxed);
+                if let Some(handle) = wan_thread {
+                    let _ = handle.join();
+                }
+                return Err(step("gate")(e));
+            }
+        }
+    };
+
     // Recorders.
     let counters_stop = Arc::new(AtomicBool::new(false));
     let interval = Duration::from_millis(spec.counters.interval_ms);
@@ -449,6 +508,11 @@ fn run_in_topology(
     on_event(RunEvent::LoadFinished);
     let _elapsed = start.elapsed();
     records.sort_by_key(|r| (r.scheduled_ns, r.client, r.id));
+    // The gate goes first: after the load, nothing more to admit.
+    let gate_report = gate.map(|gate| {
+        on_event(RunEvent::Phase("stopping the gate"));
+        gate.stop()
+    });
 
     // Stop, in reverse order of start.
     on_event(RunEvent::Phase("stopping"));
@@ -532,6 +596,9 @@ fn run_in_topology(
     if let Some(stats) = &wan_stats {
         json("wan.json", stats)?;
     }
+    if let Some(report) = &gate_report {
+        json("gate.json", report)?;
+    }
     let audit = if spec.capture.server {
         let audit = syn_audit(&dir.join("server.pcap"), SERVER_ADDR)
             .map_err(step("reading the server capture"))?;
@@ -561,6 +628,7 @@ fn run_in_topology(
         wan: wan_stats,
         test_server: test_server_stats,
         nginx_requests,
+        gate: gate_report,
         interrupted: stop.load(Ordering::Relaxed),
     };
     Ok(RunOutput {
@@ -601,7 +669,10 @@ pub fn render_summary(s: &RunSummary) -> String {
         s.server_handshake_segments_uncertain,
     ) {
         let least = unanswered + handshake;
-        let expected = if uncertain == 0 {
+        let expected = if s.gate.as_ref().is_some_and(|g| g.kind != "none") {
+            // The gate answers or drops SYNs before the kernel sees them.
+            "SYNs without SYN-ACK include the gate's drops and rejects".to_string()
+        } else if uncertain == 0 {
             format!("ListenDrops should equal {least}")
         } else {
             format!("ListenDrops should be {least}..={}", least + uncertain)
@@ -626,6 +697,43 @@ pub fn render_summary(s: &RunSummary) -> String {
             "test server: {} connections accepted\n",
             t.accepted
         ));
+    }
+    if let Some(g) = &s.gate {
+        out.push_str(&render_gate(g));
+    }
+    out
+}
+
+/// One or two lines about the gate for `summary.txt`.
+fn render_gate(g: &GateReport) -> String {
+    let mut out = format!("gate: {}", g.kind);
+    if let (Some(accepted), Some(refused)) = (g.limit_accepted, g.limit_refused) {
+        out.push_str(&format!(
+            ": iptables accepted {accepted} SYNs within the limit, refused {refused}"
+        ));
+    }
+    if g.kind == "vantage" {
+        let ended = match (g.exit_code, g.exit_signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            _ => "unknown exit".to_string(),
+        };
+        out.push_str(&format!(
+            ": ready after {:.2} s, {ended}{}, {} log lines",
+            g.ready_after_s.unwrap_or(0.0),
+            if g.killed { " (killed)" } else { "" },
+            g.log_lines.unwrap_or(0)
+        ));
+    }
+    out.push('\n');
+    if !g.rules_left_behind.is_empty() {
+        out.push_str(&format!(
+            "  rules left behind (removed): {}\n",
+            g.rules_left_behind.join("; ")
+        ));
+    }
+    for problem in &g.problems {
+        out.push_str(&format!("  problem: {problem}\n"));
     }
     out
 }

@@ -23,6 +23,12 @@
 //! [load.arrivals]
 //! duration_s = 60
 //! pattern = { kind = "constant", rate = 1000 }
+//!
+//! [gate]                       # optional: SYN admission in front of the server
+//! kind = "iptables-limit"      # none (default) | iptables-limit | vantage
+//! rate_per_s = 120
+//! burst = 120
+//! action = "drop"              # or "reject" (TCP reset)
 //! ```
 //!
 //! Unknown keys are errors; every error names the file, and the key or the
@@ -33,6 +39,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use serde::{Deserialize, Serialize};
 use vantage_core::tcp::SynProfile;
 
+use crate::gate::GateSpec;
 use crate::load::LoadConfig;
 use crate::profiles::{self, KernelSynSettings};
 use crate::server::nginx::NginxConfig;
@@ -67,6 +74,9 @@ pub struct TestbedSpec {
     pub capture: CaptureSpec,
     #[serde(default)]
     pub counters: CounterSpec,
+    /// SYN admission in front of the server (`crate::gate`); default none.
+    #[serde(default)]
+    pub gate: GateSpec,
 }
 
 fn one() -> usize {
@@ -262,6 +272,7 @@ impl TestbedSpec {
                 self.counters.interval_ms
             ));
         }
+        self.gate.validate()?;
         Ok(())
     }
 
@@ -304,5 +315,70 @@ impl TestbedSpec {
             config.queue_maxlen = len;
         }
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::LimitAction;
+
+    const BASE: &str = "name = \"gate-spec\"\n[server]\nkind = \"test\"\n[load.arrivals]\nduration_s = 1\npattern = { kind = \"constant\", rate = 1 }\n";
+
+    fn spec(gate: &str) -> Result<TestbedSpec, SpecError> {
+        TestbedSpec::from_toml(&format!("{BASE}{gate}"), "gate.toml")
+    }
+
+    #[test]
+    fn gate_defaults_to_none() {
+        assert_eq!(spec("").unwrap().gate, GateSpec::None);
+    }
+
+    #[test]
+    fn gate_sections_parse() {
+        let parsed = spec("[gate]\nkind = \"iptables-limit\"\nrate_per_s = 120\nburst = 120\naction = \"reject\"\n")
+            .unwrap();
+        assert_eq!(
+            parsed.gate,
+            GateSpec::IptablesLimit {
+                rate_per_s: 120,
+                burst: 120,
+                action: LimitAction::Reject
+            }
+        );
+        let parsed = spec("[gate]\nkind = \"vantage\"\n[gate.config.gate]\nqueue = 0\n[gate.config.filter]\nkind = \"abacus\"\nbucket_size = 120\n")
+            .unwrap();
+        assert_eq!(parsed.gate.kind_name(), "vantage");
+        // The spec as run round-trips through TOML.
+        let text = toml::to_string(&parsed).unwrap();
+        let again = TestbedSpec::from_toml(&text, "again.toml").unwrap();
+        assert_eq!(again.gate, parsed.gate);
+    }
+
+    #[test]
+    fn gate_errors_name_the_file_and_the_key() {
+        for (gate, expected) in [
+            (
+                "[gate]\nkind = \"iptables-limit\"\nrate_per_s = 0\nburst = 120\naction = \"drop\"\n",
+                "gate.rate_per_s = 0",
+            ),
+            (
+                "[gate]\nkind = \"iptables-limit\"\nrate_per_s = 120\nburst = 120\n",
+                "missing field `action`",
+            ),
+            (
+                "[gate]\nkind = \"iptables-limit\"\nrate_per_s = 120\nburst = 99999\naction = \"drop\"\n",
+                "gate.burst = 99999",
+            ),
+            ("[gate]\nkind = \"vantage\"\n", "missing field `config`"),
+            (
+                "[gate]\nkind = \"vantage\"\n[gate.config]\nfilter = 3\n",
+                "gate.config.filter must be a table",
+            ),
+        ] {
+            let error = spec(gate).unwrap_err().to_string();
+            assert!(error.starts_with("gate.toml: "), "{error}");
+            assert!(error.contains(expected), "{gate}\n→ {error}");
+        }
     }
 }
