@@ -15,6 +15,7 @@ mod certes;
 mod cpa;
 mod gate;
 mod gate_experiment;
+mod gate_seed_sweep;
 mod plot;
 mod report;
 mod reproduce_certes;

@@ -44,6 +44,11 @@ pub enum TestbedCommand {
         /// Only the simulator's numbers (no live runs, no root needed).
         #[arg(long)]
         sim_only: bool,
+        /// Instead of the runs: the simulator on the arrivals of seeds
+        /// 1..=N, and how often the paper's statements hold on them
+        /// (no live runs, no root needed; writes seed-sweep.csv).
+        #[arg(long, value_name = "N", conflicts_with = "sim_only")]
+        seed_sweep: Option<u64>,
         /// Directory for the results (runs/, experiment.csv, experiment.json,
         /// checks.csv, p99-vs-success.svg).
         #[arg(long, default_value = "results/gate-experiment")]
@@ -68,8 +73,12 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             quick,
             json,
             sim_only,
+            seed_sweep,
             out,
-        } => crate::gate_experiment::run(&file, quick, json, sim_only, &out),
+        } => match seed_sweep {
+            Some(seeds) => crate::gate_seed_sweep::run(&file, quick, seeds, json, &out),
+            None => crate::gate_experiment::run(&file, quick, json, sim_only, &out),
+        },
         TestbedCommand::Clean {
             tag,
             after_parent_exit,

@@ -11,6 +11,8 @@
 //!   gives a verdict for every SYN it saw — as many as the server capture
 //!   holds — with one handshake per accept and one refused client per
 //!   reject.
+//!
+//! And, without root, `--seed-sweep`: its counts agree with its own rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -254,4 +256,65 @@ fn small_experiment_accounts_for_every_connection_and_every_syn() {
     let totals = &e["gate_log"];
     assert_eq!(u(&totals["arrivals"]), arrivals);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// No root needed: `--seed-sweep` simulates each seed's arrivals and counts
+/// the statements; its counts add up and agree with its own rows.
+#[test]
+fn seed_sweep_counts_add_up() {
+    let dir = std::env::temp_dir().join(format!("vantage-seed-sweep-{}", std::process::id()));
+    let output = Command::new(VANTAGE)
+        .args(["testbed", "experiment"])
+        .arg(scenario())
+        .args(["--quick", "--seed-sweep", "6", "--json", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("vantage runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(report["seeds"], 6);
+    let workloads = report["workloads"].as_array().unwrap();
+    let seeds: BTreeSet<u64> = workloads
+        .iter()
+        .map(|w| w["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seeds, (1..=6).collect());
+    let comparisons = report["comparisons"].as_array().unwrap();
+    for summary in report["summary"].as_array().unwrap() {
+        let mine: Vec<&Value> = comparisons
+            .iter()
+            .filter(|c| {
+                c["profile"] == summary["profile"]
+                    && c["candidate"] == summary["candidate"]
+                    && c["baseline"] == summary["baseline"]
+                    && c["baseline_summary"]["timeouts_pct"].as_f64().unwrap() > 0.0
+            })
+            .collect();
+        assert_eq!(
+            summary["seeds_with_baseline_timeouts"].as_u64().unwrap() as usize,
+            mine.len()
+        );
+        for i in 0..4 {
+            let held = mine.iter().filter(|c| c["holds"][i] == true).count();
+            assert_eq!(summary["holds"][i].as_u64().unwrap() as usize, held);
+            assert!(held <= mine.len());
+        }
+    }
+    // The CSV has one line per comparison, after its header.
+    let csv = std::fs::read_to_string(dir.join("seed-sweep.csv")).expect("seed-sweep.csv");
+    assert_eq!(csv.lines().count(), comparisons.len() + 1);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let refused = Command::new(VANTAGE)
+        .args(["testbed", "experiment"])
+        .arg(scenario())
+        .args(["--seed-sweep", "0"])
+        .output()
+        .expect("vantage runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--seed-sweep 0"));
 }
