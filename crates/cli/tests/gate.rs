@@ -11,6 +11,7 @@
 //! namespace and deletes the namespace on every exit path, panics
 //! included. Every wait is bounded.
 
+use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -807,4 +808,92 @@ fn measure_finds_the_servers_accept_rate() {
     );
     let log = std::fs::read_to_string(lab.path("gate.jsonl")).unwrap();
     assert!(log.contains("\"saturated\":true"), "{log}");
+}
+
+/// The `Cpus_allowed_list` of each of `pid`'s threads named `gate-q…`.
+fn verdict_thread_cpus(pid: u32) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the gate's threads") {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        let name = name.trim();
+        if !name.starts_with("gate-q") {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+        if let Some(cpus) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        {
+            out.insert(name.to_string(), cpus.trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn cpu_fanout_pins_each_queue_to_its_cpus_and_decides_every_syn() {
+    if !can_run_as_root("cpu_fanout_pins_each_queue_to_its_cpus_and_decides_every_syn") {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut lab = Lab::new("fanout");
+    lab.start_echo_server();
+    let pid = lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 1000\nrefill_rate = 1000",
+        "queue = 0\nqueues = 2\ncpu_fanout = true",
+        &lab.path("gate.jsonl"),
+    ));
+    let rules = lab.iptables_rules();
+    let queued = rules
+        .lines()
+        .find(|l| l.contains("-j NFQUEUE"))
+        .unwrap_or_default();
+    // iptables-save orders the target's options its own way.
+    for option in [
+        "--queue-balance 0:1",
+        "--queue-cpu-fanout",
+        "--queue-bypass",
+    ] {
+        assert!(queued.contains(option), "{option} missing: {rules}");
+    }
+    // Thread i runs on the CPUs c with c mod 2 = i (the kernel's fan-out).
+    let threads = verdict_thread_cpus(pid);
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    let expected = |i: usize| {
+        (0..cpus)
+            .filter(|c| c % 2 == i)
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+    };
+    for (i, name) in ["gate-q0", "gate-q1"].iter().enumerate() {
+        let list = &threads[*name];
+        let expected = expected(i);
+        if expected.is_empty() {
+            continue; // one CPU: queue 1 gets no SYNs and its thread stays unpinned
+        }
+        // The kernel may print a range ("0,2" or "0-2:2"); compare single
+        // CPUs written out, which is how a stride-2 set of CPUs appears.
+        let written: Vec<String> = list.split(',').map(|s| s.to_string()).collect();
+        assert_eq!(written, expected, "{name}: {list}");
+    }
+    // SYNs sent from every CPU are decided, whichever queue they reach.
+    let per_cpu = 5;
+    let connected: usize = (0..cpus.min(2))
+        .map(|cpu| {
+            lab.inside(move || {
+                vantage_live::gate::pin_current_thread(&[cpu]).expect("pin the client");
+                (0..per_cpu)
+                    .filter(|_| connect(Duration::from_secs(3)).is_ok())
+                    .count()
+            })
+        })
+        .sum();
+    assert_eq!(connected, per_cpu * cpus.min(2), "{}", lab.gate_stderr());
+    let metrics = lab.metrics();
+    assert_eq!(
+        syns(&metrics, "accept"),
+        (per_cpu * cpus.min(2)) as f64,
+        "{metrics}"
+    );
 }

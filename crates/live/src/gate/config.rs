@@ -19,6 +19,7 @@
 //! interval_ms = 1000     # counters/metrics/log interval
 //! dry_run = false        # compute and count verdicts, accept everything
 //! busy_poll_us = 0       # keep reading this long after a packet instead of sleeping (latency for a core)
+//! cpu_fanout = false     # queues > 1: a SYN goes to the queue of the CPU it arrived on, its thread pinned there
 //! metrics_listen = "127.0.0.1:9464"   # optional; OpenMetrics /metrics
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
 //! [[listeners]]
@@ -122,6 +123,7 @@ struct RawGate {
     interval_ms: Option<f64>,
     dry_run: Option<bool>,
     busy_poll_us: Option<f64>,
+    cpu_fanout: Option<bool>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
 }
@@ -232,6 +234,11 @@ pub struct GateConfig {
     /// How long a verdict thread keeps reading without sleeping after its
     /// last packet (zero: it sleeps in `poll`).
     pub busy_poll: Duration,
+    /// `--queue-cpu-fanout`: the kernel picks the queue `queue + CPU mod
+    /// queues` from the CPU that handles the SYN, and verdict thread `i`
+    /// runs only on the CPUs whose packets go to queue `queue + i` — no
+    /// wake-up of another core per SYN.
+    pub cpu_fanout: bool,
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
     pub listeners: Vec<Listener>,
@@ -328,6 +335,13 @@ impl GateConfig {
             Some(v) => c.whole("gate.busy_poll_us", v, 0, 1_000_000)?,
             None => 0,
         });
+        let cpu_fanout = g.cpu_fanout.unwrap_or(false);
+        if cpu_fanout && queues < 2 {
+            return Err(c.fail(
+                "gate.cpu_fanout",
+                "needs gate.queues of 2 or more (iptables takes --queue-cpu-fanout only with --queue-balance); one queue per CPU is the usual choice",
+            ));
+        }
         let metrics_listen = match &g.metrics_listen {
             None => None,
             Some(text) => Some(text.parse::<SocketAddr>().map_err(|_| {
@@ -558,6 +572,7 @@ impl GateConfig {
             interval,
             dry_run: g.dry_run.unwrap_or(false),
             busy_poll,
+            cpu_fanout,
             metrics_listen,
             log,
             listeners,
@@ -581,6 +596,12 @@ impl GateConfig {
         let _ = writeln!(out, "configuration     {}", self.origin);
         if self.queues == 1 {
             let _ = writeln!(out, "queue             {}", self.queue);
+        } else if self.cpu_fanout {
+            let _ = writeln!(
+                out,
+                "queues            {}..{} (--queue-balance --queue-cpu-fanout: queue {} + CPU mod {}; thread i pinned to those CPUs)",
+                self.queue, last, self.queue, self.queues
+            );
         } else {
             let _ = writeln!(
                 out,
@@ -873,6 +894,11 @@ clients = "linux-6.5"
                 "dry_run = false",
                 "dry_run = false\nbusy_poll_us = 2000000",
                 "`gate.busy_poll_us` must be a whole number between 0 and 1000000",
+            ),
+            (
+                "dry_run = false",
+                "dry_run = false\ncpu_fanout = true",
+                "`gate.cpu_fanout` needs gate.queues of 2 or more",
             ),
             (
                 "\"127.0.0.1:9464\"",

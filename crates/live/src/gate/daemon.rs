@@ -38,7 +38,10 @@ use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, IntervalLog, IntervalRecord};
 use super::metrics::{GateMetrics, MetricsServer};
 use super::rules::GateRules;
-use super::worker::{queue_config, CounterTotals, Gate, QueueWorker, WorkerReport};
+use super::worker::{
+    allowed_cpus, fanout_cpus, pin_current_thread, queue_config, CounterTotals, Gate, QueueWorker,
+    WorkerReport,
+};
 use super::GateError;
 
 /// How long the main thread sleeps at most between looks at the stop
@@ -269,15 +272,38 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
 
     let workers_stop = Arc::new(AtomicBool::new(false));
     let busy_poll = config.busy_poll;
+    // With --queue-cpu-fanout each thread runs where its queue's SYNs are
+    // handled. A thread that cannot be pinned still works, only slower.
+    let allowed = if config.cpu_fanout {
+        allowed_cpus().unwrap_or_else(|e| {
+            eprintln!("vantage gate: cannot read this process's CPUs ({e}); verdict threads are not pinned");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
     let mut workers: Vec<WorkerHandle> = Vec::new();
     let mut spawn_error = None;
     for queue in queues {
         let queue_num = queue.queue_num();
         let gate = Arc::clone(&gate);
         let stop = Arc::clone(&workers_stop);
+        let cpus = fanout_cpus(queue_num - config.queue, config.queues, &allowed);
+        if config.cpu_fanout && !allowed.is_empty() && cpus.is_empty() {
+            eprintln!(
+                "vantage gate: queue {queue_num} gets the SYNs of no CPU this process may use; its thread is not pinned"
+            );
+        }
         let spawned = std::thread::Builder::new()
             .name(format!("gate-q{queue_num}"))
             .spawn(move || -> Result<WorkerReport, GateError> {
+                if !cpus.is_empty() {
+                    if let Err(e) = pin_current_thread(&cpus) {
+                        eprintln!(
+                            "vantage gate: queue {queue_num}: cannot pin to CPUs {cpus:?}: {e}"
+                        );
+                    }
+                }
                 let mut worker = QueueWorker::new(queue, gate).with_busy_poll(busy_poll);
                 let result = worker.run(&stop, None);
                 let drained = result.and_then(|_| worker.drain(DRAIN_QUIET, DRAIN_LIMIT));

@@ -50,7 +50,10 @@ pub use daemon::{register_signals, run, RunOptions, RunSummary};
 pub use decide::{action_for, decide_batch, BatchCounts, GateAction};
 pub use packet::{classify, PacketClass, PassReason};
 pub use rules::{clean, CleanReport, GateRules};
-pub use worker::{queue_config, Gate, GateCounters, QueueWorker, WorkerReport};
+pub use worker::{
+    allowed_cpus, fanout_cpus, pin_current_thread, queue_config, Gate, GateCounters, QueueWorker,
+    WorkerReport,
+};
 
 use vantage_core::admission::syn::FilterConfigError;
 use vantage_nfqueue::NfqError;

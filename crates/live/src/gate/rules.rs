@@ -62,10 +62,14 @@ pub fn chain_rules(config: &GateConfig) -> Vec<Vec<String>> {
     .map(|s| s.to_string())
     .collect::<Vec<String>>()];
     let queue_target: Vec<String> = if config.queues > 1 {
-        vec![
+        let mut target = vec![
             "--queue-balance".into(),
             format!("{}:{}", config.queue, config.queue + config.queues - 1),
-        ]
+        ];
+        if config.cpu_fanout {
+            target.push("--queue-cpu-fanout".into());
+        }
+        target
     } else {
         vec!["--queue-num".into(), config.queue.to_string()]
     };
@@ -337,6 +341,15 @@ refill_rate = 1
         assert_eq!(
             rules[1].join(" "),
             "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-balance 3:6 --queue-bypass"
+        );
+        let fanout = GateConfig::from_toml(
+            &CONFIG.replace("queue = 3", "queue = 3\nqueues = 2\ncpu_fanout = true"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            chain_rules(&fanout)[1].join(" "),
+            "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-balance 3:4 --queue-cpu-fanout --queue-bypass"
         );
     }
 
