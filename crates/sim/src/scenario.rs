@@ -180,10 +180,11 @@ struct FilterSection {
     arrival_smoothing: f64,
 }
 
-/// Weight of the newest period in λ (Abacus) and λ̂ (Greedy): a memory of
-/// about ten periods. The paper does not give its averaging weight.
+/// Weight of the newest period in λ (Abacus) and λ̂ (Greedy); the paper
+/// does not give its averaging weight (see
+/// [`vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING`]).
 fn default_smoothing() -> f64 {
-    0.1
+    vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING
 }
 
 #[derive(Debug, Deserialize)]

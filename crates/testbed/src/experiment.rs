@@ -67,7 +67,7 @@ use crate::spec::{ServerSpec, TestbedSpec};
 
 /// Weight of the newest period in the filters' arrival-rate averages when
 /// a gate configuration does not give one (the simulator's default).
-pub const DEFAULT_ARRIVAL_SMOOTHING: f64 = 0.1;
+pub use vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING;
 
 /// Why an experiment file cannot be used; the message names the key.
 #[derive(Debug, thiserror::Error)]

@@ -34,7 +34,7 @@
 //! greedy_window_s = 50   # S_G; omitted: T_N of the clients
 //! delay_cost = 1         # h
 //! reject_cost = 75       # r
-//! arrival_smoothing = 0.1
+//! arrival_smoothing = 0.3
 //! clients = "mix-2026"   # or { "linux-6.5" = 0.7, "macos" = 0.3 }
 //! ```
 
@@ -63,9 +63,8 @@ pub const DEFAULT_FILTER_INTERVAL_MS: u64 = 1000;
 /// "equal to the timeout delay cost for all clients").
 pub const DEFAULT_DELAY_COST: f64 = 1.0;
 pub const DEFAULT_REJECT_COST: f64 = 75.0;
-/// Default weight of the newest period in λ: the simulator's default
-/// (`crates/sim/src/scenario.rs`), a memory of about ten periods.
-pub const DEFAULT_ARRIVAL_SMOOTHING: f64 = 0.1;
+/// Default weight of the newest period in λ: the simulator's default.
+pub use vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING;
 /// Default client population: the project's assumed mixture of today's
 /// clients (`ClientMix::builtin("mix-2026")`).
 pub const DEFAULT_CLIENTS: &str = "mix-2026";

@@ -30,6 +30,14 @@
 //!   the period's bucket plus its B[0]. λ counts the period's arrivals less
 //!   that number, so that it estimates new requests, as W_a = (r_t − λ)·T0
 //!   requires, instead of growing with the retransmissions it plans for.
+//! * The window never reaches past the clients' last retransmission T_N
+//!   (the latest over a mixture): a longer S is cut to T_N. The paper
+//!   bounds S the same way ("even when r/h is very large, the maximum value
+//!   of S is bounded", Section 6.2, O2): no request can borrow beyond T_N,
+//!   and since the array spans the window and each bucket is filled when it
+//!   enters it, buckets beyond T_N would only make every future bucket's
+//!   W_a older without adding a bucket to borrow from. Uncut, the cost kept
+//!   falling as S grew past T_N (Figure 10), for that reason alone.
 //! * Before the first period ends λ is unknown; the filter starts with every
 //!   future bucket holding r_t·T0, as a token bucket starts full, and when
 //!   the first estimate of λ arrives takes λ·T0 back from every bucket, so
@@ -51,7 +59,8 @@ pub struct AbacusConfig {
     pub refill_rate: f64,
     /// T0: time granularity (length of one future bucket).
     pub interval: Nanos,
-    /// S: how far into the future the filter may borrow.
+    /// S: how far into the future the filter may borrow; cut to the
+    /// clients' last retransmission T_N when longer.
     pub window: Nanos,
     /// Client population whose retransmission times place the borrowing.
     pub clients: ClientMix,
@@ -98,9 +107,7 @@ impl Abacus {
             config.window,
         )?;
         let first_stage = TokenBucket::new(config.bucket_size, config.refill_rate)?;
-        let len = (config.window.0 / config.interval.0) as usize + 1;
-        let interval_secs = config.interval.as_secs_f64();
-        let offsets = config
+        let offsets: Vec<Vec<usize>> = config
             .clients
             .entries()
             .iter()
@@ -112,6 +119,10 @@ impl Abacus {
                     .collect()
             })
             .collect();
+        let last_retransmission = offsets.iter().flatten().copied().max().unwrap_or(0);
+        let window = (config.window.0 / config.interval.0) as usize;
+        let len = window.min(last_retransmission) + 1;
+        let interval_secs = config.interval.as_secs_f64();
         let weights: Vec<i64> = config
             .clients
             .entries()
@@ -263,7 +274,8 @@ impl Abacus {
         self.arrival_rate
     }
 
-    /// Number of future buckets including the current one (S/T0 + 1).
+    /// Number of future buckets including the current one
+    /// (min(S, T_N)/T0 + 1).
     pub fn buckets(&self) -> usize {
         self.tokens.len()
     }
@@ -471,6 +483,31 @@ mod tests {
         }
         f.advance(Nanos::from_secs(4));
         assert_eq!(f.arrival_rate(), 2.0);
+    }
+
+    /// No request can borrow beyond T_N, so a window past it is cut there:
+    /// S = 21 s and S = 50 s are the same filter for Windows clients
+    /// (T = 3, 9, 21 s), and S = 20 s is not.
+    #[test]
+    fn window_is_cut_at_the_last_retransmission() {
+        assert_eq!(paper_filter(0, 2.0, 50).buckets(), 22);
+        assert_eq!(paper_filter(0, 2.0, 21).buckets(), 22);
+        let verdicts = |window_secs| {
+            let mut f = paper_filter(20, 120.0, window_secs);
+            (0..200_000u64)
+                .map(|i| {
+                    // Bursts of 400/s for 2 s in every 10 s over 100/s.
+                    let second = i / 150;
+                    let burst = second % 10 < 2;
+                    let step = if burst { 2_500_000 } else { 10_000_000 };
+                    f.on_syn(Nanos(i * step))
+                })
+                .collect::<Vec<_>>()
+        };
+        let at_21 = verdicts(21);
+        assert_eq!(verdicts(50), at_21);
+        assert!(at_21.contains(&Verdict::Drop) && at_21.contains(&Verdict::Reject));
+        assert_ne!(verdicts(20), at_21);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use capacity::{
     CapacityConfig, CapacityEstimator, CapacityInterval, DEFAULT_CAPACITY_SMOOTHING,
 };
 pub use greedy::{GreedyConfig, PredictiveGreedy};
-pub use params::{AbacusWindow, FilterKind, FilterParams};
+pub use params::{AbacusWindow, FilterKind, FilterParams, DEFAULT_ARRIVAL_SMOOTHING};
 pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};
 
 use crate::Nanos;
@@ -75,7 +75,7 @@ pub struct FilterSnapshot {
     /// Abacus: Σ B[i], chain-borrowed retransmissions expected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_borrowed: Option<u64>,
-    /// Abacus: number of future buckets (S/T0 + 1).
+    /// Abacus: number of future buckets (min(S, T_N)/T0 + 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub future_buckets: Option<usize>,
     /// Greedy: λ_thresh of the current period.
