@@ -19,14 +19,15 @@
 //! cargo run --release -p vantage-live --example gate_bench -- [--seconds 3] [--connects 3000] [--json]
 //! ```
 
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vantage_live::gate::{Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
+use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
 use vantage_live::synflood::SynFlood;
+use vantage_nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -38,6 +39,7 @@ const FLOOD_RATE: u64 = 5_000_000;
 struct Options {
     seconds: f64,
     connects: usize,
+    rounds: usize,
     json: bool,
 }
 
@@ -45,6 +47,7 @@ fn parse_options() -> Result<Options, Error> {
     let mut options = Options {
         seconds: 3.0,
         connects: 3000,
+        rounds: 6,
         json: false,
     };
     let mut args = std::env::args().skip(1);
@@ -53,10 +56,11 @@ fn parse_options() -> Result<Options, Error> {
         match arg.as_str() {
             "--seconds" => options.seconds = value("--seconds")?.parse()?,
             "--connects" => options.connects = value("--connects")?.parse()?,
+            "--rounds" => options.rounds = value("--rounds")?.parse()?,
             "--json" => options.json = true,
             other => {
                 return Err(format!(
-                    "unknown option {other} (known: --seconds S, --connects N, --json)"
+                    "unknown option {other} (known: --seconds S, --connects N, --rounds R, --json)"
                 )
                 .into())
             }
@@ -69,6 +73,9 @@ fn parse_options() -> Result<Options, Error> {
         // iptables `limit` tops out at 10,000/s with a burst of 10,000:
         // more connects than the burst would meet its rate limit.
         return Err("--connects must be in [100, 9000]".into());
+    }
+    if !(1..=50).contains(&options.rounds) || options.connects / options.rounds < 20 {
+        return Err("--rounds must be in [1, 50] with at least 20 connects per round".into());
     }
     Ok(options)
 }
@@ -286,11 +293,14 @@ fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
     })
 }
 
+/// Connect latency of one path, pooled over every round.
 struct Latency {
     name: &'static str,
     median_us: f64,
     p90_us: f64,
     p99_us: f64,
+    /// The median of each round, to show the spread between rounds.
+    round_medians_us: Vec<f64>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -298,26 +308,235 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn connect_latency(name: &'static str, connects: usize) -> Result<Latency, Error> {
+/// `connects` sequential connects to the listener (socket, connect, close;
+/// the connect alone is timed), after a few unmeasured ones that warm
+/// caches and routes.
+fn connect_samples(connects: usize) -> Result<Vec<f64>, Error> {
     let target = SocketAddrV4::new(Ipv4Addr::LOCALHOST, CONNECT_PORT);
     let mut samples = Vec::with_capacity(connects);
-    // A few unmeasured connects warm caches and routes.
-    for i in 0..connects + 50 {
+    for i in 0..connects + 10 {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
         let start = Instant::now();
-        let stream = TcpStream::connect_timeout(&target.into(), Duration::from_secs(2))?;
+        socket.connect(&target.into())?;
         let elapsed = start.elapsed();
-        drop(stream);
-        if i >= 50 {
+        drop(socket);
+        if i >= 10 {
             samples.push(elapsed.as_secs_f64() * 1e6);
         }
     }
-    samples.sort_by(f64::total_cmp);
-    Ok(Latency {
-        name,
-        median_us: percentile(&samples, 50.0),
-        p90_us: percentile(&samples, 90.0),
-        p99_us: percentile(&samples, 99.0),
+    Ok(samples)
+}
+
+/// What stands between the client's SYN and the listener.
+#[derive(Clone, Copy)]
+enum ConnectPath {
+    NoRules,
+    /// iptables `limit` that passes every SYN.
+    IptablesLimit,
+    /// The gate's NFQUEUE rule with the least possible reader: a loop on
+    /// `cpu` that accepts every packet as soon as it arrives, no filter.
+    BareQueue {
+        cpu: usize,
+    },
+    /// The gate's verdict loop with a filter that accepts every SYN.
+    Gate {
+        cpu: usize,
+        busy_poll_us: u64,
+    },
+}
+
+impl ConnectPath {
+    fn name(self) -> &'static str {
+        match self {
+            ConnectPath::NoRules => "no rules",
+            ConnectPath::IptablesLimit => "iptables limit (passes all)",
+            ConnectPath::BareQueue { .. } => {
+                "bare NFQUEUE loop, same core (accept all, no filter: the floor)"
+            }
+            ConnectPath::Gate { cpu: 0, .. } => {
+                "gate, tbf accepting all, same core (as with cpu_fanout)"
+            }
+            ConnectPath::Gate {
+                busy_poll_us: 0, ..
+            } => "gate, tbf accepting all, other core",
+            ConnectPath::Gate { .. } => "gate, tbf accepting all, other core, busy_poll_us = 500",
+        }
+    }
+}
+
+/// A path set up for measuring; torn down by `finish`.
+enum Installed {
+    Nothing,
+    Iptables,
+    Bare(BareQueue),
+    Gate(GateThread),
+}
+
+fn install(path: ConnectPath) -> Result<Installed, Error> {
+    Ok(match path {
+        ConnectPath::NoRules => Installed::Nothing,
+        ConnectPath::IptablesLimit => {
+            let port = CONNECT_PORT.to_string();
+            run(
+                "iptables",
+                &[
+                    "-w",
+                    "-A",
+                    "INPUT",
+                    "-p",
+                    "tcp",
+                    "--syn",
+                    "--dport",
+                    &port,
+                    "-m",
+                    "limit",
+                    "--limit",
+                    "10000/second",
+                    "--limit-burst",
+                    "10000",
+                    "-j",
+                    "ACCEPT",
+                ],
+            )?;
+            Installed::Iptables
+        }
+        ConnectPath::BareQueue { cpu } => Installed::Bare(BareQueue::start(cpu)?),
+        ConnectPath::Gate { cpu, busy_poll_us } => {
+            let mut config = gate_config(
+                "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+                CONNECT_PORT,
+            )?;
+            config.busy_poll = Duration::from_micros(busy_poll_us);
+            Installed::Gate(GateThread::start(&config, cpu)?)
+        }
     })
+}
+
+impl Installed {
+    /// Removes the path; `connects` is how many SYNs it should have seen.
+    fn finish(self, connects: usize) -> Result<(), Error> {
+        match self {
+            Installed::Nothing => Ok(()),
+            Installed::Iptables => {
+                run("iptables", &["-w", "-F", "INPUT"])?;
+                Ok(())
+            }
+            Installed::Bare(bare) => {
+                let accepted = bare.stop()?;
+                if accepted < connects as u64 {
+                    return Err(format!(
+                        "the bare loop saw {accepted} packets for {connects} connects"
+                    )
+                    .into());
+                }
+                Ok(())
+            }
+            Installed::Gate(gate) => {
+                let (report, _, _) = gate.stop()?;
+                if report.counts.accepted < connects as u64 {
+                    return Err(format!(
+                        "the gate saw {} SYNs for {connects} connects",
+                        report.counts.accepted
+                    )
+                    .into());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The least an NFQUEUE reader can do: receive, accept, send, on a pinned
+/// thread, with the gate's own queue settings and rule.
+struct BareQueue {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<u64, String>>,
+    _rules: GateRules,
+}
+
+impl BareQueue {
+    fn start(cpu: usize) -> Result<BareQueue, Error> {
+        let config = gate_config(
+            "kind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1",
+            CONNECT_PORT,
+        )?;
+        let mut queue = Queue::open(&queue_config(config.queue, config.queue_maxlen))?;
+        let rules = GateRules::install(&config)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            pin_to_cpu(cpu);
+            let mut verdicts = VerdictBatch::new(queue.queue_num());
+            let mut accepted = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let received = queue
+                    .recv_wait(Duration::from_millis(50))
+                    .map_err(|e| e.to_string())?;
+                if let Some(Received::Messages(messages)) = received {
+                    for message in messages.flatten() {
+                        if let Message::Packet(packet) = message {
+                            verdicts.push(packet.packet_id, Verdict::Accept);
+                            accepted += 1;
+                        }
+                    }
+                }
+                if !verdicts.is_empty() {
+                    queue
+                        .send_verdicts(&mut verdicts)
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            Ok(accepted)
+        });
+        Ok(BareQueue {
+            stop,
+            handle,
+            _rules: rules,
+        })
+    }
+
+    fn stop(self) -> Result<u64, Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        Ok(self.handle.join().map_err(|_| "the bare loop panicked")??)
+    }
+}
+
+/// Every path in turn, `rounds` times, `connects / rounds` connects each
+/// time: slow drifts of a shared machine hit every path alike.
+fn connect_latencies(
+    paths: &[ConnectPath],
+    connects: usize,
+    rounds: usize,
+) -> Result<Vec<Latency>, Error> {
+    let per_round = connects / rounds;
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut round_medians: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    for _ in 0..rounds {
+        for (i, &path) in paths.iter().enumerate() {
+            let installed = install(path)?;
+            let measured = connect_samples(per_round);
+            installed.finish(per_round)?;
+            let mut round = measured?;
+            round.sort_by(f64::total_cmp);
+            round_medians[i].push(percentile(&round, 50.0));
+            samples[i].extend(round);
+        }
+    }
+    Ok(paths
+        .iter()
+        .zip(samples)
+        .zip(round_medians)
+        .map(|((path, mut all), medians)| {
+            all.sort_by(f64::total_cmp);
+            Latency {
+                name: path.name(),
+                median_us: percentile(&all, 50.0),
+                p90_us: percentile(&all, 90.0),
+                p99_us: percentile(&all, 99.0),
+                round_medians_us: medians,
+            }
+        })
+        .collect())
 }
 
 fn main() -> Result<(), Error> {
@@ -339,6 +558,7 @@ fn main() -> Result<(), Error> {
     // that accepted flood SYNs to another port meet a closed port's RST).
     let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, CONNECT_PORT))?;
     std::thread::spawn(move || {
+        pin_to_cpu(1);
         for stream in listener.incoming() {
             drop(stream);
         }
@@ -365,70 +585,32 @@ fn main() -> Result<(), Error> {
         )?,
     ];
 
-    let connects = options.connects;
+    // The client runs on CPU 0, the listener on CPU 1; the verdict loop
+    // on the client's core (where `cpu_fanout` puts the thread of the
+    // queue that gets the client's SYNs) or on the other one (sleeping,
+    // or busy-polling).
     pin_to_cpu(0);
-    let mut latencies = vec![connect_latency("no rules", connects)?];
-    {
-        let port = CONNECT_PORT.to_string();
-        run(
-            "iptables",
-            &[
-                "-w",
-                "-A",
-                "INPUT",
-                "-p",
-                "tcp",
-                "--syn",
-                "--dport",
-                &port,
-                "-m",
-                "limit",
-                "--limit",
-                "10000/second",
-                "--limit-burst",
-                "10000",
-                "-j",
-                "ACCEPT",
-            ],
-        )?;
-        let measured = connect_latency("iptables limit (passes all)", connects);
-        run("iptables", &["-w", "-F", "INPUT"])?;
-        latencies.push(measured?);
-    }
-    // The client runs on CPU 0; the gate on the same core (where
-    // `cpu_fanout` puts the thread of the queue that gets the client's
-    // SYNs), or on the other one (sleeping in poll, or busy-polling).
-    for (name, gate_cpu, busy_poll_us) in [
-        (
-            "gate, tbf accepting all, same core (as with cpu_fanout)",
-            0,
-            0,
-        ),
-        ("gate, tbf accepting all, other core", 1, 0),
-        (
-            "gate, tbf accepting all, other core, busy_poll_us = 500",
-            1,
-            500,
-        ),
-    ] {
-        let mut config = gate_config(
-            "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
-            CONNECT_PORT,
-        )?;
-        config.busy_poll = Duration::from_micros(busy_poll_us);
-        let gate = GateThread::start(&config, gate_cpu)?;
-        let measured = connect_latency(name, connects);
-        let (report, _, _) = gate.stop()?;
-        let measured = measured?;
-        if report.counts.accepted < connects as u64 {
-            return Err(format!(
-                "the gate saw {} SYNs for {connects} connects",
-                report.counts.accepted
-            )
-            .into());
-        }
-        latencies.push(measured);
-    }
+    let latencies = connect_latencies(
+        &[
+            ConnectPath::NoRules,
+            ConnectPath::IptablesLimit,
+            ConnectPath::BareQueue { cpu: 0 },
+            ConnectPath::Gate {
+                cpu: 0,
+                busy_poll_us: 0,
+            },
+            ConnectPath::Gate {
+                cpu: 1,
+                busy_poll_us: 0,
+            },
+            ConnectPath::Gate {
+                cpu: 1,
+                busy_poll_us: 500,
+            },
+        ],
+        options.connects,
+        options.rounds,
+    )?;
 
     let iptables_rate = throughputs[0].per_wall_second();
     let none = &latencies[0];
@@ -455,6 +637,7 @@ fn main() -> Result<(), Error> {
                 "p99_us": l.p99_us,
                 "added_median_us": l.median_us - none.median_us,
                 "added_p99_us": l.p99_us - none.p99_us,
+                "round_medians_us": l.round_medians_us,
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -484,17 +667,29 @@ fn main() -> Result<(), Error> {
         );
     }
     println!();
-    println!("| connect path | median µs | p90 µs | p99 µs | added median µs | added p99 µs |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "{} connects per path in {} interleaved rounds",
+        options.connects / options.rounds * options.rounds,
+        options.rounds
+    );
+    println!();
+    println!("| connect path | median µs | p90 µs | p99 µs | added median µs | added p99 µs | round medians µs |");
+    println!("|---|---:|---:|---:|---:|---:|---|");
     for l in &latencies {
+        let rounds: Vec<String> = l
+            .round_medians_us
+            .iter()
+            .map(|m| format!("{m:.1}"))
+            .collect();
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:+.1} | {} |",
             l.name,
             l.median_us,
             l.p90_us,
             l.p99_us,
             l.median_us - none.median_us,
             l.p99_us - none.p99_us,
+            rounds.join(" "),
         );
     }
     Ok(())

@@ -154,6 +154,16 @@ mod root_tests {
         .map_err(|e| e.to_string())?;
         assert!(queue.recv_buffer_size().unwrap() >= 8 << 20);
         assert!(queue.recv().unwrap().is_none(), "nothing queued yet");
+        let before = Instant::now();
+        assert!(queue
+            .recv_wait(Duration::from_millis(40))
+            .unwrap()
+            .is_none());
+        let waited = before.elapsed();
+        assert!(
+            waited >= Duration::from_millis(35) && waited < Duration::from_secs(2),
+            "recv_wait(40 ms) returned after {waited:?}"
+        );
 
         let receiver = UdpSocket::bind("127.0.0.1:45555").unwrap();
         receiver
@@ -176,9 +186,18 @@ mod root_tests {
         let n = receiver.recv(&mut buf).expect("repeated packet delivered");
         assert_eq!(&buf[..n], b"hello");
 
-        // 2. Drop: nothing arrives.
+        // 2. Drop: nothing arrives. A waiting receive gets the packet.
         sender.send_to(b"drop me", "127.0.0.1:45555").unwrap();
-        let (id, ..) = next_packet(&mut queue);
+        let id = match queue.recv_wait(Duration::from_secs(3)).unwrap() {
+            Some(Received::Messages(messages)) => messages
+                .filter_map(|m| match m.expect("well-formed") {
+                    Message::Packet(p) => Some(p.packet_id),
+                    _ => None,
+                })
+                .next()
+                .expect("the packet"),
+            other => panic!("recv_wait: {other:?}"),
+        };
         batch.push(id, Verdict::Drop);
         queue.send_verdicts(&mut batch).unwrap();
         assert!(receiver.recv(&mut buf).is_err(), "dropped packet arrived");
