@@ -42,9 +42,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one simulation scenario file and print its results.
+    /// Run one simulation scenario file (any study: abacus, certes, sbac) and print its results.
     Sim {
-        /// Scenario file (TOML), e.g. scenarios/abacus/fig8-burstiness.toml.
+        /// Scenario file (TOML), e.g. scenarios/abacus/fig8-burstiness.toml or scenarios/certes/test-a-steady.toml.
         scenario: PathBuf,
         #[command(flatten)]
         output: OutputArgs,
@@ -126,9 +126,40 @@ fn run(cli: Cli) -> Result<()> {
             threads(&output)?;
             let text = std::fs::read_to_string(&scenario)
                 .with_context(|| format!("cannot read scenario {}", scenario.display()))?;
-            let s = Scenario::from_toml(&text, &scenario.display().to_string())?;
-            let results = run_scenarios(vec![s], &output)?;
-            finish(&results, &[], &output, "sim")
+            let origin = scenario.display().to_string();
+            match scenario_study(&text) {
+                Some(name) if name == studies::certes::NAME => {
+                    let s = studies::certes::CertesScenario::from_toml(&text, &origin)?;
+                    let outcome = reproduce_certes::run_scenarios(
+                        vec![s],
+                        output.quick,
+                        output.json,
+                        &output.out,
+                    )?;
+                    if output.json {
+                        reproduce_certes::print_json(&outcome)?;
+                    }
+                    Ok(())
+                }
+                Some(name) if name == studies::sbac::NAME => {
+                    let s = studies::sbac::SbacScenario::from_toml(&text, &origin)?;
+                    let outcome = reproduce_sbac::run_scenarios(
+                        vec![s],
+                        output.quick,
+                        output.json,
+                        &output.out,
+                    )?;
+                    if output.json {
+                        reproduce_sbac::print_json(&outcome)?;
+                    }
+                    Ok(())
+                }
+                _ => {
+                    let s = Scenario::from_toml(&text, &origin)?;
+                    let results = run_scenarios(vec![s], &output)?;
+                    finish(&results, &[], &output, "sim")
+                }
+            }
         }
         Command::Reproduce { study, output } => {
             threads(&output)?;
@@ -232,6 +263,14 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The `study` named in a scenario file's `[scenario]` table, if the file
+/// is TOML and names one; the study's own parser reports every other
+/// problem with the file.
+fn scenario_study(text: &str) -> Option<String> {
+    let value: toml::Value = toml::from_str(text).ok()?;
+    Some(value.get("scenario")?.get("study")?.as_str()?.to_string())
 }
 
 fn threads(output: &OutputArgs) -> Result<()> {

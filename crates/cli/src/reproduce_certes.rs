@@ -47,7 +47,16 @@ pub struct JsonDocument<'a> {
 /// Runs every embedded scenario under every population; prints the tables
 /// unless `json`; writes CSV and SVG files under `out/certes`.
 pub fn run(quick: bool, json: bool, out: &Path) -> Result<CertesOutcome> {
-    let scenarios = certes::scenarios()?;
+    run_scenarios(certes::scenarios()?, quick, json, out)
+}
+
+/// [`run`] on the given scenarios (e.g. one file of `vantage sim`).
+pub fn run_scenarios(
+    scenarios: Vec<certes::CertesScenario>,
+    quick: bool,
+    json: bool,
+    out: &Path,
+) -> Result<CertesOutcome> {
     let effort = Effort { quick };
     let bar = ProgressBar::new(certes::steps(&scenarios)).with_style(
         ProgressStyle::with_template(

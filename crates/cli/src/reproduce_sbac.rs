@@ -41,9 +41,19 @@ struct JsonDocument<'a> {
 /// caller prints [`print_json`] or merges the outcome into its own
 /// document); writes CSV and SVG files under `out/sbac`.
 pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
-    let scenarios = sbac::scenarios()?;
+    run_scenarios(sbac::scenarios()?, quick, json, out)
+}
+
+/// [`run`] on the given scenarios (e.g. one file of `vantage sim`).
+pub fn run_scenarios(
+    scenarios: Vec<sbac::SbacScenario>,
+    quick: bool,
+    json: bool,
+    out: &Path,
+) -> Result<SbacOutcome> {
     let effort = Effort { quick };
-    let bar = ProgressBar::new(sbac::steps(&scenarios, effort)).with_style(
+    let runs = sbac::steps(&scenarios, effort);
+    let bar = ProgressBar::new(runs).with_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs sbac (eta {eta})",
         )
@@ -72,7 +82,7 @@ pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
         let events: u64 = outcome.rows.iter().map(|r| r.outcome.events).sum();
         let holds = outcome.checks.iter().filter(|c| c.holds).count();
         println!(
-            "{} runs, {:.1} simulated hours, {events} events in {wall:.1} s; \
+            "{} cells from {runs} runs, {:.1} simulated hours, {events} events in {wall:.1} s; \
              {holds} of {} statements of the paper hold.",
             outcome.rows.len(),
             simulated / 3600.0,

@@ -248,3 +248,49 @@ fn cpa_reports_truncation_by_offset_and_analyzes_whole_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `vantage sim` runs a scenario file of any study: a Certes file gives
+/// Certes rows (truth beside the estimate), an SBAC file gives SBAC rows
+/// for each of its strategies.
+#[test]
+fn sim_runs_certes_and_sbac_scenario_files() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out_dir = temp_dir("sim-any-study");
+    let run = |file: &str| -> serde_json::Value {
+        let path = root.join(file);
+        let out = vantage(&[
+            "sim",
+            path.to_str().unwrap(),
+            "--quick",
+            "--json",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("valid JSON")
+    };
+    let certes = run("scenarios/certes/test-a-steady.toml");
+    let rows = certes["rows"].as_array().expect("certes rows");
+    assert_eq!(rows.len(), 3, "one row per client population");
+    for row in rows {
+        assert_eq!(row["scenario"], "test-a");
+        let truth = row["truth_mean_s"].as_f64().expect("truth");
+        let estimate = row["certes_mean_s"].as_f64().expect("estimate");
+        assert!(
+            truth > 0.0 && (estimate / truth - 1.0).abs() < 0.05,
+            "{row}"
+        );
+    }
+    let sbac = run("scenarios/sbac/fig9-interval-5s.toml");
+    let rows = sbac["rows"].as_array().expect("sbac rows");
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert_eq!(row["figure"], "Fig. 9");
+        assert!(row["aborted_pct"].as_f64().is_some(), "{row}");
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

@@ -135,6 +135,76 @@ pub struct RunOutcome {
     pub simulated_s: f64,
 }
 
+impl RunOutcome {
+    /// One outcome for several runs of the same cell (repetitions with
+    /// their own seeds), as if they were one long run: counts add up, rates
+    /// and shares are recomputed from the sums, per-window quantities are
+    /// weighted by window, per-session ones by their sessions, and the
+    /// step measurements are averaged over the runs that have them.
+    pub fn pool(runs: &[RunOutcome]) -> RunOutcome {
+        let sum = |f: fn(&RunOutcome) -> u64| runs.iter().map(f).sum::<u64>();
+        let weighted = |value: fn(&RunOutcome) -> f64, weight: fn(&RunOutcome) -> f64| {
+            let total: f64 = runs.iter().map(weight).sum();
+            if total > 0.0 {
+                runs.iter().map(|r| value(r) * weight(r)).sum::<f64>() / total
+            } else {
+                0.0
+            }
+        };
+        let mean_of = |value: fn(&RunOutcome) -> Option<f64>| {
+            let present: Vec<f64> = runs.iter().filter_map(value).collect();
+            (!present.is_empty()).then(|| present.iter().sum::<f64>() / present.len() as f64)
+        };
+        let share = |n: u64, d: u64| {
+            if d == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / d as f64
+            }
+        };
+        let completed = |r: &RunOutcome| r.completed_sessions as f64;
+        let offered = |r: &RunOutcome| r.offered_sessions as f64;
+        let window = |r: &RunOutcome| r.window_s;
+        let requests = |r: &RunOutcome| r.requests_per_s * r.window_s;
+        let mut o = RunOutcome {
+            window_s: runs.iter().map(window).sum(),
+            offered_sessions: sum(|r| r.offered_sessions),
+            admitted_sessions: sum(|r| r.admitted_sessions),
+            rejected_sessions: sum(|r| r.rejected_sessions),
+            refused_sessions: sum(|r| r.refused_sessions),
+            completed_sessions: sum(|r| r.completed_sessions),
+            aborted_sessions: sum(|r| r.aborted_sessions),
+            events: sum(|r| r.events),
+            simulated_s: runs.iter().map(|r| r.simulated_s).sum(),
+            ..RunOutcome::default()
+        };
+        o.completed_sessions_per_s = o.completed_sessions as f64 / o.window_s.max(1e-9);
+        o.aborted_pct = share(o.aborted_sessions, o.admitted_sessions);
+        o.rejected_pct = share(o.rejected_sessions, o.offered_sessions);
+        o.mean_completed_length = weighted(|r| r.mean_completed_length, completed);
+        o.mean_offered_length = weighted(|r| r.mean_offered_length, offered);
+        o.completed_bins = LengthBins {
+            up_to_mean_pct: weighted(|r| r.completed_bins.up_to_mean_pct, completed),
+            up_to_twice_mean_pct: weighted(|r| r.completed_bins.up_to_twice_mean_pct, completed),
+            longer_pct: weighted(|r| r.completed_bins.longer_pct, completed),
+        };
+        o.offered_bins = LengthBins {
+            up_to_mean_pct: weighted(|r| r.offered_bins.up_to_mean_pct, offered),
+            up_to_twice_mean_pct: weighted(|r| r.offered_bins.up_to_twice_mean_pct, offered),
+            longer_pct: weighted(|r| r.offered_bins.longer_pct, offered),
+        };
+        o.useful_utilization_pct = weighted(|r| r.useful_utilization_pct, window);
+        o.utilization_pct = weighted(|r| r.utilization_pct, window);
+        o.rejection_overhead_pct = weighted(|r| r.rejection_overhead_pct, requests);
+        o.requests_per_s = runs.iter().map(requests).sum::<f64>() / o.window_s.max(1e-9);
+        o.mean_weight = mean_of(|r| r.mean_weight);
+        o.admitting_intervals_pct = weighted(|r| r.admitting_intervals_pct, window);
+        o.time_to_first_rejection_s = mean_of(|r| r.time_to_first_rejection_s);
+        o.admitted_rate_cv = mean_of(|r| r.admitted_rate_cv);
+        o
+    }
+}
+
 fn controller(strategy: &Strategy) -> Option<Box<dyn SessionAdmission>> {
     // Configurations are validated when scenarios load (`studies::sbac`);
     // an invalid one reaching here is a bug in the caller.
@@ -612,6 +682,44 @@ mod tests {
         let b = run(&config(2.0, 5.0, Strategy::Ewma(EwmaConfig::responsive())));
         assert_eq!(a.events, b.events);
         assert_eq!(a.completed_sessions, b.completed_sessions);
+    }
+
+    /// Pooled repetitions count as one long run: counts add up, shares are
+    /// the shares of the sums, and a run pooled with itself keeps its rates.
+    #[test]
+    fn pooled_runs_add_counts_and_recompute_shares() {
+        let a = run(&config(2.0, 5.0, Strategy::Ewma(EwmaConfig::stable())));
+        let b = run(&RunConfig {
+            seed: 8,
+            ..config(2.0, 5.0, Strategy::Ewma(EwmaConfig::stable()))
+        });
+        let p = RunOutcome::pool(&[a.clone(), b.clone()]);
+        assert_eq!(
+            p.admitted_sessions,
+            a.admitted_sessions + b.admitted_sessions
+        );
+        assert_eq!(p.aborted_sessions, a.aborted_sessions + b.aborted_sessions);
+        let share = 100.0 * p.aborted_sessions as f64 / p.admitted_sessions as f64;
+        assert!((p.aborted_pct - share).abs() < 1e-9);
+        assert_eq!(p.window_s, a.window_s + b.window_s);
+        let per_s = (a.completed_sessions + b.completed_sessions) as f64 / p.window_s;
+        assert!((p.completed_sessions_per_s - per_s).abs() < 1e-9);
+        let lo = a.utilization_pct.min(b.utilization_pct);
+        let hi = a.utilization_pct.max(b.utilization_pct);
+        assert!(p.utilization_pct >= lo && p.utilization_pct <= hi);
+        let same = RunOutcome::pool(&[a.clone(), a.clone()]);
+        for (x, y) in [
+            (same.aborted_pct, a.aborted_pct),
+            (same.completed_sessions_per_s, a.completed_sessions_per_s),
+            (same.mean_completed_length, a.mean_completed_length),
+            (same.completed_bins.longer_pct, a.completed_bins.longer_pct),
+            (same.useful_utilization_pct, a.useful_utilization_pct),
+            (same.rejection_overhead_pct, a.rejection_overhead_pct),
+            (same.requests_per_s, a.requests_per_s),
+        ] {
+            assert!((x - y).abs() < 1e-9, "{x} vs {y}");
+        }
+        assert_eq!(same.completed_sessions, 2 * a.completed_sessions);
     }
 
     #[test]

@@ -28,7 +28,12 @@
 //! day: near capacity with a few moderate overloads; busy day: half the
 //! time overloaded, peaking at 300 %). Every run starts with a warm-up of a
 //! few mean session lives (m × think time) at its first load, which is not
-//! measured. The paper's other departures are the model's
+//! measured. A scenario's `repetitions` run each cell that many times with
+//! their own seeds and pool them into one row ([`RunOutcome::pool`]); the
+//! paper reports one run per cell, whose shares of aborted sessions sit
+//! within noise of each other for several strategies. Shares of aborted
+//! sessions within [`NEGLIGIBLE_ABORTS_PCT`] count as equal in the
+//! statements. The paper's other departures are the model's
 //! ([`crate::sessions`]) and the predictive controller's.
 
 use super::Check;
@@ -86,6 +91,11 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Shares of aborted sessions that differ by less than this many points
+/// count as equal in the Table 2 statements: the paper itself calls
+/// responsive's 0.12 % on the usual day "no aborted sessions" (Section 13).
+pub const NEGLIGIBLE_ABORTS_PCT: f64 = 0.15;
+
 /// Table 2 of the paper: aborted sessions, percent, by pattern, strategy
 /// and mean session length (5, 15, 50).
 pub const TABLE2: &[(&str, &str, [f64; 3])] = &[
@@ -130,6 +140,10 @@ struct Meta {
     kind: Kind,
     #[serde(default = "one_u64")]
     seed: u64,
+    #[serde(default = "one_u32")]
+    repetitions: u32,
+    #[serde(default = "one_u32")]
+    quick_repetitions: u32,
     #[serde(default = "default_measure")]
     measure_s: f64,
     #[serde(default = "default_quick_measure")]
@@ -141,6 +155,9 @@ struct Meta {
 }
 
 fn one_u64() -> u64 {
+    1
+}
+fn one_u32() -> u32 {
     1
 }
 fn default_measure() -> f64 {
@@ -330,6 +347,9 @@ pub struct SbacScenario {
     pub title: String,
     pub kind: Kind,
     pub seed: u64,
+    /// Runs per cell, each with its own seed; a cell's row pools them.
+    pub repetitions: u32,
+    pub quick_repetitions: u32,
     pub measure_s: f64,
     pub quick_measure_s: f64,
     pub warmup_lives: f64,
@@ -453,6 +473,18 @@ impl SbacScenario {
                 format!("must be \"{NAME}\", got \"{}\"", m.study),
             ));
         }
+        let repetitions = c.range(
+            "scenario.repetitions",
+            f64::from(m.repetitions),
+            1.0,
+            1000.0,
+        )? as u32;
+        let quick_repetitions = c.range(
+            "scenario.quick_repetitions",
+            f64::from(m.quick_repetitions),
+            1.0,
+            1000.0,
+        )? as u32;
         let measure_s = c.range("scenario.measure_s", m.measure_s, 10.0, 1e6)?;
         let quick_measure_s = c.range("scenario.quick_measure_s", m.quick_measure_s, 10.0, 1e6)?;
         let warmup_lives = c.range("scenario.warmup_lives", m.warmup_lives, 0.0, 100.0)?;
@@ -588,6 +620,8 @@ impl SbacScenario {
             title: m.title.clone(),
             kind: m.kind,
             seed: m.seed,
+            repetitions,
+            quick_repetitions,
             measure_s,
             quick_measure_s,
             warmup_lives,
@@ -674,8 +708,14 @@ impl SbacScenario {
                 ));
             }
         }
+        let repetitions = if quick {
+            self.quick_repetitions
+        } else {
+            self.repetitions
+        };
         let mut jobs = Vec::new();
         let mut index = 0u64;
+        let mut cell = 0usize;
         for strategy in &self.strategies {
             for &mean in &self.session_length_means {
                 for &think in &self.think_times_s {
@@ -713,39 +753,51 @@ impl SbacScenario {
                                 }
                                 None => (None, None),
                             };
-                            let seed = mix(mix(self.seed, index), mean.to_bits());
+                            for repetition in 0..repetitions {
+                                // The first repetition keeps the seed a single run had.
+                                let seed = mix(mix(self.seed, index), mean.to_bits());
+                                let seed = if repetition == 0 {
+                                    seed
+                                } else {
+                                    mix(seed, u64::from(repetition))
+                                };
+                                jobs.push(Job {
+                                    cell,
+                                    meta: JobMeta {
+                                        figure: self.figure.clone(),
+                                        scenario: self.name.clone(),
+                                        strategy: strategy.name(),
+                                        weight: strategy.weight(),
+                                        session_length_mean: mean,
+                                        load_pct: *load_pct,
+                                        pattern: pattern.clone(),
+                                        think_time_s: think,
+                                        retries,
+                                        interval_s: self.interval_s,
+                                    },
+                                    config: RunConfig {
+                                        capacity_requests_per_s: self.capacity_rps,
+                                        listen_queue: self.listen_queue,
+                                        session_length_mean: mean,
+                                        think_time_mean: Nanos::from_secs_f64(think),
+                                        timeout: Nanos::from_secs_f64(self.timeout_s),
+                                        retries,
+                                        rejection_cost: self.rejection_cost,
+                                        strategy: strategy.clone(),
+                                        interval: Nanos::from_secs_f64(self.interval_s),
+                                        pattern: LoadPattern {
+                                            segments: segments.clone(),
+                                        },
+                                        measure_from: from,
+                                        measure_to: to,
+                                        step_at,
+                                        overload_window,
+                                        seed,
+                                    },
+                                });
+                            }
                             index += 1;
-                            jobs.push(Job {
-                                meta: JobMeta {
-                                    figure: self.figure.clone(),
-                                    scenario: self.name.clone(),
-                                    strategy: strategy.name(),
-                                    weight: strategy.weight(),
-                                    session_length_mean: mean,
-                                    load_pct: *load_pct,
-                                    pattern: pattern.clone(),
-                                    think_time_s: think,
-                                    retries,
-                                    interval_s: self.interval_s,
-                                },
-                                config: RunConfig {
-                                    capacity_requests_per_s: self.capacity_rps,
-                                    listen_queue: self.listen_queue,
-                                    session_length_mean: mean,
-                                    think_time_mean: Nanos::from_secs_f64(think),
-                                    timeout: Nanos::from_secs_f64(self.timeout_s),
-                                    retries,
-                                    rejection_cost: self.rejection_cost,
-                                    strategy: strategy.clone(),
-                                    interval: Nanos::from_secs_f64(self.interval_s),
-                                    pattern: LoadPattern { segments },
-                                    measure_from: from,
-                                    measure_to: to,
-                                    step_at,
-                                    overload_window,
-                                    seed,
-                                },
-                            });
+                            cell += 1;
                         }
                     }
                 }
@@ -789,6 +841,8 @@ pub struct JobMeta {
 /// One run to do.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// The cell (row) this run is a repetition of, within its scenario.
+    pub cell: usize,
     pub meta: JobMeta,
     pub config: RunConfig,
 }
@@ -816,23 +870,39 @@ pub fn steps(scenarios: &[SbacScenario], effort: Effort) -> u64 {
 }
 
 /// Runs every scenario's jobs in parallel (rayon), calling `progress`
-/// after each; rows come back in job order.
+/// after each; one row per cell, its repetitions pooled
+/// ([`RunOutcome::pool`]), in job order.
 pub fn run(
     scenarios: &[SbacScenario],
     effort: Effort,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<SbacRow> {
-    let jobs: Vec<Job> = scenarios.iter().flat_map(|s| s.jobs(effort)).collect();
-    jobs.into_par_iter()
-        .map(|job| {
+    let jobs: Vec<(usize, Job)> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.jobs(effort).into_iter().map(move |job| (i, job)))
+        .collect();
+    let runs: Vec<((usize, usize), JobMeta, RunOutcome)> = jobs
+        .into_par_iter()
+        .map(|(scenario, job)| {
             let outcome = sessions::run(&job.config);
             progress();
-            SbacRow {
-                meta: job.meta,
-                outcome,
-            }
+            ((scenario, job.cell), job.meta, outcome)
         })
-        .collect()
+        .collect();
+    let mut rows: Vec<SbacRow> = Vec::new();
+    let mut i = 0;
+    while i < runs.len() {
+        let key = runs[i].0;
+        let end = i + runs[i..].iter().take_while(|r| r.0 == key).count();
+        let outcomes: Vec<RunOutcome> = runs[i..end].iter().map(|r| r.2.clone()).collect();
+        rows.push(SbacRow {
+            meta: runs[i].1.clone(),
+            outcome: RunOutcome::pool(&outcomes),
+        });
+        i = end;
+    }
+    rows
 }
 
 /// One cell of Table 2: paper beside ours.
@@ -1148,7 +1218,8 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
                 format!("{paper_pred} %"),
                 format!("{:.2} % (others ≥ {others:.2} %)", pred.outcome.aborted_pct),
                 Some(pred.outcome.aborted_pct - paper_pred),
-                pred.outcome.aborted_pct <= 0.5 && pred.outcome.aborted_pct <= others + 1e-9,
+                pred.outcome.aborted_pct <= 0.5
+                    && pred.outcome.aborted_pct <= others + NEGLIGIBLE_ABORTS_PCT,
             ));
             if mean == 5.0 {
                 let most = [resp, hybrid, pred]
@@ -1162,14 +1233,14 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
                     "stable highest".into(),
                     format!("{:.2} % (others ≤ {most:.2} %)", stable.outcome.aborted_pct),
                     None,
-                    stable.outcome.aborted_pct >= most,
+                    stable.outcome.aborted_pct >= most - NEGLIGIBLE_ABORTS_PCT,
                 ));
             }
             out.push(check(
                 "Table 2 / Fig. 11",
                 format!("{pattern}, m = {mean}"),
-                "hybrid aborts no more than stable and completes at least stable's sessions (2 % slack)",
-                "≤ stable; ≥ stable".into(),
+                "hybrid aborts between responsive and stable and completes at least stable's sessions (2 % slack)",
+                "responsive ≤ hybrid ≤ stable; ≥ stable".into(),
                 format!(
                     "{:.2} % (stable {:.2}, responsive {:.2}); {:.2} vs {:.2} /s",
                     hybrid.outcome.aborted_pct,
@@ -1179,7 +1250,9 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
                     stable.outcome.completed_sessions_per_s
                 ),
                 None,
-                hybrid.outcome.aborted_pct <= stable.outcome.aborted_pct + 0.05
+                hybrid.outcome.aborted_pct <= stable.outcome.aborted_pct + NEGLIGIBLE_ABORTS_PCT
+                    && hybrid.outcome.aborted_pct
+                        >= resp.outcome.aborted_pct - NEGLIGIBLE_ABORTS_PCT
                     && hybrid.outcome.completed_sessions_per_s
                         >= 0.98 * stable.outcome.completed_sessions_per_s,
             ));
