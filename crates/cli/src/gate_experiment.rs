@@ -424,7 +424,77 @@ fn live_row(
         RunEvent::LoadFinished => bar.set_message(format!("{what}: load finished")),
     };
     let output = run::run(&run.spec, &run.text, &options, stop.clone(), &on_event)?;
-    let (tally, outcomes) = tally_records(&output.records);
+    Ok(row_from_records(
+        run,
+        output.dir,
+        &output.records,
+        output.summary.gate,
+        h,
+        r,
+    ))
+}
+
+/// A finished run of `run` under `runs_dir`, from an earlier, interrupted
+/// invocation: the newest `NAME-STAMP` directory whose `spec.toml` is this
+/// run's spec to the byte and whose `summary.json` says it ran to the end.
+/// Its row is built from its files exactly as a fresh run's is.
+fn finished_run(run: &PlannedRun, runs_dir: &Path, h: f64, r: f64) -> Result<Option<ResultRow>> {
+    /// The part of `summary.json` a row needs.
+    #[derive(Deserialize)]
+    struct SavedSummary {
+        interrupted: bool,
+        gate: Option<GateReport>,
+    }
+    let Ok(entries) = std::fs::read_dir(runs_dir) else {
+        return Ok(None);
+    };
+    let prefix = format!("{}-", run.spec.name);
+    let mut candidates: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|stamp| stamp.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+        })
+        .collect();
+    candidates.sort();
+    for dir in candidates.into_iter().rev() {
+        let same_spec = std::fs::read_to_string(dir.join("spec.toml")).is_ok_and(|t| t == run.text);
+        let Ok(summary) = std::fs::read(dir.join("summary.json")) else {
+            continue;
+        };
+        if !same_spec {
+            continue;
+        }
+        let saved: SavedSummary = serde_json::from_slice(&summary).with_context(|| {
+            format!("{}: not a run summary", dir.join("summary.json").display())
+        })?;
+        if saved.interrupted {
+            continue;
+        }
+        let clients = dir.join("clients.csv");
+        let file = std::fs::File::open(&clients)
+            .with_context(|| format!("cannot open {}", clients.display()))?;
+        let records = vantage_testbed::load::record::read_csv(std::io::BufReader::new(file))
+            .with_context(|| format!("{}", clients.display()))?;
+        return Ok(Some(row_from_records(run, dir, &records, saved.gate, h, r)));
+    }
+    Ok(None)
+}
+
+/// A run's row: its client records as a tally, its gate's report and log
+/// totals, and whatever in them casts doubt on the numbers.
+fn row_from_records(
+    run: &PlannedRun,
+    dir: PathBuf,
+    records: &[ConnectionRecord],
+    gate: Option<GateReport>,
+    h: f64,
+    r: f64,
+) -> ResultRow {
+    let (tally, outcomes) = tally_records(records);
     let mut problems = Vec::new();
     if outcomes.other > 0 {
         problems.push(format!(
@@ -432,7 +502,6 @@ fn live_row(
             outcomes.other
         ));
     }
-    let gate = output.summary.gate.clone();
     let mut gate_log = None;
     if let Some(g) = &gate {
         problems.extend(g.problems.iter().cloned());
@@ -464,7 +533,7 @@ fn live_row(
             }
         }
     }
-    Ok(ResultRow {
+    ResultRow {
         profile: run.profile.clone(),
         variant: run.variant.id.clone(),
         label: run.variant.label.clone(),
@@ -472,16 +541,36 @@ fn live_row(
         model: None,
         summary: Some(tally.summary(h, r)),
         outcomes: Some(outcomes),
-        dir: Some(output.dir),
+        dir: Some(dir),
         gate,
         gate_log,
         problems,
         error: None,
-    })
+    }
+}
+
+/// A line above the progress bar; on stderr as it is when the bar is hidden
+/// (stderr not a terminal, as under `nohup`), so a log still tells which
+/// run failed or was read back.
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
 }
 
 /// `vantage testbed experiment FILE`.
-pub fn run(file: &Path, quick: bool, json: bool, sim_only: bool, out: &Path) -> Result<()> {
+/// With `resume`, runs that finished in an earlier invocation with the same
+/// `--out` (see [`finished_run`]) are read back instead of run again.
+pub fn run(
+    file: &Path,
+    quick: bool,
+    json: bool,
+    sim_only: bool,
+    resume: bool,
+    out: &Path,
+) -> Result<()> {
     let x = Experiment::load(file, quick)?;
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
@@ -528,16 +617,39 @@ pub fn run(file: &Path, quick: bool, json: bool, sim_only: bool, out: &Path) -> 
             .expect("progress template is valid"),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        bar.println(format!(
-            "{}: {} runs, at most {:.0} min of load",
-            x.file,
-            x.runs.len(),
-            x.load_seconds() / 60.0
-        ));
+        say(
+            &bar,
+            format!(
+                "{}: {} runs, at most {:.0} min of load",
+                x.file,
+                x.runs.len(),
+                x.load_seconds() / 60.0
+            ),
+        );
         for run in &x.runs {
             if stop.load(Ordering::Relaxed) {
                 interrupted = true;
                 break;
+            }
+            if resume {
+                if let Some(row) = finished_run(run, &runs_dir, x.delay_cost, x.reject_cost)? {
+                    say(
+                        &bar,
+                        format!(
+                            "variant {} · {}: finished earlier, read from {}",
+                            run.variant.id,
+                            run.profile,
+                            row.dir
+                                .as_deref()
+                                .map(Path::display)
+                                .map(|d| d.to_string())
+                                .unwrap_or_default()
+                        ),
+                    );
+                    rows.push(row);
+                    bar.inc(1);
+                    continue;
+                }
             }
             let row = match live_row(
                 run,
@@ -551,15 +663,18 @@ pub fn run(file: &Path, quick: bool, json: bool, sim_only: bool, out: &Path) -> 
                 Ok(row) => row,
                 Err(RunError::Interrupted(dir)) => {
                     interrupted = true;
-                    bar.println(format!("interrupted; partial results in {}", dir.display()));
+                    say(
+                        &bar,
+                        format!("interrupted; partial results in {}", dir.display()),
+                    );
                     break;
                 }
                 Err(e) => {
                     failures += 1;
-                    bar.println(format!(
-                        "variant {} · {}: failed: {e}",
-                        run.variant.id, run.profile
-                    ));
+                    say(
+                        &bar,
+                        format!("variant {} · {}: failed: {e}", run.variant.id, run.profile),
+                    );
                     ResultRow {
                         profile: run.profile.clone(),
                         variant: run.variant.id.clone(),
@@ -1275,5 +1390,58 @@ mod tests {
         assert_eq!(x.runs.len(), 12);
         // The Abacus window fits inside the clients' patience.
         assert!(x.notes.is_empty(), "{:?}", x.notes);
+    }
+
+    #[test]
+    fn resume_reads_back_only_finished_runs_of_the_same_spec() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/gate/section6.toml");
+        let x = Experiment::load(&path, true).unwrap();
+        let run = &x.runs[0];
+        let runs = std::env::temp_dir().join(format!("vantage-gx-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&runs);
+        let write_run =
+            |stamp: &str, spec: &str, interrupted: bool, records: &[ConnectionRecord]| {
+                let dir = runs.join(format!("{}-{stamp}", run.spec.name));
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("spec.toml"), spec).unwrap();
+                std::fs::write(
+                    dir.join("summary.json"),
+                    format!("{{\"name\":\"x\",\"interrupted\":{interrupted},\"gate\":null}}"),
+                )
+                .unwrap();
+                let mut csv = Vec::new();
+                vantage_testbed::load::record::write_csv(records, &mut csv).unwrap();
+                std::fs::write(dir.join("clients.csv"), csv).unwrap();
+                dir
+            };
+        // Nothing there yet.
+        assert!(finished_run(run, &runs, 1.0, 21.0).unwrap().is_none());
+        let two = [
+            record(Outcome::Ok, 0, Some(S), 2 * S, 1),
+            record(Outcome::Refused, 0, None, S / 2, 0),
+        ];
+        let good = write_run("20261124-090000", &run.text, false, &two);
+        // Newer, but of another spec, interrupted, or without a summary.
+        write_run("20261124-100000", "name = \"other\"\n", false, &two[..1]);
+        write_run("20261124-110000", &run.text, true, &two[..1]);
+        let bare = runs.join(format!("{}-20261124-120000", run.spec.name));
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(bare.join("spec.toml"), &run.text).unwrap();
+        // Another run whose name only begins like this one's.
+        write_run("x-20261124-130000", &run.text, false, &two[..1]);
+
+        let row = finished_run(run, &runs, 1.0, 21.0).unwrap().unwrap();
+        assert_eq!(row.dir.as_deref(), Some(good.as_path()));
+        assert_eq!(row.source, "live");
+        let s = row.summary.unwrap();
+        assert_eq!(s.requests, 2);
+        assert_eq!(s.throughput_pct, 50.0);
+        assert_eq!(s.rejects_pct, 50.0);
+
+        // A summary that is not one is an error that names the file.
+        std::fs::write(good.join("summary.json"), "[").unwrap();
+        let error = finished_run(run, &runs, 1.0, 21.0).unwrap_err();
+        assert!(format!("{error:#}").contains("summary.json"), "{error:#}");
+        std::fs::remove_dir_all(&runs).unwrap();
     }
 }

@@ -49,6 +49,11 @@ pub enum TestbedCommand {
         /// (no live runs, no root needed; writes seed-sweep.csv).
         #[arg(long, value_name = "N", conflicts_with = "sim_only")]
         seed_sweep: Option<u64>,
+        /// Keep the runs an earlier, interrupted invocation finished in the
+        /// same --out directory (same spec, ran to the end) and run only
+        /// the rest.
+        #[arg(long, conflicts_with_all = ["sim_only", "seed_sweep"])]
+        resume: bool,
         /// Directory for the results (runs/, experiment.csv, experiment.json,
         /// checks.csv, p99-vs-success.svg).
         #[arg(long, default_value = "results/gate-experiment")]
@@ -74,10 +79,11 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             json,
             sim_only,
             seed_sweep,
+            resume,
             out,
         } => match seed_sweep {
             Some(seeds) => crate::gate_seed_sweep::run(&file, quick, seeds, json, &out),
-            None => crate::gate_experiment::run(&file, quick, json, sim_only, &out),
+            None => crate::gate_experiment::run(&file, quick, json, sim_only, resume, &out),
         },
         TestbedCommand::Clean {
             tag,

@@ -265,7 +265,8 @@ pub enum GateError {
 }
 
 /// What the gate did, as written to `gate.json` and the run summary.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GateReport {
     pub kind: String,
     /// iptables: the rules installed (arguments after `-A`).
