@@ -412,12 +412,7 @@ impl Queue {
             }
             self.recv_timeout = Some(timeout);
         }
-        match self.receive(0) {
-            Err(NfqError::Io { source, .. }) if source.raw_os_error() == Some(libc::EINTR) => {
-                Ok(None)
-            }
-            other => other,
-        }
+        self.receive(0)
     }
 
     fn receive(&mut self, flags: i32) -> Result<Option<Received<'_>>, NfqError> {
@@ -438,13 +433,10 @@ impl Queue {
             }
             let error = std::io::Error::last_os_error();
             match error.raw_os_error() {
+                // Nothing pending, the wait's timeout, or a signal during
+                // the wait (the caller looks at its stop flag and waits again).
                 Some(libc::EAGAIN) => return Ok(None),
-                Some(libc::EINTR) if blocking => {
-                    return Err(NfqError::Io {
-                        operation: format!("receive on queue {}", self.queue_num),
-                        source: error,
-                    })
-                }
+                Some(libc::EINTR) if blocking => return Ok(None),
                 Some(libc::ENOBUFS) => {
                     self.overruns += 1;
                     return Ok(Some(Received::Overrun));
