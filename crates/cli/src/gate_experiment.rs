@@ -462,12 +462,12 @@ fn finished_run(run: &PlannedRun, runs_dir: &Path, h: f64, r: f64) -> Result<Opt
     candidates.sort();
     for dir in candidates.into_iter().rev() {
         let same_spec = std::fs::read_to_string(dir.join("spec.toml")).is_ok_and(|t| t == run.text);
-        let Ok(summary) = std::fs::read(dir.join("summary.json")) else {
-            continue;
-        };
         if !same_spec {
             continue;
         }
+        let Ok(summary) = std::fs::read(dir.join("summary.json")) else {
+            continue;
+        };
         let saved: SavedSummary = serde_json::from_slice(&summary).with_context(|| {
             format!("{}: not a run summary", dir.join("summary.json").display())
         })?;

@@ -753,13 +753,13 @@ impl SbacScenario {
                                 }
                                 None => (None, None),
                             };
+                            // The first repetition keeps the seed a single run had.
+                            let first_seed = mix(mix(self.seed, index), mean.to_bits());
                             for repetition in 0..repetitions {
-                                // The first repetition keeps the seed a single run had.
-                                let seed = mix(mix(self.seed, index), mean.to_bits());
                                 let seed = if repetition == 0 {
-                                    seed
+                                    first_seed
                                 } else {
-                                    mix(seed, u64::from(repetition))
+                                    mix(first_seed, u64::from(repetition))
                                 };
                                 jobs.push(Job {
                                     cell,
@@ -890,19 +890,16 @@ pub fn run(
             ((scenario, job.cell), job.meta, outcome)
         })
         .collect();
-    let mut rows: Vec<SbacRow> = Vec::new();
-    let mut i = 0;
-    while i < runs.len() {
-        let key = runs[i].0;
-        let end = i + runs[i..].iter().take_while(|r| r.0 == key).count();
-        let outcomes: Vec<RunOutcome> = runs[i..end].iter().map(|r| r.2.clone()).collect();
-        rows.push(SbacRow {
-            meta: runs[i].1.clone(),
-            outcome: RunOutcome::pool(&outcomes),
-        });
-        i = end;
-    }
-    rows
+    // A cell's repetitions are consecutive jobs, and rayon keeps job order.
+    runs.chunk_by(|a, b| a.0 == b.0)
+        .map(|cell| {
+            let outcomes: Vec<RunOutcome> = cell.iter().map(|r| r.2.clone()).collect();
+            SbacRow {
+                meta: cell[0].1.clone(),
+                outcome: RunOutcome::pool(&outcomes),
+            }
+        })
+        .collect()
 }
 
 /// One cell of Table 2: paper beside ours.
