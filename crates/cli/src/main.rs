@@ -154,6 +154,12 @@ fn run(cli: Cli) -> Result<()> {
                     }
                     Ok(())
                 }
+                Some(name) if name != studies::abacus::study().name => bail!(
+                    "{origin}: `scenario.study` must be \"{}\", \"{}\" or \"{}\", got \"{name}\"",
+                    studies::abacus::study().name,
+                    studies::certes::NAME,
+                    studies::sbac::NAME
+                ),
                 _ => {
                     let s = Scenario::from_toml(&text, &origin)?;
                     let results = run_scenarios(vec![s], &output)?;

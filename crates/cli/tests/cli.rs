@@ -294,3 +294,23 @@ fn sim_runs_certes_and_sbac_scenario_files() {
     }
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// A scenario file naming a study that does not exist is refused with the
+/// key and the studies there are, not parsed as some other study's file.
+#[test]
+fn sim_names_an_unknown_study() {
+    let dir = temp_dir("sim-unknown-study");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("x.toml");
+    std::fs::write(&file, "[scenario]\nstudy = \"abacusx\"\nname = \"x\"\n").unwrap();
+    let out = vantage(&["sim", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("x.toml")
+            && stderr.contains("`scenario.study`")
+            && stderr.contains("\"abacusx\""),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
