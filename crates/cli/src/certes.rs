@@ -101,6 +101,11 @@ struct EstimateArgs {
     /// data segments).
     #[arg(long, default_value = "none", value_parser = parse_network_loss)]
     network_loss: NetworkLoss,
+    /// Run Section 3.2's fast model as published: no damping of its
+    /// recursion above the drop rate where it turns unstable (61.8 % for
+    /// the paper's 3/6 s clients).
+    #[arg(long)]
+    undamped: bool,
     /// Trace input: the listener, ADDR:PORT, ADDR or :PORT (default: every
     /// listener that answered a SYN in the capture).
     #[arg(long, value_name = "ADDR:PORT", requires = "trace")]
@@ -207,6 +212,7 @@ fn estimate(args: EstimateArgs) -> Result<()> {
     let clients = ClientMix::builtin(&args.profile).context("--profile")?;
     let mut config = CertesConfig::new(args.interval, clients, args.frustration_timeout);
     config.network_loss = args.network_loss;
+    config.damping = !args.undamped;
     Certes::new(config.clone()).context("cannot run the model with these options")?;
 
     let input = match (&args.counters, &args.trace) {

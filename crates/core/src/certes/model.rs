@@ -65,13 +65,37 @@
 //! the window is used, and with none the completions count as first
 //! attempts.
 //!
+//! **Damping** (a departure from Section 3.2, which the paper did not
+//! need at its drop rates). The fast model's Step 2 takes
+//! R_i^0 = OFFERED_i − (retries expected from earlier R^0): an error in
+//! one interval's split (a retry landing an interval off, drops uneven
+//! within an interval) travels on as x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c},
+//! f the probability that a SYN fails. Above a critical f* that recursion
+//! has a root outside the unit circle and the error grows until the
+//! clamps stop it: for the paper's 3/6 s clients (k = 2),
+//! z³ + f z² + f² = 0 gives f* = 0.618, and the per-second estimate then
+//! swings with a 6 s period (`overload-undamped` in the Certes study).
+//! f* is found at construction by bisection on the impulse response
+//! (0.52 for `linux-3.7`, 0.76 for `linux-6.5`, 0.67 for `mix-2026`, all
+//! with a 21 s FTO). Above f_d < f*, where the loop gain Σ_c w_c Σ_j f^j
+//! is 90 % of f*'s, each attempt j's expected retries are pulled toward
+//! their stationary share (what a steady f gives, Eq. 3 with Eq. 6 and
+//! 13) by the factor (f_d / f)^j, with f averaged over 3 s: an error then
+//! travels on as it would at f_d, where it dies out. The Section 3.1
+//! solve would regularize the same way (a least-squares fit cannot pin
+//! down the component the counters barely see). Below f_d the model is
+//! the paper's exactly; steady input is unchanged at any f;
+//! `CertesConfig::damping = false` runs the recursion as published.
+//!
 //! Convergence (Appendix B): the model assumes every SYN of its first
 //! interval is an initial one; started mid-stream it misclassifies the
 //! retries then in flight, which leave the window within one frustration
 //! timeout.
 //!
 //! Cost: one interval costs O(number of retry classes), independent of the
-//! window length; the window is a ring of future arrivals.
+//! window length; the window is a ring of future arrivals. Construction
+//! follows an impulse for sixty of the longest retry lags, sixteen times
+//! (f*): under 3 ms for the four-profile mixture.
 
 use super::counters::IntervalCounters;
 use super::histogram::LatencyHistogram;
@@ -103,11 +127,15 @@ pub struct CertesConfig {
     pub network_loss: NetworkLoss,
     /// Longest SYN-to-END the completion split (Eq. 31) looks back over.
     pub max_syn_to_end: Nanos,
+    /// Damp the recursion above the failure rate where it turns unstable
+    /// (see the module documentation). `false` runs Section 3.2's fast
+    /// model as published.
+    pub damping: bool,
 }
 
 impl CertesConfig {
-    /// A configuration with one frustration timeout, no network loss and a
-    /// 300 s SYN-to-END look-back.
+    /// A configuration with one frustration timeout, no network loss, a
+    /// 300 s SYN-to-END look-back and damping.
     pub fn new(interval: Nanos, clients: ClientMix, frustration_timeout: Nanos) -> CertesConfig {
         CertesConfig {
             interval,
@@ -115,6 +143,7 @@ impl CertesConfig {
             frustration_timeouts: vec![(frustration_timeout, 1.0)],
             network_loss: NetworkLoss::None,
             max_syn_to_end: Nanos::from_secs(300),
+            damping: true,
         }
     }
 }
@@ -191,6 +220,14 @@ pub struct Certes {
     carried: Vec<f64>,
     /// Scratch: completions of the current interval per (class, attempt).
     completed_mix: Vec<f64>,
+    /// f*: the SYN failure probability above which the undamped recursion
+    /// amplifies its own errors.
+    critical_failure: f64,
+    /// f_d < f*: above it the recursion is damped to propagate errors as
+    /// it would at f_d (1 when it never needs to be).
+    damped_failure: f64,
+    /// The SYN failure probability averaged over the last 3 s or so.
+    smoothed_failure: f64,
 }
 
 /// The model's account of one interval.
@@ -270,6 +307,108 @@ fn landing_weights(shift: Nanos, spread: Nanos, interval: Nanos) -> Vec<(usize, 
     }
     weights.sort_by_key(|(o, _)| *o);
     weights
+}
+
+/// Time constant of the smoothed failure probability behind the damping:
+/// the paper's first gap.
+const SMOOTHING: Nanos = Nanos::from_secs(3);
+
+/// f_d is where the loop gain (retransmissions per initial SYN) is this
+/// share of the gain at f*.
+const DAMPING_MARGIN: f64 = 0.9;
+
+/// Where each retransmission of each class lands after the first SYN:
+/// (interval lag ≥ 1, class weight × share, attempt j).
+fn retry_lags(classes: &[RetryClass], interval: Nanos) -> Vec<(usize, f64, i32)> {
+    classes
+        .iter()
+        .flat_map(|c| {
+            (1..=c.retries()).flat_map(move |j| {
+                landing_weights(c.attempt_times[j], Nanos::ZERO, interval)
+                    .into_iter()
+                    .map(move |(lag, share)| (lag.max(1), c.weight * share, j as i32))
+            })
+        })
+        .collect()
+}
+
+/// Whether an error in R^0 grows when every SYN fails with probability f.
+/// The error propagates as
+/// x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c/Δ} (Eq. 3 with Eq. 13: an
+/// initial SYN counted too many is a retry counted too few, whose own
+/// failures are expected back at every later attempt time); an impulse
+/// is followed for sixty of the longest lags and its last swings compared
+/// with those half-way. Written by hand: the characteristic polynomial's
+/// degree is the longest lag in intervals (up to a few hundred) and only
+/// its largest root's modulus matters.
+fn error_grows(lags: &[(usize, f64, i32)], f: f64) -> bool {
+    let Some(longest) = lags.iter().map(|l| l.0).max() else {
+        return false;
+    };
+    let gains: Vec<(usize, f64)> = lags
+        .iter()
+        .map(|&(lag, weight, j)| (lag, weight * f.powi(j)))
+        .collect();
+    let steps = 60 * longest;
+    let mut x = vec![0.0f64; steps];
+    x[0] = 1.0;
+    for i in 1..steps {
+        x[i] = -gains
+            .iter()
+            .filter(|(lag, _)| *lag <= i)
+            .map(|&(lag, gain)| gain * x[i - lag])
+            .sum::<f64>();
+    }
+    let swing = |from: usize, to: usize| x[from..to].iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    swing(steps - 10 * longest, steps) > swing(steps / 2 - 10 * longest, steps / 2)
+}
+
+/// f*: the smallest SYN failure probability at which the undamped
+/// recursion amplifies its own errors (1 when it never does), by
+/// bisection. The paper's 3/6 s schedule with k = 2 gives
+/// z³ + f z² + f² = 0, a root on the unit circle at f = (√5 − 1)/2.
+fn critical_failure(lags: &[(usize, f64, i32)]) -> f64 {
+    if !error_grows(lags, 1.0) {
+        return 1.0;
+    }
+    let (mut stable, mut unstable) = (0.0, 1.0);
+    for _ in 0..16 {
+        let middle = 0.5 * (stable + unstable);
+        if error_grows(lags, middle) {
+            unstable = middle;
+        } else {
+            stable = middle;
+        }
+    }
+    stable
+}
+
+/// f_d: the failure probability at which the loop gain is
+/// DAMPING_MARGIN of the gain at f* (1 when f* is).
+fn damped_failure(classes: &[RetryClass], critical: f64) -> f64 {
+    if critical >= 1.0 {
+        return 1.0;
+    }
+    let target = DAMPING_MARGIN * retries_per_initial(classes, critical);
+    let (mut lo, mut hi) = (0.0, critical);
+    for _ in 0..40 {
+        let middle = 0.5 * (lo + hi);
+        if retries_per_initial(classes, middle) > target {
+            hi = middle;
+        } else {
+            lo = middle;
+        }
+    }
+    lo
+}
+
+/// Σ_c w_c Σ_{j=1..k_c} f^j: retransmissions sent per initial SYN when
+/// every SYN fails with probability f — the recursion's loop gain.
+fn retries_per_initial(classes: &[RetryClass], f: f64) -> f64 {
+    classes
+        .iter()
+        .map(|c| c.weight * (1..=c.retries() as i32).map(|j| f.powi(j)).sum::<f64>())
+        .sum()
 }
 
 impl Certes {
@@ -359,12 +498,34 @@ impl Certes {
             sent: vec![0.0; columns],
             carried: vec![0.0; columns],
             completed_mix: vec![0.0; columns],
+            critical_failure: 1.0,
+            damped_failure: 1.0,
+            smoothed_failure: 0.0,
             config,
+        })
+        .map(|mut certes| {
+            let lags = retry_lags(&certes.classes, interval);
+            certes.critical_failure = critical_failure(&lags);
+            certes.damped_failure = damped_failure(&certes.classes, certes.critical_failure);
+            certes
         })
     }
 
     pub fn config(&self) -> &CertesConfig {
         &self.config
+    }
+
+    /// f*: the SYN failure probability (drops and network loss) above
+    /// which Section 3.2's recursion amplifies its own errors; 1 when it
+    /// never does.
+    pub fn critical_failure(&self) -> f64 {
+        self.critical_failure
+    }
+
+    /// f_d: the failure probability above which the model damps the
+    /// recursion (with `damping`); 1 when it never needs to.
+    pub fn damping_threshold(&self) -> f64 {
+        self.damped_failure
     }
 
     /// Number of intervals processed so far.
@@ -462,7 +623,49 @@ impl Certes {
         if surplus > 0.0 {
             due_arrivals = offered;
         }
-        let initial_arrivals = (offered - due_arrivals).max(0.0);
+        let mut initial_arrivals = (offered - due_arrivals).max(0.0);
+
+        // Damping: above f* the recursion R^0 = OFFERED − retries expected
+        // from earlier R^0 amplifies every error (a retry landing an
+        // interval off, a drop rate uneven within an interval). Above f_d
+        // each attempt's expected retries are pulled toward their
+        // stationary share, by (f_d / f)^j for attempt j, so that an error
+        // travels on as it would at f_d, where it dies out.
+        let failure = 1.0 - arrive * (1.0 - drop_rate);
+        if offered > 0.0 {
+            let weight = (self.config.interval.0 as f64 / SMOOTHING.0 as f64).min(1.0);
+            self.smoothed_failure += weight * (failure - self.smoothed_failure);
+        }
+        let f = self.smoothed_failure;
+        if self.config.damping && f > self.damped_failure && due_arrivals > 0.0 {
+            // Stationary: each initial SYN brings f + f² + … + f^k retries.
+            let stationary_initial =
+                offered / arrive / (1.0 + retries_per_initial(&self.classes, f));
+            let ratio = self.damped_failure / f;
+            let mut retries_sent = 0.0;
+            for class in &self.classes {
+                let (mut keep, mut power) = (1.0, 1.0);
+                for j in 1..=class.retries() {
+                    keep *= ratio;
+                    power *= f;
+                    let stationary = stationary_initial * class.weight * power;
+                    let sent = &mut self.sent[class.column + j];
+                    *sent = keep * *sent + (1.0 - keep) * stationary;
+                    retries_sent += *sent;
+                }
+            }
+            if retries_sent * arrive > offered {
+                let scale = offered / (retries_sent * arrive);
+                for class in &self.classes {
+                    for j in 1..=class.retries() {
+                        self.sent[class.column + j] *= scale;
+                    }
+                }
+                retries_sent *= scale;
+            }
+            due_arrivals = retries_sent * arrive;
+            initial_arrivals = (offered - due_arrivals).max(0.0);
+        }
         let initial_sent = initial_arrivals / arrive;
 
         // Eq. 6 and 11: every SYN fails alike; failures move on (Eq. 13).
@@ -1052,5 +1255,129 @@ mod tests {
         certes.on_interval(&counters(0, 0, 0, 0));
         let e = certes.on_interval(&counters(0, 30, 0, 0));
         assert_eq!((e.retried_syns, e.initial_syns), (0.0, 30.0));
+    }
+
+    fn paper_profile(fto_s: u64, profile: &str) -> Certes {
+        Certes::new(CertesConfig::new(
+            Nanos::from_millis(250),
+            ClientMix::builtin(profile).unwrap(),
+            Nanos::from_secs(fto_s),
+        ))
+        .unwrap()
+    }
+
+    /// Where the recursion turns unstable: with retries at odd multiples of
+    /// one gap the first root to leave the unit circle is z = −1, where
+    /// 1 − f + f² − … = 0 becomes f + f² + … + f^k = 1 (Section 3.2, Eq. 3
+    /// and 13). The paper's 3/6 s schedule with k = 2: f² + f − 1 = 0, the
+    /// golden ratio's 0.618.
+    #[test]
+    fn critical_failure_of_the_recursion() {
+        let root = |k: i32| {
+            let (mut lo, mut hi) = (0.0f64, 1.0f64);
+            for _ in 0..60 {
+                let mid = 0.5 * (lo + hi);
+                if (1..=k).map(|j| mid.powi(j)).sum::<f64>() > 1.0 {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            lo
+        };
+        let golden = (5f64.sqrt() - 1.0) / 2.0;
+        for (profile, fto, expected) in [
+            ("windows-9x-nt", 21, golden),
+            ("windows-9x-nt", 45, root(3)),
+            ("windows-7", 21, golden),
+            // 0, 1, 3, 7, 15 s: lags 1, 3, 7, 15 s, all odd.
+            ("linux-3.7", 21, root(4)),
+        ] {
+            let certes = paper_profile(fto, profile);
+            assert!(
+                (certes.critical_failure - expected).abs() < 1e-3,
+                "{profile} FTO {fto}: {} vs {expected}",
+                certes.critical_failure
+            );
+        }
+        // One retry: an error is never fed back twice, nothing grows.
+        assert_eq!(paper_profile(9, "windows-9x-nt").critical_failure, 1.0);
+        assert_eq!(paper_profile(9, "windows-9x-nt").damped_failure, 1.0);
+    }
+
+    /// With the damping, an error decays at every failure probability, for
+    /// every built-in profile and the mixture, with one and with mixed
+    /// frustration timeouts.
+    #[test]
+    fn damped_recursion_is_stable_at_every_failure_rate() {
+        let mut configs = Vec::new();
+        for profile in [
+            "windows-9x-nt",
+            "windows-7",
+            "linux-3.7",
+            "linux-6.5",
+            "macos",
+            "mix-2026",
+        ] {
+            for fto in [9, 21, 45] {
+                configs.push(paper_profile(fto, profile).config);
+            }
+            let mut mixed = paper_profile(21, profile).config;
+            mixed.frustration_timeouts = [9, 21, 45]
+                .iter()
+                .map(|s| (Nanos::from_secs(*s), 1.0))
+                .collect();
+            configs.push(mixed);
+        }
+        for config in configs {
+            let certes = Certes::new(config).unwrap();
+            let lags = retry_lags(&certes.classes, certes.config.interval);
+            // Undamped below f_d; above it an error travels as at f_d.
+            assert!(certes.damped_failure <= certes.critical_failure);
+            for step in 0..=99 {
+                let f = (step as f64 / 100.0).min(certes.damped_failure);
+                assert!(
+                    !error_grows(&lags, f),
+                    "{} FTO {:?}: f = {f}",
+                    certes.config.clients.name,
+                    certes.config.frustration_timeouts
+                );
+            }
+        }
+    }
+
+    /// Steady overload above f* (70 % of SYNs dropped, paper clients):
+    /// one interval's offered SYNs miscounted by 12 % (a burst of retries
+    /// landing an interval early) disturbs the split of the intervals its
+    /// retries reach, and the disturbance dies out: two minutes later every
+    /// interval's initial SYNs are within 0.5 % of the steady state. The
+    /// paper's undamped recursion would multiply it by about 1.2 every 6 s.
+    #[test]
+    fn an_error_dies_out_above_the_critical_failure_rate() {
+        let mut certes = Certes::new(exact_paper_config(250)).unwrap();
+        let drop_rate = 0.7f64;
+        // Stationary fluid input: 100 new clients per interval, k = 2.
+        let offered = 100.0 * (1.0 + drop_rate + drop_rate * drop_rate);
+        let steady = 100.0;
+        let mut last = Vec::new();
+        for i in 0..2400u64 {
+            let offered = if i == 1200 { offered * 1.12 } else { offered };
+            let dropped = (offered * drop_rate).round();
+            let c = IntervalCounters {
+                dropped: dropped as u64,
+                accepted: (offered.round() - dropped) as u64,
+                ..Default::default()
+            };
+            let e = certes.on_interval(&c);
+            if i >= 1200 + 480 {
+                last.push(e.initial_syns);
+            }
+        }
+        for initial in last {
+            assert!(
+                (initial / steady - 1.0).abs() < 0.005,
+                "{initial} vs {steady}"
+            );
+        }
     }
 }

@@ -146,6 +146,10 @@ const SCENARIO_FILES: &[(&str, &str)] = &[
         include_str!("../../../../scenarios/certes/overload-instability.toml"),
     ),
     (
+        "scenarios/certes/overload-undamped.toml",
+        include_str!("../../../../scenarios/certes/overload-undamped.toml"),
+    ),
+    (
         "scenarios/certes/fig25-midstream-steady.toml",
         include_str!("../../../../scenarios/certes/fig25-midstream-steady.toml"),
     ),
@@ -348,6 +352,13 @@ struct CertesSection {
     /// A wider bound than [`PERCENTILE_CDF_BOUND`], likewise.
     percentile_bound: Option<f64>,
     bound_reason: Option<String>,
+    /// `false`: the paper's undamped recursion (Section 3.2 as published).
+    #[serde(default = "default_damping")]
+    damping: bool,
+}
+
+fn default_damping() -> bool {
+    true
 }
 
 impl Default for CertesSection {
@@ -362,6 +373,7 @@ impl Default for CertesSection {
             tracking_bound_10s: None,
             percentile_bound: None,
             bound_reason: None,
+            damping: true,
         }
     }
 }
@@ -405,6 +417,8 @@ pub struct CertesScenario {
     /// What the estimator is told about frustration timeouts.
     pub model_frustration_timeouts: Vec<(Nanos, f64)>,
     pub network_loss: NetworkLoss,
+    /// Whether the estimator damps its recursion above f*.
+    pub damping: bool,
     pub start_late: Option<Nanos>,
     pub quick_start_late: Option<Nanos>,
     /// Bound on |Certes' whole-run error| asserted for this scenario.
@@ -814,6 +828,7 @@ impl CertesScenario {
             system,
             model_frustration_timeouts,
             network_loss,
+            damping: ce.damping,
             start_late,
             quick_start_late,
             bound,
@@ -846,6 +861,7 @@ impl CertesScenario {
         let mut model = CertesConfig::new(self.interval, population, Nanos::from_secs(21));
         model.frustration_timeouts = self.model_frustration_timeouts.clone();
         model.network_loss = self.network_loss;
+        model.damping = self.damping;
         (system, model)
     }
 
@@ -934,6 +950,12 @@ pub struct CertesRow {
     pub rtt_mean_ms: f64,
     /// SYN loss rate the estimator used in the last interval.
     pub network_loss_used: f64,
+    /// Whether the estimator damped its recursion above f*.
+    pub damping: bool,
+    /// f*: the failure rate above which the undamped recursion amplifies
+    /// its errors (1: never), and f_d, where the damping starts.
+    pub critical_failure: f64,
+    pub damping_threshold: f64,
     /// Mean |Certes − truth| / truth over 250 ms intervals with at least
     /// MIN_BIN_TRANSACTIONS true transactions.
     pub certes_interval_err: f64,
@@ -1096,6 +1118,8 @@ struct Estimates {
     /// Estimates kept for the percentile comparison.
     sampled: Vec<(usize, Estimate)>,
     network_loss_used: f64,
+    critical_failure: f64,
+    damping_threshold: f64,
 }
 
 impl Estimates {
@@ -1125,6 +1149,8 @@ impl Estimates {
             late_start,
             sampled: Vec::new(),
             network_loss_used: 0.0,
+            critical_failure: certes.critical_failure(),
+            damping_threshold: certes.damping_threshold(),
         };
         for (i, counters) in run.counters.iter().enumerate() {
             let e = certes.on_interval(counters);
@@ -1473,6 +1499,9 @@ fn analyse(
         rtt_mean_ms: ratio(run.stats.rtt_sum.0 as f64, run.stats.rtt_samples as f64).unwrap_or(0.0)
             / 1e6,
         network_loss_used: est.network_loss_used,
+        damping: s.damping,
+        critical_failure: est.critical_failure,
+        damping_threshold: est.damping_threshold,
         certes_interval_err: if interval_errs.is_empty() {
             0.0
         } else {
