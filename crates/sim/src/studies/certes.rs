@@ -23,7 +23,10 @@
 //! Table II test or figure, each run under every client population it
 //! names (the paper-era `windows-9x-nt`, today's `linux-6.5`, `mix-2026`),
 //! with the estimator told the same population, 250 ms intervals and a
-//! 21 s frustration timeout unless the file says otherwise.
+//! 21 s frustration timeout unless the file says otherwise, and damped
+//! above the drop rate where Section 3.2's recursion turns unstable
+//! (`[certes] damping = false` runs it as published; the model's module
+//! documentation says how).
 //!
 //! Whole-run means are transaction-weighted (Σ time / Σ transactions) for
 //! the truth and Certes alike; SYN-to-END and application time are weighted
