@@ -31,8 +31,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use serde_json::Value;
 use vantage_core::certes::observed::{
-    bucket, compare, end_abandoned, estimate_intervals, exact, ExactConfig, ExactFigures,
-    MAX_INTERVALS,
+    bucket, compare, end_abandoned, exact, ExactConfig, ExactFigures, MAX_INTERVALS,
 };
 use vantage_core::certes::{
     Certes, CertesConfig, CumulativeCounters, Estimate, IntervalCounters, NetworkLoss,
@@ -213,7 +212,9 @@ fn estimate(args: EstimateArgs) -> Result<()> {
     let mut config = CertesConfig::new(args.interval, clients, args.frustration_timeout);
     config.network_loss = args.network_loss;
     config.damping = !args.undamped;
-    Certes::new(config.clone()).context("cannot run the model with these options")?;
+    // Built once and copied per class: construction computes the
+    // recursion's critical failure rate.
+    let fresh = Certes::new(config.clone()).context("cannot run the model with these options")?;
 
     let input = match (&args.counters, &args.trace) {
         (Some(path), None) => {
@@ -225,9 +226,14 @@ fn estimate(args: EstimateArgs) -> Result<()> {
 
     let mut results = Vec::new();
     for class in &input.classes {
-        let estimates = estimate_intervals(config.clone(), &class.counters)
-            .context("cannot run the model with these options")?;
-        results.push(estimates);
+        let mut certes = fresh.clone();
+        results.push(
+            class
+                .counters
+                .iter()
+                .map(|c| certes.on_interval(c))
+                .collect(),
+        );
     }
     let rows = rows(&input, &results, args.interval);
     let summary = summarize(&input, &results, &args, &config);

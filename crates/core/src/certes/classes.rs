@@ -13,16 +13,17 @@ use std::collections::BTreeMap;
 /// One [`Certes`] per class key.
 #[derive(Clone, Debug)]
 pub struct ClassifiedCertes<K: Ord + Clone> {
-    config: CertesConfig,
+    /// A fresh estimator, copied for each new class (built once: its
+    /// construction computes the recursion's critical failure rate).
+    fresh: Certes,
     estimators: BTreeMap<K, Certes>,
 }
 
 impl<K: Ord + Clone> ClassifiedCertes<K> {
     /// Validates the configuration once for every class to come.
     pub fn new(config: CertesConfig) -> Result<Self, CertesError> {
-        Certes::new(config.clone())?;
         Ok(ClassifiedCertes {
-            config,
+            fresh: Certes::new(config)?,
             estimators: BTreeMap::new(),
         })
     }
@@ -36,9 +37,7 @@ impl<K: Ord + Clone> ClassifiedCertes<K> {
     ) -> BTreeMap<K, Estimate> {
         for key in counters.keys() {
             if !self.estimators.contains_key(key) {
-                let estimator = Certes::new(self.config.clone())
-                    .expect("configuration validated in ClassifiedCertes::new");
-                self.estimators.insert(key.clone(), estimator);
+                self.estimators.insert(key.clone(), self.fresh.clone());
             }
         }
         let empty = IntervalCounters::default();

@@ -75,15 +75,15 @@
 //! clamps stop it: for the paper's 3/6 s clients (k = 2),
 //! z³ + f z² + f² = 0 gives f* = 0.618, and the per-second estimate then
 //! swings with a 6 s period (`overload-undamped` in the Certes study).
-//! f* is found at construction by bisection on the impulse response
-//! (0.52 for `linux-3.7`, 0.76 for `linux-6.5`, 0.67 for `mix-2026`, all
-//! with a 21 s FTO). Above f_d < f*, where the loop gain Σ_c w_c Σ_j f^j
+//! f* is found at construction by bisection on the impulse response, on
+//! a 250 ms step when Δ is shorter (0.52 for `linux-3.7`, 0.76 for
+//! `linux-6.5`, 0.67 for `mix-2026`, all with a 21 s FTO). Above f_d < f*, where the loop gain Σ_c w_c Σ_j f^j
 //! is 90 % of f*'s, each attempt j's expected retries are pulled toward
 //! their stationary share (what a steady f gives, Eq. 3 with Eq. 6 and
 //! 13) by the factor (f_d / f)^j, with f averaged over 3 s: an error then
-//! travels on as it would at f_d, where it dies out. The Section 3.1
-//! solve would regularize the same way (a least-squares fit cannot pin
-//! down the component the counters barely see). Below f_d the model is
+//! travels on as it would at f_d, where it dies out. Like Eq. 30 and 31,
+//! this is an online adjustment of Step 3 in place of Section 3.1's
+//! iterative solve; it is ours, not the paper's. Below f_d the model is
 //! the paper's exactly; steady input is unchanged at any f;
 //! `CertesConfig::damping = false` runs the recursion as published.
 //!
@@ -153,6 +153,13 @@ impl CertesConfig {
 pub enum CertesError {
     #[error("interval must be positive")]
     ZeroInterval,
+    #[error(
+        "interval {} ms is shorter than {} ms; below the network's delay variance a retry \
+         rarely lands in the interval it is expected in (Section 3.2, Figure 9): use e.g. 250ms",
+        .interval.0 as f64 / 1e6,
+        .minimum.0 as f64 / 1e6
+    )]
+    IntervalTooShort { interval: Nanos, minimum: Nanos },
     #[error(
         "interval {interval} is not below the first SYN timeout {first_gap} of profile `{profile}`; \
          a dropped SYN must come back in a later interval (use e.g. 250ms for 1-second clients)"
@@ -309,6 +316,16 @@ fn landing_weights(shift: Nanos, spread: Nanos, interval: Nanos) -> Vec<(usize, 
     weights
 }
 
+/// The shortest interval the model accepts. The paper argues for intervals
+/// well above the network's delay variance (Section 3.2, Figure 9); the
+/// floor also bounds the rings, whose length is the longest wait over Δ.
+pub const MIN_INTERVAL: Nanos = Nanos::from_millis(1);
+
+/// The time step on which f* is computed: the interval, or 250 ms (the
+/// paper's) when the interval is shorter. f* depends on the retry times,
+/// not on how finely they are binned; the floor keeps its cost bounded.
+const STABILITY_STEP: Nanos = Nanos::from_millis(250);
+
 /// Time constant of the smoothed failure probability behind the damping:
 /// the paper's first gap.
 const SMOOTHING: Nanos = Nanos::from_secs(3);
@@ -416,6 +433,12 @@ impl Certes {
         if config.interval == Nanos::ZERO {
             return Err(CertesError::ZeroInterval);
         }
+        if config.interval < MIN_INTERVAL {
+            return Err(CertesError::IntervalTooShort {
+                interval: config.interval,
+                minimum: MIN_INTERVAL,
+            });
+        }
         if config.frustration_timeouts.is_empty() {
             return Err(CertesError::NoFrustrationTimeout);
         }
@@ -504,7 +527,7 @@ impl Certes {
             config,
         })
         .map(|mut certes| {
-            let lags = retry_lags(&certes.classes, interval);
+            let lags = retry_lags(&certes.classes, interval.max(STABILITY_STEP));
             certes.critical_failure = critical_failure(&lags);
             certes.damped_failure = damped_failure(&certes.classes, certes.critical_failure);
             certes
@@ -1093,6 +1116,23 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, CertesError::IntervalTooLong { .. }));
         assert!(err.to_string().contains("linux-6.5"));
+        // Too short an interval is refused with the floor, not built.
+        let err = Certes::new(CertesConfig::new(
+            Nanos::from_micros(1),
+            ClientMix::builtin("linux-6.5").unwrap(),
+            Nanos::from_secs(21),
+        ))
+        .unwrap_err();
+        assert!(matches!(err, CertesError::IntervalTooShort { .. }));
+        assert!(
+            err.to_string()
+                .contains("interval 0.001 ms is shorter than 1 ms"),
+            "{err}"
+        );
+        // At the floor the model is built, and f* is the one at 250 ms.
+        let fine = paper_profile_at(Nanos::from_millis(1), 21, "windows-9x-nt");
+        let golden = (5f64.sqrt() - 1.0) / 2.0;
+        assert!((fine.critical_failure - golden).abs() < 1e-3);
     }
 
     /// Section 3.2.2: FTO 21 s gives k = 2 for the 3/6/12 s profile, 9 s
@@ -1258,8 +1298,12 @@ mod tests {
     }
 
     fn paper_profile(fto_s: u64, profile: &str) -> Certes {
+        paper_profile_at(Nanos::from_millis(250), fto_s, profile)
+    }
+
+    fn paper_profile_at(interval: Nanos, fto_s: u64, profile: &str) -> Certes {
         Certes::new(CertesConfig::new(
-            Nanos::from_millis(250),
+            interval,
             ClientMix::builtin(profile).unwrap(),
             Nanos::from_secs(fto_s),
         ))
@@ -1305,11 +1349,13 @@ mod tests {
         assert_eq!(paper_profile(9, "windows-9x-nt").damped_failure, 1.0);
     }
 
-    /// With the damping, an error decays at every failure probability, for
-    /// every built-in profile and the mixture, with one and with mixed
-    /// frustration timeouts.
+    /// f_d lies below f* and the undamped recursion is stable at every
+    /// failure probability up to it (no unstable pocket below the f* the
+    /// bisection found), for every built-in profile and the mixture, with
+    /// one and with mixed frustration timeouts. Above f_d the damping makes
+    /// an error travel as at f_d (tested on the model itself below).
     #[test]
-    fn damped_recursion_is_stable_at_every_failure_rate() {
+    fn recursion_is_stable_up_to_the_damping_threshold() {
         let mut configs = Vec::new();
         for profile in [
             "windows-9x-nt",
@@ -1331,7 +1377,7 @@ mod tests {
         }
         for config in configs {
             let certes = Certes::new(config).unwrap();
-            let lags = retry_lags(&certes.classes, certes.config.interval);
+            let lags = retry_lags(&certes.classes, certes.config.interval.max(STABILITY_STEP));
             // Undamped below f_d; above it an error travels as at f_d.
             assert!(certes.damped_failure <= certes.critical_failure);
             for step in 0..=99 {
