@@ -77,8 +77,9 @@
 //! swings with a 6 s period (`overload-undamped` in the Certes study).
 //! f* is found at construction by bisection on the impulse response, on
 //! a 250 ms step when Δ is shorter (0.52 for `linux-3.7`, 0.76 for
-//! `linux-6.5`, 0.67 for `mix-2026`, all with a 21 s FTO). Above f_d < f*, where the loop gain Σ_c w_c Σ_j f^j
-//! is 90 % of f*'s, each attempt j's expected retries are pulled toward
+//! `linux-6.5`, 0.67 for `mix-2026`, all with a 21 s FTO). Above
+//! f_d < f*, where the loop gain Σ_c w_c Σ_j f^j is 90 % of f*'s, each
+//! attempt j's expected retries are pulled toward
 //! their stationary share (what a steady f gives, Eq. 3 with Eq. 6 and
 //! 13) by the factor (f_d / f)^j, with f averaged over 3 s: an error then
 //! travels on as it would at f_d, where it dies out. Like Eq. 30 and 31,
@@ -1108,21 +1109,11 @@ mod tests {
 
     #[test]
     fn interval_must_be_below_first_gap() {
-        let err = Certes::new(CertesConfig::new(
-            Nanos::from_secs(1),
-            ClientMix::builtin("linux-6.5").unwrap(),
-            Nanos::from_secs(21),
-        ))
-        .unwrap_err();
+        let err = Certes::new(config_at(Nanos::from_secs(1), 21, "linux-6.5")).unwrap_err();
         assert!(matches!(err, CertesError::IntervalTooLong { .. }));
         assert!(err.to_string().contains("linux-6.5"));
         // Too short an interval is refused with the floor, not built.
-        let err = Certes::new(CertesConfig::new(
-            Nanos::from_micros(1),
-            ClientMix::builtin("linux-6.5").unwrap(),
-            Nanos::from_secs(21),
-        ))
-        .unwrap_err();
+        let err = Certes::new(config_at(Nanos::from_micros(1), 21, "linux-6.5")).unwrap_err();
         assert!(matches!(err, CertesError::IntervalTooShort { .. }));
         assert!(
             err.to_string()
@@ -1302,12 +1293,15 @@ mod tests {
     }
 
     fn paper_profile_at(interval: Nanos, fto_s: u64, profile: &str) -> Certes {
-        Certes::new(CertesConfig::new(
+        Certes::new(config_at(interval, fto_s, profile)).unwrap()
+    }
+
+    fn config_at(interval: Nanos, fto_s: u64, profile: &str) -> CertesConfig {
+        CertesConfig::new(
             interval,
             ClientMix::builtin(profile).unwrap(),
             Nanos::from_secs(fto_s),
-        ))
-        .unwrap()
+        )
     }
 
     /// Where the recursion turns unstable: with retries at odd multiples of
