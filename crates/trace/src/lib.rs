@@ -26,6 +26,7 @@
 //! The table is sans-IO like every Vantage mechanism: it is handed segments
 //! with their timestamps and never reads a clock or a file.
 
+pub mod certes;
 pub mod connection;
 pub mod decode;
 mod error;
