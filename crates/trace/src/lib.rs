@@ -34,6 +34,7 @@ pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;
+mod link_type;
 #[cfg(feature = "synth")]
 pub mod synth;
 
