@@ -705,3 +705,91 @@ fn column_of_counter(counter: &str) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(
+        text: &str,
+        format: CountersFormat,
+        cumulative: bool,
+    ) -> Result<EstimateInput, CountersError> {
+        read_counters(
+            text.as_bytes(),
+            "counters",
+            format,
+            cumulative,
+            Nanos::from_millis(250),
+        )
+    }
+
+    #[test]
+    fn csv_rows_align_on_the_grid_and_gaps_are_empty() {
+        let input = read(
+            "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,4,4,0.4\n3,0,4,4,0.4\n",
+            CountersFormat::Csv,
+            false,
+        )
+        .unwrap();
+        assert_eq!(input.intervals, 4);
+        assert_eq!(input.classes.len(), 1);
+        let counters = &input.classes[0].counters;
+        assert_eq!((counters[0].dropped, counters[0].accepted), (1, 4));
+        assert_eq!(counters[1], IntervalCounters::default());
+        assert_eq!(counters[3].syn_to_end_sum, Nanos::from_millis(400));
+    }
+
+    #[test]
+    fn cumulative_readings_are_differenced_per_class() {
+        let text = "{\"t_start_s\":10,\"class\":\"a\",\"dropped\":1,\"accepted\":5,\"completed\":5,\"syn_to_end_sum_s\":1}\n\
+                    {\"t_start_s\":10.25,\"class\":\"a\",\"dropped\":3,\"accepted\":9,\"completed\":8,\"syn_to_end_sum_s\":1.5}\n";
+        let input = read(text, CountersFormat::Jsonl, true).unwrap();
+        assert_eq!(input.t0_s, 10.0);
+        assert_eq!(input.classes[0].class, "a");
+        let c = &input.classes[0].counters[0];
+        assert_eq!((c.dropped, c.accepted, c.completed), (2, 4, 3));
+        assert_eq!(c.syn_to_end_sum, Nanos::from_millis(500));
+    }
+
+    #[test]
+    fn a_gate_log_record_is_a_row() {
+        let text = "{\"time_s\":5,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{}}\n\
+                    {\"time_s\":5.25,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{},\"dry_run\":true}\n";
+        let input = read(text, CountersFormat::Jsonl, false).unwrap();
+        let counters = &input.classes[0].counters;
+        assert_eq!((counters[0].dropped, counters[0].accepted), (3, 11));
+        assert_eq!((counters[1].dropped, counters[1].accepted), (0, 14));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let err = read(
+            "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,x,1,1\n",
+            CountersFormat::Csv,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "counters, line 2, column `accepted`: expected a whole number ≥ 0"
+        );
+        let err = read(
+            "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,10,1,1\n0.25,0,11,2,2\n",
+            CountersFormat::Csv,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "counters, line 3, column `dropped`: went backwards from 1 (line 2) to 0; counters restarted?"
+        );
+        let err = read("{\"t_start_s\": 0,\n", CountersFormat::Jsonl, false).unwrap_err();
+        assert!(
+            err.to_string().starts_with("counters, line 1, column "),
+            "{err}"
+        );
+        let err = read("", CountersFormat::Jsonl, false).unwrap_err();
+        assert_eq!(err.to_string(), "counters: no rows");
+    }
+}

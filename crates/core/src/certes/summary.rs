@@ -345,3 +345,54 @@ fn summarize(
         trace: input.capture_notes.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certes::CertesConfig;
+    use crate::tcp::ClientMix;
+
+    /// The paper's worked case: with no drop, Eq. 4 is the SYN-to-END mean
+    /// plus the RTT mean, interval by interval and over the whole input.
+    #[test]
+    fn no_drops_estimate_is_syn_to_end_plus_rtt() {
+        let counters = IntervalCounters {
+            accepted: 10,
+            completed: 10,
+            syn_to_end_sum: Nanos::from_millis(2500),
+            rtt_sum: Nanos::from_millis(400),
+            ..IntervalCounters::default()
+        };
+        let input = EstimateInput {
+            description: "test".to_string(),
+            t0_s: 0.0,
+            origin_unix: None,
+            intervals: 3,
+            classes: vec![ClassInput {
+                class: String::new(),
+                counters: vec![counters; 3],
+                exact: None,
+            }],
+            capture_notes: None,
+        };
+        let clients = ClientMix::builtin("windows-9x-nt").unwrap();
+        let config = CertesConfig::new(Nanos::from_secs(1), clients, Nanos::from_secs(21));
+        let certes = Certes::new(config).unwrap();
+        let report = estimate_input(&input, &certes, Nanos::from_secs(21));
+        assert_eq!(report.rows.len(), 3);
+        assert_eq!(report.rows[2].t_start_s, 2.0);
+        assert!(report.rows[1].class.is_none());
+        for row in &report.rows {
+            assert!(
+                (row.estimate_mean_s.unwrap() - 0.29).abs() < 1e-9,
+                "{row:?}"
+            );
+        }
+        let summary = &report.summary;
+        assert_eq!((summary.total.offered, summary.total.completed), (30, 30));
+        assert!((summary.total.estimate_mean_s.unwrap() - 0.29).abs() < 1e-9);
+        assert!(summary.classes.is_empty() && summary.total.exact.is_none());
+        assert_eq!(summary.frustration_timeout_s, 21.0);
+        assert_eq!(format_seconds(Nanos::from_millis(250)), "250 ms");
+    }
+}
