@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use vantage_core::certes::input::{CaptureNotes, ClassInput, EstimateInput};
-use vantage_core::certes::observed::{bucket, end_abandoned, exact, ExactConfig, ObservedError};
+use vantage_core::certes::input::{observe_class, CaptureNotes, ClassInput, EstimateInput};
+use vantage_core::certes::observed::{ExactConfig, ObservedError};
 use vantage_core::certes::CertesConfig;
 
 use crate::error::TraceError;
@@ -104,21 +104,17 @@ pub fn capture_input(
     let mut classes = Vec::new();
     let mut intervals = 0;
     for (class, mut observations) in classes_observed {
-        notes.abandoned += end_abandoned(
-            &mut observations,
-            exact_config.frustration_timeout,
-            capture_end,
-        );
-        let counted = bucket(&observations, grid, capture_end).map_err(observed_error)?;
-        let figures =
-            exact(&observations, grid, capture_end, &exact_config).map_err(observed_error)?;
+        let observed = observe_class(&mut observations, grid, capture_end, &exact_config)
+            .map_err(observed_error)?;
+        let counted = observed.counters;
+        notes.abandoned += observed.abandoned;
         notes.syns_after_answer += counted.stats.syns_after_answer;
         notes.rtt_missing += counted.stats.rtt_missing;
         intervals = counted.intervals.len();
         classes.push(ClassInput {
             class,
             counters: counted.intervals,
-            exact: Some(figures),
+            exact: Some(observed.exact),
         });
     }
     Ok(EstimateInput {

@@ -20,6 +20,8 @@
 //! * [`handshake`] — per connection to a listener, what Certes measures:
 //!   every SYN and the one answered, RTT, END; and the whole Certes run
 //!   over a server-side capture (counters, estimates, exact figures).
+//! * [`certes`] — a server-side capture as the input of
+//!   `vantage certes estimate`: per class, counters and exact figures.
 //!
 //! [`summarize`] runs all three over a file and counts what it saw.
 //!

@@ -5,7 +5,10 @@
 use serde::Serialize;
 
 use super::counters::IntervalCounters;
-use super::observed::ExactFigures;
+use super::observed::{
+    bucket, end_abandoned, exact, ConnectionObservation, ExactConfig, ExactFigures, IntervalGrid,
+    ObservedCounters, ObservedError,
+};
 use crate::Nanos;
 
 /// One class's intervals, ready for the model (Section 3.2.4).
@@ -17,6 +20,36 @@ pub struct ClassInput {
     pub counters: Vec<IntervalCounters>,
     /// Capture input: the exact figures over the same intervals.
     pub exact: Option<ExactFigures>,
+}
+
+/// One class of observed connections on the grid: what the server would
+/// have counted and the exact figures.
+#[derive(Clone, Debug)]
+pub struct ObservedClass {
+    pub counters: ObservedCounters,
+    pub exact: ExactFigures,
+    /// Accepted connections ended at first SYN + FTO
+    /// (`observed::end_abandoned`).
+    pub abandoned: u64,
+}
+
+/// The steps every reader of observed connections takes, in order: end
+/// the abandoned connections, bucket into counters, compute the exact
+/// figures.
+pub fn observe_class(
+    observations: &mut [ConnectionObservation],
+    grid: IntervalGrid,
+    capture_end: Nanos,
+    exact_config: &ExactConfig,
+) -> Result<ObservedClass, ObservedError> {
+    let abandoned = end_abandoned(observations, exact_config.frustration_timeout, capture_end);
+    let counters = bucket(observations, grid, capture_end)?;
+    let exact = exact(observations, grid, capture_end, exact_config)?;
+    Ok(ObservedClass {
+        counters,
+        exact,
+        abandoned,
+    })
 }
 
 /// Every class of one input on one interval grid.
