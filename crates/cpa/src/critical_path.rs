@@ -30,7 +30,7 @@ use std::collections::HashSet;
 use vantage_core::Nanos;
 
 use crate::graph::{Anchors, ArcKind, Graph, Phase};
-use crate::profile::PacketLabel;
+use crate::packet_label::PacketLabel;
 use crate::transaction::TransactionSpan;
 use crate::view::Record;
 use crate::{Side, Teardown};

@@ -37,6 +37,7 @@ pub mod critical_path;
 mod error;
 pub mod graph;
 mod ingest;
+mod packet_label;
 pub mod plot;
 pub mod profile;
 pub mod reno;

@@ -46,16 +46,15 @@
 //! transaction's end), counted as a clamped arc; the duration, measured
 //! between the path's two ends, does not move.
 
-use std::fmt;
-
 use serde::Serialize;
 use vantage_core::Nanos;
-use vantage_trace::{Endpoint, TcpFlags};
+use vantage_trace::Endpoint;
 
 use crate::critical_path::{RawNode, RawPath};
 use crate::graph::{ArcKind, Phase};
+pub use crate::packet_label::PacketLabel;
 use crate::reno::LossRepair;
-use crate::view::{Record, Vantage};
+use crate::view::Vantage;
 use crate::Side;
 
 /// The six categories of delay (Section 3.4).
@@ -194,75 +193,6 @@ pub struct LossCounts {
 impl LossCounts {
     pub fn total(&self) -> u32 {
         self.timeout + self.fast_retransmit
-    }
-}
-
-/// A packet, as the path and plots name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PacketLabel {
-    pub sender: Side,
-    /// Sequence space `[seq, end)` relative to the sender's ISN.
-    pub seq: i64,
-    pub end: i64,
-    /// Acknowledgement number relative to the receiver's ISN (`None`
-    /// without the ACK flag).
-    pub ack: Option<i64>,
-    pub payload_len: u32,
-    pub flags: TcpFlags,
-    /// It re-sent sequence space already sent.
-    pub retransmission: bool,
-}
-
-impl PacketLabel {
-    pub(crate) fn of(record: &Record, retransmission: bool) -> PacketLabel {
-        PacketLabel {
-            sender: record.sender,
-            seq: record.seq,
-            end: record.end,
-            ack: record.flags.ack().then_some(record.ack),
-            payload_len: record.payload_len,
-            flags: record.flags,
-            retransmission,
-        }
-    }
-
-    /// Short kind: `SYN`, `SYN-ACK`, `FIN`, `RST`, `data`, `ACK`.
-    pub fn kind(&self) -> &'static str {
-        let flags = self.flags;
-        if flags.rst() {
-            "RST"
-        } else if flags.syn() && flags.ack() {
-            "SYN-ACK"
-        } else if flags.syn() {
-            "SYN"
-        } else if self.payload_len > 0 && flags.fin() {
-            "data+FIN"
-        } else if self.payload_len > 0 {
-            "data"
-        } else if flags.fin() {
-            "FIN"
-        } else {
-            "ACK"
-        }
-    }
-}
-
-impl fmt::Display for PacketLabel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.kind())?;
-        if self.payload_len > 0 {
-            let start = self.seq + i64::from(self.flags.syn());
-            write!(f, " {}:{}", start, start + i64::from(self.payload_len))?;
-        }
-        if let Some(ack) = self.ack {
-            if !self.flags.syn() || self.flags.ack() {
-                write!(f, " ack {ack}")?;
-            }
-        }
-        if self.retransmission {
-            write!(f, " (retransmission)")?;
-        }
-        Ok(())
     }
 }
 

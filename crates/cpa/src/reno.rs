@@ -1,72 +1,44 @@
 //! The forward pass of rounds: a sans-IO TCP Reno sender model that tells,
 //! for each data packet a sender emits, which ACK *liberated* it.
 //!
-//! tcpeval paper, Section 3.3: "The purpose of the forward pass is to
-//! construct a round for each ACK. Each round consists of the ACK and the
-//! data bytes which are liberated by that ACK", found "by simulating the
-//! receive and congestion window states" with slow start, congestion
-//! avoidance, fast retransmit and fast recovery — RFC 2001 in the paper, its
-//! successor RFC 5681 here. The model is fed the sender's own view, in its
-//! capture time: every ACK arrival ([`RenoSender::on_ack`]) and every data
-//! departure ([`RenoSender::on_send`]); it never reads a clock.
+//! tcpeval paper, Section 3.3: a round is an ACK and the data bytes it
+//! liberates, found by simulating the receive and congestion windows (slow
+//! start, congestion avoidance, fast retransmit and recovery; RFC 2001 in
+//! the paper, RFC 5681 here). The model is fed the sender's own view in its
+//! capture time — ACK arrivals ([`RenoSender::on_ack`]) and data departures
+//! ([`RenoSender::on_send`]) — and never reads a clock.
 //!
-//! # Liberation as a window edge
+//! **Liberation** is a window edge: after each ACK the sender may have bytes
+//! up to `snd_una + min(cwnd, rwnd)` outstanding; a packet ending at byte
+//! `e` was liberated by the ACK after which the edge first reached `e` and
+//! stayed there (a monotone stack of edges, O(log n) per packet; the
+//! paper's Figure 3).
 //!
-//! After each ACK the sender may have bytes up to the *edge*
-//! `snd_una + min(cwnd, rwnd)` outstanding. A data packet ending at byte `e`
-//! was liberated by the ACK whose arrival first moved the edge to `e` or
-//! beyond and after which it stayed there: the ACK following the last one
-//! (before the packet left) whose edge was below `e`. A monotone stack of
-//! edges answers that in O(log n) per packet. This is the paper's Figure 3
-//! example: the ACK of round 4 acknowledges two of four packets with a
-//! window of five, so it liberates three.
-//!
-//! # Retransmissions
-//!
-//! Like tcpeval, the model does not simulate the retransmission timer: "when
-//! a packet is retransmitted, we know whether it was in response to a
-//! coarse-grained timeout or in response to the receipt of 3 duplicate
-//! ACKs". A retransmission covering `snd_una` sent within
+//! **Retransmissions**, as in tcpeval, are classified without simulating
+//! the timer: one covering `snd_una` within
 //! [`RenoConfig::prompt_retransmit`] of a duplicate ACK is a fast
-//! retransmit; otherwise it is a time-out. When three duplicate ACKs had
-//! arrived but the retransmission came late, it is a *hidden time-out*
-//! (Section 3.3), counted and treated as a time-out — tcpeval only noticed
-//! these by their effect on client delays.
+//! retransmit, otherwise a time-out; three duplicate ACKs followed by a late
+//! retransmission is a *hidden time-out*. After a time-out the window is one
+//! segment from `snd_una` (RFC 5681, Section 3.1).
 //!
-//! After a time-out the sender goes back to `snd_una` with a window of one
-//! segment (RFC 5681, Section 3.1): re-sent data above the lost segment is
-//! then released by ACKs like new data, not by a loss.
-//!
-//! # Departures from the paper and RFC 5681, with reasons
-//!
-//! * Slow start grows cwnd by the bytes newly acknowledged, at most
-//!   [`RenoConfig::slow_start_limit_segments`] segments per ACK (RFC 3465's
-//!   L; 1 is RFC 5681's rule). The default 2 matches Linux, whose per-packet
-//!   growth doubles the window per round even against delayed ACKs.
-//! * Congestion avoidance counts bytes: one segment per window of bytes
-//!   acknowledged (RFC 5681 allows it; the per-ACK `SMSS²/cwnd` rule
-//!   under-grows with delayed ACKs).
-//! * Fewer than three duplicate ACKs followed at once by a retransmission
-//!   (Linux early retransmit, RACK) count as a fast retransmit: the loss was
-//!   signalled by the receiver, which is what the paper's category means.
-//!   Retransmissions above `snd_una` during fast recovery (SACK or NewReno
-//!   hole repair) are fast retransmits too; outside recovery (tail loss
-//!   probes) they are time-outs. Whatever the ACKs showed, a re-send that
-//!   comes sooner than the minimum RTO (Linux: 200 ms) after the bytes'
-//!   previous transmission cannot have been a timer's: it counts as a fast
-//!   retransmit (Linux's RACK repairs a hole one reordering window after a
-//!   later segment is SACKed, with fewer than three duplicate ACKs), so the
-//!   classification agrees with the sender's `TCPTimeouts` and
-//!   `TCPFastRetrans` counters.
-//! * The window restarts from the initial window after an idle period
-//!   longer than the retransmission timeout (RFC 5681, Section 4.1, which
-//!   Linux applies by default), with the timeout estimated per RFC 6298 from
-//!   samples that obey Karn's rule.
-//! * A packet sent beyond the modelled window is flagged, as tcpeval did,
-//!   and then the model *resynchronises*: it takes the latest ACK as the
-//!   packet's liberator and widens its window to what the sender showed, so
-//!   one mismatch (a larger initial window, CUBIC growth, a mis-stamped
-//!   packet) does not flag every later packet.
+//! Departures, with reasons:
+//! * slow start grows by bytes acknowledged, at most
+//!   [`RenoConfig::slow_start_limit_segments`] per ACK (RFC 3465's L;
+//!   default 2, as Linux grows against delayed ACKs); congestion avoidance
+//!   counts bytes (the per-ACK rule under-grows with delayed ACKs);
+//! * a retransmission after fewer than three duplicate ACKs (early
+//!   retransmit, RACK), one during fast recovery above `snd_una`, or one
+//!   sooner than the minimum RTO after the bytes' previous transmission is a
+//!   fast retransmit — the receiver signalled the loss — so the split agrees
+//!   with the sender's `TCPTimeouts` and `TCPFastRetrans` counters; one
+//!   above `snd_una` outside recovery (a tail loss probe) is a time-out;
+//! * the window restarts after an idle period longer than the RTO (RFC 5681,
+//!   Section 4.1, Linux's default), the RTO estimated per RFC 6298 with
+//!   Karn's rule;
+//! * a packet sent beyond the modelled window is flagged, as tcpeval did,
+//!   and the model resynchronises (the latest ACK is its liberator, the
+//!   window widens to what the sender showed), so one mismatch does not flag
+//!   every later packet.
 
 use std::collections::VecDeque;
 

@@ -1,83 +1,42 @@
 //! Streaming TCP connection table: which connection each segment belongs
 //! to, what each direction negotiated and sent, which capture artefacts it
-//! shows, and when a connection is over — so that memory follows the
-//! connections alive at one moment, not the length of the trace.
+//! shows, and when a connection is over — memory follows the connections
+//! alive at one moment, not the length of the trace.
 //!
-//! # Identity: 4-tuple plus initial sequence number
+//! **Identity** is the two endpoints plus the initiator's ISN, keyed on the
+//! canonical endpoint pair, so both ends on one host are told apart (tcptrace
+//! compares addresses first and mixes them up). On a known 4-tuple a SYN
+//! with the recorded ISN is a retransmitted SYN; a pure SYN with another ISN
+//! (or a SYN-ACK answering neither side) starts a new connection and
+//! finishes the old one ([`FinishCause::Superseded`]); after a close, a
+//! tombstone kept for [`TableConfig::time_wait`] absorbs late FINs, ACKs
+//! and data ([`TableStats::late_segments`]). Connections seen mid-stream
+//! or from their SYN-ACK are tracked too ([`Opening`]).
 //!
-//! A connection is its two endpoints *and* its initiator's ISN. The table
-//! keys on the canonical pair of endpoints, ordered by (address, port), so
-//! direction is told apart by the whole endpoint, never by address alone —
-//! a connection between two ports of one host is tracked like any other
-//! (tcptrace compares addresses first and mixes the directions up). On a
-//! known 4-tuple:
+//! **Capture artefacts** (tcpeval, Section 3.5), per direction in
+//! [`Artefacts`] and per segment in [`SegmentNotes`]:
+//! * packets dropped by the filter: sequence space ACKed or SACKed but never
+//!   seen ([`Artefacts::capture_drops`]); a segment that turns up after its
+//!   ACK takes its bytes back ([`Artefacts::seen_after_ack`]);
+//! * packets added by the filter: a copy identical in every header field
+//!   that tells copies apart, within [`TableConfig::duplicate_window`], is
+//!   counted and not recorded (never a pure ACK without an IPv4 ID: real
+//!   duplicate ACKs are byte-identical);
+//! * timestamps out of order: clamped to the connection's previous one and
+//!   counted (the paper did not account for this);
+//! * beyond the paper: snap-length truncation, offload super-segments larger
+//!   than the peer's MSS, and out-of-window sequence numbers (more than 2^30
+//!   away: counted, recorded, ignored for sequence tracking).
 //!
-//! * a SYN carrying the ISN already recorded for its side is a retransmitted
-//!   SYN of the same connection; a FIN, retransmitted or not, always stays
-//!   in its connection;
-//! * a pure SYN carrying a *different* ISN starts a new connection (port
-//!   reuse); the previous one is finished at once ([`FinishCause::Superseded`],
-//!   or `Closed` if it had closed). So is a SYN-ACK that answers neither
-//!   this connection's SYN nor repeats its responder's ISN;
-//! * after a connection closed (FIN both ways, or RST) and was emitted, a
-//!   small *tombstone* (its endpoints and next sequence numbers) remains for
-//!   [`TableConfig::time_wait`]: a late retransmitted FIN, ACK or data
-//!   segment near those sequence numbers is counted as
-//!   [`TableStats::late_segments`] instead of opening a connection, while a
-//!   SYN with a new ISN opens one.
+//! **Finishing**: after a close and [`TableConfig::close_linger`], after
+//! [`TableConfig::idle_timeout`], when superseded, or at
+//! [`ConnectionTable::finish_all`]; finished connections with their compact
+//! [`SegmentRecord`]s are queued ([`ConnectionTable::pop_finished`]) and
+//! dropped from the table. Time is the trace's ([`ConnectionTable::expire`]
+//! lets a live driver advance it).
 //!
-//! Connections first seen mid-stream (no SYN) are tracked too, with
-//! [`Opening::MidStream`]; a SYN-ACK seen before its SYN gives
-//! [`Opening::SynAck`] and the initiator's ISN (ack − 1).
-//!
-//! # Capture artefacts (tcpeval, Section 3.5, and beyond)
-//!
-//! The paper lists what packet filters do to traces; each is detected per
-//! direction and counted in [`Artefacts`], and marked on the segment in
-//! [`SegmentNotes`]:
-//!
-//! * **packets dropped by the filter**: "if tcpeval sees an ACK or other
-//!   response for a packet which was supposedly lost, \[it\] concludes it was
-//!   dropped in the filter". Here a cumulative ACK or a SACK block covering
-//!   sequence space never seen in the trace — beyond the highest byte seen,
-//!   or in a gap — records that space as acknowledged-unseen; what is still
-//!   unseen when the connection finishes is the capture drop
-//!   ([`Artefacts::capture_drops`] ranges, [`Artefacts::capture_dropped_bytes`]).
-//!   A segment that turns up after its ACK (the filter reordered it, as in a
-//!   SYN-ACK captured before its SYN) takes its bytes back out and is
-//!   counted as [`Artefacts::seen_after_ack`].
-//! * **packets added by the filter**: "if tcpeval sees the same packet twice
-//!   and it was not a retransmit, it simply discards the second copy". A
-//!   copy identical in sequence, acknowledgement, length, flags, window, IP
-//!   ID, checksum, TSval and first SACK block, within
-//!   [`TableConfig::duplicate_window`] of the original, is a duplicate: it
-//!   is counted and not recorded. A pure ACK without an IPv4 ID to tell it
-//!   apart is never judged a duplicate, because genuine duplicate ACKs are
-//!   byte-identical.
-//! * **timestamps out of order**: the paper's tcpeval did "not account for
-//!   this"; here a segment stamped earlier than its connection's previous
-//!   one is clamped to it (per-connection monotonic time) and counted.
-//! * beyond the paper: segments cut by the **snap length** (their length
-//!   comes from the IP header, see [`crate::decode`](mod@crate::decode)), **offload
-//!   super-segments** whose payload exceeds the MSS the peer announced, and
-//!   segments with sequence numbers more than 2^30 away from their
-//!   direction's (**out of window**: counted, recorded, ignored for
-//!   sequence tracking).
-//!
-//! # Finishing and memory
-//!
-//! A connection is finished when it has closed (FIN both ways, or RST) and
-//! stayed quiet for [`TableConfig::close_linger`], when it has been idle for
-//! [`TableConfig::idle_timeout`], when a new SYN supersedes it, or at
-//! [`ConnectionTable::finish_all`]. Finished connections, with their list of
-//! compact [`SegmentRecord`]s (40 bytes each) in trace order, are queued for
-//! the caller ([`ConnectionTable::pop_finished`]) and dropped from the
-//! table. Time is the trace's: the table is sans-IO and never reads a clock
-//! ([`ConnectionTable::expire`] lets a live driver advance it).
-//!
-//! Departures from tcpeval: tcpeval sorted packets by timestamp "in a
-//! number of places"; this table keeps trace order (a streaming table
-//! cannot sort) and makes time monotonic per connection instead.
+//! Departure from tcpeval, which sorted packets by timestamp: a streaming
+//! table keeps trace order and makes time monotonic per connection instead.
 
 use std::collections::{HashMap, VecDeque};
 

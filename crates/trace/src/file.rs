@@ -55,8 +55,8 @@ use std::sync::Arc;
 
 use vantage_core::Nanos;
 
-use crate::decode::LinkType;
 use crate::error::{FormatProblem, Location, TraceError};
+use crate::link_type::LinkType;
 
 /// The largest pcap record accepted (libpcap's `MAXIMUM_SNAPLEN`).
 pub const MAX_PCAP_RECORD: u32 = 262_144;

@@ -56,9 +56,10 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::Serialize;
+use vantage_core::certes::input::observe_class;
 use vantage_core::certes::observed::{
-    bucket, compare, end_abandoned, estimate_intervals, exact, Comparison, ConnectionObservation,
-    ExactConfig, ExactFigures, IntervalGrid, ObservedCounters, ObservedError,
+    compare, estimate_intervals, Comparison, ConnectionObservation, ExactConfig, ExactFigures,
+    IntervalGrid, ObservedCounters, ObservedError,
 };
 use vantage_core::certes::{CertesConfig, CertesError, Estimate};
 use vantage_core::Nanos;
@@ -585,13 +586,8 @@ pub fn estimate_capture(
     let mut observations = trace.observations();
     let capture_end = trace.capture_end();
     let exact_config = ExactConfig::from_model(model)?;
-    end_abandoned(
-        &mut observations,
-        exact_config.frustration_timeout,
-        capture_end,
-    );
-    let counters = bucket(&observations, grid, capture_end)?;
-    let exact = exact(&observations, grid, capture_end, &exact_config)?;
+    let observed = observe_class(&mut observations, grid, capture_end, &exact_config)?;
+    let (counters, exact) = (observed.counters, observed.exact);
     let estimates = estimate_intervals(model.clone(), &counters.intervals)?;
     let comparison = compare(&estimates, &exact);
     Ok(CaptureEstimate {

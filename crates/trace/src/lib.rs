@@ -20,12 +20,15 @@
 //! * [`handshake`] — per connection to a listener, what Certes measures:
 //!   every SYN and the one answered, RTT, END; and the whole Certes run
 //!   over a server-side capture (counters, estimates, exact figures).
+//! * [`certes`] — a server-side capture as the input of
+//!   `vantage certes estimate`: per class, counters and exact figures.
 //!
 //! [`summarize`] runs all three over a file and counts what it saw.
 //!
 //! The table is sans-IO like every Vantage mechanism: it is handed segments
 //! with their timestamps and never reads a clock or a file.
 
+pub mod certes;
 pub mod connection;
 pub mod decode;
 mod error;
@@ -33,6 +36,7 @@ pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handshake;
+mod link_type;
 #[cfg(feature = "synth")]
 pub mod synth;
 

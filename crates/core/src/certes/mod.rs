@@ -21,8 +21,11 @@ pub mod baselines;
 pub mod classes;
 pub mod counters;
 pub mod histogram;
+pub mod ingest;
+pub mod input;
 pub mod model;
 pub mod observed;
+pub mod summary;
 
 pub use baselines::{BaselineEstimates, Baselines};
 pub use classes::ClassifiedCertes;

@@ -1,0 +1,795 @@
+//! Counters files: the per-interval DROPPED/ACCEPTED/COMPLETED counts and
+//! SYN-to-END and RTT sums of Eq. 2–4 (Section 4), as CSV or JSON Lines
+//! (columns in `docs/certes.md`), per interval or as cumulative readings
+//! differenced with [`CumulativeCounters::since`]; a `vantage gate` log is
+//! such a file too ([`gate_log_row`]). Rows are aligned on one grid of
+//! Δ-long intervals per class, gaps filled with empty intervals.
+//!
+//! Sans-IO: the caller opens the file and hands a reader and the name to
+//! use in messages. Errors name the file, line and column.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+
+use serde_json::Value;
+
+use super::counters::{CumulativeCounters, IntervalCounters};
+use super::input::{ClassInput, EstimateInput};
+use super::observed::MAX_INTERVALS;
+use super::summary::format_seconds;
+use crate::Nanos;
+
+/// Format of a counters file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountersFormat {
+    Csv,
+    Jsonl,
+}
+
+/// Columns a counters file may have.
+pub const COLUMNS: &[&str] = &[
+    "t_start_s",
+    "interval",
+    "dropped",
+    "accepted",
+    "completed",
+    "syn_to_end_sum_s",
+    "rtt_sum_s",
+    "segments_sent",
+    "segments_retransmitted",
+    "class",
+    "cumulative",
+];
+/// Columns every row must have.
+pub const REQUIRED: &[&str] = &["dropped", "accepted", "completed", "syn_to_end_sum_s"];
+
+/// Why a counters file cannot be read; every message starts with the
+/// file's name.
+#[derive(Debug, thiserror::Error)]
+pub enum CountersError {
+    /// A bad or missing cell.
+    #[error("{file}, line {line}, column `{column}`: {problem}")]
+    Cell {
+        file: String,
+        line: u64,
+        column: String,
+        problem: String,
+    },
+    /// A problem with a whole line.
+    #[error("{file}, line {line}: {problem}")]
+    Line {
+        file: String,
+        line: u64,
+        problem: String,
+    },
+    /// A line that is not JSON; `column` is the character serde_json
+    /// stopped at.
+    #[error("{file}, line {line}, column {column}: {problem}")]
+    Json {
+        file: String,
+        line: u64,
+        column: usize,
+        problem: String,
+    },
+    /// A problem with the whole file.
+    #[error("{file}: {problem}")]
+    File { file: String, problem: String },
+    #[error("{file}, line 1: cannot read the header")]
+    Header {
+        file: String,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("{file}, line {line}: cannot read")]
+    Read {
+        file: String,
+        line: u64,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reads a counters file into aligned per-class intervals. `name` names
+/// the file in messages and the summary; `cumulative` is the caller's
+/// claim that the rows are running totals (a `cumulative` column may say
+/// so too); `interval` is Δ.
+pub fn read_counters(
+    reader: impl BufRead,
+    name: &str,
+    format: CountersFormat,
+    cumulative: bool,
+    interval: Nanos,
+) -> Result<EstimateInput, CountersError> {
+    let rows = match format {
+        CountersFormat::Csv => read_csv_rows(reader, name)?,
+        CountersFormat::Jsonl => read_jsonl_rows(reader, name, interval)?,
+    };
+    if rows.is_empty() {
+        return Err(CountersError::File {
+            file: name.to_string(),
+            problem: "no rows".to_string(),
+        });
+    }
+    let cumulative = cumulative_mode(&rows, cumulative, name)?;
+    align(name, rows, cumulative, interval)
+}
+
+/// One row of a counters file, as read.
+struct RawRow {
+    line: u64,
+    /// Start of the interval (or time of the reading), seconds.
+    t_s: f64,
+    /// Which column gave the time.
+    time_column: &'static str,
+    class: String,
+    cumulative: Option<bool>,
+    values: CumulativeCounters,
+}
+
+/// A cell's value, from CSV text or a JSON value.
+enum CellValue<'a> {
+    Text(&'a str),
+    Json(&'a Value),
+}
+
+impl CellValue<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            CellValue::Text(t) => t.trim().is_empty(),
+            CellValue::Json(v) => v.is_null(),
+        }
+    }
+}
+
+fn line_error(file: &str, line: u64, problem: impl Into<String>) -> CountersError {
+    CountersError::Line {
+        file: file.to_string(),
+        line,
+        problem: problem.into(),
+    }
+}
+
+/// Names the file, line and column of a bad cell.
+struct Where<'a> {
+    file: &'a str,
+    line: u64,
+}
+
+impl Where<'_> {
+    fn error(&self, column: &str, problem: impl std::fmt::Display) -> CountersError {
+        CountersError::Cell {
+            file: self.file.to_string(),
+            line: self.line,
+            column: column.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+
+    fn line_error(&self, problem: impl Into<String>) -> CountersError {
+        line_error(self.file, self.line, problem)
+    }
+
+    fn count(&self, column: &str, value: &CellValue) -> Result<u64, CountersError> {
+        let problem = || self.error(column, "expected a whole number ≥ 0");
+        match value {
+            CellValue::Text(t) => t.trim().parse::<u64>().map_err(|_| problem()),
+            CellValue::Json(v) => v
+                .as_u64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1.8e19)
+                        .map(|f| f as u64)
+                })
+                .ok_or_else(problem),
+        }
+    }
+
+    fn seconds(&self, column: &str, value: &CellValue, signed: bool) -> Result<f64, CountersError> {
+        let number = match value {
+            CellValue::Text(t) => t.trim().parse::<f64>().ok(),
+            CellValue::Json(v) => v.as_f64(),
+        };
+        match number {
+            Some(s) if s.is_finite() && (signed || s >= 0.0) && s.abs() < 1e12 => Ok(s),
+            _ => Err(self.error(
+                column,
+                if signed {
+                    "expected a number of seconds"
+                } else {
+                    "expected a number of seconds ≥ 0"
+                },
+            )),
+        }
+    }
+
+    fn boolean(&self, column: &str, value: &CellValue) -> Result<bool, CountersError> {
+        let parsed = match value {
+            CellValue::Text(t) => match t.trim() {
+                "true" | "1" => Some(true),
+                "false" | "0" => Some(false),
+                _ => None,
+            },
+            CellValue::Json(Value::Bool(b)) => Some(*b),
+            CellValue::Json(v) => v.as_u64().filter(|n| *n <= 1).map(|n| n == 1),
+        };
+        parsed.ok_or_else(|| self.error(column, "expected true or false"))
+    }
+
+    fn text(&self, column: &str, value: &CellValue) -> Result<String, CountersError> {
+        match value {
+            CellValue::Text(t) => Ok(t.trim().to_string()),
+            CellValue::Json(Value::String(s)) => Ok(s.clone()),
+            CellValue::Json(Value::Number(n)) => Ok(n.to_string()),
+            CellValue::Json(_) => Err(self.error(column, "expected a string")),
+        }
+    }
+
+    /// Reads one of the optional counter columns a row and a gate record
+    /// share into `values`; false for any other column.
+    fn optional_counter(
+        &self,
+        column: &str,
+        value: &CellValue,
+        row: &mut RawRow,
+    ) -> Result<bool, CountersError> {
+        match column {
+            "completed" => row.values.completed = self.count(column, value)?,
+            "syn_to_end_sum_s" => {
+                row.values.syn_to_end_sum =
+                    Nanos::from_secs_f64(self.seconds(column, value, false)?)
+            }
+            "rtt_sum_s" => {
+                row.values.rtt_sum = Nanos::from_secs_f64(self.seconds(column, value, false)?)
+            }
+            "segments_sent" => row.values.segments_sent = self.count(column, value)?,
+            "segments_retransmitted" => {
+                row.values.segments_retransmitted = self.count(column, value)?
+            }
+            "class" => row.class = self.text(column, value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+fn unknown_column(file: &str, line: u64, name: &str) -> CountersError {
+    line_error(
+        file,
+        line,
+        format!("unknown column `{name}` (allowed: {})", COLUMNS.join(", ")),
+    )
+}
+
+/// Builds one row from (column, value) pairs.
+fn raw_row<'a>(
+    at: &Where,
+    cells: impl Iterator<Item = (&'a str, CellValue<'a>)>,
+) -> Result<RawRow, CountersError> {
+    let mut row = RawRow {
+        line: at.line,
+        t_s: 0.0,
+        time_column: "",
+        class: String::new(),
+        cumulative: None,
+        values: CumulativeCounters::default(),
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for (column, value) in cells {
+        if value.is_empty() {
+            continue;
+        }
+        seen.push(column);
+        match column {
+            "t_start_s" => {
+                row.t_s = at.seconds(column, &value, true)?;
+                row.time_column = "t_start_s";
+            }
+            "interval" => {
+                row.t_s = at.count(column, &value)? as f64;
+                row.time_column = "interval";
+            }
+            "dropped" => row.values.dropped = at.count(column, &value)?,
+            "accepted" => row.values.accepted = at.count(column, &value)?,
+            "cumulative" => row.cumulative = Some(at.boolean(column, &value)?),
+            other => {
+                if !at.optional_counter(other, &value, &mut row)? {
+                    return Err(unknown_column(at.file, at.line, other));
+                }
+            }
+        }
+    }
+    if seen.contains(&"t_start_s") && seen.contains(&"interval") {
+        return Err(at.line_error("give `t_start_s` or `interval`, not both"));
+    }
+    if row.time_column.is_empty() {
+        return Err(at.line_error("no time: give `t_start_s` (seconds) or `interval` (index)"));
+    }
+    for required in REQUIRED {
+        if !seen.contains(required) {
+            return Err(at.error(
+                required,
+                format!("missing (required: {})", REQUIRED.join(", ")),
+            ));
+        }
+    }
+    Ok(row)
+}
+
+fn read_csv_rows(reader: impl BufRead, name: &str) -> Result<Vec<RawRow>, CountersError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'))
+        .from_reader(reader);
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|source| CountersError::Header {
+            file: name.to_string(),
+            source,
+        })?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    for (index, column) in header.iter().enumerate() {
+        if !COLUMNS.contains(&column.as_str()) {
+            return Err(unknown_column(name, 1, column));
+        }
+        if header[..index].contains(column) {
+            return Err(line_error(
+                name,
+                1,
+                format!("column `{column}` appears twice"),
+            ));
+        }
+    }
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            match e.kind() {
+                csv::ErrorKind::UnequalLengths { len, .. } => line_error(
+                    name,
+                    line,
+                    format!("{len} fields, but the header has {}", header.len()),
+                ),
+                _ => line_error(name, line, e.to_string()),
+            }
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let at = Where { file: name, line };
+        let cells = header
+            .iter()
+            .zip(record.iter())
+            .map(|(h, v)| (h.as_str(), CellValue::Text(v)));
+        rows.push(raw_row(&at, cells)?);
+    }
+    Ok(rows)
+}
+
+fn read_jsonl_rows(
+    reader: impl BufRead,
+    name: &str,
+    interval: Nanos,
+) -> Result<Vec<RawRow>, CountersError> {
+    let mut rows = Vec::new();
+    for (index, line) in reader.lines().enumerate() {
+        let number = index as u64 + 1;
+        let line = line.map_err(|source| CountersError::Read {
+            file: name.to_string(),
+            line: number,
+            source,
+        })?;
+        let text = line.trim();
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            // serde_json's message ends with its own "at line 1 column N".
+            let message = e.to_string();
+            let message = message
+                .rsplit_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m)
+                .to_string();
+            CountersError::Json {
+                file: name.to_string(),
+                line: number,
+                column: e.column(),
+                problem: message,
+            }
+        })?;
+        let at = Where {
+            file: name,
+            line: number,
+        };
+        let Value::Object(object) = &value else {
+            return Err(at.line_error("expected a JSON object {\"t_start_s\": …, \"dropped\": …}"));
+        };
+        if is_gate_record(object) {
+            rows.push(gate_log_row(&at, object, interval)?);
+            continue;
+        }
+        let cells = object.iter().map(|(k, v)| (k.as_str(), CellValue::Json(v)));
+        rows.push(raw_row(&at, cells)?);
+    }
+    Ok(rows)
+}
+
+/// Whether a JSON object is a record of `vantage gate`'s log
+/// (`docs/gate.md`): it has the gate's `filter` snapshot and `rejected`.
+fn is_gate_record(object: &serde_json::Map<String, Value>) -> bool {
+    object.contains_key("filter") && object.contains_key("rejected")
+}
+
+/// One record of `vantage gate`'s log as a counters row. The gate counts
+/// the filter's verdicts on SYNs: DROPPED_i is `dropped`; ACCEPTED_i, the
+/// SYNs the server answered, is `accepted + rejected` (a RST is an answer:
+/// the client does not retransmit); in a dry run every SYN was accepted.
+/// The gate sees no connection end: `completed` and the sums are zero
+/// unless the record carries them (a log merged with the server's). The
+/// record's `interval_s` must be Δ; its other keys are ignored.
+fn gate_log_row(
+    at: &Where,
+    object: &serde_json::Map<String, Value>,
+    interval: Nanos,
+) -> Result<RawRow, CountersError> {
+    let get = |key: &str| {
+        object
+            .get(key)
+            .filter(|v| !v.is_null())
+            .map(CellValue::Json)
+            .ok_or_else(|| at.error(key, "missing (every vantage gate log record has it)"))
+    };
+    let t_s = at.seconds("time_s", &get("time_s")?, false)?;
+    let logged = at.seconds("interval_s", &get("interval_s")?, false)?;
+    let wanted = interval.as_secs_f64();
+    if (logged - wanted).abs() > 1e-6 * wanted {
+        return Err(at.error(
+            "interval_s",
+            format!(
+                "the gate logged {logged} s intervals but --interval is {}; run with --interval {logged}s",
+                format_seconds(interval)
+            ),
+        ));
+    }
+    let accepted = at.count("accepted", &get("accepted")?)?;
+    let dropped = at.count("dropped", &get("dropped")?)?;
+    let rejected = at.count("rejected", &get("rejected")?)?;
+    let dry_run = match object.get("dry_run").filter(|v| !v.is_null()) {
+        Some(v) => at.boolean("dry_run", &CellValue::Json(v))?,
+        None => false,
+    };
+    let mut row = RawRow {
+        line: at.line,
+        t_s,
+        time_column: "time_s",
+        class: String::new(),
+        cumulative: Some(false),
+        values: CumulativeCounters::default(),
+    };
+    if dry_run {
+        row.values.accepted = accepted + dropped + rejected;
+    } else {
+        row.values.accepted = accepted + rejected;
+        row.values.dropped = dropped;
+    }
+    for (column, value) in object {
+        let value = CellValue::Json(value);
+        if value.is_empty() {
+            continue;
+        }
+        at.optional_counter(column, &value, &mut row)?;
+    }
+    Ok(row)
+}
+
+/// Whether the rows are cumulative readings: the flag, or a `cumulative`
+/// column that says the same on every row.
+fn cumulative_mode(rows: &[RawRow], flag: bool, name: &str) -> Result<bool, CountersError> {
+    let mut mode: Option<(bool, u64)> = None;
+    for row in rows {
+        if let Some(value) = row.cumulative {
+            match mode {
+                None => mode = Some((value, row.line)),
+                Some((first, line)) if first != value => {
+                    return Err(CountersError::Cell {
+                        file: name.to_string(),
+                        line: row.line,
+                        column: "cumulative".to_string(),
+                        problem: format!(
+                            "{value} here but {first} on line {line}; a file is cumulative or not"
+                        ),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    match mode {
+        Some((false, line)) if flag => Err(CountersError::Cell {
+            file: name.to_string(),
+            line,
+            column: "cumulative".to_string(),
+            problem: "the file says false but --cumulative was given".to_string(),
+        }),
+        Some((value, _)) => Ok(value || flag),
+        None => Ok(flag),
+    }
+}
+
+/// Places every row on the grid of Δ-long intervals from the earliest
+/// row, per class; differences cumulative readings; fills gaps with empty
+/// intervals.
+fn align(
+    name: &str,
+    rows: Vec<RawRow>,
+    cumulative: bool,
+    interval: Nanos,
+) -> Result<EstimateInput, CountersError> {
+    let delta_s = interval.as_secs_f64();
+    let time_column = rows[0].time_column;
+    if let Some(row) = rows.iter().find(|r| r.time_column != time_column) {
+        return Err(line_error(
+            name,
+            row.line,
+            format!(
+                "uses `{}` but line {} uses `{time_column}`; use one time column",
+                row.time_column, rows[0].line
+            ),
+        ));
+    }
+    let cell_error = |line: u64, problem: String| CountersError::Cell {
+        file: name.to_string(),
+        line,
+        column: time_column.to_string(),
+        problem,
+    };
+    // Times in seconds: `interval` indices are multiples of Δ.
+    let time_of = |row: &RawRow| {
+        if time_column == "interval" {
+            row.t_s * delta_s
+        } else {
+            row.t_s
+        }
+    };
+    let t0 = rows.iter().map(time_of).fold(f64::INFINITY, f64::min);
+    let mut per_class: BTreeMap<String, Vec<(u64, &RawRow)>> = BTreeMap::new();
+    for row in &rows {
+        let position = (time_of(row) - t0) / delta_s;
+        let index = position.round();
+        if (position - index).abs() > 0.25 {
+            return Err(cell_error(
+                row.line,
+                format!(
+                    "{} s is not on the grid of {} intervals starting at {t0} s; rows must be --interval apart",
+                    time_of(row),
+                    format_seconds(interval)
+                ),
+            ));
+        }
+        if index >= MAX_INTERVALS as f64 {
+            return Err(line_error(
+                name,
+                row.line,
+                format!(
+                    "{} s after the first row is more than {MAX_INTERVALS} intervals of {}; use a longer --interval",
+                    time_of(row) - t0,
+                    format_seconds(interval)
+                ),
+            ));
+        }
+        let index = index as u64;
+        let series = per_class.entry(row.class.clone()).or_default();
+        if let Some(&(previous, previous_row)) = series.last() {
+            if index <= previous {
+                let what = if index == previous {
+                    "is the same interval as"
+                } else {
+                    "comes before"
+                };
+                return Err(cell_error(
+                    row.line,
+                    format!(
+                        "{} s {what} line {} ({} s){}; rows of a class must go forward in time",
+                        time_of(row),
+                        previous_row.line,
+                        time_of(previous_row),
+                        class_suffix(&row.class)
+                    ),
+                ));
+            }
+        }
+        series.push((index, row));
+    }
+
+    let mut intervals = 0usize;
+    let mut series_intervals: Vec<(String, Vec<(u64, IntervalCounters)>)> = Vec::new();
+    for (class, series) in per_class {
+        let mut counted: Vec<(u64, IntervalCounters)> = Vec::new();
+        if cumulative {
+            for pair in series.windows(2) {
+                let ((start, earlier), (end, later)) = (pair[0], pair[1]);
+                if end != start + 1 {
+                    return Err(line_error(
+                        name,
+                        later.line,
+                        format!(
+                            "readings at {} s (line {}) and {} s are {} intervals apart; a cumulative file needs a reading every interval{}",
+                            time_of(earlier),
+                            earlier.line,
+                            time_of(later),
+                            end - start,
+                            class_suffix(&class)
+                        ),
+                    ));
+                }
+                let difference =
+                    later
+                        .values
+                        .since(&earlier.values)
+                        .map_err(|e| CountersError::Cell {
+                            file: name.to_string(),
+                            line: later.line,
+                            column: column_of_counter(e.counter),
+                            problem: format!(
+                                "went backwards from {} (line {}) to {}{}; counters restarted?",
+                                e.previous,
+                                earlier.line,
+                                e.current,
+                                class_suffix(&class)
+                            ),
+                        })?;
+                counted.push((start, difference));
+            }
+        } else {
+            for (index, row) in series {
+                let v = &row.values;
+                counted.push((
+                    index,
+                    IntervalCounters {
+                        dropped: v.dropped,
+                        accepted: v.accepted,
+                        completed: v.completed,
+                        syn_to_end_sum: v.syn_to_end_sum,
+                        rtt_sum: v.rtt_sum,
+                        syn_to_end_histogram: None,
+                        segments_sent: v.segments_sent,
+                        segments_retransmitted: v.segments_retransmitted,
+                    },
+                ));
+            }
+        }
+        if let Some((last, _)) = counted.last() {
+            intervals = intervals.max(*last as usize + 1);
+        }
+        series_intervals.push((class, counted));
+    }
+    if intervals == 0 {
+        return Err(CountersError::File {
+            file: name.to_string(),
+            problem: "a cumulative file needs at least two readings".to_string(),
+        });
+    }
+    let mut classes = Vec::new();
+    for (class, counted) in series_intervals {
+        let mut counters = vec![IntervalCounters::default(); intervals];
+        for (index, c) in counted {
+            counters[index as usize] = c;
+        }
+        classes.push(ClassInput {
+            class,
+            counters,
+            exact: None,
+        });
+    }
+    Ok(EstimateInput {
+        description: name.to_string(),
+        t0_s: t0,
+        origin_unix: None,
+        intervals,
+        classes,
+        capture_notes: None,
+    })
+}
+
+fn class_suffix(class: &str) -> String {
+    if class.is_empty() {
+        String::new()
+    } else {
+        format!(" (class `{class}`)")
+    }
+}
+
+/// The file column behind a [`CumulativeCounters`] field.
+fn column_of_counter(counter: &str) -> String {
+    match counter {
+        "syn_to_end_sum" | "rtt_sum" => format!("{counter}_s"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(
+        text: &str,
+        format: CountersFormat,
+        cumulative: bool,
+    ) -> Result<EstimateInput, CountersError> {
+        read_counters(
+            text.as_bytes(),
+            "counters",
+            format,
+            cumulative,
+            Nanos::from_millis(250),
+        )
+    }
+
+    #[test]
+    fn csv_rows_align_on_the_grid_and_gaps_are_empty() {
+        let input = read(
+            "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,4,4,0.4\n3,0,4,4,0.4\n",
+            CountersFormat::Csv,
+            false,
+        )
+        .unwrap();
+        assert_eq!(input.intervals, 4);
+        assert_eq!(input.classes.len(), 1);
+        let counters = &input.classes[0].counters;
+        assert_eq!((counters[0].dropped, counters[0].accepted), (1, 4));
+        assert_eq!(counters[1], IntervalCounters::default());
+        assert_eq!(counters[3].syn_to_end_sum, Nanos::from_millis(400));
+    }
+
+    #[test]
+    fn cumulative_readings_are_differenced_per_class() {
+        let text = "{\"t_start_s\":10,\"class\":\"a\",\"dropped\":1,\"accepted\":5,\"completed\":5,\"syn_to_end_sum_s\":1}\n\
+                    {\"t_start_s\":10.25,\"class\":\"a\",\"dropped\":3,\"accepted\":9,\"completed\":8,\"syn_to_end_sum_s\":1.5}\n";
+        let input = read(text, CountersFormat::Jsonl, true).unwrap();
+        assert_eq!(input.t0_s, 10.0);
+        assert_eq!(input.classes[0].class, "a");
+        let c = &input.classes[0].counters[0];
+        assert_eq!((c.dropped, c.accepted, c.completed), (2, 4, 3));
+        assert_eq!(c.syn_to_end_sum, Nanos::from_millis(500));
+    }
+
+    #[test]
+    fn a_gate_log_record_is_a_row() {
+        let text = "{\"time_s\":5,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{}}\n\
+                    {\"time_s\":5.25,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{},\"dry_run\":true}\n";
+        let input = read(text, CountersFormat::Jsonl, false).unwrap();
+        let counters = &input.classes[0].counters;
+        assert_eq!((counters[0].dropped, counters[0].accepted), (3, 11));
+        assert_eq!((counters[1].dropped, counters[1].accepted), (0, 14));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let err = read(
+            "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,x,1,1\n",
+            CountersFormat::Csv,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "counters, line 2, column `accepted`: expected a whole number ≥ 0"
+        );
+        let err = read(
+            "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,10,1,1\n0.25,0,11,2,2\n",
+            CountersFormat::Csv,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "counters, line 3, column `dropped`: went backwards from 1 (line 2) to 0; counters restarted?"
+        );
+        let err = read("{\"t_start_s\": 0,\n", CountersFormat::Jsonl, false).unwrap_err();
+        assert!(
+            err.to_string().starts_with("counters, line 1, column "),
+            "{err}"
+        );
+        let err = read("", CountersFormat::Jsonl, false).unwrap_err();
+        assert_eq!(err.to_string(), "counters: no rows");
+    }
+}

@@ -1,0 +1,92 @@
+//! What an estimate run reads, before the model runs: per class, the
+//! interval counters of Eq. 2–3 on one grid of Δ-long intervals, and for
+//! a capture the exact figures over the same intervals.
+
+use serde::Serialize;
+
+use super::counters::IntervalCounters;
+use super::observed::{
+    bucket, end_abandoned, exact, ConnectionObservation, ExactConfig, ExactFigures, IntervalGrid,
+    ObservedCounters, ObservedError,
+};
+use crate::Nanos;
+
+/// One class's intervals, ready for the model (Section 3.2.4).
+#[derive(Clone, Debug)]
+pub struct ClassInput {
+    /// Empty when the input has no classes.
+    pub class: String,
+    /// One entry per interval of the run.
+    pub counters: Vec<IntervalCounters>,
+    /// Capture input: the exact figures over the same intervals.
+    pub exact: Option<ExactFigures>,
+}
+
+/// One class of observed connections on the grid: what the server would
+/// have counted and the exact figures.
+#[derive(Clone, Debug)]
+pub struct ObservedClass {
+    pub counters: ObservedCounters,
+    pub exact: ExactFigures,
+    /// Accepted connections ended at first SYN + FTO
+    /// (`observed::end_abandoned`).
+    pub abandoned: u64,
+}
+
+/// The steps every reader of observed connections takes, in order: end
+/// the abandoned connections, bucket into counters, compute the exact
+/// figures.
+pub fn observe_class(
+    observations: &mut [ConnectionObservation],
+    grid: IntervalGrid,
+    capture_end: Nanos,
+    exact_config: &ExactConfig,
+) -> Result<ObservedClass, ObservedError> {
+    let abandoned = end_abandoned(observations, exact_config.frustration_timeout, capture_end);
+    let counters = bucket(observations, grid, capture_end)?;
+    let exact = exact(observations, grid, capture_end, exact_config)?;
+    Ok(ObservedClass {
+        counters,
+        exact,
+        abandoned,
+    })
+}
+
+/// Every class of one input on one interval grid.
+#[derive(Clone, Debug)]
+pub struct EstimateInput {
+    /// What was read, as named in messages and the summary.
+    pub description: String,
+    /// Start of interval 0, in seconds on the input's own time axis (the
+    /// file's `t_start_s`, or 0 for a capture's first interval).
+    pub t0_s: f64,
+    /// Capture input: interval 0's start, ns since the UNIX epoch.
+    pub origin_unix: Option<Nanos>,
+    pub intervals: usize,
+    /// At least one; sorted by class name.
+    pub classes: Vec<ClassInput>,
+    /// Capture input: what the reader and bucketing counted.
+    pub capture_notes: Option<CaptureNotes>,
+}
+
+impl EstimateInput {
+    /// Whether the input names classes (then rows and summaries say which).
+    pub fn classed(&self) -> bool {
+        self.classes.len() > 1 || self.classes.first().is_some_and(|c| !c.class.is_empty())
+    }
+}
+
+/// What the capture reader and bucketing counted beside the connections.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CaptureNotes {
+    pub packets: u64,
+    pub connections: u64,
+    pub listeners: Vec<String>,
+    pub connections_without_syn: u64,
+    pub connections_to_other_servers: u64,
+    pub syns_after_answer: u64,
+    pub rtt_missing: u64,
+    /// Accepted connections ended at first SYN + FTO (never served or
+    /// closed; see `observed::end_abandoned`).
+    pub abandoned: u64,
+}

@@ -1,0 +1,398 @@
+//! An estimate run over a whole input: the model once per class and
+//! interval (Section 3.2, one estimator per class as in Section 3.2.4), one
+//! [`IntervalRow`] per interval and class, and the whole-input
+//! [`Summary`] — the transaction-weighted mean of Eq. 4 beside the exact
+//! one for a capture, the drop rate, give-ups, and the SYN-to-END mean a
+//! server-side latency metric reports.
+
+use serde::Serialize;
+
+use super::counters::IntervalCounters;
+use super::input::{CaptureNotes, ClassInput, EstimateInput};
+use super::model::{Certes, Estimate, NetworkLoss};
+use super::observed::{compare, ExactFigures};
+use crate::Nanos;
+
+/// One interval of one class, as printed and serialized.
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalRow {
+    pub t_start_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    pub dropped: u64,
+    pub accepted: u64,
+    pub completed: u64,
+    pub drop_rate: f64,
+    /// Clients the model estimates gave up in this interval.
+    pub gave_up: f64,
+    /// CLIENT_RT_i (Eq. 4).
+    pub estimate_mean_s: Option<f64>,
+    pub syn_to_end_mean_s: Option<f64>,
+    pub rtt_mean_s: Option<f64>,
+    pub conn_fail_mean_s: Option<f64>,
+    pub p50_s: Option<f64>,
+    pub p90_s: Option<f64>,
+    pub p99_s: Option<f64>,
+    /// Capture input: the exact mean of the interval's transactions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_mean_s: Option<Option<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_completed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_gave_up: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_conn_fail_mean_s: Option<Option<f64>>,
+}
+
+impl IntervalRow {
+    /// Nothing arrived, completed or gave up in the interval.
+    pub fn idle(&self) -> bool {
+        self.dropped + self.accepted + self.completed == 0
+            && self.gave_up < 0.005
+            && self.exact_gave_up.unwrap_or(0) == 0
+    }
+}
+
+/// Whole-input figures of one class (or all).
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    pub offered: u64,
+    pub dropped: u64,
+    pub accepted: u64,
+    pub drop_rate: f64,
+    pub completed: u64,
+    /// Clients the model estimates gave up.
+    pub gave_up: f64,
+    /// Σ SYN-to-END / COMPLETED: what server-side latency metrics report.
+    pub syn_to_end_mean_s: Option<f64>,
+    pub rtt_mean_s: Option<f64>,
+    /// Σ Eq. 4 numerators / Σ transactions.
+    pub estimate_mean_s: Option<f64>,
+    /// Completed connections by retry count, as the model split them.
+    pub estimate_completed_by_retries: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<ExactSummary>,
+    /// (estimate − exact) / exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_difference: Option<f64>,
+}
+
+/// The exact figures of a capture, whole-input.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExactSummary {
+    pub mean_s: Option<f64>,
+    pub completed: u64,
+    pub gave_up: u64,
+    pub refused: u64,
+    /// Outcome unknown at the end of the capture: left out.
+    pub unresolved: u64,
+    pub p50_s: Option<f64>,
+    pub p90_s: Option<f64>,
+    pub p99_s: Option<f64>,
+    /// Completed connections by retry count (SYNs before the answered one).
+    pub completed_by_retries: Vec<u64>,
+}
+
+/// The whole run: its settings, all classes together, and each class.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub input: String,
+    pub profile: String,
+    pub interval_s: f64,
+    pub frustration_timeout_s: f64,
+    pub network_loss: String,
+    pub intervals: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin_unix_s: Option<f64>,
+    #[serde(flatten)]
+    pub total: ClassSummary,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<CaptureNotes>,
+}
+
+/// Rows and summary of one run.
+#[derive(Clone, Debug)]
+pub struct EstimateReport {
+    /// Interval by interval, classes in order within an interval.
+    pub rows: Vec<IntervalRow>,
+    pub summary: Summary,
+}
+
+/// Runs a copy of `fresh` over each class's intervals and summarizes.
+/// `frustration_timeout` is the one the model was told, as reported.
+pub fn estimate_input(
+    input: &EstimateInput,
+    fresh: &Certes,
+    frustration_timeout: Nanos,
+) -> EstimateReport {
+    let results: Vec<Vec<Estimate>> = input
+        .classes
+        .iter()
+        .map(|class| {
+            let mut certes = fresh.clone();
+            class
+                .counters
+                .iter()
+                .map(|c| certes.on_interval(c))
+                .collect()
+        })
+        .collect();
+    let interval = fresh.config().interval;
+    EstimateReport {
+        rows: rows(input, &results, interval),
+        summary: summarize(input, &results, fresh, frustration_timeout),
+    }
+}
+
+fn secs(n: Option<Nanos>) -> Option<f64> {
+    n.map(Nanos::as_secs_f64)
+}
+
+fn rows(input: &EstimateInput, results: &[Vec<Estimate>], interval: Nanos) -> Vec<IntervalRow> {
+    let classed = input.classed();
+    let mut rows = Vec::with_capacity(input.intervals * input.classes.len());
+    for i in 0..input.intervals {
+        for (class, estimates) in input.classes.iter().zip(results) {
+            let c = &class.counters[i];
+            let e = &estimates[i];
+            let exact = class.exact.as_ref().map(|x| &x.intervals[i]);
+            rows.push(IntervalRow {
+                t_start_s: round9(input.t0_s + (i as f64) * interval.as_secs_f64()),
+                class: classed.then(|| class.class.clone()),
+                dropped: c.dropped,
+                accepted: c.accepted,
+                completed: c.completed,
+                drop_rate: c.drop_rate(),
+                gave_up: e.gave_up,
+                estimate_mean_s: secs(e.mean),
+                syn_to_end_mean_s: secs(e.syn_to_end_mean),
+                rtt_mean_s: secs(e.rtt_mean),
+                conn_fail_mean_s: secs(e.conn_fail_mean),
+                p50_s: secs(e.percentile(0.5)),
+                p90_s: secs(e.percentile(0.9)),
+                p99_s: secs(e.percentile(0.99)),
+                exact_mean_s: exact.map(|x| secs(x.mean())),
+                exact_completed: exact.map(|x| x.completed),
+                exact_gave_up: exact.map(|x| x.gave_up),
+                exact_conn_fail_mean_s: exact.map(|x| secs(x.conn_fail_mean())),
+            });
+        }
+    }
+    rows
+}
+
+/// Rounds away binary noise (0.1 + 0.2) so times print as written.
+pub fn round9(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+/// A duration as people write it: `250 ms`, `21 s`.
+pub fn format_seconds(n: Nanos) -> String {
+    let s = n.as_secs_f64();
+    if s < 1.0 {
+        format!("{} ms", round9(s * 1e3))
+    } else {
+        format!("{} s", round9(s))
+    }
+}
+
+/// The transaction-weighted mean of Eq. 4 over many intervals, Σ numerators
+/// / Σ transactions, in seconds and not rounded to whole nanoseconds.
+/// `observed::compare` computes the same mean rounded to a [`Nanos`]; the
+/// summary keeps the unrounded figure it has always printed.
+fn weighted_mean_s(estimates: &[Estimate]) -> Option<f64> {
+    let transactions: f64 = estimates.iter().map(Estimate::transactions).sum();
+    let total_time: f64 = estimates.iter().map(Estimate::total_time_nanos).sum();
+    (transactions > 0.0).then(|| total_time / transactions / 1e9)
+}
+
+fn class_summary(
+    class: Option<String>,
+    inputs: &[&ClassInput],
+    estimates: &[&Vec<Estimate>],
+) -> ClassSummary {
+    let mut total = IntervalCounters::default();
+    for input in inputs {
+        for c in &input.counters {
+            total.dropped += c.dropped;
+            total.accepted += c.accepted;
+            total.completed += c.completed;
+            total.syn_to_end_sum += c.syn_to_end_sum;
+            total.rtt_sum += c.rtt_sum;
+        }
+    }
+    let all: Vec<Estimate> = estimates.iter().flat_map(|e| e.iter().cloned()).collect();
+    let mut by_retries: Vec<f64> = Vec::new();
+    for e in &all {
+        if by_retries.len() < e.completed_by_attempt.len() {
+            by_retries.resize(e.completed_by_attempt.len(), 0.0);
+        }
+        for (slot, n) in by_retries.iter_mut().zip(&e.completed_by_attempt) {
+            *slot += n;
+        }
+    }
+    by_retries
+        .iter_mut()
+        .for_each(|n| *n = (*n * 100.0).round() / 100.0);
+    while by_retries.last().is_some_and(|n| *n == 0.0) {
+        by_retries.pop();
+    }
+    let gave_up: f64 = all.iter().map(|e| e.gave_up).sum();
+    let exacts: Vec<&ExactFigures> = inputs.iter().filter_map(|i| i.exact.as_ref()).collect();
+    let (exact, relative_difference) = match exact_summary(&exacts) {
+        None => (None, None),
+        Some((summary, merged)) => (Some(summary), compare(&all, &merged).relative_difference),
+    };
+    ClassSummary {
+        class,
+        offered: total.offered(),
+        dropped: total.dropped,
+        accepted: total.accepted,
+        drop_rate: total.drop_rate(),
+        completed: total.completed,
+        gave_up: (gave_up * 100.0).round() / 100.0,
+        syn_to_end_mean_s: secs(total.syn_to_end_mean()),
+        rtt_mean_s: secs(total.rtt_mean()),
+        estimate_mean_s: weighted_mean_s(&all),
+        estimate_completed_by_retries: by_retries,
+        exact,
+        relative_difference,
+    }
+}
+
+/// The exact figures of several classes, merged; `None` without any.
+fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures)> {
+    let (first, rest) = exacts.split_first()?;
+    let mut merged = (*first).clone();
+    for other in rest {
+        merged.connections.extend(other.connections.iter().copied());
+        merged.completed += other.completed;
+        merged.gave_up += other.gave_up;
+        merged.refused += other.refused;
+        merged.unresolved += other.unresolved;
+        merged.total_time += other.total_time;
+    }
+    let mut completed_by_retries: Vec<u64> = Vec::new();
+    for figures in exacts {
+        for interval in &figures.intervals {
+            if completed_by_retries.len() < interval.completed_by_retries.len() {
+                completed_by_retries.resize(interval.completed_by_retries.len(), 0);
+            }
+            for (slot, n) in completed_by_retries
+                .iter_mut()
+                .zip(&interval.completed_by_retries)
+            {
+                *slot += n;
+            }
+        }
+    }
+    let summary = ExactSummary {
+        mean_s: secs(merged.mean()),
+        completed: merged.completed,
+        gave_up: merged.gave_up,
+        refused: merged.refused,
+        unresolved: merged.unresolved,
+        p50_s: secs(merged.percentile(0.5)),
+        p90_s: secs(merged.percentile(0.9)),
+        p99_s: secs(merged.percentile(0.99)),
+        completed_by_retries,
+    };
+    Some((summary, merged))
+}
+
+fn network_loss_name(loss: NetworkLoss) -> String {
+    match loss {
+        NetworkLoss::None => "none".to_string(),
+        NetworkLoss::Fixed(q) => q.to_string(),
+        NetworkLoss::FromRetransmissions => "retransmissions".to_string(),
+    }
+}
+
+fn summarize(
+    input: &EstimateInput,
+    results: &[Vec<Estimate>],
+    certes: &Certes,
+    frustration_timeout: Nanos,
+) -> Summary {
+    let config = certes.config();
+    let all_inputs: Vec<&ClassInput> = input.classes.iter().collect();
+    let all_results: Vec<&Vec<Estimate>> = results.iter().collect();
+    let total = class_summary(None, &all_inputs, &all_results);
+    let classes = if input.classed() {
+        input
+            .classes
+            .iter()
+            .zip(results)
+            .map(|(c, r)| class_summary(Some(c.class.clone()), &[c], &[r]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Summary {
+        input: input.description.clone(),
+        profile: config.clients.name.clone(),
+        interval_s: config.interval.as_secs_f64(),
+        frustration_timeout_s: frustration_timeout.as_secs_f64(),
+        network_loss: network_loss_name(config.network_loss),
+        intervals: input.intervals,
+        origin_unix_s: input.origin_unix.map(|n| n.as_secs_f64()),
+        total,
+        classes,
+        trace: input.capture_notes.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certes::CertesConfig;
+    use crate::tcp::ClientMix;
+
+    /// The paper's worked case: with no drop, Eq. 4 is the SYN-to-END mean
+    /// plus the RTT mean, interval by interval and over the whole input.
+    #[test]
+    fn no_drops_estimate_is_syn_to_end_plus_rtt() {
+        let counters = IntervalCounters {
+            accepted: 10,
+            completed: 10,
+            syn_to_end_sum: Nanos::from_millis(2500),
+            rtt_sum: Nanos::from_millis(400),
+            ..IntervalCounters::default()
+        };
+        let input = EstimateInput {
+            description: "test".to_string(),
+            t0_s: 0.0,
+            origin_unix: None,
+            intervals: 3,
+            classes: vec![ClassInput {
+                class: String::new(),
+                counters: vec![counters; 3],
+                exact: None,
+            }],
+            capture_notes: None,
+        };
+        let clients = ClientMix::builtin("windows-9x-nt").unwrap();
+        let config = CertesConfig::new(Nanos::from_secs(1), clients, Nanos::from_secs(21));
+        let certes = Certes::new(config).unwrap();
+        let report = estimate_input(&input, &certes, Nanos::from_secs(21));
+        assert_eq!(report.rows.len(), 3);
+        assert_eq!(report.rows[2].t_start_s, 2.0);
+        assert!(report.rows[1].class.is_none());
+        for row in &report.rows {
+            assert!(
+                (row.estimate_mean_s.unwrap() - 0.29).abs() < 1e-9,
+                "{row:?}"
+            );
+        }
+        let summary = &report.summary;
+        assert_eq!((summary.total.offered, summary.total.completed), (30, 30));
+        assert!((summary.total.estimate_mean_s.unwrap() - 0.29).abs() < 1e-9);
+        assert!(summary.classes.is_empty() && summary.total.exact.is_none());
+        assert_eq!(summary.frustration_timeout_s, 21.0);
+        assert_eq!(format_seconds(Nanos::from_millis(250)), "250 ms");
+    }
+}
