@@ -596,7 +596,7 @@ pub fn run(
     let mut interrupted = false;
     let mut failures = 0;
     if !sim_only {
-        if !vantage_testbed::netns::is_root() {
+        if !vantage_sys::privilege::is_root() {
             bail!("the live runs need root (they build network namespaces); `--sim-only` prints the simulator's numbers without them");
         }
         let stop = Arc::new(AtomicBool::new(false));

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
 use vantage_live::synflood::SynFlood;
-use vantage_nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
+use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -535,7 +535,7 @@ fn connect_latencies(
 
 fn main() -> Result<(), Error> {
     let options = parse_options()?;
-    if !vantage_live::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err("gate_bench needs root (network namespace, iptables, NFQUEUE)".into());
     }
     // SAFETY: called before any thread is started; affects this process.

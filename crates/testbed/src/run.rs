@@ -35,7 +35,7 @@ use vantage_core::Nanos;
 use crate::gate::{self, GateReport, GateSpec};
 use crate::load::record::{summarize, write_csv, ConnectionRecord, LoadSummary};
 use crate::load::{self, LoadConfig};
-use crate::netns::{self, Netns, NetnsError};
+use crate::netns::{Netns, NetnsError};
 use crate::profiles;
 use crate::recorders::capture::{syn_audit, Capture, CaptureReport, SynAudit};
 use crate::recorders::counters::{self, CounterRecord};
@@ -223,7 +223,7 @@ pub fn run(
     on_event: &dyn Fn(RunEvent),
 ) -> Result<RunOutput, RunError> {
     spec.validate().map_err(RunError::Spec)?;
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err(topology::TopologyError::NotRoot.into());
     }
     check_tools(spec)?;

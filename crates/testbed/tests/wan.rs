@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vantage_testbed::netns::{self, Netns, NetnsError};
+use vantage_testbed::netns::{Netns, NetnsError};
 use vantage_testbed::topology::{Topology, TopologySpec, SERVER_ADDR};
 use vantage_testbed::wan::{
     find_iptables, Emulator, ForwardQueueRule, LinkConfig, LinkRule, WanConfig, WanStats,
@@ -30,7 +30,7 @@ struct Testbed {
 }
 
 fn testbed(test: &str) -> Option<Testbed> {
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         eprintln!("skipped: {test} needs root to create network namespaces");
         return None;
     }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use vantage_core::admission::syn::{CapacityConfig, CapacityEstimator};
 use vantage_core::Nanos;
-use vantage_nfqueue::Queue;
+use vantage_sys::nfqueue::Queue;
 
 use super::config::{GateConfig, Refill};
 use super::kernel::{read_accept_queue, read_passive_opens};
@@ -189,7 +189,7 @@ struct WorkerHandle {
 /// Runs the gate until `options.stop` is set; returns what it did. Needs
 /// root (`CAP_NET_ADMIN`) for the queues and the rules.
 pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, GateError> {
-    if !crate::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err(GateError::NotRoot);
     }
     let filter = config.filter.build().map_err(GateError::Filter)?;

@@ -56,7 +56,7 @@ pub use worker::{
 };
 
 use vantage_core::admission::syn::FilterConfigError;
-use vantage_nfqueue::NfqError;
+use vantage_sys::nfqueue::NfqError;
 
 /// Why the gate could not start or had to stop.
 #[derive(Debug, thiserror::Error)]

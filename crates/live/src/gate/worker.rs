@@ -43,7 +43,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use vantage_core::admission::syn::{FilterConfigError, FilterSnapshot, SynFilter};
 use vantage_core::Nanos;
-use vantage_nfqueue::{
+use vantage_sys::nfqueue::{
     CopyMode, Message, NfqError, Queue, QueueConfig, Received, Verdict, VerdictBatch,
 };
 

@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn rule_is_removed_from_its_namespace_even_when_dropped_elsewhere() {
-        if !crate::netns::is_root() || find_iptables().is_none() {
+        if !vantage_sys::privilege::is_root() || find_iptables().is_none() {
             eprintln!("skipped: needs root and iptables to change a private namespace's rules");
             return;
         }

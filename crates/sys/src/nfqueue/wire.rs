@@ -13,7 +13,7 @@
 //!
 //! The nfnetlink message type is `(NFNL_SUBSYS_QUEUE << 8) | msg`.
 
-use crate::error::ParseError;
+use super::error::ParseError;
 
 pub(crate) const NLMSG_HDRLEN: usize = 16;
 pub(crate) const NFGENMSG_LEN: usize = 4;
