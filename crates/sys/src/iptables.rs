@@ -104,20 +104,29 @@ mod tests {
 
     #[test]
     fn a_failing_command_quotes_its_status_and_stderr() {
-        let error = run(Path::new("sh"), &["-c", "echo out; echo '  no chain ' >&2; exit 3"])
-            .unwrap_err();
+        let error = run(
+            Path::new("sh"),
+            &["-c", "echo out; echo '  no chain ' >&2; exit 3"],
+        )
+        .unwrap_err();
         match &error {
             IptablesError::Failed { status, stderr, .. } => {
                 assert_eq!((*status, stderr.as_str()), (3, "no chain"));
             }
             other => panic!("{other:?}"),
         }
-        assert!(error.to_string().ends_with("failed (exit 3): no chain"), "{error}");
+        assert!(
+            error.to_string().ends_with("failed (exit 3): no chain"),
+            "{error}"
+        );
     }
 
     #[test]
     fn success_returns_standard_output() {
-        assert_eq!(run(Path::new("sh"), &["-c", "echo -A INPUT"]).unwrap(), "-A INPUT\n");
+        assert_eq!(
+            run(Path::new("sh"), &["-c", "echo -A INPUT"]).unwrap(),
+            "-A INPUT\n"
+        );
     }
 
     #[test]

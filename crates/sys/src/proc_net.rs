@@ -223,7 +223,8 @@ IpExt: 0 123456\n";
     fn a_missing_file_is_a_read_error_naming_it() {
         let e = read_counters("/proc/net/no-such-file").unwrap_err();
         assert!(
-            e.to_string().starts_with("cannot read /proc/net/no-such-file: "),
+            e.to_string()
+                .starts_with("cannot read /proc/net/no-such-file: "),
             "{e}"
         );
     }
@@ -233,7 +234,9 @@ IpExt: 0 123456\n";
         let c = read_thread_namespace_counters().unwrap();
         assert!(c.contains_key(LISTEN_DROPS));
         assert!(c.contains_key(PASSIVE_OPENS));
-        assert!(read_counters(SNMP_PATH).unwrap().contains_key(PASSIVE_OPENS));
+        assert!(read_counters(SNMP_PATH)
+            .unwrap()
+            .contains_key(PASSIVE_OPENS));
     }
 
     fn v4(address: Ipv4Addr) -> String {
@@ -261,9 +264,15 @@ IpExt: 0 123456\n";
             parse_listen_row(&row(&v4(server), 80, "0A", 7), false),
             Some((IpAddr::V4(server), 80, 7))
         );
-        assert_eq!(parse_listen_row(&row(&v4(server), 80, "01", 7), false), None);
         assert_eq!(
-            parse_listen_row("  sl  local_address rem_address   st tx_queue rx_queue", false),
+            parse_listen_row(&row(&v4(server), 80, "01", 7), false),
+            None
+        );
+        assert_eq!(
+            parse_listen_row(
+                "  sl  local_address rem_address   st tx_queue rx_queue",
+                false
+            ),
             None
         );
         assert_eq!(parse_listen_row("garbage", false), None);
