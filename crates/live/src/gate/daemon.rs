@@ -34,14 +34,13 @@ use vantage_core::Nanos;
 use vantage_sys::nfqueue::Queue;
 
 use super::config::{GateConfig, Refill};
+use super::counters::CounterTotals;
+use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, IntervalLog, IntervalRecord};
 use super::metrics::{GateMetrics, MetricsServer};
 use super::rules::GateRules;
-use super::worker::{
-    allowed_cpus, fanout_cpus, pin_current_thread, queue_config, CounterTotals, Gate, QueueWorker,
-    WorkerReport,
-};
+use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
 use super::GateError;
 
 /// How long the main thread sleeps at most between looks at the stop
