@@ -1,42 +1,22 @@
-//! `[gate]`: SYN admission control in front of the server, inside the
-//! server namespace — the Abacus paper's Section 6 comparison run with real
-//! clients.
+//! SYN admission control in front of the server, inside the server
+//! namespace (the spec's `[gate]`; `docs/testbed.md`): the Abacus paper's
+//! Section 6 comparison run with real clients.
 //!
-//! Three kinds:
+//! * `none` (the default): nothing; a full accept queue makes the kernel
+//!   drop SYNs itself (`ListenOverflows`);
+//! * `iptables-limit`: an iptables `limit` match (a token bucket of `burst`
+//!   tokens refilled at `rate_per_s`: the paper's W and r_t) on SYNs to the
+//!   server, the rest dropped (*TBF*) or rejected (*TBF w/ Reject*); the
+//!   rules' packet counters are read before they are removed;
+//! * `vantage`: `vantage gate run` (the live NFQUEUE gate of `crates/live`)
+//!   started in the server namespace with `[gate.config]` plus the
+//!   listener and log the testbed fills in, stopped with SIGTERM (SIGKILL
+//!   after `stop_timeout_s`); rules it left behind are listed and removed.
+//!   The gate validates its own configuration.
 //!
-//! * `none` (the default): nothing in front of the server; when the accept
-//!   queue is full the kernel drops SYNs itself (`ListenOverflows`);
-//! * `iptables-limit`: the token bucket every Linux firewall has. Two rules
-//!   on the server namespace's INPUT chain:
-//!
-//!   ```text
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -m limit --limit R/second --limit-burst B -j ACCEPT
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -j DROP      # action = "drop"
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -j REJECT --reject-with tcp-reset   # action = "reject"
-//!   ```
-//!
-//!   `-m limit` is a token bucket of `burst` tokens refilled at `rate_per_s`
-//!   (the paper's TBF with W = burst, r_t = rate), so `drop` is the paper's
-//!   *TBF* and `reject` its *TBF w/ Reject*. The rules' packet counters are
-//!   read before the rules are removed (`gate.json`, `iptables.txt`);
-//! * `vantage`: `vantage gate run` (the live NFQUEUE SYN gate of
-//!   `crates/live`) with the `[gate.config]` table as its configuration.
-//!   The testbed adds `[[listeners]]` (the server's address and port) and
-//!   `gate.log` (`gate.jsonl` in the result directory), writes `gate.toml`,
-//!   starts `<vantage> gate run --config gate.toml --ready-file gate.ready`
-//!   inside the server namespace, waits (bounded by `ready_timeout_s`) for
-//!   the ready file, and after the load sends SIGTERM (SIGKILL after
-//!   `stop_timeout_s`). Its exit status, output and log go in the result
-//!   directory; rules it left behind are listed in `gate.json` and removed.
-//!
-//! The testbed does not interpret the gate's own configuration beyond the
-//! keys it fills in: the gate validates its configuration itself and an
-//! error shows up as the gate exiting before it is ready.
-//!
-//! Everything lives in the server namespace and goes with it; rules are
-//! still removed on normal teardown, and a gate process is stopped when its
-//! handle is dropped (error paths, panics) and gets SIGTERM if this process
-//! dies (`PR_SET_PDEATHSIG`).
+//! Rules are removed on normal teardown; a gate process is stopped when its
+//! handle is dropped and gets SIGTERM if this process dies
+//! (`PR_SET_PDEATHSIG`).
 
 use std::io::Read;
 use std::net::SocketAddr;
