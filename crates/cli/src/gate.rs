@@ -45,7 +45,7 @@ pub fn run(command: GateCommand) -> Result<()> {
             Ok(())
         }
         GateCommand::Clean => {
-            if !vantage_live::is_root() {
+            if !vantage_sys::privilege::is_root() {
                 bail!("vantage gate clean needs root to change iptables rules");
             }
             let report = gate::clean()?;
@@ -66,7 +66,7 @@ pub fn run(command: GateCommand) -> Result<()> {
         }
         GateCommand::Run { config, ready_file } => {
             let config = GateConfig::load(&config)?;
-            if !vantage_live::is_root() {
+            if !vantage_sys::privilege::is_root() {
                 bail!(
                     "vantage gate run needs root (CAP_NET_ADMIN) to bind NFQUEUE queues and install iptables rules; run it as root"
                 );

@@ -50,10 +50,10 @@ use vantage_sim::studies::Check;
 use vantage_testbed::experiment::{
     generator, workload_stats, Checks, Experiment, FilterModel, PlannedRun, WorkloadStats,
 };
-use vantage_testbed::gate::GateReport;
 use vantage_testbed::load::arrivals::{ArrivalConfig, MAX_CONNECTIONS_LIMIT};
 use vantage_testbed::load::record::{ConnectionRecord, Outcome};
 use vantage_testbed::run::{self, RunError, RunEvent, RunOptions};
+use vantage_testbed::syn_admission::SynAdmissionReport;
 
 // ---------------------------------------------------------------------------
 // Live records → the simulator's metrics.
@@ -228,7 +228,7 @@ pub struct ResultRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateReport>,
+    pub gate: Option<SynAdmissionReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate_log: Option<GateLogTotals>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -443,7 +443,7 @@ fn finished_run(run: &PlannedRun, runs_dir: &Path, h: f64, r: f64) -> Result<Opt
     #[derive(Deserialize)]
     struct SavedSummary {
         interrupted: bool,
-        gate: Option<GateReport>,
+        gate: Option<SynAdmissionReport>,
     }
     let Ok(entries) = std::fs::read_dir(runs_dir) else {
         return Ok(None);
@@ -490,7 +490,7 @@ fn row_from_records(
     run: &PlannedRun,
     dir: PathBuf,
     records: &[ConnectionRecord],
-    gate: Option<GateReport>,
+    gate: Option<SynAdmissionReport>,
     h: f64,
     r: f64,
 ) -> ResultRow {
@@ -596,7 +596,7 @@ pub fn run(
     let mut interrupted = false;
     let mut failures = 0;
     if !sim_only {
-        if !vantage_testbed::netns::is_root() {
+        if !vantage_sys::privilege::is_root() {
             bail!("the live runs need root (they build network namespaces); `--sim-only` prints the simulator's numbers without them");
         }
         let stop = Arc::new(AtomicBool::new(false));

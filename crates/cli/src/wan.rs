@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use vantage_testbed::netns::is_root;
+use vantage_sys::privilege::is_root;
 use vantage_testbed::wan::{
     ClientPrefix, DirectionStats, Emulator, ForwardQueueRule, JitterDistribution, LinkConfig,
     LinkRule, WanConfig, WanStats,

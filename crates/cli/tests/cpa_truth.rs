@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use vantage_core::Nanos;
 use vantage_cpa::{analyze, Inputs, Options};
-use vantage_testbed::netns::is_root;
+use vantage_sys::privilege::is_root;
 use vantage_testbed::run::{self, RunOptions, RunOutput};
 use vantage_testbed::spec::TestbedSpec;
 

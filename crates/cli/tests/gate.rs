@@ -36,7 +36,7 @@ fn vantage(args: &[&str]) -> Output {
 
 /// Whether a root test can run here; says why not otherwise.
 fn can_run_as_root(test: &str) -> bool {
-    if !vantage_live::is_root() {
+    if !vantage_sys::privilege::is_root() {
         eprintln!("skipped {test}: needs root (network namespaces, NFQUEUE, iptables)");
         return false;
     }
@@ -344,7 +344,7 @@ fn run_without_root_says_root_is_needed() {
         "[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n",
     )
     .unwrap();
-    let out = if vantage_live::is_root() {
+    let out = if vantage_sys::privilege::is_root() {
         // Drop to nobody for this one run.
         let Ok(out) = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

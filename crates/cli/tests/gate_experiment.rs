@@ -85,7 +85,7 @@ fn u(value: &Value) -> u64 {
 
 #[test]
 fn small_experiment_accounts_for_every_connection_and_every_syn() {
-    if !vantage_testbed::netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         eprintln!("skipped: needs root (geteuid() = 0) to build the testbed's network namespaces and iptables rules");
         return;
     }

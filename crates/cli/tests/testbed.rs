@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vantage_testbed::netns::is_root;
+use vantage_sys::privilege::is_root;
 
 fn namespaces_with(prefix: &str) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();

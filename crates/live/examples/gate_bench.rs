@@ -20,6 +20,7 @@
 //! ```
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
 use vantage_live::synflood::SynFlood;
-use vantage_nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
+use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -91,6 +92,10 @@ fn run(program: &str, args: &[&str]) -> Result<String, Error> {
         .into());
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn iptables(args: &[&str]) -> Result<String, Error> {
+    Ok(vantage_sys::iptables::run(Path::new("iptables"), args)?)
 }
 
 fn pin_to_cpu(cpu: usize) {
@@ -200,7 +205,7 @@ fn flood(seconds: f64, cpu: usize) -> Result<(u64, Duration), Error> {
 
 /// Packets matched by the rules of `chain` whose text contains `needle`.
 fn rule_packets(chain: &str, needle: &str) -> Result<u64, Error> {
-    let listing = run("iptables", &["-w", "-nvxL", chain])?;
+    let listing = iptables(&["-w", "-nvxL", chain])?;
     Ok(listing
         .lines()
         .filter(|line| line.contains(needle))
@@ -214,27 +219,24 @@ fn accept_under_limit(port: u16, rate: u32) -> Result<(), Error> {
     let port = port.to_string();
     let limit = format!("{rate}/second");
     let burst = rate.to_string();
-    run(
-        "iptables",
-        &[
-            "-w",
-            "-A",
-            "INPUT",
-            "-p",
-            "tcp",
-            "--syn",
-            "--dport",
-            &port,
-            "-m",
-            "limit",
-            "--limit",
-            &limit,
-            "--limit-burst",
-            &burst,
-            "-j",
-            "ACCEPT",
-        ],
-    )?;
+    iptables(&[
+        "-w",
+        "-A",
+        "INPUT",
+        "-p",
+        "tcp",
+        "--syn",
+        "--dport",
+        &port,
+        "-m",
+        "limit",
+        "--limit",
+        &limit,
+        "--limit-burst",
+        &burst,
+        "-j",
+        "ACCEPT",
+    ])?;
     Ok(())
 }
 
@@ -283,16 +285,13 @@ fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Thr
 fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
     accept_under_limit(FLOOD_PORT, 120)?;
     let port = FLOOD_PORT.to_string();
-    run(
-        "iptables",
-        &[
-            "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j", "DROP",
-        ],
-    )?;
+    iptables(&[
+        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j", "DROP",
+    ])?;
     let sent = flood(seconds, 1);
     let accepted = rule_packets("INPUT", "limit:");
     let dropped = rule_packets("INPUT", "DROP");
-    run("iptables", &["-w", "-F", "INPUT"])?;
+    iptables(&["-w", "-F", "INPUT"])?;
     let ((sent, wall), accepted, dropped) = (sent?, accepted?, dropped?);
     Ok(Throughput {
         name: "iptables limit + DROP",
@@ -412,7 +411,7 @@ impl Installed {
         match self {
             Installed::Nothing => Ok(()),
             Installed::Iptables => {
-                run("iptables", &["-w", "-F", "INPUT"])?;
+                iptables(&["-w", "-F", "INPUT"])?;
                 Ok(())
             }
             Installed::Bare(bare) => {
@@ -535,7 +534,7 @@ fn connect_latencies(
 
 fn main() -> Result<(), Error> {
     let options = parse_options()?;
-    if !vantage_live::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err("gate_bench needs root (network namespace, iptables, NFQUEUE)".into());
     }
     // SAFETY: called before any thread is started; affects this process.

@@ -12,9 +12,3 @@
 
 pub mod gate;
 pub mod synflood;
-
-/// True when the process runs as root (effective uid 0).
-pub fn is_root() -> bool {
-    // SAFETY: plain system call without arguments.
-    unsafe { libc::geteuid() == 0 }
-}

@@ -31,7 +31,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use vantage_core::Nanos;
-use vantage_testbed::netns::{is_root, NetnsError};
+use vantage_sys::privilege::is_root;
+use vantage_testbed::netns::NetnsError;
 use vantage_testbed::topology::{Topology, TopologySpec, SERVER_ADDR};
 use vantage_testbed::wan::clock::thread_cpu_time;
 use vantage_testbed::wan::{Emulator, ForwardQueueRule, LinkConfig, LinkRule, WanConfig, WanStats};

@@ -62,8 +62,8 @@ use vantage_core::admission::syn::{AbacusWindow, FilterKind, FilterParams};
 use vantage_core::tcp::{ClientMix, SynProfile};
 use vantage_core::Nanos;
 
-use crate::gate::{GateSpec, LimitAction};
 use crate::spec::{ServerSpec, TestbedSpec};
+use crate::syn_admission::{LimitAction, SynAdmissionSpec};
 
 /// Weight of the newest period in the filters' arrival-rate averages when
 /// a gate configuration does not give one (the simulator's default).
@@ -397,7 +397,7 @@ pub fn filter_model(
     profile: &ClientMix,
 ) -> Result<Option<FilterModel>, String> {
     Ok(match &spec.gate {
-        GateSpec::None => match &spec.server {
+        SynAdmissionSpec::None => match &spec.server {
             ServerSpec::Test(server) if server.accept_rate > 0.0 => {
                 let w = u64::from(server.backlog) + 1;
                 Some(FilterModel {
@@ -410,7 +410,7 @@ pub fn filter_model(
             }
             _ => None,
         },
-        GateSpec::IptablesLimit {
+        SynAdmissionSpec::IptablesLimit {
             rate_per_s,
             burst,
             action,
@@ -427,7 +427,7 @@ pub fn filter_model(
                 describe: kind.name().to_string(),
             })
         }
-        GateSpec::Vantage { config, .. } => match config.get("filter") {
+        SynAdmissionSpec::Vantage { config, .. } => match config.get("filter") {
             Some(toml::Value::Table(filter)) => {
                 Some(gate_filter_model(filter, "gate.config.filter")?)
             }
@@ -831,7 +831,7 @@ reject_cost = 21
             ]
         );
         let a = &x.runs[0];
-        assert_eq!(a.spec.gate, GateSpec::None);
+        assert_eq!(a.spec.gate, SynAdmissionSpec::None);
         let ServerSpec::Test(server) = &a.spec.server else {
             panic!()
         };
@@ -853,7 +853,7 @@ reject_cost = 21
         assert_eq!(model.params.refill_rate, 120.0);
         let e = &x.runs[5];
         assert_eq!(e.spec.client_profile, "linux-3.7");
-        let GateSpec::Vantage { config, .. } = &e.spec.gate else {
+        let SynAdmissionSpec::Vantage { config, .. } = &e.spec.gate else {
             panic!()
         };
         assert_eq!(config["filter"]["clients"].as_str(), Some("linux-3.7"));

@@ -18,8 +18,9 @@
 //! * [`load`] — an open-loop load generator that records client-side ground
 //!   truth for every connection;
 //! * [`recorders`] — server-side kernel counters and packet captures;
-//! * [`gate`] — SYN admission in front of the server: none, iptables
-//!   `limit` with DROP or REJECT, or `vantage gate run`;
+//! * [`syn_admission`] — SYN admission in front of the server (the spec's
+//!   `[gate]`): none, iptables `limit` with DROP or REJECT, or `vantage
+//!   gate run`;
 //! * [`spec`] — the TOML spec of a run (`docs/testbed.md`);
 //! * [`run`] — `vantage testbed run`: all of the above from one spec;
 //! * [`experiment`] — a set of runs from one file (base spec × client
@@ -27,7 +28,6 @@
 //! * [`watchdog`] — cleanup after a run killed outright.
 
 pub mod experiment;
-pub mod gate;
 pub mod load;
 pub mod netns;
 pub mod profiles;
@@ -35,6 +35,7 @@ pub mod recorders;
 pub mod run;
 pub mod server;
 pub mod spec;
+pub mod syn_admission;
 pub mod topology;
 pub mod wan;
 pub mod watchdog;

@@ -37,11 +37,6 @@ pub enum NetnsError {
     },
 }
 
-/// True when the process runs as root (effective uid 0).
-pub fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
 /// Runs a command to completion and returns its output, or an error that
 /// quotes the command line and its standard error.
 pub fn run_command(program: &str, args: &[&str]) -> Result<Output, NetnsError> {

@@ -32,16 +32,16 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use vantage_core::Nanos;
 
-use crate::gate::{self, GateReport, GateSpec};
 use crate::load::record::{summarize, write_csv, ConnectionRecord, LoadSummary};
 use crate::load::{self, LoadConfig};
-use crate::netns::{self, Netns, NetnsError};
+use crate::netns::{Netns, NetnsError};
 use crate::profiles;
 use crate::recorders::capture::{syn_audit, Capture, CaptureReport, SynAudit};
 use crate::recorders::counters::{self, CounterRecord};
 use crate::server::nginx::{parse_access_log, Nginx};
 use crate::server::test_server::{self, TestServerStats};
 use crate::spec::{ServerSpec, TestbedSpec};
+use crate::syn_admission::{self, SynAdmissionReport, SynAdmissionSpec};
 use crate::topology::{self, Topology, TopologySpec, HOST_IFACE, SERVER_ADDR};
 use crate::wan::{Emulator, ForwardQueueRule, WanStats};
 use crate::watchdog::Watchdog;
@@ -135,7 +135,7 @@ pub struct RunSummary {
     pub test_server: Option<TestServerStats>,
     pub nginx_requests: Option<u64>,
     /// What the `[gate]` did (`None` without one).
-    pub gate: Option<GateReport>,
+    pub gate: Option<SynAdmissionReport>,
     pub interrupted: bool,
 }
 
@@ -223,7 +223,7 @@ pub fn run(
     on_event: &dyn Fn(RunEvent),
 ) -> Result<RunOutput, RunError> {
     spec.validate().map_err(RunError::Spec)?;
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err(topology::TopologyError::NotRoot.into());
     }
     check_tools(spec)?;
@@ -397,11 +397,11 @@ fn run_in_topology(
     };
 
     // The gate in front of the server, once the server listens.
-    let gate = if spec.gate == GateSpec::None {
+    let gate = if spec.gate == SynAdmissionSpec::None {
         None
     } else {
         on_event(RunEvent::Phase("starting the gate"));
-        match gate::start(&spec.gate, &topo.server, listen, dir, gate_program) {
+        match syn_admission::start(&spec.gate, &topo.server, listen, dir, gate_program) {
             Ok(gate) => Some(gate),
             Err(e) => {
                 // Stop what runs already; the topology goes when dropped.
@@ -705,7 +705,7 @@ pub fn render_summary(s: &RunSummary) -> String {
 }
 
 /// One or two lines about the gate for `summary.txt`.
-fn render_gate(g: &GateReport) -> String {
+fn render_gate(g: &SynAdmissionReport) -> String {
     let mut out = format!("gate: {}", g.kind);
     if let (Some(accepted), Some(refused)) = (g.limit_accepted, g.limit_refused) {
         out.push_str(&format!(

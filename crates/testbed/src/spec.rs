@@ -39,11 +39,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use serde::{Deserialize, Serialize};
 use vantage_core::tcp::SynProfile;
 
-use crate::gate::GateSpec;
 use crate::load::LoadConfig;
 use crate::profiles::{self, KernelSynSettings};
 use crate::server::nginx::NginxConfig;
 use crate::server::test_server::TestServerConfig;
+use crate::syn_admission::SynAdmissionSpec;
 use crate::topology::{self, MAX_CLIENTS, SERVER_ADDR};
 use crate::wan::{ClientPrefix, LinkConfig, LinkRule, WanConfig};
 
@@ -76,7 +76,7 @@ pub struct TestbedSpec {
     pub counters: CounterSpec,
     /// SYN admission in front of the server (`crate::gate`); default none.
     #[serde(default)]
-    pub gate: GateSpec,
+    pub gate: SynAdmissionSpec,
 }
 
 fn one() -> usize {
@@ -321,7 +321,7 @@ impl TestbedSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::LimitAction;
+    use crate::syn_admission::LimitAction;
 
     const BASE: &str = "name = \"gate-spec\"\n[server]\nkind = \"test\"\n[load.arrivals]\nduration_s = 1\npattern = { kind = \"constant\", rate = 1 }\n";
 
@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn gate_defaults_to_none() {
-        assert_eq!(spec("").unwrap().gate, GateSpec::None);
+        assert_eq!(spec("").unwrap().gate, SynAdmissionSpec::None);
     }
 
     #[test]
@@ -340,7 +340,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             parsed.gate,
-            GateSpec::IptablesLimit {
+            SynAdmissionSpec::IptablesLimit {
                 rate_per_s: 120,
                 burst: 120,
                 action: LimitAction::Reject

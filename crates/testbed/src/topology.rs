@@ -91,7 +91,7 @@ pub struct Topology {
 impl Topology {
     /// Builds the network. On failure everything made so far is deleted.
     pub fn build(spec: &TopologySpec) -> Result<Topology, TopologyError> {
-        if !netns::is_root() {
+        if !vantage_sys::privilege::is_root() {
             return Err(TopologyError::NotRoot);
         }
         if spec.clients == 0 || spec.clients > MAX_CLIENTS {
@@ -226,7 +226,7 @@ fn connect(
 /// Removes every testbed namespace (`vtb-*`), or only those of `tag`,
 /// killing the processes inside. Returns the names removed.
 pub fn clean(tag: Option<&str>) -> Result<Vec<String>, TopologyError> {
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err(TopologyError::NotRoot);
     }
     let prefix = match tag {

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use vantage_testbed::netns::is_root;
+use vantage_sys::privilege::is_root;
 use vantage_testbed::server::nginx::{parse_access_log, Nginx, NginxConfig, StaticFile};
 use vantage_testbed::topology::{Topology, TopologySpec, SERVER_ADDR};
 

@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use vantage_testbed::netns::{self, is_root};
+use vantage_sys::privilege::is_root;
+use vantage_testbed::netns;
 use vantage_testbed::topology::{self, Topology, TopologySpec, SERVER_ADDR};
 
 fn skip() -> bool {

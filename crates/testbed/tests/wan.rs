@@ -14,11 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vantage_testbed::netns::{self, Netns, NetnsError};
+use vantage_sys::iptables::{find as find_iptables, Family};
+use vantage_testbed::netns::{Netns, NetnsError};
 use vantage_testbed::topology::{Topology, TopologySpec, SERVER_ADDR};
-use vantage_testbed::wan::{
-    find_iptables, Emulator, ForwardQueueRule, LinkConfig, LinkRule, WanConfig, WanStats,
-};
+use vantage_testbed::wan::{Emulator, ForwardQueueRule, LinkConfig, LinkRule, WanConfig, WanStats};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -30,11 +29,11 @@ struct Testbed {
 }
 
 fn testbed(test: &str) -> Option<Testbed> {
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         eprintln!("skipped: {test} needs root to create network namespaces");
         return None;
     }
-    if find_iptables().is_none() {
+    if find_iptables(Family::Ipv4).is_none() {
         eprintln!("skipped: {test} needs iptables to queue forwarded packets");
         return None;
     }

@@ -31,17 +31,16 @@ use std::time::{Duration, Instant};
 
 use vantage_core::admission::syn::{CapacityConfig, CapacityEstimator};
 use vantage_core::Nanos;
-use vantage_nfqueue::Queue;
+use vantage_sys::nfqueue::Queue;
 
 use super::config::{GateConfig, Refill};
+use super::counters::CounterTotals;
+use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, IntervalLog, IntervalRecord};
 use super::metrics::{GateMetrics, MetricsServer};
 use super::rules::GateRules;
-use super::worker::{
-    allowed_cpus, fanout_cpus, pin_current_thread, queue_config, CounterTotals, Gate, QueueWorker,
-    WorkerReport,
-};
+use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
 use super::GateError;
 
 /// How long the main thread sleeps at most between looks at the stop
@@ -189,7 +188,7 @@ struct WorkerHandle {
 /// Runs the gate until `options.stop` is set; returns what it did. Needs
 /// root (`CAP_NET_ADMIN`) for the queues and the rules.
 pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, GateError> {
-    if !crate::is_root() {
+    if !vantage_sys::privilege::is_root() {
         return Err(GateError::NotRoot);
     }
     let filter = config.filter.build().map_err(GateError::Filter)?;

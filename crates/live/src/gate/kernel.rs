@@ -2,86 +2,41 @@
 //! gate's network namespace (the server's).
 //!
 //! * `/proc/net/snmp`, `Tcp: PassiveOpens` — handshakes completed, every
-//!   listener of the namespace together (the kernel counts it when the
-//!   final ACK creates the connection and queues it for `accept`).
-//! * `/proc/net/tcp` and `/proc/net/tcp6`, rows in state `0A` (LISTEN) —
-//!   for a listening socket `rx_queue` is the current accept-queue length
-//!   (`sk_ack_backlog`) and `tx_queue` its limit. A listener of the gate
-//!   matches a row on its port and, when it names an address, on that
-//!   address, the wildcard `0.0.0.0`, and in `tcp6` the wildcard `::` (a
-//!   dual-stack socket takes IPv4 connections) or `::ffff:ADDRESS`.
+//!   listener of the namespace together;
+//! * `/proc/net/tcp` and `/proc/net/tcp6`, listening rows — the accept-queue
+//!   length. A listener of the gate matches a row on its port and, when it
+//!   names an address, on that address, the wildcard `0.0.0.0`, and in
+//!   `tcp6` the wildcard `::` (a dual-stack socket takes IPv4 connections)
+//!   or `::ffff:ADDRESS`.
 //!
-//! The files are read line by line into one reused buffer: a table of tens
-//! of thousands of half-open connections during a flood costs time, not
-//! memory. The parsers are pure and tested on text.
-//!
-//! Addresses in these files are the kernel's `__be32` words printed as
-//! host-order hexadecimal, so their bytes come back with `to_ne_bytes`.
+//! Parsing is [`vantage_sys::proc_net`]'s. The tables are read line by line
+//! into one reused buffer: tens of thousands of half-open connections during
+//! a flood cost time, not memory.
 
 use std::io::{BufRead, BufReader};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use vantage_sys::proc_net::{
+    self, parse_listen_row, ProcNetError, PASSIVE_OPENS, SNMP_PATH, TCP6_PATH, TCP_PATH,
+};
 
 use super::config::Listener;
 use super::GateError;
 
-pub const SNMP_PATH: &str = "/proc/net/snmp";
-pub const TCP_PATH: &str = "/proc/net/tcp";
-pub const TCP6_PATH: &str = "/proc/net/tcp6";
-
-/// `Tcp: PassiveOpens` from the text of `/proc/net/snmp`.
-pub fn parse_passive_opens(snmp: &str) -> Option<u64> {
-    let mut tcp_lines = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-    let names = tcp_lines.next()?;
-    let values = tcp_lines.next()?;
-    let column = names.split_whitespace().position(|n| n == "PassiveOpens")?;
-    values.split_whitespace().nth(column)?.parse().ok()
-}
-
 /// Reads `Tcp: PassiveOpens`.
 pub fn read_passive_opens() -> Result<u64, GateError> {
-    let text = std::fs::read_to_string(SNMP_PATH).map_err(|e| GateError::Proc {
-        path: SNMP_PATH.into(),
-        problem: e.to_string(),
-    })?;
-    parse_passive_opens(&text).ok_or_else(|| GateError::Proc {
+    let missing = || GateError::Proc {
         path: SNMP_PATH.into(),
         problem: "no `Tcp: … PassiveOpens` counter".into(),
-    })
-}
-
-/// A listening socket's row: local address, port, accept-queue length.
-pub fn parse_listen_row(line: &str, ipv6: bool) -> Option<(IpAddr, u16, u64)> {
-    let mut fields = line.split_whitespace();
-    let _slot = fields.next()?;
-    let local = fields.next()?;
-    let _remote = fields.next()?;
-    let state = fields.next()?;
-    if state != "0A" {
-        return None;
-    }
-    let queues = fields.next()?;
-    let (_tx, rx) = queues.split_once(':')?;
-    let accept_queue = u64::from_str_radix(rx, 16).ok()?;
-    let (address, port) = local.split_once(':')?;
-    let port = u16::from_str_radix(port, 16).ok()?;
-    let address = if ipv6 {
-        if address.len() != 32 {
-            return None;
-        }
-        let mut bytes = [0u8; 16];
-        for (i, chunk) in bytes.chunks_mut(4).enumerate() {
-            let word = u32::from_str_radix(address.get(i * 8..i * 8 + 8)?, 16).ok()?;
-            chunk.copy_from_slice(&word.to_ne_bytes());
-        }
-        IpAddr::V6(Ipv6Addr::from(bytes))
-    } else {
-        if address.len() != 8 {
-            return None;
-        }
-        let word = u32::from_str_radix(address, 16).ok()?;
-        IpAddr::V4(Ipv4Addr::from(word.to_ne_bytes()))
     };
-    Some((address, port, accept_queue))
+    match proc_net::read_counters(SNMP_PATH) {
+        Ok(counters) => counters.get(PASSIVE_OPENS).copied().ok_or_else(missing),
+        Err(ProcNetError::Read { source, .. }) => Err(GateError::Proc {
+            path: SNMP_PATH.into(),
+            problem: source.to_string(),
+        }),
+        Err(ProcNetError::Malformed { .. }) => Err(missing()),
+    }
 }
 
 /// Whether a listening socket bound to `local:port` takes the SYNs the
@@ -150,6 +105,7 @@ pub fn read_accept_queue(listeners: &[Listener]) -> Result<u64, GateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
     fn v4(address: Ipv4Addr) -> String {
         format!("{:08X}", u32::from_ne_bytes(address.octets()))
@@ -167,15 +123,6 @@ mod tests {
         format!(
             "   3: {local}:{port:04X} 00000000:0000 {state} 00000080:{rx:08X} 00:00000000 00000000     0        0 1579 1 00000000afe365ae 100 0 0 10 0"
         )
-    }
-
-    #[test]
-    fn passive_opens_from_snmp() {
-        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails\nTcp: 1 200 120000 -1 63751 63381 166\nUdp: InDatagrams\nUdp: 5\n";
-        assert_eq!(parse_passive_opens(snmp), Some(63381));
-        assert_eq!(parse_passive_opens("Tcp: A B\nTcp: 1 2\n"), None);
-        assert_eq!(parse_passive_opens(""), None);
-        assert_eq!(parse_passive_opens("Tcp: PassiveOpens\nTcp: x\n"), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use vantage_core::admission::syn::{FilterKind, FilterSnapshot};
 
-use super::worker::GateCounters;
+use super::counters::GateCounters;
 use super::GateError;
 
 /// The OpenMetrics text format's content type.

@@ -13,8 +13,9 @@
 //! * [`packet`] — is this queued packet a SYN to a protected listener;
 //! * [`decide`] — a batch of packets and the filter's verdicts → NFQUEUE
 //!   verdicts (pure);
-//! * [`worker`] — the verdict loop of one queue, the shared filter and
-//!   counters;
+//! * [`worker`] — the verdict loop of one queue and the shared filter;
+//! * [`counters`] — the counters every worker and the metrics share;
+//! * [`cpu`] — CPU selection and pinning of the verdict threads;
 //! * [`rules`] — the iptables chain (REJECT on the mark, NFQUEUE with
 //!   bypass) and `clean`;
 //! * [`kernel`] — `/proc` counters for `refill_rate = "measure"`;
@@ -33,6 +34,8 @@
 //! [`CapacityEstimator`](vantage_core::admission::syn::CapacityEstimator)).
 
 pub mod config;
+pub mod counters;
+pub mod cpu;
 pub mod daemon;
 pub mod decide;
 pub mod kernel;
@@ -46,17 +49,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill};
+pub use counters::GateCounters;
+pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 pub use daemon::{register_signals, run, RunOptions, RunSummary};
 pub use decide::{action_for, decide_batch, BatchCounts, GateAction};
 pub use packet::{classify, PacketClass, PassReason};
 pub use rules::{clean, CleanReport, GateRules};
-pub use worker::{
-    allowed_cpus, fanout_cpus, pin_current_thread, queue_config, Gate, GateCounters, QueueWorker,
-    WorkerReport,
-};
+pub use worker::{queue_config, Gate, QueueWorker, WorkerReport};
 
 use vantage_core::admission::syn::FilterConfigError;
-use vantage_nfqueue::NfqError;
+use vantage_sys::nfqueue::NfqError;
 
 /// Why the gate could not start or had to stop.
 #[derive(Debug, thiserror::Error)]

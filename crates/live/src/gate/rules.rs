@@ -24,11 +24,12 @@
 //! `vantage gate clean` ([`clean`]) removes every `VANTAGE-GATE*` chain and
 //! every rule that jumps to one.
 //!
-//! The `iptables` command (with `-w`, waiting for the xtables lock) rather
-//! than a netlink library: the rules are few, installed once, and the
-//! command works with both the legacy and the nf_tables back end.
+//! Commands run through [`vantage_sys::iptables`], with `-w` (wait for the
+//! xtables lock).
 
-use std::process::Command;
+use std::path::Path;
+
+use vantage_sys::iptables::{self as runner, IptablesError};
 
 use super::config::GateConfig;
 use super::GateError;
@@ -104,20 +105,19 @@ pub fn jump_rule(chain: &str) -> Vec<String> {
 
 /// Runs `iptables -w ARGS`; the error quotes the command and its stderr.
 pub fn iptables(args: &[String]) -> Result<String, GateError> {
-    let output = Command::new("iptables")
-        .arg("-w")
-        .args(args)
-        .output()
-        .map_err(|e| GateError::Rules(format!("cannot run iptables: {e} (is it installed?)")))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(GateError::Rules(format!(
-            "`iptables -w {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )))
-    }
+    let mut all = Vec::with_capacity(args.len() + 1);
+    all.push("-w");
+    all.extend(args.iter().map(String::as_str));
+    runner::run(Path::new("iptables"), &all).map_err(|e| {
+        GateError::Rules(match e {
+            IptablesError::Spawn { source, .. } => {
+                format!("cannot run iptables: {source} (is it installed?)")
+            }
+            IptablesError::Failed { stderr, .. } => {
+                format!("`iptables -w {}` failed: {stderr}", args.join(" "))
+            }
+        })
+    })
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

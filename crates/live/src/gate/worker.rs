@@ -1,53 +1,36 @@
 //! The verdict loop on one bound NFQUEUE queue, and the state every queue
 //! of a gate shares: one filter, one clock, one set of counters.
 //!
-//! One [`QueueWorker`] per queue (per thread): it drains every packet the
-//! kernel has pending into one batch (at most [`MAX_BATCH`] packets),
-//! classifies them without any lock ([`classify`]), locks the shared
-//! filter **once per batch** if the batch holds a SYN, decides it with
-//! [`decide_batch`], and sends all the verdicts with one `send` per 64 KiB
-//! ([`VerdictBatch`]). The algorithm is the sans-IO filter of
-//! `vantage_core::admission::syn`; this file only moves bytes.
+//! One [`QueueWorker`] per queue (per thread) drains what the kernel has
+//! pending into one batch (at most [`MAX_BATCH`] packets), classifies it
+//! without a lock ([`classify`]), locks the shared filter once per batch if
+//! it holds a SYN, decides it with [`decide_batch`] and sends the verdicts
+//! with one `send` per 64 KiB ([`VerdictBatch`]). The filter is the sans-IO
+//! type of `vantage_core::admission::syn`; this file only moves bytes.
+//! Memory is fixed: buffers are allocated once, nothing is kept per source.
 //!
-//! Memory is fixed: the receive buffer (copy range + 4 KiB), the batch of
-//! classified packets and the verdict buffer are allocated once; nothing is
-//! kept per source or per flow, so a SYN flood costs time, not memory.
+//! Time is `CLOCK_MONOTONIC` since the gate started, in [`Nanos`]. A worker
+//! sleeps inside its first receive; with a busy-poll window
+//! ([`QueueWorker::with_busy_poll`]) it keeps reading for that long after
+//! its last packet, a core traded for latency (measured in
+//! `bench/gate/README.md`).
 //!
-//! Time is `CLOCK_MONOTONIC` (`std::time::Instant`) since the gate started,
-//! in [`Nanos`]: the filters' time base (never the wall clock, which can
-//! step).
-//!
-//! Latency: a worker sleeps inside its first receive (`recv` with a
-//! receive timeout, one system call per wake-up), and each SYN costs a
-//! wake-up (two context switches; on the benchmark VM the gate adds
-//! 13–19 µs to a connect, 1–2 µs above a bare NFQUEUE loop). With a
-//! busy-poll window ([`QueueWorker::with_busy_poll`], `busy_poll_us` in the
-//! configuration) the worker keeps reading without sleeping for that long
-//! after its last packet: a core traded for latency, as with the kernel's
-//! own `SO_BUSY_POLL`. A wake-up on the core that handled the SYN is
-//! cheaper than one on another core (an inter-processor interrupt): with
-//! `cpu_fanout` each queue's thread is pinned to the CPUs whose SYNs the
-//! kernel sends to it ([`fanout_cpus`], [`pin_current_thread`]).
-//!
-//! Packets the kernel could not deliver to the socket (receive buffer full)
-//! are accepted unseen by the kernel (`NFQA_CFG_F_FAIL_OPEN`) and, with
-//! `NETLINK_NO_ENOBUFS`, not reported; they still consumed a packet id, and
-//! ids are consecutive per queue, so the gaps count them (*overruns*).
+//! Packets the kernel could not deliver (receive buffer full) are accepted
+//! unseen (fail-open) and not reported (`NETLINK_NO_ENOBUFS`); ids are
+//! consecutive per queue, so the gaps count them (*overruns*).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use vantage_core::admission::syn::{FilterConfigError, FilterSnapshot, SynFilter};
 use vantage_core::Nanos;
-use vantage_nfqueue::{
+use vantage_sys::nfqueue::{
     CopyMode, Message, NfqError, Queue, QueueConfig, Received, Verdict, VerdictBatch,
 };
 
 use super::config::Listener;
+use super::counters::GateCounters;
 use super::decide::{decide_batch, has_syn, BatchCounts, GateAction};
 use super::packet::{classify, PacketClass, COPY_RANGE};
 use super::GateError;
@@ -60,101 +43,6 @@ pub const MAX_BATCH: usize = 1024;
 pub const RECV_BUFFER_BYTES: usize = 8 << 20;
 /// How long a worker waits for packets before it looks at its stop flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Label of `vantage_gate_syns_total`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VerdictLabel {
-    pub verdict: String,
-}
-
-/// The gate's counters: atomics shared by every worker and the metrics
-/// endpoint (prometheus-client counters are `Arc<AtomicU64>`; clones share).
-#[derive(Clone, Debug, Default)]
-pub struct GateCounters {
-    /// `vantage_gate_syns_total{verdict}`.
-    pub syns: Family<VerdictLabel, Counter>,
-    pub accepted: Counter,
-    pub dropped: Counter,
-    pub rejected: Counter,
-    /// Packets that were not SYNs to a listener (or not parsable).
-    pub passed: Counter,
-    /// Packets the kernel could not deliver (packet-id gaps), accepted
-    /// unseen (fail-open).
-    pub overruns: Counter,
-    /// Verdicts the kernel refused, malformed messages, failed sends.
-    pub errors: Counter,
-}
-
-/// Totals of every counter at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CounterTotals {
-    pub counts: BatchCounts,
-    pub overruns: u64,
-    pub errors: u64,
-}
-
-impl CounterTotals {
-    /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &CounterTotals) -> CounterTotals {
-        CounterTotals {
-            counts: BatchCounts {
-                accepted: self.counts.accepted.saturating_sub(earlier.counts.accepted),
-                dropped: self.counts.dropped.saturating_sub(earlier.counts.dropped),
-                rejected: self.counts.rejected.saturating_sub(earlier.counts.rejected),
-                passed: self.counts.passed.saturating_sub(earlier.counts.passed),
-            },
-            overruns: self.overruns.saturating_sub(earlier.overruns),
-            errors: self.errors.saturating_sub(earlier.errors),
-        }
-    }
-}
-
-impl GateCounters {
-    pub fn new() -> GateCounters {
-        let syns = Family::<VerdictLabel, Counter>::default();
-        let get = |verdict: &str| {
-            syns.get_or_create(&VerdictLabel {
-                verdict: verdict.to_string(),
-            })
-            .clone()
-        };
-        GateCounters {
-            accepted: get("accept"),
-            dropped: get("drop"),
-            rejected: get("reject"),
-            syns,
-            passed: Counter::default(),
-            overruns: Counter::default(),
-            errors: Counter::default(),
-        }
-    }
-
-    pub fn add(&self, counts: &BatchCounts) {
-        for (counter, n) in [
-            (&self.accepted, counts.accepted),
-            (&self.dropped, counts.dropped),
-            (&self.rejected, counts.rejected),
-            (&self.passed, counts.passed),
-        ] {
-            if n > 0 {
-                counter.inc_by(n);
-            }
-        }
-    }
-
-    pub fn totals(&self) -> CounterTotals {
-        CounterTotals {
-            counts: BatchCounts {
-                accepted: self.accepted.get(),
-                dropped: self.dropped.get(),
-                rejected: self.rejected.get(),
-                passed: self.passed.get(),
-            },
-            overruns: self.overruns.get(),
-            errors: self.errors.get(),
-        }
-    }
-}
 
 /// What every queue of one gate shares.
 pub struct Gate {
@@ -506,56 +394,6 @@ impl QueueWorker {
     }
 }
 
-/// The CPUs whose packets `--queue-cpu-fanout` sends to the queue at
-/// `index` of `queues` (the kernel picks `first + CPU mod queues`), among
-/// the `allowed` CPUs; empty when none of them maps there.
-pub fn fanout_cpus(index: u16, queues: u16, allowed: &[usize]) -> Vec<usize> {
-    let queues = usize::from(queues.max(1));
-    allowed
-        .iter()
-        .copied()
-        .filter(|cpu| cpu % queues == usize::from(index))
-        .collect()
-}
-
-/// The CPUs this thread may run on (`sched_getaffinity`).
-pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect())
-}
-
-/// Runs the calling thread only on `cpus` (`sched_setaffinity`).
-pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is past CPU_SETSIZE"),
-            ));
-        }
-        // SAFETY: `cpu` is below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Packets the kernel numbered between two consecutive deliveries on one
 /// queue but could not deliver (ids are consecutive per queue and wrap).
 /// A jump backwards or of a billion or more is not a gap: zero.
@@ -573,34 +411,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fanout_gives_each_queue_the_cpus_that_map_to_it() {
-        let all: Vec<usize> = (0..8).collect();
-        assert_eq!(fanout_cpus(0, 2, &all), [0, 2, 4, 6]);
-        assert_eq!(fanout_cpus(1, 2, &all), [1, 3, 5, 7]);
-        assert_eq!(fanout_cpus(2, 3, &all), [2, 5]);
-        // Every allowed CPU belongs to exactly one queue.
-        let mut seen: Vec<usize> = (0..3).flat_map(|i| fanout_cpus(i, 3, &all)).collect();
-        seen.sort_unstable();
-        assert_eq!(seen, all);
-        // A restricted affinity mask can leave a queue without a CPU.
-        assert!(fanout_cpus(1, 2, &[0, 2]).is_empty());
-    }
-
-    #[test]
-    fn pinning_keeps_the_thread_on_the_cpus_given() {
-        let allowed = allowed_cpus().unwrap();
-        assert!(!allowed.is_empty());
-        let first = allowed[0];
-        std::thread::spawn(move || {
-            pin_current_thread(&[first]).unwrap();
-            assert_eq!(allowed_cpus().unwrap(), [first]);
-        })
-        .join()
-        .unwrap();
-        assert!(pin_current_thread(&[libc::CPU_SETSIZE as usize]).is_err());
-    }
-
-    #[test]
     fn id_gaps_count_the_undelivered_packets() {
         assert_eq!(missed_packets(7, 8), 0);
         assert_eq!(missed_packets(7, 12), 4);
@@ -609,23 +419,5 @@ mod tests {
         // The same id again, or an older one: not a gap.
         assert_eq!(missed_packets(7, 7), 0);
         assert_eq!(missed_packets(7, 3), 0);
-    }
-
-    #[test]
-    fn counter_totals_subtract() {
-        let counters = GateCounters::new();
-        let before = counters.totals();
-        counters.add(&BatchCounts {
-            accepted: 1,
-            dropped: 2,
-            rejected: 3,
-            passed: 4,
-        });
-        counters.overruns.inc_by(5);
-        let delta = counters.totals().since(&before);
-        assert_eq!(delta.counts.syns(), 6);
-        assert_eq!(delta.counts.passed, 4);
-        assert_eq!(delta.overruns, 5);
-        assert_eq!(delta.errors, 0);
     }
 }

@@ -9,29 +9,30 @@
 //! (`Tcp.PassiveOpens`) — so a run records them next to the client-side
 //! ground truth they will be compared with.
 //!
-//! The files are read through `/proc/thread-self/net/…` from a thread that
-//! entered the server namespace: `/proc/self/net` would show the namespace
-//! of the process's main thread instead.
+//! Parsing and reading are [`vantage_sys::proc_net`]'s; sampling runs on a
+//! thread that entered the server namespace.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use vantage_sys::proc_net::{
+    read_thread_namespace_counters, ProcNetError, LISTEN_DROPS, LISTEN_OVERFLOWS, PASSIVE_OPENS,
+    REQ_QUEUE_FULL_DROPS,
+};
 
-/// Counter values keyed `Group.Name` (`TcpExt.ListenDrops`, `Tcp.PassiveOpens`).
-pub type Counters = BTreeMap<String, u64>;
+pub use vantage_sys::proc_net::Counters;
 
 /// Counters shown per interval in the CSV, in this order. All counters are
 /// kept in the totals.
 pub const INTERVAL_COLUMNS: &[&str] = &[
-    "TcpExt.ListenOverflows",
-    "TcpExt.ListenDrops",
-    "TcpExt.TCPReqQFullDrop",
+    LISTEN_OVERFLOWS,
+    LISTEN_DROPS,
+    REQ_QUEUE_FULL_DROPS,
     "TcpExt.TCPReqQFullDoCookies",
     "TcpExt.SyncookiesSent",
-    "Tcp.PassiveOpens",
+    PASSIVE_OPENS,
     "Tcp.AttemptFails",
     "Tcp.EstabResets",
     "Tcp.InSegs",
@@ -41,96 +42,6 @@ pub const INTERVAL_COLUMNS: &[&str] = &[
     "TcpExt.TCPFastRetrans",
     "TcpExt.TCPSynRetrans",
 ];
-
-#[derive(Debug, thiserror::Error)]
-pub enum CounterError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}, line {line}: {problem}")]
-    Malformed {
-        path: String,
-        line: usize,
-        problem: String,
-    },
-}
-
-/// Parses the `Group: names…` / `Group: values…` line pairs of
-/// `/proc/net/netstat` and `/proc/net/snmp` (`path` only names the source
-/// in errors).
-pub fn parse(text: &str, path: &str) -> Result<Counters, CounterError> {
-    let malformed = |line: usize, problem: String| CounterError::Malformed {
-        path: path.to_string(),
-        line,
-        problem,
-    };
-    let mut counters = Counters::new();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if !lines.len().is_multiple_of(2) {
-        return Err(malformed(
-            lines.len(),
-            "odd number of lines: a header without values".into(),
-        ));
-    }
-    for (pair, chunk) in lines.chunks(2).enumerate() {
-        let line = pair * 2 + 1;
-        let (group, names) = chunk[0]
-            .split_once(':')
-            .ok_or_else(|| malformed(line, "no `Group:` prefix".into()))?;
-        let (value_group, values) = chunk[1]
-            .split_once(':')
-            .ok_or_else(|| malformed(line + 1, "no `Group:` prefix".into()))?;
-        if group != value_group {
-            return Err(malformed(
-                line + 1,
-                format!("values of `{value_group}` follow names of `{group}`"),
-            ));
-        }
-        let names: Vec<&str> = names.split_whitespace().collect();
-        let values: Vec<&str> = values.split_whitespace().collect();
-        if names.len() != values.len() {
-            return Err(malformed(
-                line + 1,
-                format!(
-                    "{} names but {} values in `{group}`",
-                    names.len(),
-                    values.len()
-                ),
-            ));
-        }
-        for (name, value) in names.iter().zip(values) {
-            // Tcp.MaxConn is −1 ("no limit"): kept as 0, it is a constant.
-            let parsed = match value.parse::<i64>() {
-                Ok(v) => v.max(0) as u64,
-                Err(_) => value.parse::<u64>().map_err(|_| {
-                    malformed(
-                        line + 1,
-                        format!("`{group}.{name}` = {value:?} is not a number"),
-                    )
-                })?,
-            };
-            counters.insert(format!("{group}.{name}"), parsed);
-        }
-    }
-    Ok(counters)
-}
-
-/// Reads both files of the calling thread's network namespace.
-pub fn read_current_namespace() -> Result<Counters, CounterError> {
-    let mut all = Counters::new();
-    for file in ["netstat", "snmp"] {
-        let path = format!("/proc/thread-self/net/{file}");
-        let text = std::fs::read_to_string(&path).map_err(|source| CounterError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        all.extend(parse(&text, &path)?);
-    }
-    Ok(all)
-}
 
 /// Change of every counter from `before` to `after` (counters that went
 /// backwards, which kernel counters do not, count as 0).
@@ -197,15 +108,15 @@ pub fn realtime_ns() -> u64 {
 /// Samples the calling thread's namespace every `interval` until `stop` is
 /// set (checked every 10 ms), then takes a last sample. Call it on a thread
 /// that entered the server namespace.
-pub fn sample_until(interval: Duration, stop: &AtomicBool) -> Result<CounterRecord, CounterError> {
-    let first = read_current_namespace()?;
+pub fn sample_until(interval: Duration, stop: &AtomicBool) -> Result<CounterRecord, ProcNetError> {
+    let first = read_thread_namespace_counters()?;
     let mut previous = first.clone();
     let mut previous_at = Instant::now();
     let mut record = CounterRecord::default();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         if stopping || previous_at.elapsed() >= interval {
-            let now = read_current_namespace()?;
+            let now = read_thread_namespace_counters()?;
             record.intervals.push(IntervalSample {
                 end_ns: realtime_ns(),
                 seconds: previous_at.elapsed().as_secs_f64(),
@@ -226,6 +137,7 @@ pub fn sample_until(interval: Duration, stop: &AtomicBool) -> Result<CounterReco
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vantage_sys::proc_net::parse_counters;
 
     const NETSTAT: &str = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
 TcpExt: 0 12 14\n\
@@ -233,42 +145,9 @@ IpExt: InNoRoutes InOctets\n\
 IpExt: 0 123456\n";
 
     #[test]
-    fn parses_name_value_pairs_by_group() {
-        let c = parse(NETSTAT, "netstat").unwrap();
-        assert_eq!(c["TcpExt.ListenOverflows"], 12);
-        assert_eq!(c["TcpExt.ListenDrops"], 14);
-        assert_eq!(c["IpExt.InOctets"], 123456);
-        let snmp = parse(
-            "Tcp: RtoAlgorithm MaxConn PassiveOpens\nTcp: 1 -1 7\n",
-            "snmp",
-        )
-        .unwrap();
-        assert_eq!(snmp["Tcp.MaxConn"], 0);
-        assert_eq!(snmp["Tcp.PassiveOpens"], 7);
-    }
-
-    #[test]
-    fn malformed_input_names_file_and_line() {
-        let e = parse("TcpExt: A B\nTcpExt: 1\n", "/proc/x")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("/proc/x, line 2") && e.contains("2 names but 1 values"),
-            "{e}"
-        );
-        let e = parse("TcpExt: A\nIpExt: 1\n", "f").unwrap_err().to_string();
-        assert!(e.contains("line 2"), "{e}");
-        let e = parse("TcpExt: A\nTcpExt: x\n", "f")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("TcpExt.A"), "{e}");
-        assert!(parse("TcpExt: A\n", "f").is_err());
-    }
-
-    #[test]
     fn delta_is_per_counter_difference() {
-        let before = parse(NETSTAT, "a").unwrap();
-        let after = parse(&NETSTAT.replace("0 12 14", "3 20 25"), "b").unwrap();
+        let before = parse_counters(NETSTAT, "a").unwrap();
+        let after = parse_counters(&NETSTAT.replace("0 12 14", "3 20 25"), "b").unwrap();
         let d = delta(&before, &after);
         assert_eq!(d["TcpExt.ListenOverflows"], 8);
         assert_eq!(d["TcpExt.ListenDrops"], 11);
@@ -276,9 +155,11 @@ IpExt: 0 123456\n";
     }
 
     #[test]
-    fn reads_this_machines_counters() {
-        let c = read_current_namespace().unwrap();
-        assert!(c.contains_key("TcpExt.ListenDrops"));
-        assert!(c.contains_key("Tcp.PassiveOpens"));
+    fn samples_this_machines_counters_until_stopped() {
+        let stop = AtomicBool::new(true);
+        let record = sample_until(Duration::from_millis(10), &stop).unwrap();
+        assert_eq!(record.intervals.len(), 1);
+        assert!(record.totals.contains_key("TcpExt.ListenDrops"));
+        assert!(record.totals.contains_key("Tcp.PassiveOpens"));
     }
 }

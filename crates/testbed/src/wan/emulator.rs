@@ -50,7 +50,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use vantage_core::Nanos;
-use vantage_nfqueue::{
+use vantage_sys::nfqueue::{
     CopyMode, Message, NfqError, PacketView, Queue, QueueConfig, Received, Verdict, VerdictBatch,
 };
 

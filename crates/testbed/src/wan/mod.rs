@@ -46,4 +46,4 @@ pub use emulator::{
 };
 pub use link::{ConfigError, DropReason, Fate, JitterDistribution, Link, LinkConfig, LinkCounters};
 pub use prefix::ClientPrefix;
-pub use rules::{find_iptables, ForwardQueueRule, RuleError};
+pub use rules::{ForwardQueueRule, RuleError};

@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::netns::{run_command, NetnsError};
+use vantage_sys::iptables::{self as runner, Family, IptablesError};
 
 /// Errors installing or removing the rule.
 #[derive(Debug, thiserror::Error)]
@@ -25,29 +25,13 @@ pub enum RuleError {
     #[error("iptables is not installed (looked in PATH, /usr/sbin and /sbin): the WAN emulator needs it to send forwarded packets to its NFQUEUE queue (Debian/Ubuntu: apt-get install iptables)")]
     IptablesMissing,
     #[error("iptables rule: {0}")]
-    Command(#[from] NetnsError),
+    Command(#[from] IptablesError),
     #[error("iptables rule: cannot {operation}: {source}")]
     Namespace {
         operation: &'static str,
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Finds the `iptables` executable.
-pub fn find_iptables() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join("iptables"))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// The rule's arguments after `-I`/`-D`.
@@ -65,11 +49,10 @@ fn rule_spec(queue_num: u16) -> Vec<String> {
     .collect()
 }
 
-fn iptables(program: &Path, action: &str, queue_num: u16) -> Result<(), NetnsError> {
+fn iptables(program: &Path, action: &str, queue_num: u16) -> Result<(), IptablesError> {
     let mut args = vec!["-w".to_string(), "5".to_string(), action.to_string()];
     args.extend(rule_spec(queue_num));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_command(&program.to_string_lossy(), &args).map(|_| ())
+    runner::run(program, &args).map(|_| ())
 }
 
 const CURRENT_NAMESPACE: &str = "/proc/thread-self/ns/net";
@@ -88,7 +71,7 @@ impl ForwardQueueRule {
     /// Inserts the rule at the top of FORWARD in the calling thread's
     /// network namespace.
     pub fn install(queue_num: u16) -> Result<ForwardQueueRule, RuleError> {
-        let program = find_iptables().ok_or(RuleError::IptablesMissing)?;
+        let program = runner::find(Family::Ipv4).ok_or(RuleError::IptablesMissing)?;
         let namespace = File::open(CURRENT_NAMESPACE).map_err(|source| RuleError::Namespace {
             operation: "open /proc/thread-self/ns/net",
             source,
@@ -174,7 +157,7 @@ mod tests {
 
     #[test]
     fn rule_is_removed_from_its_namespace_even_when_dropped_elsewhere() {
-        if !crate::netns::is_root() || find_iptables().is_none() {
+        if !vantage_sys::privilege::is_root() || runner::find(Family::Ipv4).is_none() {
             eprintln!("skipped: needs root and iptables to change a private namespace's rules");
             return;
         }
@@ -183,8 +166,7 @@ mod tests {
             std::thread::spawn(move || {
                 use std::os::fd::AsFd;
                 nix::sched::setns(namespace.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-                let out = run_command("iptables", &["-w", "5", "-S", "FORWARD"]).unwrap();
-                String::from_utf8_lossy(&out.stdout).into_owned()
+                runner::run(Path::new("iptables"), &["-w", "5", "-S", "FORWARD"]).unwrap()
             })
             .join()
             .unwrap()

@@ -21,7 +21,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// True (and a printed reason) when the test cannot run here.
 pub fn skip() -> bool {
-    if !netns::is_root() {
+    if !vantage_sys::privilege::is_root() {
         eprintln!(
             "skipped: needs root to create network namespaces, veth links and iptables rules"
         );

@@ -4,8 +4,8 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::error::NfqError;
-use crate::wire::{
+use super::error::NfqError;
+use super::wire::{
     encode_config, encode_verdict, ConfigCommand, ConfigMessage, CopyMode, Message, Messages,
     Verdict, CONFIG_FLAG_FAIL_OPEN,
 };

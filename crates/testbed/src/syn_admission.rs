@@ -1,42 +1,22 @@
-//! `[gate]`: SYN admission control in front of the server, inside the
-//! server namespace — the Abacus paper's Section 6 comparison run with real
-//! clients.
+//! SYN admission control in front of the server, inside the server
+//! namespace (the spec's `[gate]`; `docs/testbed.md`): the Abacus paper's
+//! Section 6 comparison run with real clients.
 //!
-//! Three kinds:
+//! * `none` (the default): nothing; a full accept queue makes the kernel
+//!   drop SYNs itself (`ListenOverflows`);
+//! * `iptables-limit`: an iptables `limit` match (a token bucket of `burst`
+//!   tokens refilled at `rate_per_s`: the paper's W and r_t) on SYNs to the
+//!   server, the rest dropped (*TBF*) or rejected (*TBF w/ Reject*); the
+//!   rules' packet counters are read before they are removed;
+//! * `vantage`: `vantage gate run` (the live NFQUEUE gate of `crates/live`)
+//!   started in the server namespace with `[gate.config]` plus the
+//!   listener and log the testbed fills in, stopped with SIGTERM (SIGKILL
+//!   after `stop_timeout_s`); rules it left behind are listed and removed.
+//!   The gate validates its own configuration.
 //!
-//! * `none` (the default): nothing in front of the server; when the accept
-//!   queue is full the kernel drops SYNs itself (`ListenOverflows`);
-//! * `iptables-limit`: the token bucket every Linux firewall has. Two rules
-//!   on the server namespace's INPUT chain:
-//!
-//!   ```text
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -m limit --limit R/second --limit-burst B -j ACCEPT
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -j DROP      # action = "drop"
-//!   iptables -A INPUT -p tcp -d 10.77.0.2 --dport 80 --syn -j REJECT --reject-with tcp-reset   # action = "reject"
-//!   ```
-//!
-//!   `-m limit` is a token bucket of `burst` tokens refilled at `rate_per_s`
-//!   (the paper's TBF with W = burst, r_t = rate), so `drop` is the paper's
-//!   *TBF* and `reject` its *TBF w/ Reject*. The rules' packet counters are
-//!   read before the rules are removed (`gate.json`, `iptables.txt`);
-//! * `vantage`: `vantage gate run` (the live NFQUEUE SYN gate of
-//!   `crates/live`) with the `[gate.config]` table as its configuration.
-//!   The testbed adds `[[listeners]]` (the server's address and port) and
-//!   `gate.log` (`gate.jsonl` in the result directory), writes `gate.toml`,
-//!   starts `<vantage> gate run --config gate.toml --ready-file gate.ready`
-//!   inside the server namespace, waits (bounded by `ready_timeout_s`) for
-//!   the ready file, and after the load sends SIGTERM (SIGKILL after
-//!   `stop_timeout_s`). Its exit status, output and log go in the result
-//!   directory; rules it left behind are listed in `gate.json` and removed.
-//!
-//! The testbed does not interpret the gate's own configuration beyond the
-//! keys it fills in: the gate validates its configuration itself and an
-//! error shows up as the gate exiting before it is ready.
-//!
-//! Everything lives in the server namespace and goes with it; rules are
-//! still removed on normal teardown, and a gate process is stopped when its
-//! handle is dropped (error paths, panics) and gets SIGTERM if this process
-//! dies (`PR_SET_PDEATHSIG`).
+//! Rules are removed on normal teardown; a gate process is stopped when its
+//! handle is dropped and gets SIGTERM if this process dies
+//! (`PR_SET_PDEATHSIG`).
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -47,8 +27,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::netns::{run_command, Netns, NetnsError};
-use crate::wan::rules::find_iptables;
+use vantage_sys::iptables::{self as runner, Family, IptablesError};
+
+use crate::netns::{Netns, NetnsError};
 
 /// Largest `rate_per_s` iptables' `limit` match accepts.
 pub const MAX_LIMIT_RATE: u32 = 10_000;
@@ -65,7 +46,7 @@ const STDERR_TAIL: usize = 2000;
 /// `kind`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum GateSpec {
+pub enum SynAdmissionSpec {
     /// Nothing: the kernel's accept-queue overflow is the only control.
     #[default]
     None,
@@ -123,26 +104,26 @@ impl LimitAction {
     }
 }
 
-impl GateSpec {
+impl SynAdmissionSpec {
     /// The name of the kind, as in TOML.
     pub fn kind_name(&self) -> &'static str {
         match self {
-            GateSpec::None => "none",
-            GateSpec::IptablesLimit { .. } => "iptables-limit",
-            GateSpec::Vantage { .. } => "vantage",
+            SynAdmissionSpec::None => "none",
+            SynAdmissionSpec::IptablesLimit { .. } => "iptables-limit",
+            SynAdmissionSpec::Vantage { .. } => "vantage",
         }
     }
 
     /// True when the gate needs the `iptables` program.
     pub fn needs_iptables(&self) -> bool {
-        !matches!(self, GateSpec::None)
+        !matches!(self, SynAdmissionSpec::None)
     }
 
     /// Checks every key; the message names it (`gate.…`).
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            GateSpec::None => Ok(()),
-            GateSpec::IptablesLimit {
+            SynAdmissionSpec::None => Ok(()),
+            SynAdmissionSpec::IptablesLimit {
                 rate_per_s, burst, ..
             } => {
                 if !(1..=MAX_LIMIT_RATE).contains(rate_per_s) {
@@ -157,7 +138,7 @@ impl GateSpec {
                 }
                 Ok(())
             }
-            GateSpec::Vantage {
+            SynAdmissionSpec::Vantage {
                 config,
                 ready_timeout_s,
                 stop_timeout_s,
@@ -197,7 +178,7 @@ impl GateSpec {
     /// The gate's configuration file for a server at `listen`, logging to
     /// `log` (`vantage` kind only).
     pub fn render_config(&self, listen: SocketAddr, log: &Path) -> Option<String> {
-        let GateSpec::Vantage { config, .. } = self else {
+        let SynAdmissionSpec::Vantage { config, .. } = self else {
             return None;
         };
         let mut config = config.clone();
@@ -230,11 +211,13 @@ impl GateSpec {
 
 /// Why a gate could not be put in place.
 #[derive(Debug, thiserror::Error)]
-pub enum GateError {
+pub enum SynAdmissionError {
     #[error("iptables is not installed (looked in PATH, /usr/sbin and /sbin): the gate needs it (Debian/Ubuntu: apt-get install iptables)")]
     IptablesMissing,
     #[error("gate: {0}")]
-    Command(#[from] NetnsError),
+    Namespace(#[from] NetnsError),
+    #[error("gate: {0}")]
+    Iptables(#[from] IptablesError),
     #[error("gate: cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -267,7 +250,7 @@ pub enum GateError {
 /// What the gate did, as written to `gate.json` and the run summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct GateReport {
+pub struct SynAdmissionReport {
     pub kind: String,
     /// iptables: the rules installed (arguments after `-A`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -312,23 +295,41 @@ pub struct GateReport {
     pub problems: Vec<String>,
 }
 
-impl GateReport {
+impl SynAdmissionReport {
     /// True when a `vantage` gate exited by itself with status 0.
     pub fn exited_cleanly(&self) -> bool {
         self.exit_code == Some(0) && !self.killed
     }
 }
 
-/// Runs iptables inside `ns` and returns its standard output.
-fn iptables_in(ns: &Netns, program: &Path, args: &[String]) -> Result<String, NetnsError> {
-    let program = program.to_string_lossy().into_owned();
+/// Entering the namespace or running iptables in it failed.
+#[derive(Debug, thiserror::Error)]
+enum InNamespaceError {
+    #[error(transparent)]
+    Enter(#[from] NetnsError),
+    #[error(transparent)]
+    Iptables(#[from] IptablesError),
+}
+
+impl From<InNamespaceError> for SynAdmissionError {
+    fn from(error: InNamespaceError) -> Self {
+        match error {
+            InNamespaceError::Enter(e) => SynAdmissionError::Namespace(e),
+            InNamespaceError::Iptables(e) => SynAdmissionError::Iptables(e),
+        }
+    }
+}
+
+/// Runs `iptables -w 5 ARGS` inside `ns` and returns its standard output.
+fn iptables_in(ns: &Netns, program: &Path, args: &[String]) -> Result<String, InNamespaceError> {
+    let program = program.to_path_buf();
     let args = args.to_vec();
     let output = ns.run(move || {
         let mut all: Vec<&str> = vec!["-w", "5"];
         all.extend(args.iter().map(String::as_str));
-        run_command(&program, &all)
+        runner::run(&program, &all)
     })??;
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    Ok(output)
 }
 
 /// The two `iptables-limit` rules (arguments after `-A`/`-D`).
@@ -399,7 +400,7 @@ pub fn parse_limit_counters(listing: &str) -> (Option<u64>, Option<u64>) {
 
 /// The rules of the server namespace's `filter`, `mangle` and `raw` tables,
 /// without the chain policies (`-P …`): what a gate left behind.
-fn rules_in(ns: &Netns, program: &Path) -> Result<Vec<String>, NetnsError> {
+fn rules_in(ns: &Netns, program: &Path) -> Result<Vec<String>, InNamespaceError> {
     let mut rules = Vec::new();
     for table in ["filter", "mangle", "raw"] {
         let listing = iptables_in(ns, program, &["-t".into(), table.into(), "-S".into()])?;
@@ -415,7 +416,7 @@ fn rules_in(ns: &Netns, program: &Path) -> Result<Vec<String>, NetnsError> {
 
 /// Flushes and deletes every chain of the server namespace's `filter`,
 /// `mangle` and `raw` tables (it belongs to the run).
-fn flush_all(ns: &Netns, program: &Path) -> Result<(), NetnsError> {
+fn flush_all(ns: &Netns, program: &Path) -> Result<(), InNamespaceError> {
     for table in ["filter", "mangle", "raw"] {
         for op in ["-F", "-X"] {
             iptables_in(ns, program, &["-t".into(), table.into(), op.into()])?;
@@ -424,10 +425,10 @@ fn flush_all(ns: &Netns, program: &Path) -> Result<(), NetnsError> {
     Ok(())
 }
 
-/// A gate in place; stop it with [`RunningGate::stop`]. Dropped without
+/// A gate in place; stop it with [`RunningSynAdmission::stop`]. Dropped without
 /// stopping (error paths, panics), it kills the gate process and removes
 /// its rules.
-pub struct RunningGate {
+pub struct RunningSynAdmission {
     ns: Netns,
     state: State,
 }
@@ -476,22 +477,22 @@ fn describe_status(status: std::process::ExitStatus) -> String {
 /// Puts `spec` in front of the server listening on `listen` in `ns`. Files
 /// go in `dir`; `program` is the vantage binary (for `kind = "vantage"`).
 pub fn start(
-    spec: &GateSpec,
+    spec: &SynAdmissionSpec,
     ns: &Netns,
     listen: SocketAddr,
     dir: &Path,
     program: Option<&Path>,
-) -> Result<RunningGate, GateError> {
+) -> Result<RunningSynAdmission, SynAdmissionError> {
     let state = match spec {
-        GateSpec::None => State::None,
-        GateSpec::IptablesLimit {
+        SynAdmissionSpec::None => State::None,
+        SynAdmissionSpec::IptablesLimit {
             rate_per_s,
             burst,
             action,
         } => {
-            let iptables = find_iptables().ok_or(GateError::IptablesMissing)?;
+            let iptables = runner::find(Family::Ipv4).ok_or(SynAdmissionError::IptablesMissing)?;
             let rules = limit_rules(listen, *rate_per_s, *burst, *action);
-            let mut gate = RunningGate {
+            let mut gate = RunningSynAdmission {
                 ns: ns.clone(),
                 state: State::Limit {
                     program: iptables.clone(),
@@ -510,19 +511,19 @@ pub fn start(
             }
             return Ok(gate);
         }
-        GateSpec::Vantage {
+        SynAdmissionSpec::Vantage {
             ready_timeout_s,
             stop_timeout_s,
             ..
         } => {
-            let program = program.ok_or(GateError::NoProgram)?;
-            let dir = std::path::absolute(dir).map_err(|source| GateError::Write {
+            let program = program.ok_or(SynAdmissionError::NoProgram)?;
+            let dir = std::path::absolute(dir).map_err(|source| SynAdmissionError::Write {
                 path: dir.to_path_buf(),
                 source,
             })?;
             let write_error = |path: &Path| {
                 let path = path.to_path_buf();
-                move |source| GateError::Write { path, source }
+                move |source| SynAdmissionError::Write { path, source }
             };
             let config_path = dir.join("gate.toml");
             let log = dir.join("gate.jsonl");
@@ -563,14 +564,14 @@ pub fn start(
                 });
             }
             let started = Instant::now();
-            let child = command.spawn().map_err(|source| GateError::Spawn {
+            let child = command.spawn().map_err(|source| SynAdmissionError::Spawn {
                 command: command_line.clone(),
                 source,
             })?;
             let mut process = VantageProcess {
                 child,
                 command: command_line.clone(),
-                iptables: find_iptables(),
+                iptables: runner::find(Family::Ipv4),
                 log,
                 stderr: stderr_path.clone(),
                 ready_file_pid: String::new(),
@@ -581,7 +582,7 @@ pub fn start(
             // Bounded by `limit`.
             loop {
                 if let Ok(Some(status)) = process.child.try_wait() {
-                    return Err(GateError::ExitedEarly {
+                    return Err(SynAdmissionError::ExitedEarly {
                         command: command_line,
                         status: describe_status(status),
                         stderr: tail(&stderr_path),
@@ -594,12 +595,12 @@ pub fn start(
                     break;
                 }
                 if started.elapsed() >= limit {
-                    let gate = RunningGate {
+                    let gate = RunningSynAdmission {
                         ns: ns.clone(),
                         state: State::Vantage(Box::new(process)),
                     };
                     drop(gate);
-                    return Err(GateError::NotReady {
+                    return Err(SynAdmissionError::NotReady {
                         command: command_line,
                         ready,
                         seconds: *ready_timeout_s,
@@ -611,20 +612,20 @@ pub fn start(
             State::Vantage(Box::new(process))
         }
     };
-    Ok(RunningGate {
+    Ok(RunningSynAdmission {
         ns: ns.clone(),
         state,
     })
 }
 
-impl RunningGate {
+impl RunningSynAdmission {
     /// Stops the gate: reads the iptables counters and removes the rules,
     /// or sends the gate process SIGTERM (SIGKILL after `stop_timeout_s`),
     /// records how it ended and removes anything it left behind. Problems
     /// are recorded in the report.
-    pub fn stop(mut self) -> GateReport {
+    pub fn stop(mut self) -> SynAdmissionReport {
         let state = std::mem::replace(&mut self.state, State::Stopped);
-        let mut report = GateReport::default();
+        let mut report = SynAdmissionReport::default();
         match state {
             State::None | State::Stopped => report.kind = "none".into(),
             State::Limit {
@@ -711,7 +712,12 @@ impl RunningGate {
     }
 }
 
-fn remove_limit_rules(ns: &Netns, program: &Path, rules: &[Vec<String>], report: &mut GateReport) {
+fn remove_limit_rules(
+    ns: &Netns,
+    program: &Path,
+    rules: &[Vec<String>],
+    report: &mut SynAdmissionReport,
+) {
     for rule in rules.iter().rev() {
         let mut args = vec!["-D".to_string()];
         args.extend(rule.iter().cloned());
@@ -754,7 +760,7 @@ pub fn count_log_lines(path: &Path) -> (u64, u64) {
     (lines, bad)
 }
 
-impl Drop for RunningGate {
+impl Drop for RunningSynAdmission {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.state, State::Stopped) {
             State::None | State::Stopped => {}
@@ -764,7 +770,7 @@ impl Drop for RunningGate {
                 installed,
                 ..
             } => {
-                let mut report = GateReport::default();
+                let mut report = SynAdmissionReport::default();
                 remove_limit_rules(&self.ns, &program, &rules[..installed], &mut report);
                 for problem in report.problems {
                     eprintln!("testbed: gate: {problem}");
@@ -787,10 +793,10 @@ impl Drop for RunningGate {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<GateSpec, String> {
+    fn parse(text: &str) -> Result<SynAdmissionSpec, String> {
         #[derive(Deserialize)]
         struct Wrapper {
-            gate: GateSpec,
+            gate: SynAdmissionSpec,
         }
         let wrapper: Wrapper = toml::from_str(text).map_err(|e| e.to_string())?;
         wrapper.gate.validate()?;
@@ -827,14 +833,17 @@ Chain INPUT (policy ACCEPT 10 packets, 600 bytes)
 
     #[test]
     fn kinds_parse_with_defaults() {
-        assert_eq!(parse("[gate]\nkind = \"none\"\n").unwrap(), GateSpec::None);
+        assert_eq!(
+            parse("[gate]\nkind = \"none\"\n").unwrap(),
+            SynAdmissionSpec::None
+        );
         let limit = parse(
             "[gate]\nkind = \"iptables-limit\"\nrate_per_s = 120\nburst = 120\naction = \"drop\"\n",
         )
         .unwrap();
         assert_eq!(
             limit,
-            GateSpec::IptablesLimit {
+            SynAdmissionSpec::IptablesLimit {
                 rate_per_s: 120,
                 burst: 120,
                 action: LimitAction::Drop
@@ -845,7 +854,7 @@ Chain INPUT (policy ACCEPT 10 packets, 600 bytes)
         )
         .unwrap();
         match vantage {
-            GateSpec::Vantage {
+            SynAdmissionSpec::Vantage {
                 ready_timeout_s,
                 stop_timeout_s,
                 config,
@@ -931,7 +940,7 @@ Chain INPUT (policy ACCEPT 10 packets, 600 bytes)
         assert_eq!(listeners[0]["address"].as_str(), Some("10.77.0.2"));
         assert_eq!(listeners[0]["port"].as_integer(), Some(80));
         assert_eq!(
-            GateSpec::None.render_config("10.77.0.2:80".parse().unwrap(), Path::new("x")),
+            SynAdmissionSpec::None.render_config("10.77.0.2:80".parse().unwrap(), Path::new("x")),
             None
         );
     }

@@ -10,7 +10,7 @@
 //! no way to raise the receive buffer with `SO_RCVBUFFORCE`, to set
 //! `NETLINK_NO_ENOBUFS`, or to get the file descriptor and `poll` it together
 //! with a `timerfd` — and a delay emulator with ±0.1 ms precision needs all
-//! three. This crate is the small part of `libnetfilter_queue` we use:
+//! three. This module is the small part of `libnetfilter_queue` we use:
 //!
 //! * [`Queue`] — the `AF_NETLINK`/`NETLINK_NETFILTER` socket bound to one
 //!   queue, exposed through [`AsRawFd`](std::os::fd::AsRawFd) and
@@ -23,24 +23,7 @@
 //! * [`PacketView`] — a queued packet parsed in place, borrowing the receive
 //!   buffer (no copy).
 //!
-//! **Message formats** (from `linux/netfilter/nfnetlink_queue.h`; netlink
-//! headers in host byte order, attribute payloads big-endian):
-//!
-//! * `NFQNL_MSG_CONFIG` (to the kernel, acknowledged): `NFQA_CFG_CMD`
-//!   (`{u8 command; u8 pad; be16 pf}`, bind/unbind), `NFQA_CFG_PARAMS`
-//!   (`{be32 copy_range; u8 copy_mode}` packed), `NFQA_CFG_QUEUE_MAXLEN`
-//!   (be32), `NFQA_CFG_FLAGS` + `NFQA_CFG_MASK` (be32 each; we use
-//!   `NFQA_CFG_F_FAIL_OPEN`).
-//! * `NFQNL_MSG_PACKET` (from the kernel): `NFQA_PACKET_HDR`
-//!   (`{be32 packet_id; be16 hw_protocol; u8 hook}` packed), `NFQA_MARK`,
-//!   `NFQA_IFINDEX_INDEV`/`OUTDEV`, `NFQA_CAP_LEN` (full length when the
-//!   payload was cut), `NFQA_PAYLOAD` (from the network header on); other
-//!   attributes are skipped.
-//! * `NFQNL_MSG_VERDICT` (to the kernel, not acknowledged):
-//!   `NFQA_VERDICT_HDR` (`{be32 verdict; be32 id}`) and optionally
-//!   `NFQA_MARK` — "set mark and `NF_REPEAT`" lets a later rule act on the
-//!   packet (a SYN gate rejects that way).
-//! * `NLMSG_ERROR`: an acknowledgement (error 0) or the failure of a request.
+//! The message formats are documented in `nfqueue/wire.rs`.
 //!
 //! A malformed message from the kernel is a [`ParseError`], never a panic.
 
