@@ -35,7 +35,7 @@ use vantage_nfqueue::Queue;
 
 use super::config::{GateConfig, Refill};
 use super::kernel::{read_accept_queue, read_passive_opens};
-use super::log::{CapacityRecord, IntervalLog, IntervalRecord};
+use super::log::{CapacityRecord, GateCounts, IntervalLog, IntervalRecord};
 use super::metrics::{GateMetrics, MetricsServer};
 use super::rules::GateRules;
 use super::worker::{
@@ -430,12 +430,14 @@ fn interval_record(
         interval_s,
         elapsed_s: elapsed.as_secs_f64(),
         arrivals: delta.counts.syns(),
-        accepted: delta.counts.accepted,
-        dropped: delta.counts.dropped,
-        rejected: delta.counts.rejected,
-        passed: delta.counts.passed,
-        overruns: delta.overruns,
-        errors: delta.errors,
+        counts: GateCounts {
+            accepted: delta.counts.accepted,
+            dropped: delta.counts.dropped,
+            rejected: delta.counts.rejected,
+            passed: delta.counts.passed,
+            overruns: delta.overruns,
+            errors: delta.errors,
+        },
         dry_run: config.dry_run,
         filter,
         capacity,
