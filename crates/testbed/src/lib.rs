@@ -22,11 +22,8 @@
 //!   `limit` with DROP or REJECT, or `vantage gate run`;
 //! * [`spec`] — the TOML spec of a run (`docs/testbed.md`);
 //! * [`run`] — `vantage testbed run`: all of the above from one spec;
-//! * [`experiment`] — a set of runs from one file (base spec × client
-//!   profiles × gate variants) and the simulator's model of each variant;
 //! * [`watchdog`] — cleanup after a run killed outright.
 
-pub mod experiment;
 pub mod gate;
 pub mod load;
 pub mod netns;
