@@ -88,7 +88,8 @@ pub fn render_report(report: &ExperimentReport, x: &Experiment) -> String {
         if report.quick { "; --quick" } else { "" }
     );
     for w in &report.workload {
-        outln!(out, 
+        outln!(
+            out,
             "arrivals (seed {}): {} connections in {} s — mean {:.1}/s, σ {:.1}/s, peak {}/s, {} s above the server's capacity{}",
             w.seed,
             w.connections,

@@ -284,7 +284,8 @@ fn right(text: String) -> Cell {
 /// The two tables for people.
 pub fn render_sweep(report: &SweepReport) -> String {
     let mut out = String::new();
-    outln!(out, 
+    outln!(
+            out,
         "Seed sweep of {}: seeds 1–{}, {:.0} s of arrivals each, the simulator on each seed's arrivals\n",
         report.file, report.seeds, report.duration_s
     );
