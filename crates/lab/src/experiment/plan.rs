@@ -3,42 +3,8 @@
 //! optionally its own listen backlog) — and says what the simulator should
 //! compare each variant with. `vantage testbed experiment FILE` runs them
 //! (`docs/gate-experiment.md`; the file of the Abacus paper's Section 6
-//! comparison is `scenarios/gate/section6.toml`).
-//!
-//! ```toml
-//! [experiment]
-//! title = "…"
-//! profiles = ["linux-6.5", "linux-3.7"]   # every variant runs under each
-//! delay_cost = 1                          # h, per second of delay
-//! reject_cost = 21                        # r, per rejected or timed-out connection
-//! sim_repetitions = 30                    # the simulator's long run: repetitions …
-//! sim_horizon_s = 600                     # … of this many seconds of arrivals
-//! [experiment.checks]
-//! candidates = ["e"]                      # variants expected to act as the Abacus Filter
-//! baselines = ["d", "b"]                  # … and as the paper's TBF
-//! comparable_success_points = 5
-//! well_below_ratio = 0.5
-//! far_fewer_ratio = 0.25
-//!
-//! [quick]                                 # --quick: any of these replace the above
-//! duration_s = 20
-//! seed = 16
-//! profiles = ["linux-6.5"]
-//! variants = ["a", "b", "d", "e"]
-//! sim_repetitions = 3
-//!
-//! [base]                                  # a testbed spec (docs/testbed.md) without
-//! name = "section6"                       # client_profile and gate
-//! …
-//!
-//! [[variant]]
-//! id = "b"
-//! label = "iptables limit + DROP"
-//! backlog = 1024                          # optional: server.backlog for this variant
-//! [variant.gate]                          # the run's [gate] (absent: none)
-//! kind = "iptables-limit"
-//! …
-//! ```
+//! comparison is `scenarios/gate/section6.toml`; the file format is in
+//! the docs' "The experiment file").
 //!
 //! Runs are named `<base name>-<variant>-<profile>`; a `vantage` gate's
 //! `filter.clients` is set to the run's profile unless the variant sets it.
