@@ -14,8 +14,6 @@
 mod certes;
 mod cpa;
 mod gate;
-mod gate_experiment;
-mod gate_seed_sweep;
 mod plot;
 mod report;
 mod reproduce_certes;

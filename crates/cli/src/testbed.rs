@@ -1,13 +1,17 @@
 //! `vantage testbed …`: run a testbed spec, run an experiment (a set of
 //! runs, beside the simulator), or remove a crashed run's leftovers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use vantage_lab::experiment::seed_sweep::{check_seed_count, render_sweep, seed_sweep};
+use vantage_lab::experiment::{
+    report, run_experiment, Experiment, ExperimentOutcome, LiveOptions, Progress,
+};
 use vantage_testbed::run::{self, RunError, RunEvent, RunOptions};
 use vantage_testbed::spec::TestbedSpec;
 use vantage_testbed::{topology, watchdog};
@@ -82,8 +86,8 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             resume,
             out,
         } => match seed_sweep {
-            Some(seeds) => crate::gate_seed_sweep::run(&file, quick, seeds, json, &out),
-            None => crate::gate_experiment::run(&file, quick, json, sim_only, resume, &out),
+            Some(seeds) => run_seed_sweep(&file, quick, seeds, json, &out),
+            None => run_experiment_file(&file, quick, json, sim_only, resume, &out),
         },
         TestbedCommand::Clean {
             tag,
@@ -169,7 +173,142 @@ pub fn run(command: TestbedCommand) -> Result<()> {
     }
 }
 
+/// Sets `stop` on SIGINT, SIGTERM and SIGHUP.
+fn stop_on_signals(stop: &Arc<AtomicBool>) -> std::io::Result<()> {
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    Ok(())
+}
+
+/// The experiment's progress bar, shown once the live runs begin.
+#[derive(Default)]
+struct RunsBar {
+    bar: OnceLock<ProgressBar>,
+}
+
+impl Progress for RunsBar {
+    fn live_runs_begin(&self, runs: u64) {
+        let bar = self.bar.get_or_init(|| {
+            ProgressBar::new(runs).with_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+                )
+                .expect("progress template is valid"),
+            )
+        });
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
+
+    /// Above the bar; on stderr as it is when the bar is hidden (stderr not
+    /// a terminal, as under `nohup`), so a log still tells which run failed
+    /// or was read back.
+    fn say(&self, line: String) {
+        match self.bar.get() {
+            Some(bar) if !bar.is_hidden() => bar.println(line),
+            _ => eprintln!("{line}"),
+        }
+    }
+
+    fn status(&self, message: String) {
+        if let Some(bar) = self.bar.get() {
+            bar.set_message(message);
+        }
+    }
+
+    fn run_done(&self) {
+        if let Some(bar) = self.bar.get() {
+            bar.inc(1);
+        }
+    }
+
+    fn live_runs_end(&self) {
+        if let Some(bar) = self.bar.get() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// `vantage testbed experiment FILE`.
+fn run_experiment_file(
+    file: &Path,
+    quick: bool,
+    json: bool,
+    sim_only: bool,
+    resume: bool,
+    out: &Path,
+) -> Result<()> {
+    let x = Experiment::load(file, quick)?;
+    let bar = RunsBar::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let begin = || stop_on_signals(&stop);
+    let live = (!sim_only).then(|| LiveOptions {
+        resume,
+        stamp: timestamp(),
+        stop: stop.clone(),
+        on_begin: &begin,
+        progress: &bar,
+    });
+    let ExperimentOutcome {
+        report,
+        interrupted,
+        failures,
+    } = run_experiment(&x, out, live)?;
+    crate::report::write_checks_csv(&out.join("checks.csv"), &report.checks)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report::render_report(&report, &x));
+        crate::report::print_checks(&report.checks);
+        if let Some(line) = report::statements_summary(&report) {
+            println!("{line}");
+        }
+        println!("CSV, JSON and SVG files are in {}", out.display());
+    }
+    if interrupted {
+        bail!(
+            "interrupted; every run started was torn down, and the results so far are in {}",
+            out.display()
+        );
+    }
+    if failures > 0 {
+        bail!(
+            "{failures} of {} live runs failed (see above)",
+            x.runs.len()
+        );
+    }
+    Ok(())
+}
+
+/// `vantage testbed experiment FILE --seed-sweep N`.
+fn run_seed_sweep(file: &Path, quick: bool, seeds: u64, json: bool, out: &Path) -> Result<()> {
+    check_seed_count(seeds)?;
+    let x = Experiment::load(file, quick)?;
+    let bar = ProgressBar::new(seeds).with_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} seeds")
+            .expect("progress template is valid"),
+    );
+    if json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = seed_sweep(&x, seeds, out, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let report = result?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_sweep(&report));
+        println!("CSV: {}", out.join("seed-sweep.csv").display());
+    }
+    Ok(())
+}
+
 /// `YYYYMMDD-HHMMSS` in UTC.
-pub(crate) fn timestamp() -> String {
+fn timestamp() -> String {
     chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
 }

@@ -23,11 +23,8 @@
 //!   gate run`;
 //! * [`spec`] — the TOML spec of a run (`docs/testbed.md`);
 //! * [`run`] — `vantage testbed run`: all of the above from one spec;
-//! * [`experiment`] — a set of runs from one file (base spec × client
-//!   profiles × gate variants) and the simulator's model of each variant;
 //! * [`watchdog`] — cleanup after a run killed outright.
 
-pub mod experiment;
 pub mod load;
 pub mod netns;
 pub mod profiles;

@@ -37,7 +37,7 @@ use super::config::{GateConfig, Refill};
 use super::counters::CounterTotals;
 use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
-use super::log::{CapacityRecord, IntervalLog, IntervalRecord};
+use super::log::{CapacityRecord, GateCounts, IntervalLog, IntervalRecord};
 use super::metrics::{GateMetrics, MetricsServer};
 use super::rules::GateRules;
 use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
@@ -429,12 +429,14 @@ fn interval_record(
         interval_s,
         elapsed_s: elapsed.as_secs_f64(),
         arrivals: delta.counts.syns(),
-        accepted: delta.counts.accepted,
-        dropped: delta.counts.dropped,
-        rejected: delta.counts.rejected,
-        passed: delta.counts.passed,
-        overruns: delta.overruns,
-        errors: delta.errors,
+        counts: GateCounts {
+            accepted: delta.counts.accepted,
+            dropped: delta.counts.dropped,
+            rejected: delta.counts.rejected,
+            passed: delta.counts.passed,
+            overruns: delta.overruns,
+            errors: delta.errors,
+        },
         dry_run: config.dry_run,
         filter,
         capacity,

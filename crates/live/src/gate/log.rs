@@ -1,4 +1,6 @@
 //! The gate's log: JSON Lines, one object per interval, flushed as written.
+//! The record is `vantage_core::admission::syn::record::IntervalRecord`,
+//! the one format its readers parse too.
 //!
 //! ```json
 //! {"time_s":3.0,"interval_s":1.0,"elapsed_s":1.0002,"arrivals":130,"accepted":120,
@@ -34,42 +36,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-use vantage_core::admission::syn::{CapacityInterval, FilterSnapshot};
+pub use vantage_core::admission::syn::record::{CapacityRecord, GateCounts, IntervalRecord};
 
 use super::GateError;
-
-/// One line of the log.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct IntervalRecord {
-    pub time_s: f64,
-    pub interval_s: f64,
-    pub elapsed_s: f64,
-    pub arrivals: u64,
-    pub accepted: u64,
-    pub dropped: u64,
-    pub rejected: u64,
-    pub passed: u64,
-    pub overruns: u64,
-    pub errors: u64,
-    pub dry_run: bool,
-    pub filter: FilterSnapshot,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<CapacityRecord>,
-}
-
-/// The capacity measurement of one interval.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CapacityRecord {
-    /// `Tcp: PassiveOpens` at the end of the interval.
-    pub passive_opens: u64,
-    /// The listeners' accept-queue length at the end of the interval.
-    pub accept_queue: u64,
-    /// What the interval showed; absent for the first reading and for
-    /// inconsistent ones.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interval: Option<CapacityInterval>,
-}
 
 /// The open log file.
 pub struct IntervalLog {
@@ -105,24 +74,22 @@ impl IntervalLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vantage_core::admission::syn::FilterSnapshot;
 
-    #[test]
-    fn a_record_is_one_json_line_with_the_documented_keys() {
-        let dir = std::env::temp_dir().join(format!("vantage-gate-log-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("gate.jsonl");
-        let mut log = IntervalLog::create(&path).unwrap();
-        let record = IntervalRecord {
+    fn record() -> IntervalRecord {
+        IntervalRecord {
             time_s: 2.0,
             interval_s: 1.0,
             elapsed_s: 1.0,
             arrivals: 9,
-            accepted: 5,
-            dropped: 3,
-            rejected: 1,
-            passed: 4,
-            overruns: 0,
-            errors: 0,
+            counts: GateCounts {
+                accepted: 5,
+                dropped: 3,
+                rejected: 1,
+                passed: 4,
+                overruns: 0,
+                errors: 0,
+            },
             dry_run: false,
             filter: FilterSnapshot {
                 tokens: 0,
@@ -131,7 +98,16 @@ mod tests {
                 ..FilterSnapshot::default()
             },
             capacity: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_record_is_one_json_line_with_the_documented_keys() {
+        let dir = std::env::temp_dir().join(format!("vantage-gate-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gate.jsonl");
+        let mut log = IntervalLog::create(&path).unwrap();
+        let record = record();
         log.write(&record).unwrap();
         log.write(&record).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -156,6 +132,36 @@ mod tests {
         }
         assert_eq!(value["filter"]["bucket_size"], 5);
         assert!(value.get("capacity").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_written_record_reads_back_equal() {
+        let dir =
+            std::env::temp_dir().join(format!("vantage-gate-log-back-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gate.jsonl");
+        let mut log = IntervalLog::create(&path).unwrap();
+        let mut written = vec![record()];
+        let mut second = record();
+        second.time_s = 3.0;
+        second.elapsed_s = 0.25;
+        second.filter.arrival_rate = Some(101.3);
+        second.capacity = Some(CapacityRecord {
+            passive_opens: 17,
+            accept_queue: 3,
+            interval: None,
+        });
+        written.push(second);
+        for r in &written {
+            log.write(r).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let read: Vec<IntervalRecord> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(read, written);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -89,7 +89,7 @@ struct Reading {
 }
 
 /// What one interval showed, as returned by [`CapacityEstimator::on_interval`].
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CapacityInterval {
     /// Connections the application took from the accept queue.
     pub accepts: u64,

@@ -18,6 +18,7 @@ mod abacus;
 mod capacity;
 mod greedy;
 mod params;
+pub mod record;
 mod token_bucket;
 
 pub use abacus::{Abacus, AbacusConfig};
@@ -58,7 +59,8 @@ pub trait SynFilter {
 /// What a filter's state is at one moment: the first-stage bucket for all
 /// filters, and the second stage's for the Abacus Filter and Predictive
 /// Greedy.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct FilterSnapshot {
     /// Whole tokens in the first-stage bucket.
     pub tokens: u64,

@@ -18,21 +18,30 @@
 //! only): the rule by which the scenario files pick their seed, on the
 //! arrivals alone, before any filter has run on them.
 //!
-//! Output: two tables (or `--json`) and `seed-sweep.csv` in DIR.
+//! Output: two tables ([`render_sweep`]) and `seed-sweep.csv`.
 
+use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 use vantage_sim::metrics::Summary;
-use vantage_testbed::experiment::{workload_stats, Experiment, WorkloadStats};
 use vantage_testbed::load::arrivals::{ArrivalPattern, MAX_CONNECTIONS_LIMIT};
 
-use crate::gate_experiment::{sim_row, simulate_model, statements_hold};
+use super::checks::statements_hold;
+use super::error::ExperimentRunError;
+use super::plan::Experiment;
+use super::results::sim_row;
+use super::simulate::simulate_model;
+use super::workload::{workload_stats, WorkloadStats};
+
+/// `println!` into a `String`.
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
 
 /// The four statements, in [`statements_hold`]'s order.
 const STATEMENTS: [&str; 4] = [
@@ -103,7 +112,10 @@ fn moment_distance(pattern: &ArrivalPattern, stats: &WorkloadStats) -> Option<f6
 
 /// Simulates one seed: its arrivals and every candidate-vs-baseline
 /// comparison.
-fn sweep_seed(x: &Experiment, seed: u64) -> Result<(SeedWorkload, Vec<SeedComparison>)> {
+fn sweep_seed(
+    x: &Experiment,
+    seed: u64,
+) -> Result<(SeedWorkload, Vec<SeedComparison>), ExperimentRunError> {
     let c = &x.checks;
     let wanted = |id: &String| c.candidates.contains(id) || c.baselines.contains(id);
     let mut rows = Vec::new();
@@ -118,7 +130,7 @@ fn sweep_seed(x: &Experiment, seed: u64) -> Result<(SeedWorkload, Vec<SeedCompar
             .load
             .arrivals
             .schedule(seed)
-            .map_err(|e| anyhow!("seed {seed}: {e}"))?;
+            .map_err(|e| ExperimentRunError::Arrivals(format!("seed {seed}: {e}")))?;
         if workload.is_none() {
             let stats = workload_stats(&spec, &schedule);
             workload = Some(SeedWorkload {
@@ -137,9 +149,7 @@ fn sweep_seed(x: &Experiment, seed: u64) -> Result<(SeedWorkload, Vec<SeedCompar
             x.reject_cost,
         ));
     }
-    let workload = workload.ok_or_else(|| {
-        anyhow!("[experiment.checks] names no candidate or baseline variant the simulator models")
-    })?;
+    let workload = workload.ok_or(ExperimentRunError::NothingModelled)?;
     let summary_of = |profile: &str, variant: &str| {
         rows.iter()
             .find(|r| r.profile == profile && r.variant == variant)
@@ -170,37 +180,39 @@ fn sweep_seed(x: &Experiment, seed: u64) -> Result<(SeedWorkload, Vec<SeedCompar
     Ok((workload, comparisons))
 }
 
-/// Runs the sweep over seeds 1..=`seeds`.
-pub fn run(file: &Path, quick: bool, seeds: u64, json: bool, out: &Path) -> Result<()> {
+/// Checks a seed count for [`seed_sweep`] (1..=100000).
+pub fn check_seed_count(seeds: u64) -> Result<(), ExperimentRunError> {
     if !(1..=100_000).contains(&seeds) {
-        bail!("--seed-sweep {seeds}: give a number of seeds in 1..=100000");
+        return Err(ExperimentRunError::SeedCount(seeds));
     }
-    let x = Experiment::load(file, quick)?;
+    Ok(())
+}
+
+/// Runs the sweep over seeds 1..=`seeds` and writes `seed-sweep.csv` in
+/// `out`; `on_seed` is called (from any thread) as each seed is done.
+pub fn seed_sweep(
+    x: &Experiment,
+    seeds: u64,
+    out: &Path,
+    on_seed: &(dyn Fn() + Sync),
+) -> Result<SweepReport, ExperimentRunError> {
+    check_seed_count(seeds)?;
     if x.checks.candidates.is_empty() || x.checks.baselines.is_empty() {
-        bail!(
-            "{}: [experiment.checks] needs candidates and baselines for a seed sweep",
-            x.file
-        );
+        return Err(ExperimentRunError::NoComparison(x.file.clone()));
     }
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let bar = ProgressBar::new(seeds).with_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} seeds")
-            .expect("progress template is valid"),
-    );
-    if json {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let per_seed: Vec<Result<(SeedWorkload, Vec<SeedComparison>)>> = (1..=seeds)
+    std::fs::create_dir_all(out).map_err(|source| ExperimentRunError::CreateDir {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    type SeedResult = Result<(SeedWorkload, Vec<SeedComparison>), ExperimentRunError>;
+    let per_seed: Vec<SeedResult> = (1..=seeds)
         .into_par_iter()
         .map(|seed| {
-            let result = sweep_seed(&x, seed);
-            bar.inc(1);
+            let result = sweep_seed(x, seed);
+            on_seed();
             result
         })
         .collect();
-    bar.finish_and_clear();
     let mut workloads = Vec::new();
     let mut comparisons = Vec::new();
     for result in per_seed {
@@ -208,7 +220,7 @@ pub fn run(file: &Path, quick: bool, seeds: u64, json: bool, out: &Path) -> Resu
         workloads.push(workload);
         comparisons.append(&mut seed_comparisons);
     }
-    let summary = summarize(&x, &comparisons);
+    let summary = summarize(x, &comparisons);
     let duration_s = x
         .runs
         .first()
@@ -223,13 +235,7 @@ pub fn run(file: &Path, quick: bool, seeds: u64, json: bool, out: &Path) -> Resu
         comparisons,
     };
     write_csv(&report, &out.join("seed-sweep.csv"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-        println!("CSV: {}", out.join("seed-sweep.csv").display());
-    }
-    Ok(())
+    Ok(report)
 }
 
 /// Counts, per profile and pair, the seeds that bear out each statement
@@ -275,8 +281,11 @@ fn right(text: String) -> Cell {
     Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
-fn print_report(report: &SweepReport) {
-    println!(
+/// The two tables for people.
+pub fn render_sweep(report: &SweepReport) -> String {
+    let mut out = String::new();
+    outln!(
+            out,
         "Seed sweep of {}: seeds 1–{}, {:.0} s of arrivals each, the simulator on each seed's arrivals\n",
         report.file, report.seeds, report.duration_s
     );
@@ -308,7 +317,7 @@ fn print_report(report: &SweepReport) {
         row.push(right(share(s.all_hold)));
         table.add_row(row);
     }
-    println!("{table}\n");
+    outln!(out, "{table}\n");
 
     let mut ranked: Vec<&SeedWorkload> = report
         .workloads
@@ -316,14 +325,15 @@ fn print_report(report: &SweepReport) {
         .filter(|w| w.moment_distance.is_some())
         .collect();
     if ranked.is_empty() {
-        return;
+        return out;
     }
     ranked.sort_by(|a, b| {
         a.moment_distance
             .partial_cmp(&b.moment_distance)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    println!(
+    outln!(
+        out,
         "Seeds whose arrivals best match the model's moments (chosen on the arrivals alone):\n"
     );
     let mut table = Table::new();
@@ -370,12 +380,15 @@ fn print_report(report: &SweepReport) {
             Cell::new(verdicts.join("\n")),
         ]);
     }
-    println!("{table}\n");
+    outln!(out, "{table}\n");
+    out
 }
 
-fn write_csv(report: &SweepReport, path: &Path) -> Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+fn write_csv(report: &SweepReport, path: &Path) -> Result<(), ExperimentRunError> {
+    let mut w = csv::Writer::from_path(path).map_err(|source| ExperimentRunError::CreateCsv {
+        path: path.to_path_buf(),
+        source,
+    })?;
     w.write_record([
         "seed",
         "mean_per_s",
@@ -426,8 +439,10 @@ fn write_csv(report: &SweepReport, path: &Path) -> Result<()> {
         record.extend(c.holds.iter().map(|h| h.to_string()));
         w.write_record(&record)?;
     }
-    w.flush()
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    w.flush().map_err(|source| ExperimentRunError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(())
 }
 

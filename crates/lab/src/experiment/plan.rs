@@ -3,42 +3,8 @@
 //! optionally its own listen backlog) — and says what the simulator should
 //! compare each variant with. `vantage testbed experiment FILE` runs them
 //! (`docs/gate-experiment.md`; the file of the Abacus paper's Section 6
-//! comparison is `scenarios/gate/section6.toml`).
-//!
-//! ```toml
-//! [experiment]
-//! title = "…"
-//! profiles = ["linux-6.5", "linux-3.7"]   # every variant runs under each
-//! delay_cost = 1                          # h, per second of delay
-//! reject_cost = 21                        # r, per rejected or timed-out connection
-//! sim_repetitions = 30                    # the simulator's long run: repetitions …
-//! sim_horizon_s = 600                     # … of this many seconds of arrivals
-//! [experiment.checks]
-//! candidates = ["e"]                      # variants expected to act as the Abacus Filter
-//! baselines = ["d", "b"]                  # … and as the paper's TBF
-//! comparable_success_points = 5
-//! well_below_ratio = 0.5
-//! far_fewer_ratio = 0.25
-//!
-//! [quick]                                 # --quick: any of these replace the above
-//! duration_s = 20
-//! seed = 16
-//! profiles = ["linux-6.5"]
-//! variants = ["a", "b", "d", "e"]
-//! sim_repetitions = 3
-//!
-//! [base]                                  # a testbed spec (docs/testbed.md) without
-//! name = "section6"                       # client_profile and gate
-//! …
-//!
-//! [[variant]]
-//! id = "b"
-//! label = "iptables limit + DROP"
-//! backlog = 1024                          # optional: server.backlog for this variant
-//! [variant.gate]                          # the run's [gate] (absent: none)
-//! kind = "iptables-limit"
-//! …
-//! ```
+//! comparison is `scenarios/gate/section6.toml`; the file format is in
+//! the docs' "The experiment file").
 //!
 //! Runs are named `<base name>-<variant>-<profile>`; a `vantage` gate's
 //! `filter.clients` is set to the run's profile unless the variant sets it.
@@ -55,15 +21,15 @@
 
 use std::path::Path;
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use vantage_core::admission::syn::{AbacusWindow, FilterKind, FilterParams};
 use vantage_core::tcp::{ClientMix, SynProfile};
 use vantage_core::Nanos;
 
-use crate::spec::{ServerSpec, TestbedSpec};
-use crate::syn_admission::{LimitAction, SynAdmissionSpec};
+use vantage_testbed::spec::{ServerSpec, TestbedSpec};
+use vantage_testbed::syn_admission::{LimitAction, SynAdmissionSpec};
+
+use super::clients::linux_client;
 
 /// Weight of the newest period in the filters' arrival-rate averages when
 /// a gate configuration does not give one (the simulator's default).
@@ -248,48 +214,6 @@ fn slug(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The profile as a client with a frustration timeout of `patience`
-/// behaves: the SYNs sent before it, then giving up at it.
-pub fn patience_limited(profile: &SynProfile, patience: Nanos) -> SynProfile {
-    if patience >= profile.give_up {
-        return profile.clone();
-    }
-    let mut gaps = Vec::new();
-    let mut sent = Nanos::ZERO;
-    for gap in &profile.gaps {
-        if sent + *gap >= patience {
-            break;
-        }
-        sent += *gap;
-        gaps.push(*gap);
-    }
-    SynProfile {
-        gaps,
-        give_up: patience,
-        ..profile.clone()
-    }
-}
-
-/// The profile as a testbed client behaves: cut at its patience
-/// ([`patience_limited`]), and without Eq. 1's ±50 ms spread of the first
-/// timeout — the Abacus paper measured that on Windows 2000; Linux's SYN
-/// timer fires 0–35 ms late, one-sided (the timer wheel's granularity,
-/// visible in every run's `clients.csv`), which no symmetric spread
-/// models better than none.
-pub fn linux_client(profile: &SynProfile, patience: Nanos) -> SynProfile {
-    SynProfile {
-        first_gap_spread: Nanos::ZERO,
-        later_gap_spread: Nanos::ZERO,
-        ..patience_limited(profile, patience)
-    }
-}
-
-/// The seeded generator of the simulator's comparison runs (ChaCha8, like
-/// every random choice of the testbed and the simulator).
-pub fn generator(seed: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(seed)
 }
 
 /// The `clients` key of a gate filter: a profile or mixture name, or a
@@ -622,8 +546,8 @@ impl Experiment {
                 let text = toml::to_string(&table)
                     .map_err(|err| at(format!("cannot write the run's spec: {err}")))?;
                 let spec = TestbedSpec::from_toml(&text, &origin).map_err(|err| match err {
-                    crate::spec::SpecError::Parse { message, .. }
-                    | crate::spec::SpecError::Invalid { message, .. } => at(message),
+                    vantage_testbed::spec::SpecError::Parse { message, .. }
+                    | vantage_testbed::spec::SpecError::Invalid { message, .. } => at(message),
                 })?;
                 if variant.backlog.is_some() && !matches!(spec.server, ServerSpec::Test(_)) {
                     return Err(at(
@@ -702,60 +626,10 @@ impl Experiment {
     }
 }
 
-/// The arrivals a run is given, in numbers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct WorkloadStats {
-    pub seed: u64,
-    pub duration_s: f64,
-    pub connections: u64,
-    pub mean_per_s: f64,
-    /// Of the one-second counts.
-    pub std_dev_per_s: f64,
-    pub peak_per_s: u64,
-    /// Seconds with more arrivals than the test server accepts per second.
-    pub seconds_above_capacity: u64,
-    /// The test server's accept rate over the mean arrival rate.
-    pub capacity_ratio: Option<f64>,
-}
-
-/// Statistics of `schedule` (the run's arrivals) under `spec`.
-pub fn workload_stats(spec: &TestbedSpec, schedule: &[Nanos]) -> WorkloadStats {
-    let duration = spec.load.arrivals.duration_s;
-    let seconds = duration.ceil().max(1.0) as usize;
-    let mut counts = vec![0u64; seconds];
-    for t in schedule {
-        let i = ((t.0 / 1_000_000_000) as usize).min(seconds - 1);
-        counts[i] += 1;
-    }
-    let n = counts.len() as f64;
-    let mean_count = counts.iter().sum::<u64>() as f64 / n;
-    let variance = counts
-        .iter()
-        .map(|&c| (c as f64 - mean_count).powi(2))
-        .sum::<f64>()
-        / n;
-    let capacity = match &spec.server {
-        ServerSpec::Test(t) if t.accept_rate > 0.0 => Some(t.accept_rate),
-        _ => None,
-    };
-    let mean_per_s = schedule.len() as f64 / duration;
-    WorkloadStats {
-        seed: spec.seed,
-        duration_s: duration,
-        connections: schedule.len() as u64,
-        mean_per_s,
-        std_dev_per_s: variance.sqrt(),
-        peak_per_s: counts.iter().copied().max().unwrap_or(0),
-        seconds_above_capacity: capacity.map_or(0, |c| {
-            counts.iter().filter(|&&x| x as f64 > c).count() as u64
-        }),
-        capacity_ratio: capacity.map(|c| c / mean_per_s.max(1e-9)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::workload::workload_stats;
 
     const FILE: &str = r#"
 [experiment]
@@ -957,39 +831,6 @@ reject_cost = 21
         .unwrap_err()
         .to_string();
         assert!(error.contains("quick.variants names \"q\""), "{error}");
-    }
-
-    fn cut_six_five() -> SynProfile {
-        patience_limited(
-            &SynProfile::builtin("linux-6.5").unwrap(),
-            Nanos::from_secs(21),
-        )
-    }
-
-    #[test]
-    fn patience_cuts_the_schedule() {
-        let offsets = |p: &SynProfile| -> Vec<f64> {
-            p.retransmission_offsets()
-                .iter()
-                .map(|t| t.as_secs_f64())
-                .collect()
-        };
-        let linux = SynProfile::builtin("linux-6.5").unwrap();
-        let cut = patience_limited(&linux, Nanos::from_secs(21));
-        assert_eq!(
-            offsets(&cut),
-            vec![1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 19.0]
-        );
-        assert_eq!(cut.give_up, Nanos::from_secs(21));
-        assert!(cut.validate().is_ok());
-        let old = SynProfile::builtin("linux-3.7").unwrap();
-        let cut = patience_limited(&old, Nanos::from_secs(21));
-        assert_eq!(offsets(&cut), vec![1.0, 3.0, 7.0, 15.0]);
-        assert_eq!(patience_limited(&old, Nanos::from_secs(300)), old);
-        let client = linux_client(&linux, Nanos::from_secs(21));
-        assert_eq!(offsets(&client), offsets(&cut_six_five()));
-        assert_eq!(client.first_gap_spread, Nanos::ZERO);
-        assert_eq!(client.give_up, Nanos::from_secs(21));
     }
 
     #[test]
