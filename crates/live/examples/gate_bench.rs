@@ -159,7 +159,7 @@ impl GateThread {
     /// Waits until the verdict count has not moved for 100 ms (at most
     /// 60 s); returns when it last moved.
     fn wait_until_idle(&self) -> Instant {
-        let count = || self.gate.counters().totals().counts.syns();
+        let count = || self.gate.counters().totals().syns();
         let mut last = count();
         let mut moved = Instant::now();
         let give_up = Instant::now() + Duration::from_secs(60);
@@ -275,7 +275,7 @@ fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Thr
         processed: report.counts.syns(),
         wall: last_verdict - flood_start,
         cpu: Some(cpu),
-        overruns: report.overruns,
+        overruns: report.counts.overruns,
         accepted: report.counts.accepted,
         dropped: report.counts.dropped,
         rejected: report.counts.rejected,

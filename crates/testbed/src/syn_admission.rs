@@ -26,6 +26,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use vantage_core::admission::syn::record::IntervalRecord;
 
 use vantage_sys::iptables::{self as runner, Family, IptablesError};
 
@@ -746,14 +747,15 @@ fn terminate(process: &mut VantageProcess) -> (Option<std::process::ExitStatus>,
     (process.child.wait().ok(), true)
 }
 
-/// Lines of a JSON-lines file, and how many of them are not a JSON value.
+/// Lines of the gate's log, and how many of them are not an interval
+/// record ([`IntervalRecord`], the format the gate writes).
 pub fn count_log_lines(path: &Path) -> (u64, u64) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut lines = 0;
     let mut bad = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         lines += 1;
-        if serde_json::from_str::<serde_json::Value>(line).is_err() {
+        if serde_json::from_str::<IntervalRecord>(line).is_err() {
             bad += 1;
         }
     }
@@ -946,12 +948,18 @@ Chain INPUT (policy ACCEPT 10 packets, 600 bytes)
     }
 
     #[test]
-    fn log_lines_that_are_not_json_are_counted() {
+    fn log_lines_that_are_not_interval_records_are_counted() {
         let dir = std::env::temp_dir().join(format!("vantage-gate-log-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("gate.jsonl");
-        std::fs::write(&path, "{\"a\":1}\n\nnot json\n{\"b\":2}\n").unwrap();
-        assert_eq!(count_log_lines(&path), (3, 1));
+        let record =
+            r#"{"time_s":0.0,"interval_s":1.0,"arrivals":1,"accepted":1,"dropped":0,"rejected":0}"#;
+        std::fs::write(
+            &path,
+            format!("{record}\n\nnot json\n{{\"b\":2}}\n{record}\n"),
+        )
+        .unwrap();
+        assert_eq!(count_log_lines(&path), (4, 2));
         assert_eq!(count_log_lines(&dir.join("missing")), (0, 0));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -13,6 +13,8 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
+use crate::admission::syn::record::IntervalRecord;
+
 use super::counters::{CumulativeCounters, IntervalCounters};
 use super::input::{ClassInput, EstimateInput};
 use super::observed::MAX_INTERVALS;
@@ -431,15 +433,19 @@ fn gate_log_row(
     object: &serde_json::Map<String, Value>,
     interval: Nanos,
 ) -> Result<RawRow, CountersError> {
-    let get = |key: &str| {
-        object
-            .get(key)
-            .filter(|v| !v.is_null())
-            .map(CellValue::Json)
-            .ok_or_else(|| at.error(key, "missing (every vantage gate log record has it)"))
-    };
-    let t_s = at.seconds("time_s", &get("time_s")?, false)?;
-    let logged = at.seconds("interval_s", &get("interval_s")?, false)?;
+    for key in ["time_s", "interval_s", "accepted", "dropped", "rejected"] {
+        if !matches!(object.get(key), Some(v) if !v.is_null()) {
+            return Err(at.error(key, "missing (every vantage gate log record has it)"));
+        }
+    }
+    let record: IntervalRecord = serde_json::from_value(Value::Object(object.clone()))
+        .map_err(|e| at.line_error(format!("not a vantage gate log record: {e}")))?;
+    let t_s = at.seconds("time_s", &CellValue::Json(&record.time_s.into()), false)?;
+    let logged = at.seconds(
+        "interval_s",
+        &CellValue::Json(&record.interval_s.into()),
+        false,
+    )?;
     let wanted = interval.as_secs_f64();
     if (logged - wanted).abs() > 1e-6 * wanted {
         return Err(at.error(
@@ -450,13 +456,7 @@ fn gate_log_row(
             ),
         ));
     }
-    let accepted = at.count("accepted", &get("accepted")?)?;
-    let dropped = at.count("dropped", &get("dropped")?)?;
-    let rejected = at.count("rejected", &get("rejected")?)?;
-    let dry_run = match object.get("dry_run").filter(|v| !v.is_null()) {
-        Some(v) => at.boolean("dry_run", &CellValue::Json(v))?,
-        None => false,
-    };
+    let counts = record.counts;
     let mut row = RawRow {
         line: at.line,
         t_s,
@@ -465,11 +465,11 @@ fn gate_log_row(
         cumulative: Some(false),
         values: CumulativeCounters::default(),
     };
-    if dry_run {
-        row.values.accepted = accepted + dropped + rejected;
+    if record.dry_run {
+        row.values.accepted = counts.syns();
     } else {
-        row.values.accepted = accepted + rejected;
-        row.values.dropped = dropped;
+        row.values.accepted = counts.accepted + counts.rejected;
+        row.values.dropped = counts.dropped;
     }
     for (column, value) in object {
         let value = CellValue::Json(value);

@@ -8,9 +8,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use vantage_testbed::syn_admission::SynAdmissionReport;
 use vantage_testbed::load::record::{read_csv, ConnectionRecord};
 use vantage_testbed::run::{self, RunError, RunEvent, RunOptions};
+use vantage_testbed::syn_admission::SynAdmissionReport;
 
 use super::error::ExperimentRunError;
 use super::gate_log::gate_log_totals;

@@ -5,7 +5,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use super::decide::BatchCounts;
+use vantage_core::admission::syn::record::GateCounts;
 
 /// Label of `vantage_gate_syns_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,30 +31,6 @@ pub struct GateCounters {
     pub errors: Counter,
 }
 
-/// Totals of every counter at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CounterTotals {
-    pub counts: BatchCounts,
-    pub overruns: u64,
-    pub errors: u64,
-}
-
-impl CounterTotals {
-    /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &CounterTotals) -> CounterTotals {
-        CounterTotals {
-            counts: BatchCounts {
-                accepted: self.counts.accepted.saturating_sub(earlier.counts.accepted),
-                dropped: self.counts.dropped.saturating_sub(earlier.counts.dropped),
-                rejected: self.counts.rejected.saturating_sub(earlier.counts.rejected),
-                passed: self.counts.passed.saturating_sub(earlier.counts.passed),
-            },
-            overruns: self.overruns.saturating_sub(earlier.overruns),
-            errors: self.errors.saturating_sub(earlier.errors),
-        }
-    }
-}
-
 impl GateCounters {
     pub fn new() -> GateCounters {
         let syns = Family::<VerdictLabel, Counter>::default();
@@ -75,7 +51,7 @@ impl GateCounters {
         }
     }
 
-    pub fn add(&self, counts: &BatchCounts) {
+    pub fn add(&self, counts: &GateCounts) {
         for (counter, n) in [
             (&self.accepted, counts.accepted),
             (&self.dropped, counts.dropped),
@@ -88,14 +64,13 @@ impl GateCounters {
         }
     }
 
-    pub fn totals(&self) -> CounterTotals {
-        CounterTotals {
-            counts: BatchCounts {
-                accepted: self.accepted.get(),
-                dropped: self.dropped.get(),
-                rejected: self.rejected.get(),
-                passed: self.passed.get(),
-            },
+    /// Every counter's total at this moment.
+    pub fn totals(&self) -> GateCounts {
+        GateCounts {
+            accepted: self.accepted.get(),
+            dropped: self.dropped.get(),
+            rejected: self.rejected.get(),
+            passed: self.passed.get(),
             overruns: self.overruns.get(),
             errors: self.errors.get(),
         }
@@ -110,16 +85,17 @@ mod tests {
     fn counter_totals_subtract() {
         let counters = GateCounters::new();
         let before = counters.totals();
-        counters.add(&BatchCounts {
+        counters.add(&GateCounts {
             accepted: 1,
             dropped: 2,
             rejected: 3,
             passed: 4,
+            ..GateCounts::default()
         });
         counters.overruns.inc_by(5);
         let delta = counters.totals().since(&before);
-        assert_eq!(delta.counts.syns(), 6);
-        assert_eq!(delta.counts.passed, 4);
+        assert_eq!(delta.syns(), 6);
+        assert_eq!(delta.passed, 4);
         assert_eq!(delta.overruns, 5);
         assert_eq!(delta.errors, 0);
     }

@@ -34,7 +34,6 @@ use vantage_core::Nanos;
 use vantage_sys::nfqueue::Queue;
 
 use super::config::{GateConfig, Refill};
-use super::counters::CounterTotals;
 use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, GateCounts, IntervalLog, IntervalRecord};
@@ -68,31 +67,7 @@ pub struct RunSummary {
     pub duration_s: f64,
     pub intervals: u64,
     pub workers: Vec<WorkerReport>,
-    pub totals: SummaryTotals,
-}
-
-/// Totals over the whole run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct SummaryTotals {
-    pub accepted: u64,
-    pub dropped: u64,
-    pub rejected: u64,
-    pub passed: u64,
-    pub overruns: u64,
-    pub errors: u64,
-}
-
-impl From<CounterTotals> for SummaryTotals {
-    fn from(t: CounterTotals) -> Self {
-        SummaryTotals {
-            accepted: t.counts.accepted,
-            dropped: t.counts.dropped,
-            rejected: t.counts.rejected,
-            passed: t.counts.passed,
-            overruns: t.overruns,
-            errors: t.errors,
-        }
-    }
+    pub totals: GateCounts,
 }
 
 /// Sets `stop` on SIGINT, SIGTERM and SIGHUP. A second SIGINT or SIGTERM
@@ -329,7 +304,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
 
     // The interval clock.
     let mut ticks: u64 = 0;
-    let mut previous_totals = CounterTotals::default();
+    let mut previous_totals = GateCounts::default();
     let mut previous_tick = gate.started();
     let mut failure: Option<GateError> = spawn_error;
     while failure.is_none() && !options.stop.load(Ordering::Relaxed) {
@@ -413,7 +388,7 @@ fn interval_record(
     config: &GateConfig,
     index: u64,
     elapsed: Duration,
-    previous_totals: &mut CounterTotals,
+    previous_totals: &mut GateCounts,
     measurement: Option<&mut Measurement>,
     metrics: &GateMetrics,
 ) -> IntervalRecord {
@@ -428,15 +403,8 @@ fn interval_record(
         time_s: Nanos(config.interval.as_nanos().saturating_mul(index)).as_secs_f64(),
         interval_s,
         elapsed_s: elapsed.as_secs_f64(),
-        arrivals: delta.counts.syns(),
-        counts: GateCounts {
-            accepted: delta.counts.accepted,
-            dropped: delta.counts.dropped,
-            rejected: delta.counts.rejected,
-            passed: delta.counts.passed,
-            overruns: delta.overruns,
-            errors: delta.errors,
-        },
+        arrivals: delta.syns(),
+        counts: delta,
         dry_run: config.dry_run,
         filter,
         capacity,

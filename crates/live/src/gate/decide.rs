@@ -17,6 +17,7 @@
 //! In a dry run every verdict is still computed and counted, and every
 //! packet is accepted.
 
+use vantage_core::admission::syn::record::GateCounts;
 use vantage_core::admission::syn::{SynFilter, Verdict};
 use vantage_core::Nanos;
 
@@ -47,31 +48,6 @@ pub fn action_for(verdict: Verdict, dry_run: bool) -> GateAction {
     }
 }
 
-/// Counts of one batch (or a sum of batches). `accepted`, `dropped` and
-/// `rejected` are the filter's verdicts on SYNs, also in a dry run; `passed`
-/// are the packets that were not SYNs to a listener.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct BatchCounts {
-    pub accepted: u64,
-    pub dropped: u64,
-    pub rejected: u64,
-    pub passed: u64,
-}
-
-impl BatchCounts {
-    /// SYNs that met the filter.
-    pub fn syns(&self) -> u64 {
-        self.accepted + self.dropped + self.rejected
-    }
-
-    pub fn add(&mut self, other: &BatchCounts) {
-        self.accepted += other.accepted;
-        self.dropped += other.dropped;
-        self.rejected += other.rejected;
-        self.passed += other.passed;
-    }
-}
-
 /// Whether a batch has any SYN, i.e. whether the filter must be locked.
 pub fn has_syn(packets: &[(u32, PacketClass)]) -> bool {
     packets.iter().any(|(_, class)| *class == PacketClass::Syn)
@@ -86,12 +62,12 @@ pub fn decide_batch<F, E>(
     packets: &[(u32, PacketClass)],
     dry_run: bool,
     mut emit: E,
-) -> BatchCounts
+) -> GateCounts
 where
     F: SynFilter + ?Sized,
     E: FnMut(u32, GateAction),
 {
-    let mut counts = BatchCounts::default();
+    let mut counts = GateCounts::default();
     for &(id, class) in packets {
         match class {
             PacketClass::Syn => {
@@ -163,11 +139,11 @@ mod tests {
         );
         assert_eq!(
             counts,
-            BatchCounts {
+            GateCounts {
                 accepted: 2,
-                dropped: 0,
                 rejected: 1,
-                passed: 2
+                passed: 2,
+                ..GateCounts::default()
             }
         );
         assert_eq!(counts.syns(), 3);

@@ -351,8 +351,8 @@ fn answer<F: Fn() -> String>(request: tiny_http::Request, render: &F) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::decide::BatchCounts;
     use std::io::{Read, Write};
+    use vantage_core::admission::syn::record::GateCounts;
     use vantage_core::admission::syn::{AbacusWindow, FilterParams};
     use vantage_core::tcp::ClientMix;
     use vantage_core::Nanos;
@@ -380,11 +380,12 @@ mod tests {
     #[test]
     fn the_text_has_every_name_and_value() {
         let counters = GateCounters::new();
-        counters.add(&BatchCounts {
+        counters.add(&GateCounts {
             accepted: 2,
             dropped: 3,
             rejected: 4,
             passed: 5,
+            ..GateCounts::default()
         });
         counters.overruns.inc_by(6);
         let metrics = GateMetrics::new(

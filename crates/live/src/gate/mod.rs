@@ -52,9 +52,10 @@ pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill};
 pub use counters::GateCounters;
 pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 pub use daemon::{register_signals, run, RunOptions, RunSummary};
-pub use decide::{action_for, decide_batch, BatchCounts, GateAction};
+pub use decide::{action_for, decide_batch, GateAction};
 pub use packet::{classify, PacketClass, PassReason};
 pub use rules::{clean, CleanReport, GateRules};
+pub use vantage_core::admission::syn::record::GateCounts;
 pub use worker::{queue_config, Gate, QueueWorker, WorkerReport};
 
 use vantage_core::admission::syn::FilterConfigError;

@@ -31,9 +31,10 @@ use vantage_sys::nfqueue::{
 
 use super::config::Listener;
 use super::counters::GateCounters;
-use super::decide::{decide_batch, has_syn, BatchCounts, GateAction};
+use super::decide::{decide_batch, has_syn, GateAction};
 use super::packet::{classify, PacketClass, COPY_RANGE};
 use super::GateError;
+use vantage_core::admission::syn::record::GateCounts;
 
 /// Most packets decided per batch (per lock of the filter).
 pub const MAX_BATCH: usize = 1024;
@@ -147,11 +148,10 @@ pub struct WorkerReport {
     pub packets: u64,
     /// Batches sent.
     pub batches: u64,
-    pub counts: BatchCounts,
-    /// Packets the kernel could not deliver (id gaps).
-    pub overruns: u64,
-    /// Refused verdicts, malformed messages, failed sends.
-    pub errors: u64,
+    /// Verdicts, and packets the kernel could not deliver (`overruns`: id
+    /// gaps) or that failed (`errors`: refused verdicts, malformed messages,
+    /// failed sends).
+    pub counts: GateCounts,
 }
 
 /// The verdict loop of one bound queue.
@@ -366,9 +366,9 @@ impl QueueWorker {
                 for &(id, _) in &self.packets {
                     emit(id, GateAction::Accept);
                 }
-                BatchCounts {
+                GateCounts {
                     passed: handled as u64,
-                    ..BatchCounts::default()
+                    ..GateCounts::default()
                 }
             };
             if let Err(e) = self.queue.send_verdicts(&mut self.verdicts) {
@@ -384,11 +384,11 @@ impl QueueWorker {
         }
         if overruns > 0 {
             counters.overruns.inc_by(overruns);
-            self.report.overruns += overruns;
+            self.report.counts.overruns += overruns;
         }
         if errors > 0 {
             counters.errors.inc_by(errors);
-            self.report.errors += errors;
+            self.report.counts.errors += errors;
         }
         Ok(handled)
     }

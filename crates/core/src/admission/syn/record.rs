@@ -3,7 +3,7 @@
 //! it — the testbed experiment's log totals and the Certes counters reader.
 //!
 //! Field names are the log's; keys a record of an older or merged log lacks
-//! (`interval_s`, `elapsed_s`, `passed`, `overruns`, `errors`, `dry_run`,
+//! (`arrivals`, `interval_s`, `elapsed_s`, `passed`, `overruns`, `errors`, `dry_run`,
 //! `filter`, `capacity`) read as zero, false or absent, and keys it has
 //! beyond these are ignored.
 
@@ -36,6 +36,19 @@ impl GateCounts {
         self.accepted + self.dropped + self.rejected
     }
 
+    /// What happened between `earlier` and `self`, counter by counter
+    /// (a counter that went backwards gives zero).
+    pub fn since(&self, earlier: &GateCounts) -> GateCounts {
+        GateCounts {
+            accepted: self.accepted.saturating_sub(earlier.accepted),
+            dropped: self.dropped.saturating_sub(earlier.dropped),
+            rejected: self.rejected.saturating_sub(earlier.rejected),
+            passed: self.passed.saturating_sub(earlier.passed),
+            overruns: self.overruns.saturating_sub(earlier.overruns),
+            errors: self.errors.saturating_sub(earlier.errors),
+        }
+    }
+
     /// Adds `other` counter by counter.
     pub fn add(&mut self, other: &GateCounts) {
         self.accepted += other.accepted;
@@ -59,6 +72,7 @@ pub struct IntervalRecord {
     #[serde(default)]
     pub elapsed_s: f64,
     /// SYNs to a listener: `counts.syns()` as the gate counted them.
+    #[serde(default)]
     pub arrivals: u64,
     #[serde(flatten)]
     pub counts: GateCounts,
