@@ -33,7 +33,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 use vantage_core::traffic::mwm::{self, MwmError, MwmParams};
-use vantage_core::Nanos;
+use vantage_core::{Nanos, OutOfRange};
 
 /// Largest accepted `duration_s`: one day.
 pub const MAX_DURATION_S: f64 = 86_400.0;
@@ -207,11 +207,11 @@ impl ArrivalPattern {
 /// Names the TOML key of an out-of-range MWM parameter.
 fn mwm_error(error: MwmError) -> ArrivalError {
     match error {
-        MwmError::OutOfRange {
+        MwmError::OutOfRange(OutOfRange {
             parameter,
             expected,
             value,
-        } => ArrivalError::OutOfRange {
+        }) => ArrivalError::OutOfRange {
             key: match parameter {
                 "mean" => "arrivals.pattern.mean",
                 "standard deviation" => "arrivals.pattern.std_dev",
@@ -220,7 +220,8 @@ fn mwm_error(error: MwmError) -> ArrivalError {
                 _ => "arrivals.pattern",
             },
             allowed: expected,
-            value,
+            // The MWM check formats an f64, which reads back exactly.
+            value: value.parse().unwrap_or(f64::NAN),
         },
         other => ArrivalError::Mwm(other),
     }

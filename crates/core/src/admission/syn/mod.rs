@@ -99,15 +99,7 @@ impl<F: SynFilter + ?Sized> SynFilter for Box<F> {
 }
 
 /// Why a filter's parameters are unusable.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FilterConfigError {
-    #[error("{parameter} must be {expected}, got {value}")]
-    OutOfRange {
-        parameter: &'static str,
-        expected: &'static str,
-        value: String,
-    },
-}
+pub type FilterConfigError = crate::OutOfRange;
 
 pub(crate) fn check(
     ok: bool,
@@ -115,15 +107,7 @@ pub(crate) fn check(
     expected: &'static str,
     value: impl std::fmt::Display,
 ) -> Result<(), FilterConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(FilterConfigError::OutOfRange {
-            parameter,
-            expected,
-            value: value.to_string(),
-        })
-    }
+    crate::OutOfRange::check(ok, parameter, expected, value)
 }
 
 /// A duration in whole observation periods of length `interval`, rounded,
