@@ -106,12 +106,12 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
     }
 
     /// An error about the value at `key` (a full key path).
-    pub fn fail(&self, key: &str, problem: impl Into<String>) -> E {
+    pub fn fail(&self, key: &str, problem: String) -> E {
         E::from(ConfigError::Invalid {
             origin: self.origin.to_string(),
             line: self.line_of_key(key),
             key: key.to_string(),
-            problem: problem.into(),
+            problem,
         })
     }
 
@@ -142,7 +142,7 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
     /// Every value of a list in [low, high]; an empty list is an error.
     pub fn list(&self, key: &str, values: &[f64], low: f64, high: f64) -> Result<Vec<f64>, E> {
         if values.is_empty() {
-            return Err(self.fail(key, "must list at least one value"));
+            return Err(self.fail(key, "must list at least one value".into()));
         }
         values
             .iter()
@@ -228,7 +228,11 @@ fn element(item: &Item, index: usize) -> Option<(Option<Range<usize>>, &Item)> {
 /// 1-based line of byte `offset`.
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Line `line` (1-based) of `text`, cut at [`MAX_ECHOED_CHARS`] characters.
@@ -287,13 +291,13 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
         assert_eq!(c.line_of_key("sweep.values[9]"), Some(6));
         assert_eq!(c.line_of_key("filter.bucket_size"), Some(18));
         assert_eq!(c.line_of_key("workload.mean"), None);
-        let e = c.fail("sweep.values[1]", "must be positive");
+        let e = c.fail("sweep.values[1]", "must be positive".into());
         assert_eq!(
             e.to_string(),
             "f.toml:8: `sweep.values[1]` must be positive"
         );
         assert_eq!(
-            c.fail("workload", "is missing").to_string(),
+            c.fail("workload", "is missing".into()).to_string(),
             "f.toml: `workload` is missing"
         );
     }
@@ -351,7 +355,7 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
             Config(#[from] ConfigError),
         }
         let c: Checker<ReaderError> = Checker::new("r.toml", "a = 1\n");
-        let e: ReaderError = c.fail("a", "is wrong");
+        let e: ReaderError = c.fail("a", "is wrong".into());
         assert_eq!(e.to_string(), "r.toml:1: `a` is wrong");
     }
 }

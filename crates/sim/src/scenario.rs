@@ -4,7 +4,9 @@
 //! under, the filters, the workload, the filter parameters, and up to two
 //! swept parameters (`[sweep]` for the x-axis, `[series]` for one line per
 //! value). Every key is checked: an unknown key, a value out of range or an
-//! unknown profile is an error that names the file and the key.
+//! unknown profile is an error that names the file, the line and the key.
+//! `[filter]` is [`FilterSpec`], the live gate's table, without `kind` and
+//! `clients` (the scenario lists those) and without `"measure"`.
 //!
 //! ```toml
 //! [scenario]
@@ -41,6 +43,8 @@ use crate::workload::mwm::MwmParams;
 use crate::workload::Workload;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use vantage_core::admission::syn::{FilterSpec, Refill};
+use vantage_core::config::{self, ConfigError};
 use vantage_core::tcp::{ClientMix, SynProfile};
 use vantage_core::Nanos;
 
@@ -55,6 +59,9 @@ pub enum ScenarioError {
         key: String,
         problem: String,
     },
+    /// A file's syntax or value, with its line.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// What a scenario measures.
@@ -76,7 +83,7 @@ struct File {
     #[serde(default)]
     network: NetworkSection,
     workload: WorkloadSection,
-    filter: FilterSection,
+    filter: FilterSpec,
     sweep: Option<Axis>,
     series: Option<Axis>,
     #[serde(default)]
@@ -156,38 +163,6 @@ fn one() -> f64 {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum WindowValue {
-    Seconds(f64),
-    Rule(String),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilterSection {
-    bucket_size: Option<f64>,
-    /// W as seconds of refill (W = r_t × this), instead of `bucket_size`.
-    bucket_refill_s: Option<f64>,
-    refill_rate: f64,
-    #[serde(default = "one")]
-    interval_s: f64,
-    window_s: WindowValue,
-    greedy_window_s: f64,
-    #[serde(default = "one")]
-    delay_cost: f64,
-    reject_cost: f64,
-    #[serde(default = "default_smoothing")]
-    arrival_smoothing: f64,
-}
-
-/// Weight of the newest period in λ (Abacus) and λ̂ (Greedy); the paper
-/// does not give its averaging weight (see
-/// [`vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING`]).
-fn default_smoothing() -> f64 {
-    vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING
-}
-
-#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Axis {
     parameter: String,
@@ -222,6 +197,8 @@ pub struct Point {
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub origin: String,
+    /// The file's text, for the lines of errors found at a point.
+    text: String,
     pub study: String,
     pub figure: String,
     pub title: String,
@@ -263,61 +240,15 @@ pub const SWEEPABLE: &[&str] = &[
     "filter.reject_cost",
 ];
 
-/// Validation of one scenario file's values: errors name the file and the
-/// key. Shared by every study's scenario format.
-pub(crate) struct Checker<'a> {
-    pub(crate) origin: &'a str,
-}
-
-impl Checker<'_> {
-    pub(crate) fn fail(&self, key: &str, problem: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            origin: self.origin.to_string(),
-            key: key.to_string(),
-            problem,
-        }
-    }
-
-    pub(crate) fn range(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<f64, ScenarioError> {
-        if value.is_finite() && value >= low && value <= high {
-            Ok(value)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-
-    pub(crate) fn whole(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<u64, ScenarioError> {
-        let v = self.range(key, value, low, high)?;
-        if v.fract() != 0.0 {
-            return Err(self.fail(key, format!("must be a whole number, got {value}")));
-        }
-        Ok(v as u64)
-    }
-}
+/// Validation of one scenario file's values: errors name the file, the
+/// line and the key. Shared by every study's scenario format.
+pub(crate) type Checker<'a> = config::Checker<'a, ScenarioError>;
 
 impl Scenario {
     /// Parses and validates a scenario; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let file: File = toml::from_str(text).map_err(|e| ScenarioError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let c = Checker { origin };
+        let c = Checker::new(origin, text);
+        let file: File = c.deserialize()?;
         let meta = &file.scenario;
 
         let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
@@ -418,54 +349,27 @@ impl Scenario {
             },
         };
         let f = &file.filter;
-        let window = match &f.window_s {
-            WindowValue::Seconds(s) => AbacusWindow::Fixed(Nanos::from_secs_f64(c.range(
-                "filter.window_s",
-                *s,
-                0.0,
-                1e6,
-            )?)),
-            WindowValue::Rule(rule) if rule == "cost-optimal" => AbacusWindow::CostOptimal,
-            WindowValue::Rule(rule) => {
-                return Err(c.fail(
-                    "filter.window_s",
-                    format!("must be seconds or \"cost-optimal\", got \"{rule}\""),
-                ))
-            }
-        };
-        let bucket_refill_secs = match (f.bucket_size, f.bucket_refill_s) {
-            (Some(_), Some(_)) => {
-                return Err(c.fail(
-                    "filter.bucket_refill_s",
-                    "conflicts with filter.bucket_size: give one".into(),
-                ))
-            }
-            (None, None) => {
-                return Err(c.fail("filter.bucket_size", "is missing".into()));
-            }
-            (_, Some(s)) => Some(c.range("filter.bucket_refill_s", s, 0.0, 1e6)?),
-            (Some(_), None) => None,
-        };
-        let filter = FilterParams {
-            bucket_size: c.whole("filter.bucket_size", f.bucket_size.unwrap_or(0.0), 0.0, 1e9)?,
-            refill_rate: f.refill_rate,
-            interval: Nanos::from_secs_f64(c.range(
-                "filter.interval_s",
-                f.interval_s,
-                1e-6,
-                1e5,
-            )?),
-            window,
-            greedy_window: Nanos::from_secs_f64(c.range(
-                "filter.greedy_window_s",
-                f.greedy_window_s,
-                0.0,
-                1e5,
-            )?),
-            delay_cost: f.delay_cost,
-            reject_cost: f.reject_cost,
-            arrival_smoothing: f.arrival_smoothing,
-        };
+        if f.kind.is_some() {
+            return Err(c.fail(
+                "filter.kind",
+                "is the gate's; a scenario lists its filters in scenario.filters".into(),
+            ));
+        }
+        if f.clients.is_some() {
+            return Err(c.fail(
+                "filter.clients",
+                "is the gate's; a scenario lists its clients in scenario.clients".into(),
+            ));
+        }
+        let valid = f.validate(&c, "filter")?;
+        if valid.refill == Refill::Measure {
+            return Err(c.fail(
+                "filter.refill_rate",
+                "\"measure\" is the live gate's; the simulator needs tokens per second".into(),
+            ));
+        }
+        let filter = valid.params;
+        let bucket_refill_secs = valid.bucket_refill_secs;
         let axis = |a: &Option<Axis>, name: &str| -> Result<Option<Sweep>, ScenarioError> {
             match a {
                 None => Ok(None),
@@ -492,6 +396,7 @@ impl Scenario {
         };
         let scenario = Scenario {
             origin: origin.to_string(),
+            text: text.to_string(),
             study: meta.study.clone(),
             figure: meta.figure.clone(),
             title: meta.title.clone(),
@@ -578,9 +483,7 @@ impl Scenario {
 
     /// The parameters of the point at `series` and `sweep` values, checked.
     pub fn point(&self, series: Option<f64>, sweep: Option<f64>) -> Result<Point, ScenarioError> {
-        let c = Checker {
-            origin: &self.origin,
-        };
+        let c = Checker::new(&self.origin, &self.text);
         let mut point = self.base.clone();
         if let (Some(axis), Some(v)) = (&self.series, series) {
             set(&mut point, &axis.parameter, v, &c)?;
@@ -636,7 +539,7 @@ fn set(point: &mut Point, parameter: &str, value: f64, c: &Checker) -> Result<()
             f.window = AbacusWindow::Fixed(secs(c.range(parameter, value, 0.0, 1e6)?))
         }
         ("filter.greedy_window_s", _) => {
-            f.greedy_window = secs(c.range(parameter, value, 0.0, 1e5)?)
+            f.greedy_window = Some(secs(c.range(parameter, value, 0.0, 1e5)?))
         }
         ("filter.delay_cost", _) => f.delay_cost = value,
         ("filter.reject_cost", _) => f.reject_cost = value,

@@ -9,6 +9,7 @@
 //!   a circular array of future buckets that decides drop or reject.
 //! * [`PredictiveGreedy`] — Section 4.3, Eq. 12–16: a threshold on drops
 //!   chosen each interval by the analytic cost model of Section 4.2.
+//! * [`FilterSpec`] — the `[filter]` table every driver reads.
 //!
 //! Every filter is fed the arrival time of each SYN and returns a
 //! [`Verdict`]; time only ever moves forward (an earlier `now` than the last
@@ -18,6 +19,7 @@ mod abacus;
 mod capacity;
 mod greedy;
 mod params;
+mod spec;
 mod token_bucket;
 
 pub use abacus::{Abacus, AbacusConfig};
@@ -26,6 +28,10 @@ pub use capacity::{
 };
 pub use greedy::{GreedyConfig, PredictiveGreedy};
 pub use params::{AbacusWindow, FilterKind, FilterParams, DEFAULT_ARRIVAL_SMOOTHING};
+pub use spec::{
+    FilterSpec, Refill, ValidFilter, DEFAULT_DELAY_COST, DEFAULT_FILTER_INTERVAL,
+    DEFAULT_REJECT_COST,
+};
 pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};
 
 use crate::Nanos;

@@ -76,8 +76,9 @@ pub struct FilterParams {
     pub interval: Nanos,
     /// S.
     pub window: AbacusWindow,
-    /// S_G; raised to T_N when shorter (Section 4.3: S_G should be at least T_N).
-    pub greedy_window: Nanos,
+    /// S_G; `None` is T_N of the clients, and a shorter one is raised to
+    /// T_N (Section 4.3: S_G should be at least T_N).
+    pub greedy_window: Option<Nanos>,
     /// h, per request per second.
     pub delay_cost: f64,
     /// r, per request.
@@ -101,6 +102,12 @@ impl FilterParams {
                 }
             }
         }
+    }
+
+    /// S_G in effect for `clients`: the given window raised to T_N, or T_N.
+    pub fn greedy_window_for(&self, clients: &ClientMix) -> Nanos {
+        let last = clients.last_retransmission();
+        self.greedy_window.map_or(last, |window| window.max(last))
     }
 
     /// Builds one filter.
@@ -127,7 +134,7 @@ impl FilterParams {
                 bucket_size: self.bucket_size,
                 refill_rate: self.refill_rate,
                 interval: self.interval,
-                window: self.greedy_window.max(clients.last_retransmission()),
+                window: self.greedy_window_for(clients),
                 clients: clients.clone(),
                 delay_cost: self.delay_cost,
                 reject_cost: self.reject_cost,
