@@ -468,11 +468,8 @@ impl Certes {
                 }
             }
             for &(timeout, fto_weight) in &config.frustration_timeouts {
-                let give_up = timeout.min(profile.give_up);
-                let attempt_times: Vec<Nanos> = (0..=profile.retransmissions())
-                    .map(|j| profile.send_offset(j))
-                    .take_while(|t| *t < give_up)
-                    .collect();
+                let give_up = profile.give_up_at(timeout);
+                let attempt_times = profile.sends_before_give_up(timeout);
                 let retries = attempt_times.len() - 1;
                 let next: Vec<Vec<(usize, f64)>> = (0..=retries)
                     .map(|j| {

@@ -479,7 +479,7 @@ impl ExactConfig {
     pub fn give_up_wait(&self, syn_offsets: &[Nanos]) -> Nanos {
         let profile = self.matching_profile(syn_offsets);
         let last_seen = syn_offsets.last().copied().unwrap_or(Nanos::ZERO);
-        self.frustration_timeout.min(profile.give_up).max(last_seen)
+        profile.give_up_at(self.frustration_timeout).max(last_seen)
     }
 }
 
