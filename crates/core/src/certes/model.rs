@@ -178,6 +178,17 @@ pub enum CertesError {
     BadNetworkLoss(f64),
 }
 
+/// Eq. 4 over many intervals: Σ total time / Σ transactions of the
+/// estimates, in nanoseconds, in their order; `None` without transactions.
+pub fn transaction_weighted_mean<'a>(
+    estimates: impl IntoIterator<Item = &'a Estimate>,
+) -> Option<f64> {
+    let (total, transactions) = estimates.into_iter().fold((0.0, 0.0), |(t, n), e| {
+        (t + e.total_time_nanos(), n + e.transactions())
+    });
+    (transactions > 0.0).then(|| total / transactions)
+}
+
 /// One class of clients: a profile combined with a frustration timeout.
 #[derive(Clone, Debug)]
 struct RetryClass {
