@@ -173,8 +173,8 @@ pub enum LoadError {
     },
     #[error(transparent)]
     Arrivals(#[from] ArrivalError),
-    #[error("load configuration: {0}")]
-    Toml(#[from] toml::de::Error),
+    #[error("{0}")]
+    File(#[from] vantage_core::config::ConfigError),
     #[error(
         "max_concurrent = {max_concurrent} needs {needed} open files, but \
          RLIMIT_NOFILE allows only {limit} and cannot be raised: raise the \
@@ -207,7 +207,7 @@ impl LoadConfig {
     ///
     /// [`validate`]: LoadConfig::validate
     pub fn from_toml(text: &str) -> Result<Self, LoadError> {
-        Ok(toml::from_str(text)?)
+        vantage_core::config::Checker::<LoadError>::new("load configuration", text).deserialize()
     }
 
     /// Checks every key's range, the arrival schedule's size, and that
@@ -1160,6 +1160,10 @@ mod tests {
         assert_eq!(config.requests_per_connection, 5);
         assert_eq!(config.frustration_timeout_s, 21.0);
         assert_eq!(config.arrivals.expected_connections(), 60_000.0);
-        assert!(LoadConfig::from_toml("pth = \"/\"").is_err());
+        let error = LoadConfig::from_toml("pth = \"/\"").unwrap_err().to_string();
+        assert!(
+            error.starts_with("load configuration:1: unknown field `pth`"),
+            "{error}"
+        );
     }
 }
