@@ -59,33 +59,23 @@
 //! the surplus is carried to the next interval, proportionally over every
 //! class, not only j = 1, 2, for as long as SYNs keep arriving; an interval
 //! with no SYN at all drops the carried surplus from the model, so that a
-//! quiet period cannot hold phantom retries forever) and Eq. 31 (completions split in the
-//! accepted proportions). When no SYN was accepted one SYN-to-END earlier
+//! quiet period cannot hold phantom retries forever) and Eq. 31
+//! (completions split in the accepted proportions). When no SYN was accepted one SYN-to-END earlier
 //! (start of a run, idle period) the nearest interval with accepts within
 //! the window is used, and with none the completions count as first
 //! attempts.
 //!
-//! **Damping** (a departure from Section 3.2, which the paper did not
-//! need at its drop rates). The fast model's Step 2 takes
-//! R_i^0 = OFFERED_i − (retries expected from earlier R^0): an error in
-//! one interval's split (a retry landing an interval off, drops uneven
-//! within an interval) travels on as x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c},
-//! f the probability that a SYN fails. Above a critical f* that recursion
-//! has a root outside the unit circle and the error grows until the
-//! clamps stop it: for the paper's 3/6 s clients (k = 2),
-//! z³ + f z² + f² = 0 gives f* = 0.618, and the per-second estimate then
-//! swings with a 6 s period (`overload-undamped` in the Certes study).
-//! f* is found at construction by bisection on the impulse response, on
-//! a 250 ms step when Δ is shorter (0.52 for `linux-3.7`, 0.76 for
-//! `linux-6.5`, 0.67 for `mix-2026`, all with a 21 s FTO). Above
-//! f_d < f*, where the loop gain Σ_c w_c Σ_j f^j is 90 % of f*'s, each
-//! attempt j's expected retries are pulled toward
-//! their stationary share (what a steady f gives, Eq. 3 with Eq. 6 and
-//! 13) by the factor (f_d / f)^j, with f averaged over 3 s: an error then
-//! travels on as it would at f_d, where it dies out. Like Eq. 30 and 31,
-//! this is an online adjustment of Step 3 in place of Section 3.1's
-//! iterative solve; it is ours, not the paper's. Below f_d the model is
-//! the paper's exactly; steady input is unchanged at any f;
+//! **Damping** (ours, a departure from Section 3.2, which the paper did
+//! not need at its drop rates). Step 2 takes R_i^0 = OFFERED_i − (retries
+//! expected from earlier R^0): an error in one interval's split travels on
+//! as x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c}, f the probability that a SYN
+//! fails. Above a critical f* (found at construction by bisection on the
+//! impulse response; 0.618 for the paper's 3/6 s clients, from
+//! z³ + f z² + f² = 0) that recursion grows until the clamps stop it. Above
+//! f_d < f*, where the loop gain Σ_c w_c Σ_j f^j is 90 % of f*'s, attempt
+//! j's expected retries are pulled toward their stationary share by
+//! (f_d / f)^j, f averaged over 3 s, so that an error dies out as at f_d.
+//! Below f_d, and on steady input, the model is the paper's;
 //! `CertesConfig::damping = false` runs the recursion as published.
 //!
 //! Convergence (Appendix B): the model assumes every SYN of its first
@@ -94,9 +84,7 @@
 //! timeout.
 //!
 //! Cost: one interval costs O(number of retry classes), independent of the
-//! window length; the window is a ring of future arrivals. Construction
-//! follows an impulse for sixty of the longest retry lags, sixteen times
-//! (f*): under 3 ms for the four-profile mixture.
+//! window length; the window is a ring of future arrivals.
 
 use super::counters::IntervalCounters;
 use super::histogram::LatencyHistogram;

@@ -15,19 +15,10 @@
 //!   connection from `start`, enforced whatever the connection is doing —
 //!   waiting in SYN-SENT, writing, or reading;
 //! * SYN retransmissions come from the kernel itself: `tcpi_total_retrans`
-//!   of `TCP_INFO`, read when the handshake completes, or when the
-//!   connection is given up if it never does. On Linux the SYN
-//!   retransmission timer goes through `tcp_retransmit_skb`, which counts
-//!   into `total_retrans`. Verified on Linux 6.18 by the integration tests
-//!   against listeners whose accept queue is full (the kernel drops the
-//!   SYNs; the client re-sends them every second under
-//!   `net.ipv4.tcp_syn_linear_timeouts`):
-//!   `dropped_syns_are_counted_and_frustrate` reads 2 in SYN-SENT at a
-//!   2.5 s frustration timeout, and
-//!   `retransmitted_syns_are_counted_on_connections_that_succeed` reads 2
-//!   right after the handshake of a client let in on its second
-//!   retransmission. Read after the handshake, the count holds SYNs only
-//!   (no data has been sent yet);
+//!   of `TCP_INFO` (the SYN timer goes through `tcp_retransmit_skb`), read
+//!   when the handshake completes, before any data, or when the connection
+//!   is given up (docs/testbed.md, "SYN retransmission counts", says how it
+//!   was verified);
 //! * every arrival yields exactly one [`ConnectionRecord`], whatever
 //!   happens: `max_concurrent` reached (not-started), the `stop` flag set
 //!   (aborted or not-started), a task failing (failed). `records.len()`

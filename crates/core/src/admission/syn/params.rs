@@ -48,13 +48,9 @@ impl FilterKind {
 /// (λ of the Abacus Filter, λ̂ of Predictive Greedy) when none is given.
 ///
 /// The paper says only "a weighted-time average of the observed request
-/// arrivals over the most recent observation periods" (Section 5). A
-/// weight of 0.3 remembers about three periods. Over the reproduction of
-/// Section 6 (`vantage reproduce abacus`, 30 × 600 s per point) weights
-/// from 0.2 to 0.5 bear out all 30 of the paper's statements under its own
-/// Windows profile and 78 of 84 under every profile; 0.1 bears out 29 and
-/// 77 (Figure 10's O2 fails at r = 5), 0.01 and 1.0 fewer. README.md,
-/// "Sensitivity to the λ averaging weight", has the table.
+/// arrivals over the most recent observation periods" (Section 5); 0.3
+/// remembers about three periods. README.md, "Sensitivity to the λ
+/// averaging weight", has the measured effect of other weights.
 pub const DEFAULT_ARRIVAL_SMOOTHING: f64 = 0.3;
 
 /// How the Abacus window S is set.
