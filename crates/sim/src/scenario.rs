@@ -673,4 +673,20 @@ values = [10, 40]
             .to_string();
         assert!(err.contains("requests per repetition"), "{err}");
     }
+
+    #[test]
+    fn every_scenario_file_of_the_abacus_study_loads() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/abacus");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let origin = path.display().to_string();
+            if let Err(e) = Scenario::from_toml(&text, &origin) {
+                panic!("{e}");
+            }
+            loaded += 1;
+        }
+        assert!(loaded >= 6, "{loaded} files");
+    }
 }

@@ -334,6 +334,13 @@ impl GateConfig {
             ));
         };
         let valid = f.validate(&c, "filter")?;
+        // A gate with W = 0 would admit nothing.
+        if valid.params.bucket_size == 0 {
+            return Err(c.fail(
+                "filter.bucket_size",
+                "must be a whole number between 1 and 1000000000, got 0".into(),
+            ));
+        }
         let Some(kind) = valid.kind else {
             return Err(c.fail(
                 "filter.kind",

@@ -1151,7 +1151,9 @@ mod tests {
         assert_eq!(config.requests_per_connection, 5);
         assert_eq!(config.frustration_timeout_s, 21.0);
         assert_eq!(config.arrivals.expected_connections(), 60_000.0);
-        let error = LoadConfig::from_toml("pth = \"/\"").unwrap_err().to_string();
+        let error = LoadConfig::from_toml("pth = \"/\"")
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("load configuration:1: unknown field `pth`"),
             "{error}"

@@ -114,7 +114,9 @@ impl FilterSpec {
             (None, None) => {
                 return Err(c.fail(&key("bucket_size"), "is missing (W, tokens)".into()))
             }
-            (Some(v), None) => (c.whole(&key("bucket_size"), v, 1.0, 1e9)?, None),
+            // W = 0 is a bucket that is always empty (the Abacus paper's
+            // Figure 4 drops a whole burst).
+            (Some(v), None) => (c.whole(&key("bucket_size"), v, 0.0, 1e9)?, None),
             (None, Some(s)) => {
                 let secs = c.range(&key("bucket_refill_s"), s, 0.0, 1e6)?;
                 ((refill_rate * secs).round() as u64, Some(secs))
