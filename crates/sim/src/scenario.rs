@@ -250,31 +250,7 @@ impl Scenario {
         let c = Checker::new(origin, text);
         let file: File = c.deserialize()?;
         let meta = &file.scenario;
-
-        let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
-        for (i, m) in file.mixture.iter().enumerate() {
-            let mut entries = Vec::new();
-            for (profile, weight) in &m.weights {
-                let key = format!("mixture[{i}].weights.{profile}");
-                let p = SynProfile::builtin(profile).map_err(|e| c.fail(&key, e.to_string()))?;
-                entries.push((p, *weight));
-            }
-            let mix = ClientMix::new(&m.name, entries)
-                .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
-            mixtures.insert(m.name.clone(), mix);
-        }
-        if meta.clients.is_empty() {
-            return Err(c.fail("scenario.clients", "must name at least one profile".into()));
-        }
-        let mut clients = Vec::new();
-        for name in &meta.clients {
-            let mix = match mixtures.get(name) {
-                Some(m) => m.clone(),
-                None => ClientMix::builtin(name)
-                    .map_err(|e| c.fail("scenario.clients", e.to_string()))?,
-            };
-            clients.push(mix);
-        }
+        let clients = clients(&c, &file)?;
         if meta.filters.is_empty() {
             return Err(c.fail("scenario.filters", "must name at least one filter".into()));
         }
@@ -298,102 +274,9 @@ impl Scenario {
             None => 100.0,
         };
 
-        let network = Network {
-            base_delay: Nanos::from_secs_f64(
-                c.range(
-                    "network.base_delay_ms",
-                    file.network.base_delay_ms,
-                    0.0,
-                    1e5,
-                )? / 1e3,
-            ),
-            jitter: Nanos::from_secs_f64(
-                c.range("network.jitter_ms", file.network.jitter_ms, 0.0, 1e5)? / 1e3,
-            ),
-        };
-        let workload = match file.workload {
-            WorkloadSection::Mwm {
-                mean,
-                std_dev,
-                hurst,
-                scales,
-                point_s,
-            } => Workload::Mwm {
-                params: MwmParams {
-                    mean,
-                    std_dev,
-                    hurst,
-                    scales,
-                },
-                point: Nanos::from_secs_f64(c.range("workload.point_s", point_s, 1e-6, 1e6)?),
-            },
-            WorkloadSection::ConstantWithBurst {
-                rate,
-                burst_size,
-                burst_length_s,
-            } => Workload::ConstantWithBurst {
-                rate,
-                burst_size: c.whole("workload.burst_size", burst_size, 0.0, 1e8)?,
-                burst_length: Nanos::from_secs_f64(c.range(
-                    "workload.burst_length_s",
-                    burst_length_s,
-                    0.0,
-                    1e6,
-                )?),
-            },
-            WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
-                size: c.whole("workload.size", size, 0.0, 1e8)?,
-                spread: Nanos::from_secs_f64(
-                    c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3,
-                ),
-            },
-        };
-        let f = &file.filter;
-        if f.kind.is_some() {
-            return Err(c.fail(
-                "filter.kind",
-                "is the gate's; a scenario lists its filters in scenario.filters".into(),
-            ));
-        }
-        if f.clients.is_some() {
-            return Err(c.fail(
-                "filter.clients",
-                "is the gate's; a scenario lists its clients in scenario.clients".into(),
-            ));
-        }
-        let valid = f.validate(&c, "filter")?;
-        if valid.refill == Refill::Measure {
-            return Err(c.fail(
-                "filter.refill_rate",
-                "\"measure\" is the live gate's; the simulator needs tokens per second".into(),
-            ));
-        }
-        let filter = valid.params;
-        let bucket_refill_secs = valid.bucket_refill_secs;
-        let axis = |a: &Option<Axis>, name: &str| -> Result<Option<Sweep>, ScenarioError> {
-            match a {
-                None => Ok(None),
-                Some(a) => {
-                    if !SWEEPABLE.contains(&a.parameter.as_str()) {
-                        return Err(c.fail(
-                            &format!("{name}.parameter"),
-                            format!(
-                                "names unknown parameter \"{}\" (one of: {})",
-                                a.parameter,
-                                SWEEPABLE.join(", ")
-                            ),
-                        ));
-                    }
-                    if a.values.is_empty() {
-                        return Err(c.fail(&format!("{name}.values"), "is empty".into()));
-                    }
-                    Ok(Some(Sweep {
-                        parameter: a.parameter.clone(),
-                        values: a.values.clone(),
-                    }))
-                }
-            }
-        };
+        let network = network(&c, &file.network)?;
+        let workload = workload(&c, &file.workload)?;
+        let (filter, bucket_refill_secs) = filter(&c, &file.filter)?;
         let scenario = Scenario {
             origin: origin.to_string(),
             text: text.to_string(),
@@ -415,31 +298,36 @@ impl Scenario {
                 network,
                 bucket_refill_secs,
             },
-            sweep: axis(&file.sweep, "sweep")?,
-            series: axis(&file.series, "series")?,
+            sweep: axis(&c, &file.sweep, "sweep")?,
+            series: axis(&c, &file.series, "series")?,
         };
-        // Validate every point the scenario will run, so that a bad swept
-        // value fails before any work starts, and bound the work and memory
-        // one repetition may take.
-        let longest = scenario.horizon.max(scenario.quick_horizon);
-        let slowest_give_up = scenario
+        scenario.check_every_point(&c)?;
+        Ok(scenario)
+    }
+
+    /// Validates every point the scenario will run, so that a bad swept
+    /// value fails before any work starts, and bounds the work and memory
+    /// one repetition may take.
+    fn check_every_point(&self, c: &Checker) -> Result<(), ScenarioError> {
+        let longest = self.horizon.max(self.quick_horizon);
+        let slowest_give_up = self
             .clients
             .iter()
             .flat_map(|m| m.entries().iter().map(|(p, _)| p.give_up))
             .max()
             .unwrap_or(Nanos::ZERO);
-        let bins = (longest + slowest_give_up).0 / scenario.timeline_bin.0.max(1);
-        if scenario.kind != Kind::Sweep && bins > MAX_TIMELINE_BINS {
+        let bins = (longest + slowest_give_up).0 / self.timeline_bin.0.max(1);
+        if self.kind != Kind::Sweep && bins > MAX_TIMELINE_BINS {
             return Err(c.fail(
-                "scenario.timeline_bin_ms",
+                "self.timeline_bin_ms",
                 format!(
                     "gives {bins} bins over the horizon and the clients' give-up time; at most {MAX_TIMELINE_BINS}"
                 ),
             ));
         }
-        for series in scenario.series_values() {
-            for value in scenario.sweep_values() {
-                let point = scenario.point(series, value)?;
+        for series in self.series_values() {
+            for value in self.sweep_values() {
+                let point = self.point(series, value)?;
                 if let Workload::Mwm { point: length, .. } = &point.workload {
                     let points = longest.0 / length.0.max(1);
                     if points > MAX_SERIES_POINTS {
@@ -462,7 +350,7 @@ impl Scenario {
                 }
             }
         }
-        Ok(scenario)
+        Ok(())
     }
 
     /// The `[sweep]` values, or one point without a sweep.
@@ -512,6 +400,137 @@ impl Scenario {
             }
         }
         Ok(point)
+    }
+}
+
+/// The client populations: built-in names, or `[[mixture]]` tables.
+fn clients(c: &Checker, file: &File) -> Result<Vec<ClientMix>, ScenarioError> {
+    let meta = &file.scenario;
+    let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
+    for (i, m) in file.mixture.iter().enumerate() {
+        let mut entries = Vec::new();
+        for (profile, weight) in &m.weights {
+            let key = format!("mixture[{i}].weights.{profile}");
+            let p = SynProfile::builtin(profile).map_err(|e| c.fail(&key, e.to_string()))?;
+            entries.push((p, *weight));
+        }
+        let mix = ClientMix::new(&m.name, entries)
+            .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
+        mixtures.insert(m.name.clone(), mix);
+    }
+    if meta.clients.is_empty() {
+        return Err(c.fail("scenario.clients", "must name at least one profile".into()));
+    }
+    let mut clients = Vec::new();
+    for name in &meta.clients {
+        let mix = match mixtures.get(name) {
+            Some(m) => m.clone(),
+            None => {
+                ClientMix::builtin(name).map_err(|e| c.fail("scenario.clients", e.to_string()))?
+            }
+        };
+        clients.push(mix);
+    }
+    Ok(clients)
+}
+
+fn network(c: &Checker, section: &NetworkSection) -> Result<Network, ScenarioError> {
+    Ok(Network {
+        base_delay: Nanos::from_secs_f64(
+            c.range("network.base_delay_ms", section.base_delay_ms, 0.0, 1e5)? / 1e3,
+        ),
+        jitter: Nanos::from_secs_f64(
+            c.range("network.jitter_ms", section.jitter_ms, 0.0, 1e5)? / 1e3,
+        ),
+    })
+}
+
+fn workload(c: &Checker, section: &WorkloadSection) -> Result<Workload, ScenarioError> {
+    Ok(match *section {
+        WorkloadSection::Mwm {
+            mean,
+            std_dev,
+            hurst,
+            scales,
+            point_s,
+        } => Workload::Mwm {
+            params: MwmParams {
+                mean,
+                std_dev,
+                hurst,
+                scales,
+            },
+            point: Nanos::from_secs_f64(c.range("workload.point_s", point_s, 1e-6, 1e6)?),
+        },
+        WorkloadSection::ConstantWithBurst {
+            rate,
+            burst_size,
+            burst_length_s,
+        } => Workload::ConstantWithBurst {
+            rate,
+            burst_size: c.whole("workload.burst_size", burst_size, 0.0, 1e8)?,
+            burst_length: Nanos::from_secs_f64(c.range(
+                "workload.burst_length_s",
+                burst_length_s,
+                0.0,
+                1e6,
+            )?),
+        },
+        WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
+            size: c.whole("workload.size", size, 0.0, 1e8)?,
+            spread: Nanos::from_secs_f64(c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3),
+        },
+    })
+}
+
+/// The `[filter]` table without the gate's keys; W's refill seconds when
+/// W follows r_t.
+fn filter(c: &Checker, f: &FilterSpec) -> Result<(FilterParams, Option<f64>), ScenarioError> {
+    if f.kind.is_some() {
+        return Err(c.fail(
+            "filter.kind",
+            "is the gate's; a scenario lists its filters in scenario.filters".into(),
+        ));
+    }
+    if f.clients.is_some() {
+        return Err(c.fail(
+            "filter.clients",
+            "is the gate's; a scenario lists its clients in scenario.clients".into(),
+        ));
+    }
+    let valid = f.validate(c, "filter")?;
+    if valid.refill == Refill::Measure {
+        return Err(c.fail(
+            "filter.refill_rate",
+            "\"measure\" is the live gate's; the simulator needs tokens per second".into(),
+        ));
+    }
+    Ok((valid.params, valid.bucket_refill_secs))
+}
+
+/// A `[sweep]` or `[series]` table.
+fn axis(c: &Checker, a: &Option<Axis>, name: &str) -> Result<Option<Sweep>, ScenarioError> {
+    match a {
+        None => Ok(None),
+        Some(a) => {
+            if !SWEEPABLE.contains(&a.parameter.as_str()) {
+                return Err(c.fail(
+                    &format!("{name}.parameter"),
+                    format!(
+                        "names unknown parameter \"{}\" (one of: {})",
+                        a.parameter,
+                        SWEEPABLE.join(", ")
+                    ),
+                ));
+            }
+            if a.values.is_empty() {
+                return Err(c.fail(&format!("{name}.values"), "is empty".into()));
+            }
+            Ok(Some(Sweep {
+                parameter: a.parameter.clone(),
+                values: a.values.clone(),
+            }))
+        }
     }
 }
 
