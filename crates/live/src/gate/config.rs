@@ -282,85 +282,8 @@ impl GateConfig {
             other => other.clone(),
         };
 
-        if raw.listeners.is_empty() {
-            return Err(c.fail(
-                "listeners",
-                "is missing: give at least one [[listeners]] with a port".into(),
-            ));
-        }
-        if raw.listeners.len() > MAX_LISTENERS {
-            return Err(c.fail(
-                "listeners",
-                format!(
-                    "has {} entries; at most {MAX_LISTENERS}",
-                    raw.listeners.len()
-                ),
-            ));
-        }
-        let mut listeners: Vec<Listener> = Vec::new();
-        for (i, l) in raw.listeners.iter().enumerate() {
-            let port = match l.port {
-                Some(v) => c.whole(&format!("listeners[{i}].port"), v, 1.0, 65535.0)? as u16,
-                None => return Err(c.fail(&format!("listeners[{i}].port"), "is missing".into())),
-            };
-            let address = match &l.address {
-                None => None,
-                Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
-                    let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
-                        "is IPv6; the gate queues IPv4 SYNs only (iptables)"
-                    } else {
-                        "must be an IPv4 address such as \"10.77.0.2\""
-                    };
-                    c.fail(
-                        &format!("listeners[{i}].address"),
-                        format!("{why}, got \"{text}\""),
-                    )
-                })?),
-            };
-            let listener = Listener { address, port };
-            if listeners.contains(&listener) {
-                return Err(c.fail(
-                    &format!("listeners[{i}]"),
-                    format!("repeats listener {listener}"),
-                ));
-            }
-            listeners.push(listener);
-        }
-
-        let Some(f) = &raw.filter else {
-            return Err(c.fail(
-                "filter",
-                "is missing: give a [filter] section with its kind".into(),
-            ));
-        };
-        let valid = f.validate(&c, "filter")?;
-        // A gate with W = 0 would admit nothing.
-        if valid.params.bucket_size == 0 {
-            return Err(c.fail(
-                "filter.bucket_size",
-                "must be a whole number between 1 and 1000000000, got 0".into(),
-            ));
-        }
-        let Some(kind) = valid.kind else {
-            return Err(c.fail(
-                "filter.kind",
-                "is missing (tbf, tbf-reject, abacus, greedy)".into(),
-            ));
-        };
-        let clients = match valid.clients {
-            Some(clients) => clients,
-            None => ClientMix::builtin(DEFAULT_CLIENTS)
-                .map_err(|e| c.fail("filter.clients", e.to_string()))?,
-        };
-        let filter = FilterConfig {
-            kind,
-            params: valid.params,
-            refill: valid.refill,
-            clients,
-        };
-        filter
-            .build()
-            .map_err(|e| c.fail("filter", e.to_string()))?;
+        let listeners = listeners(&c, &raw.listeners)?;
+        let filter = filter(&c, raw.filter.as_ref())?;
 
         Ok(GateConfig {
             origin: origin.to_string(),
@@ -494,6 +417,92 @@ impl GateConfig {
         );
         out
     }
+}
+
+/// The `[[listeners]]`: at least one, at most [`MAX_LISTENERS`], no repeats.
+fn listeners(c: &Checker, raw: &[RawListener]) -> Result<Vec<Listener>, ConfigError> {
+    if raw.is_empty() {
+        return Err(c.fail(
+            "listeners",
+            "is missing: give at least one [[listeners]] with a port".into(),
+        ));
+    }
+    if raw.len() > MAX_LISTENERS {
+        return Err(c.fail(
+            "listeners",
+            format!("has {} entries; at most {MAX_LISTENERS}", raw.len()),
+        ));
+    }
+    let mut listeners: Vec<Listener> = Vec::new();
+    for (i, l) in raw.iter().enumerate() {
+        let port = match l.port {
+            Some(v) => c.whole(&format!("listeners[{i}].port"), v, 1.0, 65535.0)? as u16,
+            None => return Err(c.fail(&format!("listeners[{i}].port"), "is missing".into())),
+        };
+        let address = match &l.address {
+            None => None,
+            Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
+                let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
+                    "is IPv6; the gate queues IPv4 SYNs only (iptables)"
+                } else {
+                    "must be an IPv4 address such as \"10.77.0.2\""
+                };
+                c.fail(
+                    &format!("listeners[{i}].address"),
+                    format!("{why}, got \"{text}\""),
+                )
+            })?),
+        };
+        let listener = Listener { address, port };
+        if listeners.contains(&listener) {
+            return Err(c.fail(
+                &format!("listeners[{i}]"),
+                format!("repeats listener {listener}"),
+            ));
+        }
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// The `[filter]` table ([`FilterSpec`]) with the gate's rules: `kind`
+/// required, W ≥ 1, `clients` defaulting to [`DEFAULT_CLIENTS`].
+fn filter(c: &Checker, raw: Option<&FilterSpec>) -> Result<FilterConfig, ConfigError> {
+    let Some(f) = raw else {
+        return Err(c.fail(
+            "filter",
+            "is missing: give a [filter] section with its kind".into(),
+        ));
+    };
+    let valid = f.validate(c, "filter")?;
+    // A gate with W = 0 would admit nothing.
+    if valid.params.bucket_size == 0 {
+        return Err(c.fail(
+            "filter.bucket_size",
+            "must be a whole number between 1 and 1000000000, got 0".into(),
+        ));
+    }
+    let Some(kind) = valid.kind else {
+        return Err(c.fail(
+            "filter.kind",
+            "is missing (tbf, tbf-reject, abacus, greedy)".into(),
+        ));
+    };
+    let clients = match valid.clients {
+        Some(clients) => clients,
+        None => ClientMix::builtin(DEFAULT_CLIENTS)
+            .map_err(|e| c.fail("filter.clients", e.to_string()))?,
+    };
+    let filter = FilterConfig {
+        kind,
+        params: valid.params,
+        refill: valid.refill,
+        clients,
+    };
+    filter
+        .build()
+        .map_err(|e| c.fail("filter", e.to_string()))?;
+    Ok(filter)
 }
 
 fn ratio(p: &FilterParams) -> String {
