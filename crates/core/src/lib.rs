@@ -13,11 +13,16 @@
 //! * [`traffic`] — self-similar arrival series (MWM) and Hurst estimators,
 //!   shared by the simulator and the testbed load generator (Abacus paper,
 //!   Section 6).
+//! * [`config`] — validation of every TOML format, with errors that name
+//!   the file, the line and the key path.
 
 pub mod admission;
 pub mod certes;
+pub mod config;
+mod out_of_range;
 pub mod tcp;
 pub mod time;
 pub mod traffic;
 
+pub use out_of_range::OutOfRange;
 pub use time::Nanos;

@@ -4,7 +4,9 @@
 //! under, the filters, the workload, the filter parameters, and up to two
 //! swept parameters (`[sweep]` for the x-axis, `[series]` for one line per
 //! value). Every key is checked: an unknown key, a value out of range or an
-//! unknown profile is an error that names the file and the key.
+//! unknown profile is an error that names the file, the line and the key.
+//! `[filter]` is [`FilterSpec`], the live gate's table, without `kind` and
+//! `clients` (the scenario lists those) and without `"measure"`.
 //!
 //! ```toml
 //! [scenario]
@@ -41,6 +43,8 @@ use crate::workload::mwm::MwmParams;
 use crate::workload::Workload;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use vantage_core::admission::syn::{FilterSpec, Refill};
+use vantage_core::config::{self, ConfigError};
 use vantage_core::tcp::{ClientMix, SynProfile};
 use vantage_core::Nanos;
 
@@ -55,6 +59,9 @@ pub enum ScenarioError {
         key: String,
         problem: String,
     },
+    /// A file's syntax or value, with its line.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// What a scenario measures.
@@ -76,7 +83,7 @@ struct File {
     #[serde(default)]
     network: NetworkSection,
     workload: WorkloadSection,
-    filter: FilterSection,
+    filter: FilterSpec,
     sweep: Option<Axis>,
     series: Option<Axis>,
     #[serde(default)]
@@ -156,38 +163,6 @@ fn one() -> f64 {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum WindowValue {
-    Seconds(f64),
-    Rule(String),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilterSection {
-    bucket_size: Option<f64>,
-    /// W as seconds of refill (W = r_t × this), instead of `bucket_size`.
-    bucket_refill_s: Option<f64>,
-    refill_rate: f64,
-    #[serde(default = "one")]
-    interval_s: f64,
-    window_s: WindowValue,
-    greedy_window_s: f64,
-    #[serde(default = "one")]
-    delay_cost: f64,
-    reject_cost: f64,
-    #[serde(default = "default_smoothing")]
-    arrival_smoothing: f64,
-}
-
-/// Weight of the newest period in λ (Abacus) and λ̂ (Greedy); the paper
-/// does not give its averaging weight (see
-/// [`vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING`]).
-fn default_smoothing() -> f64 {
-    vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING
-}
-
-#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Axis {
     parameter: String,
@@ -222,6 +197,8 @@ pub struct Point {
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub origin: String,
+    /// The file's text, for the lines of errors found at a point.
+    text: String,
     pub study: String,
     pub figure: String,
     pub title: String,
@@ -263,87 +240,17 @@ pub const SWEEPABLE: &[&str] = &[
     "filter.reject_cost",
 ];
 
-/// Validation of one scenario file's values: errors name the file and the
-/// key. Shared by every study's scenario format.
-pub(crate) struct Checker<'a> {
-    pub(crate) origin: &'a str,
-}
-
-impl Checker<'_> {
-    pub(crate) fn fail(&self, key: &str, problem: String) -> ScenarioError {
-        ScenarioError::Invalid {
-            origin: self.origin.to_string(),
-            key: key.to_string(),
-            problem,
-        }
-    }
-
-    pub(crate) fn range(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<f64, ScenarioError> {
-        if value.is_finite() && value >= low && value <= high {
-            Ok(value)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-
-    pub(crate) fn whole(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<u64, ScenarioError> {
-        let v = self.range(key, value, low, high)?;
-        if v.fract() != 0.0 {
-            return Err(self.fail(key, format!("must be a whole number, got {value}")));
-        }
-        Ok(v as u64)
-    }
-}
+/// Validation of one scenario file's values: errors name the file, the
+/// line and the key. Shared by every study's scenario format.
+pub(crate) type Checker<'a> = config::Checker<'a, ScenarioError>;
 
 impl Scenario {
     /// Parses and validates a scenario; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let file: File = toml::from_str(text).map_err(|e| ScenarioError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let c = Checker { origin };
+        let c = Checker::new(origin, text);
+        let file: File = c.deserialize()?;
         let meta = &file.scenario;
-
-        let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
-        for (i, m) in file.mixture.iter().enumerate() {
-            let mut entries = Vec::new();
-            for (profile, weight) in &m.weights {
-                let key = format!("mixture[{i}].weights.{profile}");
-                let p = SynProfile::builtin(profile).map_err(|e| c.fail(&key, e.to_string()))?;
-                entries.push((p, *weight));
-            }
-            let mix = ClientMix::new(&m.name, entries)
-                .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
-            mixtures.insert(m.name.clone(), mix);
-        }
-        if meta.clients.is_empty() {
-            return Err(c.fail("scenario.clients", "must name at least one profile".into()));
-        }
-        let mut clients = Vec::new();
-        for name in &meta.clients {
-            let mix = match mixtures.get(name) {
-                Some(m) => m.clone(),
-                None => ClientMix::builtin(name)
-                    .map_err(|e| c.fail("scenario.clients", e.to_string()))?,
-            };
-            clients.push(mix);
-        }
+        let clients = clients(&c, &file)?;
         if meta.filters.is_empty() {
             return Err(c.fail("scenario.filters", "must name at least one filter".into()));
         }
@@ -367,131 +274,12 @@ impl Scenario {
             None => 100.0,
         };
 
-        let network = Network {
-            base_delay: Nanos::from_secs_f64(
-                c.range(
-                    "network.base_delay_ms",
-                    file.network.base_delay_ms,
-                    0.0,
-                    1e5,
-                )? / 1e3,
-            ),
-            jitter: Nanos::from_secs_f64(
-                c.range("network.jitter_ms", file.network.jitter_ms, 0.0, 1e5)? / 1e3,
-            ),
-        };
-        let workload = match file.workload {
-            WorkloadSection::Mwm {
-                mean,
-                std_dev,
-                hurst,
-                scales,
-                point_s,
-            } => Workload::Mwm {
-                params: MwmParams {
-                    mean,
-                    std_dev,
-                    hurst,
-                    scales,
-                },
-                point: Nanos::from_secs_f64(c.range("workload.point_s", point_s, 1e-6, 1e6)?),
-            },
-            WorkloadSection::ConstantWithBurst {
-                rate,
-                burst_size,
-                burst_length_s,
-            } => Workload::ConstantWithBurst {
-                rate,
-                burst_size: c.whole("workload.burst_size", burst_size, 0.0, 1e8)?,
-                burst_length: Nanos::from_secs_f64(c.range(
-                    "workload.burst_length_s",
-                    burst_length_s,
-                    0.0,
-                    1e6,
-                )?),
-            },
-            WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
-                size: c.whole("workload.size", size, 0.0, 1e8)?,
-                spread: Nanos::from_secs_f64(
-                    c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3,
-                ),
-            },
-        };
-        let f = &file.filter;
-        let window = match &f.window_s {
-            WindowValue::Seconds(s) => AbacusWindow::Fixed(Nanos::from_secs_f64(c.range(
-                "filter.window_s",
-                *s,
-                0.0,
-                1e6,
-            )?)),
-            WindowValue::Rule(rule) if rule == "cost-optimal" => AbacusWindow::CostOptimal,
-            WindowValue::Rule(rule) => {
-                return Err(c.fail(
-                    "filter.window_s",
-                    format!("must be seconds or \"cost-optimal\", got \"{rule}\""),
-                ))
-            }
-        };
-        let bucket_refill_secs = match (f.bucket_size, f.bucket_refill_s) {
-            (Some(_), Some(_)) => {
-                return Err(c.fail(
-                    "filter.bucket_refill_s",
-                    "conflicts with filter.bucket_size: give one".into(),
-                ))
-            }
-            (None, None) => {
-                return Err(c.fail("filter.bucket_size", "is missing".into()));
-            }
-            (_, Some(s)) => Some(c.range("filter.bucket_refill_s", s, 0.0, 1e6)?),
-            (Some(_), None) => None,
-        };
-        let filter = FilterParams {
-            bucket_size: c.whole("filter.bucket_size", f.bucket_size.unwrap_or(0.0), 0.0, 1e9)?,
-            refill_rate: f.refill_rate,
-            interval: Nanos::from_secs_f64(c.range(
-                "filter.interval_s",
-                f.interval_s,
-                1e-6,
-                1e5,
-            )?),
-            window,
-            greedy_window: Nanos::from_secs_f64(c.range(
-                "filter.greedy_window_s",
-                f.greedy_window_s,
-                0.0,
-                1e5,
-            )?),
-            delay_cost: f.delay_cost,
-            reject_cost: f.reject_cost,
-            arrival_smoothing: f.arrival_smoothing,
-        };
-        let axis = |a: &Option<Axis>, name: &str| -> Result<Option<Sweep>, ScenarioError> {
-            match a {
-                None => Ok(None),
-                Some(a) => {
-                    if !SWEEPABLE.contains(&a.parameter.as_str()) {
-                        return Err(c.fail(
-                            &format!("{name}.parameter"),
-                            format!(
-                                "names unknown parameter \"{}\" (one of: {})",
-                                a.parameter,
-                                SWEEPABLE.join(", ")
-                            ),
-                        ));
-                    }
-                    if a.values.is_empty() {
-                        return Err(c.fail(&format!("{name}.values"), "is empty".into()));
-                    }
-                    Ok(Some(Sweep {
-                        parameter: a.parameter.clone(),
-                        values: a.values.clone(),
-                    }))
-                }
-            }
-        };
+        let network = network(&c, &file.network)?;
+        let workload = workload(&c, &file.workload)?;
+        let (filter, bucket_refill_secs) = filter(&c, &file.filter)?;
         let scenario = Scenario {
             origin: origin.to_string(),
+            text: text.to_string(),
             study: meta.study.clone(),
             figure: meta.figure.clone(),
             title: meta.title.clone(),
@@ -510,31 +298,36 @@ impl Scenario {
                 network,
                 bucket_refill_secs,
             },
-            sweep: axis(&file.sweep, "sweep")?,
-            series: axis(&file.series, "series")?,
+            sweep: axis(&c, &file.sweep, "sweep")?,
+            series: axis(&c, &file.series, "series")?,
         };
-        // Validate every point the scenario will run, so that a bad swept
-        // value fails before any work starts, and bound the work and memory
-        // one repetition may take.
-        let longest = scenario.horizon.max(scenario.quick_horizon);
-        let slowest_give_up = scenario
+        scenario.check_every_point(&c)?;
+        Ok(scenario)
+    }
+
+    /// Validates every point the scenario will run, so that a bad swept
+    /// value fails before any work starts, and bounds the work and memory
+    /// one repetition may take.
+    fn check_every_point(&self, c: &Checker) -> Result<(), ScenarioError> {
+        let longest = self.horizon.max(self.quick_horizon);
+        let slowest_give_up = self
             .clients
             .iter()
             .flat_map(|m| m.entries().iter().map(|(p, _)| p.give_up))
             .max()
             .unwrap_or(Nanos::ZERO);
-        let bins = (longest + slowest_give_up).0 / scenario.timeline_bin.0.max(1);
-        if scenario.kind != Kind::Sweep && bins > MAX_TIMELINE_BINS {
+        let bins = (longest + slowest_give_up).0 / self.timeline_bin.0.max(1);
+        if self.kind != Kind::Sweep && bins > MAX_TIMELINE_BINS {
             return Err(c.fail(
-                "scenario.timeline_bin_ms",
+                "self.timeline_bin_ms",
                 format!(
                     "gives {bins} bins over the horizon and the clients' give-up time; at most {MAX_TIMELINE_BINS}"
                 ),
             ));
         }
-        for series in scenario.series_values() {
-            for value in scenario.sweep_values() {
-                let point = scenario.point(series, value)?;
+        for series in self.series_values() {
+            for value in self.sweep_values() {
+                let point = self.point(series, value)?;
                 if let Workload::Mwm { point: length, .. } = &point.workload {
                     let points = longest.0 / length.0.max(1);
                     if points > MAX_SERIES_POINTS {
@@ -557,7 +350,7 @@ impl Scenario {
                 }
             }
         }
-        Ok(scenario)
+        Ok(())
     }
 
     /// The `[sweep]` values, or one point without a sweep.
@@ -578,9 +371,7 @@ impl Scenario {
 
     /// The parameters of the point at `series` and `sweep` values, checked.
     pub fn point(&self, series: Option<f64>, sweep: Option<f64>) -> Result<Point, ScenarioError> {
-        let c = Checker {
-            origin: &self.origin,
-        };
+        let c = Checker::new(&self.origin, &self.text);
         let mut point = self.base.clone();
         if let (Some(axis), Some(v)) = (&self.series, series) {
             set(&mut point, &axis.parameter, v, &c)?;
@@ -612,6 +403,137 @@ impl Scenario {
     }
 }
 
+/// The client populations: built-in names, or `[[mixture]]` tables.
+fn clients(c: &Checker, file: &File) -> Result<Vec<ClientMix>, ScenarioError> {
+    let meta = &file.scenario;
+    let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
+    for (i, m) in file.mixture.iter().enumerate() {
+        let mut entries = Vec::new();
+        for (profile, weight) in &m.weights {
+            let key = format!("mixture[{i}].weights.{profile}");
+            let p = SynProfile::builtin(profile).map_err(|e| c.fail(&key, e.to_string()))?;
+            entries.push((p, *weight));
+        }
+        let mix = ClientMix::new(&m.name, entries)
+            .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
+        mixtures.insert(m.name.clone(), mix);
+    }
+    if meta.clients.is_empty() {
+        return Err(c.fail("scenario.clients", "must name at least one profile".into()));
+    }
+    let mut clients = Vec::new();
+    for name in &meta.clients {
+        let mix = match mixtures.get(name) {
+            Some(m) => m.clone(),
+            None => {
+                ClientMix::builtin(name).map_err(|e| c.fail("scenario.clients", e.to_string()))?
+            }
+        };
+        clients.push(mix);
+    }
+    Ok(clients)
+}
+
+fn network(c: &Checker, section: &NetworkSection) -> Result<Network, ScenarioError> {
+    Ok(Network {
+        base_delay: Nanos::from_secs_f64(
+            c.range("network.base_delay_ms", section.base_delay_ms, 0.0, 1e5)? / 1e3,
+        ),
+        jitter: Nanos::from_secs_f64(
+            c.range("network.jitter_ms", section.jitter_ms, 0.0, 1e5)? / 1e3,
+        ),
+    })
+}
+
+fn workload(c: &Checker, section: &WorkloadSection) -> Result<Workload, ScenarioError> {
+    Ok(match *section {
+        WorkloadSection::Mwm {
+            mean,
+            std_dev,
+            hurst,
+            scales,
+            point_s,
+        } => Workload::Mwm {
+            params: MwmParams {
+                mean,
+                std_dev,
+                hurst,
+                scales,
+            },
+            point: Nanos::from_secs_f64(c.range("workload.point_s", point_s, 1e-6, 1e6)?),
+        },
+        WorkloadSection::ConstantWithBurst {
+            rate,
+            burst_size,
+            burst_length_s,
+        } => Workload::ConstantWithBurst {
+            rate,
+            burst_size: c.whole("workload.burst_size", burst_size, 0.0, 1e8)?,
+            burst_length: Nanos::from_secs_f64(c.range(
+                "workload.burst_length_s",
+                burst_length_s,
+                0.0,
+                1e6,
+            )?),
+        },
+        WorkloadSection::Burst { size, spread_ms } => Workload::Burst {
+            size: c.whole("workload.size", size, 0.0, 1e8)?,
+            spread: Nanos::from_secs_f64(c.range("workload.spread_ms", spread_ms, 0.0, 1e9)? / 1e3),
+        },
+    })
+}
+
+/// The `[filter]` table without the gate's keys; W's refill seconds when
+/// W follows r_t.
+fn filter(c: &Checker, f: &FilterSpec) -> Result<(FilterParams, Option<f64>), ScenarioError> {
+    if f.kind.is_some() {
+        return Err(c.fail(
+            "filter.kind",
+            "is the gate's; a scenario lists its filters in scenario.filters".into(),
+        ));
+    }
+    if f.clients.is_some() {
+        return Err(c.fail(
+            "filter.clients",
+            "is the gate's; a scenario lists its clients in scenario.clients".into(),
+        ));
+    }
+    let valid = f.validate(c, "filter")?;
+    if valid.refill == Refill::Measure {
+        return Err(c.fail(
+            "filter.refill_rate",
+            "\"measure\" is the live gate's; the simulator needs tokens per second".into(),
+        ));
+    }
+    Ok((valid.params, valid.bucket_refill_secs))
+}
+
+/// A `[sweep]` or `[series]` table.
+fn axis(c: &Checker, a: &Option<Axis>, name: &str) -> Result<Option<Sweep>, ScenarioError> {
+    match a {
+        None => Ok(None),
+        Some(a) => {
+            if !SWEEPABLE.contains(&a.parameter.as_str()) {
+                return Err(c.fail(
+                    &format!("{name}.parameter"),
+                    format!(
+                        "names unknown parameter \"{}\" (one of: {})",
+                        a.parameter,
+                        SWEEPABLE.join(", ")
+                    ),
+                ));
+            }
+            if a.values.is_empty() {
+                return Err(c.fail(&format!("{name}.values"), "is empty".into()));
+            }
+            Ok(Some(Sweep {
+                parameter: a.parameter.clone(),
+                values: a.values.clone(),
+            }))
+        }
+    }
+}
+
 fn set(point: &mut Point, parameter: &str, value: f64, c: &Checker) -> Result<(), ScenarioError> {
     let secs = |v: f64| Nanos::from_secs_f64(v);
     let f = &mut point.filter;
@@ -636,7 +558,7 @@ fn set(point: &mut Point, parameter: &str, value: f64, c: &Checker) -> Result<()
             f.window = AbacusWindow::Fixed(secs(c.range(parameter, value, 0.0, 1e6)?))
         }
         ("filter.greedy_window_s", _) => {
-            f.greedy_window = secs(c.range(parameter, value, 0.0, 1e5)?)
+            f.greedy_window = Some(secs(c.range(parameter, value, 0.0, 1e5)?))
         }
         ("filter.delay_cost", _) => f.delay_cost = value,
         ("filter.reject_cost", _) => f.reject_cost = value,
@@ -769,5 +691,21 @@ values = [10, 40]
             .unwrap_err()
             .to_string();
         assert!(err.contains("requests per repetition"), "{err}");
+    }
+
+    #[test]
+    fn every_scenario_file_of_the_abacus_study_loads() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/abacus");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let origin = path.display().to_string();
+            if let Err(e) = Scenario::from_toml(&text, &origin) {
+                panic!("{e}");
+            }
+            loaded += 1;
+        }
+        assert!(loaded >= 6, "{loaded} files");
     }
 }

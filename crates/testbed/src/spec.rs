@@ -31,12 +31,13 @@
 //! action = "drop"              # or "reject" (TCP reset)
 //! ```
 //!
-//! Unknown keys are errors; every error names the file, and the key or the
-//! line.
+//! Unknown keys are errors; every error names the file, the key and its
+//! line ([`vantage_core::config::Checker`]).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
+use vantage_core::config::{Checker, ConfigError};
 use vantage_core::tcp::SynProfile;
 
 use crate::load::LoadConfig;
@@ -167,21 +168,60 @@ impl Default for CounterSpec {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("{file}: {message}")]
-    Parse { file: String, message: String },
-    #[error("{file}: {message}")]
-    Invalid { file: String, message: String },
+    #[error("{file}{}: {message}", at_line(*line))]
+    Parse {
+        file: String,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{file}{}: {message}", at_line(*line))]
+    Invalid {
+        file: String,
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+fn at_line(line: Option<usize>) -> String {
+    line.map_or_else(String::new, |line| format!(":{line}"))
+}
+
+/// The key path a validation message starts with (`load.arrivals.rate`,
+/// `wan.per_client[0].client`).
+fn leading_key(message: &str) -> &str {
+    let end = message
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "_.[]-".contains(c)))
+        .unwrap_or(message.len());
+    &message[..end]
 }
 
 impl TestbedSpec {
     /// Parses and validates a spec; `file` names the source in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<TestbedSpec, SpecError> {
-        let spec: TestbedSpec = toml::from_str(text).map_err(|e| SpecError::Parse {
-            file: file.to_string(),
-            message: e.to_string().trim_end().to_string(),
+        let c: Checker = Checker::new(file, text);
+        let spec: TestbedSpec = c.deserialize().map_err(|e| match e {
+            ConfigError::Syntax {
+                line,
+                message,
+                excerpt,
+                ..
+            } => SpecError::Parse {
+                file: file.to_string(),
+                line,
+                message: match excerpt {
+                    Some(excerpt) => format!("{message}\n  | {excerpt}"),
+                    None => message,
+                },
+            },
+            ConfigError::Invalid { line, problem, .. } => SpecError::Parse {
+                file: file.to_string(),
+                line,
+                message: problem,
+            },
         })?;
         spec.validate().map_err(|message| SpecError::Invalid {
             file: file.to_string(),
+            line: c.line_of_key(leading_key(&message)),
             message,
         })?;
         Ok(spec)
@@ -377,8 +417,29 @@ mod tests {
             ),
         ] {
             let error = spec(gate).unwrap_err().to_string();
-            assert!(error.starts_with("gate.toml: "), "{error}");
+            assert!(error.starts_with("gate.toml:"), "{error}");
             assert!(error.contains(expected), "{gate}\n→ {error}");
         }
+    }
+
+    #[test]
+    fn errors_give_the_line_of_the_key() {
+        // BASE has 6 lines; the gate table starts on line 7.
+        let error = spec(
+            "[gate]\nkind = \"iptables-limit\"\nrate_per_s = 0\nburst = 120\naction = \"drop\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("gate.toml:9: gate.rate_per_s = 0"),
+            "{error}"
+        );
+        let error = TestbedSpec::from_toml(&BASE.replace("rate = 1", "rate = -1"), "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("s.toml:6: load.arrivals.pattern.rate"),
+            "{error}"
+        );
     }
 }

@@ -31,4 +31,6 @@ pub use baselines::{BaselineEstimates, Baselines};
 pub use classes::ClassifiedCertes;
 pub use counters::{CounterWentBackwards, CumulativeCounters, IntervalCounters};
 pub use histogram::LatencyHistogram;
-pub use model::{Certes, CertesConfig, CertesError, Estimate, NetworkLoss};
+pub use model::{
+    transaction_weighted_mean, Certes, CertesConfig, CertesError, Estimate, NetworkLoss,
+};

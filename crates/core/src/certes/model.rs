@@ -59,33 +59,23 @@
 //! the surplus is carried to the next interval, proportionally over every
 //! class, not only j = 1, 2, for as long as SYNs keep arriving; an interval
 //! with no SYN at all drops the carried surplus from the model, so that a
-//! quiet period cannot hold phantom retries forever) and Eq. 31 (completions split in the
-//! accepted proportions). When no SYN was accepted one SYN-to-END earlier
+//! quiet period cannot hold phantom retries forever) and Eq. 31
+//! (completions split in the accepted proportions). When no SYN was accepted one SYN-to-END earlier
 //! (start of a run, idle period) the nearest interval with accepts within
 //! the window is used, and with none the completions count as first
 //! attempts.
 //!
-//! **Damping** (a departure from Section 3.2, which the paper did not
-//! need at its drop rates). The fast model's Step 2 takes
-//! R_i^0 = OFFERED_i − (retries expected from earlier R^0): an error in
-//! one interval's split (a retry landing an interval off, drops uneven
-//! within an interval) travels on as x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c},
-//! f the probability that a SYN fails. Above a critical f* that recursion
-//! has a root outside the unit circle and the error grows until the
-//! clamps stop it: for the paper's 3/6 s clients (k = 2),
-//! z³ + f z² + f² = 0 gives f* = 0.618, and the per-second estimate then
-//! swings with a 6 s period (`overload-undamped` in the Certes study).
-//! f* is found at construction by bisection on the impulse response, on
-//! a 250 ms step when Δ is shorter (0.52 for `linux-3.7`, 0.76 for
-//! `linux-6.5`, 0.67 for `mix-2026`, all with a 21 s FTO). Above
-//! f_d < f*, where the loop gain Σ_c w_c Σ_j f^j is 90 % of f*'s, each
-//! attempt j's expected retries are pulled toward
-//! their stationary share (what a steady f gives, Eq. 3 with Eq. 6 and
-//! 13) by the factor (f_d / f)^j, with f averaged over 3 s: an error then
-//! travels on as it would at f_d, where it dies out. Like Eq. 30 and 31,
-//! this is an online adjustment of Step 3 in place of Section 3.1's
-//! iterative solve; it is ours, not the paper's. Below f_d the model is
-//! the paper's exactly; steady input is unchanged at any f;
+//! **Damping** (ours, a departure from Section 3.2, which the paper did
+//! not need at its drop rates). Step 2 takes R_i^0 = OFFERED_i − (retries
+//! expected from earlier R^0): an error in one interval's split travels on
+//! as x_i = −Σ_{c,j} w_c f^j x_{i − T_j^c}, f the probability that a SYN
+//! fails. Above a critical f* (found at construction by bisection on the
+//! impulse response; 0.618 for the paper's 3/6 s clients, from
+//! z³ + f z² + f² = 0) that recursion grows until the clamps stop it. Above
+//! f_d < f*, where the loop gain Σ_c w_c Σ_j f^j is 90 % of f*'s, attempt
+//! j's expected retries are pulled toward their stationary share by
+//! (f_d / f)^j, f averaged over 3 s, so that an error dies out as at f_d.
+//! Below f_d, and on steady input, the model is the paper's;
 //! `CertesConfig::damping = false` runs the recursion as published.
 //!
 //! Convergence (Appendix B): the model assumes every SYN of its first
@@ -94,9 +84,7 @@
 //! timeout.
 //!
 //! Cost: one interval costs O(number of retry classes), independent of the
-//! window length; the window is a ring of future arrivals. Construction
-//! follows an impulse for sixty of the longest retry lags, sixteen times
-//! (f*): under 3 ms for the four-profile mixture.
+//! window length; the window is a ring of future arrivals.
 
 use super::counters::IntervalCounters;
 use super::histogram::LatencyHistogram;
@@ -176,6 +164,17 @@ pub enum CertesError {
     BadFrustrationTimeout { timeout: Nanos, weight: f64 },
     #[error("network loss rate {0} must be in [0, 1)")]
     BadNetworkLoss(f64),
+}
+
+/// Eq. 4 over many intervals: Σ total time / Σ transactions of the
+/// estimates, in nanoseconds, in their order; `None` without transactions.
+pub fn transaction_weighted_mean<'a>(
+    estimates: impl IntoIterator<Item = &'a Estimate>,
+) -> Option<f64> {
+    let (total, transactions) = estimates.into_iter().fold((0.0, 0.0), |(t, n), e| {
+        (t + e.total_time_nanos(), n + e.transactions())
+    });
+    (transactions > 0.0).then(|| total / transactions)
 }
 
 /// One class of clients: a profile combined with a frustration timeout.
@@ -468,11 +467,8 @@ impl Certes {
                 }
             }
             for &(timeout, fto_weight) in &config.frustration_timeouts {
-                let give_up = timeout.min(profile.give_up);
-                let attempt_times: Vec<Nanos> = (0..=profile.retransmissions())
-                    .map(|j| profile.send_offset(j))
-                    .take_while(|t| *t < give_up)
-                    .collect();
+                let give_up = profile.give_up_at(timeout);
+                let attempt_times = profile.sends_before_give_up(timeout);
                 let retries = attempt_times.len() - 1;
                 let next: Vec<Vec<(usize, f64)>> = (0..=retries)
                     .map(|j| {
@@ -587,217 +583,27 @@ impl Certes {
 
     /// Feeds interval i's counters; returns the model's account of it.
     pub fn on_interval(&mut self, counters: &IntervalCounters) -> Estimate {
-        let h = self.horizon;
-        let slot = (self.index % h as u64) as usize;
+        let slot = (self.index % self.horizon as u64) as usize;
         let loss = self.network_loss(counters);
         let arrive = 1.0 - loss;
         let offered = counters.offered() as f64;
         let drop_rate = counters.drop_rate();
 
-        // Retries due now (Eq. 13 with the weights of Eq. 29), by class,
-        // plus those carried from the previous interval by Eq. 30.
-        let (mut fresh_total, mut carried_total) = (0.0, 0.0);
-        for class in &self.classes {
-            for j in 1..=class.retries() {
-                let column = class.column + j;
-                let cell = (class.row + j) * h + slot;
-                self.sent[column] = self.pending[cell] + self.carried[column];
-                fresh_total += self.pending[cell];
-                carried_total += self.carried[column];
-                self.pending[cell] = 0.0;
-            }
-        }
-        let mut due_arrivals = (fresh_total + carried_total) * arrive;
-        // Eq. 30: more retries expected than SYNs arrived — the surplus is
-        // delayed to the next interval, as often as it takes while SYNs keep
-        // arriving. In an interval with no SYN at all the surplus carried
-        // from before is taken out of the model (those clients never came),
-        // so that a quiet period cannot hold phantom retries forever.
-        let surplus = if due_arrivals > offered {
-            (due_arrivals - offered) / arrive
-        } else {
-            0.0
-        };
-        let discard = if offered == 0.0 {
-            surplus.min(carried_total)
-        } else {
-            0.0
-        };
-        let delay = surplus - discard;
-        for class in &self.classes {
-            for j in 1..=class.retries() {
-                let column = class.column + j;
-                let carried = self.carried[column];
-                let discarded = if carried_total > 0.0 {
-                    carried * discard / carried_total
-                } else {
-                    0.0
-                };
-                let remaining = self.sent[column] - discarded;
-                let remaining_total = fresh_total + carried_total - discard;
-                let delayed = if remaining_total > 0.0 {
-                    remaining * delay / remaining_total
-                } else {
-                    0.0
-                };
-                self.sent[column] -= discarded + delayed;
-                self.carried[column] = delayed;
-            }
-        }
-        if surplus > 0.0 {
-            due_arrivals = offered;
-        }
-        let mut initial_arrivals = (offered - due_arrivals).max(0.0);
-
-        // Damping: above f* the recursion R^0 = OFFERED − retries expected
-        // from earlier R^0 amplifies every error (a retry landing an
-        // interval off, a drop rate uneven within an interval). Above f_d
-        // each attempt's expected retries are pulled toward their
-        // stationary share, by (f_d / f)^j for attempt j, so that an error
-        // travels on as it would at f_d, where it dies out.
-        let failure = 1.0 - arrive * (1.0 - drop_rate);
-        if offered > 0.0 {
-            let weight = (self.config.interval.0 as f64 / SMOOTHING.0 as f64).min(1.0);
-            self.smoothed_failure += weight * (failure - self.smoothed_failure);
-        }
-        let f = self.smoothed_failure;
-        if self.config.damping && f > self.damped_failure && due_arrivals > 0.0 {
-            // Stationary: each initial SYN brings f + f² + … + f^k retries.
-            let stationary_initial =
-                offered / arrive / (1.0 + retries_per_initial(&self.classes, f));
-            let ratio = self.damped_failure / f;
-            let mut retries_sent = 0.0;
-            for class in &self.classes {
-                let (mut keep, mut power) = (1.0, 1.0);
-                for j in 1..=class.retries() {
-                    keep *= ratio;
-                    power *= f;
-                    let stationary = stationary_initial * class.weight * power;
-                    let sent = &mut self.sent[class.column + j];
-                    *sent = keep * *sent + (1.0 - keep) * stationary;
-                    retries_sent += *sent;
-                }
-            }
-            if retries_sent * arrive > offered {
-                let scale = offered / (retries_sent * arrive);
-                for class in &self.classes {
-                    for j in 1..=class.retries() {
-                        self.sent[class.column + j] *= scale;
-                    }
-                }
-                retries_sent *= scale;
-            }
-            due_arrivals = retries_sent * arrive;
-            initial_arrivals = (offered - due_arrivals).max(0.0);
-        }
+        let (fresh_total, carried_total) = self.take_due_retries(slot);
+        let due_arrivals = self.carry_surplus(fresh_total, carried_total, offered, arrive);
+        let initial_arrivals = (offered - due_arrivals).max(0.0);
+        let (due_arrivals, initial_arrivals) =
+            self.damp(offered, arrive, drop_rate, due_arrivals, initial_arrivals);
         let initial_sent = initial_arrivals / arrive;
-
-        // Eq. 6 and 11: every SYN fails alike; failures move on (Eq. 13).
-        let success = arrive * (1.0 - drop_rate);
-        let accepted_row = (self.index % self.lookback as u64) as usize * self.columns;
-        let mut accepted_total = 0.0;
-        for class in &self.classes {
-            self.sent[class.column] = initial_sent * class.weight;
-            for j in 0..=class.retries() {
-                let sent = self.sent[class.column + j];
-                let accepted = sent * success;
-                self.accepted_mix[accepted_row + class.column + j] = accepted;
-                accepted_total += accepted;
-                let failed = sent - accepted;
-                if failed <= 0.0 {
-                    continue;
-                }
-                let row = class.row + j + 1;
-                for &(offset, share) in &class.next[j] {
-                    self.pending[row * h + (slot + offset) % h] += failed * share;
-                }
-            }
-        }
-        self.accepted_total[accepted_row / self.columns.max(1)] = accepted_total;
-
-        // Give-ups of this interval (R_i^{k+1}).
-        let mut gave_up = 0.0;
-        let mut give_up_waits = Vec::new();
-        for class in &self.classes {
-            let cell = (class.row + class.retries() + 1) * h + slot;
-            let count = self.pending[cell];
-            self.pending[cell] = 0.0;
-            if count > 0.0 {
-                gave_up += count;
-                give_up_waits.push((class.give_up, count));
-            }
-        }
-
-        // Completions split over the retry classes in the proportions
-        // accepted when they were accepted. With the interval's SYN-to-END
-        // histogram this is Eq. 12 itself: each bucket's connections were
-        // accepted one bucket-SYN-to-END earlier (ACCEPTED_{p,i} known).
-        // Without it, Eq. 31: all at one mean SYN-to-END earlier.
-        let completed = counters.completed as f64;
-        let interval = self.config.interval.0 as f64;
-        self.completed_mix.iter_mut().for_each(|c| *c = 0.0);
-        let mut unattributed = 0.0;
-        let mut split = |lag_nanos: f64, count: f64, this: &mut Self| {
-            let lag = (lag_nanos / interval).round() as u64;
-            match this.accepted_row_near(lag) {
-                Some(row) => {
-                    let total = this.accepted_total[row];
-                    let mix = &this.accepted_mix[row * this.columns..(row + 1) * this.columns];
-                    for (slot, accepted) in this.completed_mix.iter_mut().zip(mix) {
-                        *slot += count * accepted / total;
-                    }
-                }
-                None => unattributed += count,
-            }
-        };
-        if counters.completed > 0 {
-            match counters
-                .syn_to_end_histogram
-                .as_ref()
-                .filter(|h| !h.is_empty())
-            {
-                Some(histogram) => {
-                    let scale = completed / histogram.total() as f64;
-                    for (lower, upper, count) in histogram.buckets() {
-                        let middle = if lower > 0.0 {
-                            (lower * upper).sqrt()
-                        } else {
-                            0.0
-                        };
-                        split(middle, count as f64 * scale, self);
-                    }
-                }
-                None => split(
-                    counters.syn_to_end_sum.0 as f64 / completed,
-                    completed,
-                    self,
-                ),
-            }
-        }
-        let mut completed_waits = Vec::new();
-        let mut completed_by_attempt = vec![0.0; self.max_retries() + 1];
-        completed_by_attempt[0] = unattributed;
-        let mut conn_fail_nanos = 0.0;
-        for class in &self.classes {
-            for (j, by_attempt) in completed_by_attempt
-                .iter_mut()
-                .enumerate()
-                .take(class.retries() + 1)
-            {
-                let count = self.completed_mix[class.column + j];
-                *by_attempt += count;
-                if j > 0 && count > 0.0 {
-                    completed_waits.push((class.attempt_times[j], count));
-                    conn_fail_nanos += count * class.attempt_times[j].0 as f64;
-                }
-            }
-        }
-        if completed_by_attempt[0] > 0.0 {
-            completed_waits.push((Nanos::ZERO, completed_by_attempt[0]));
-        }
+        self.send_and_fail(slot, initial_sent, arrive * (1.0 - drop_rate));
+        let (gave_up, give_up_waits) = self.take_give_ups(slot);
+        let unattributed = self.attribute_completions(counters);
+        let (completed_waits, completed_by_attempt, mut conn_fail_nanos) =
+            self.completion_waits(unattributed);
         let give_up_nanos: f64 = give_up_waits.iter().map(|(w, n)| w.0 as f64 * n).sum();
         conn_fail_nanos += give_up_nanos;
 
+        let completed = counters.completed as f64;
         let transactions = completed + gave_up;
         let total_time_nanos =
             conn_fail_nanos + counters.syn_to_end_sum.0 as f64 + counters.rtt_sum.0 as f64;
@@ -832,6 +638,255 @@ impl Certes {
         };
         self.index += 1;
         estimate
+    }
+
+    /// Retries due now (Eq. 13 with the weights of Eq. 29), by class, plus
+    /// those carried from the previous interval by Eq. 30, moved into
+    /// `sent`; returns their fresh and carried totals.
+    fn take_due_retries(&mut self, slot: usize) -> (f64, f64) {
+        let h = self.horizon;
+        let (mut fresh_total, mut carried_total) = (0.0, 0.0);
+        for class in &self.classes {
+            for j in 1..=class.retries() {
+                let column = class.column + j;
+                let cell = (class.row + j) * h + slot;
+                self.sent[column] = self.pending[cell] + self.carried[column];
+                fresh_total += self.pending[cell];
+                carried_total += self.carried[column];
+                self.pending[cell] = 0.0;
+            }
+        }
+        (fresh_total, carried_total)
+    }
+
+    /// Eq. 30: more retries expected than SYNs arrived — the surplus is
+    /// delayed to the next interval, as often as it takes while SYNs keep
+    /// arriving. In an interval with no SYN at all the surplus carried from
+    /// before is taken out of the model (those clients never came), so that
+    /// a quiet period cannot hold phantom retries forever. Returns the
+    /// retries that arrive now.
+    fn carry_surplus(
+        &mut self,
+        fresh_total: f64,
+        carried_total: f64,
+        offered: f64,
+        arrive: f64,
+    ) -> f64 {
+        let due_arrivals = (fresh_total + carried_total) * arrive;
+        let surplus = if due_arrivals > offered {
+            (due_arrivals - offered) / arrive
+        } else {
+            0.0
+        };
+        let discard = if offered == 0.0 {
+            surplus.min(carried_total)
+        } else {
+            0.0
+        };
+        let delay = surplus - discard;
+        for class in &self.classes {
+            for j in 1..=class.retries() {
+                let column = class.column + j;
+                let carried = self.carried[column];
+                let discarded = if carried_total > 0.0 {
+                    carried * discard / carried_total
+                } else {
+                    0.0
+                };
+                let remaining = self.sent[column] - discarded;
+                let remaining_total = fresh_total + carried_total - discard;
+                let delayed = if remaining_total > 0.0 {
+                    remaining * delay / remaining_total
+                } else {
+                    0.0
+                };
+                self.sent[column] -= discarded + delayed;
+                self.carried[column] = delayed;
+            }
+        }
+        if surplus > 0.0 {
+            offered
+        } else {
+            due_arrivals
+        }
+    }
+
+    /// Damping: above f* the recursion R^0 = OFFERED − retries expected
+    /// from earlier R^0 amplifies every error (a retry landing an interval
+    /// off, a drop rate uneven within an interval). Above f_d each
+    /// attempt's expected retries are pulled toward their stationary share,
+    /// by (f_d / f)^j for attempt j, so that an error travels on as it would
+    /// at f_d, where it dies out. Returns the retried and initial arrivals.
+    fn damp(
+        &mut self,
+        offered: f64,
+        arrive: f64,
+        drop_rate: f64,
+        due_arrivals: f64,
+        initial_arrivals: f64,
+    ) -> (f64, f64) {
+        let failure = 1.0 - arrive * (1.0 - drop_rate);
+        if offered > 0.0 {
+            let weight = (self.config.interval.0 as f64 / SMOOTHING.0 as f64).min(1.0);
+            self.smoothed_failure += weight * (failure - self.smoothed_failure);
+        }
+        let f = self.smoothed_failure;
+        if !(self.config.damping && f > self.damped_failure && due_arrivals > 0.0) {
+            return (due_arrivals, initial_arrivals);
+        }
+        // Stationary: each initial SYN brings f + f² + … + f^k retries.
+        let stationary_initial = offered / arrive / (1.0 + retries_per_initial(&self.classes, f));
+        let ratio = self.damped_failure / f;
+        let mut retries_sent = 0.0;
+        for class in &self.classes {
+            let (mut keep, mut power) = (1.0, 1.0);
+            for j in 1..=class.retries() {
+                keep *= ratio;
+                power *= f;
+                let stationary = stationary_initial * class.weight * power;
+                let sent = &mut self.sent[class.column + j];
+                *sent = keep * *sent + (1.0 - keep) * stationary;
+                retries_sent += *sent;
+            }
+        }
+        if retries_sent * arrive > offered {
+            let scale = offered / (retries_sent * arrive);
+            for class in &self.classes {
+                for j in 1..=class.retries() {
+                    self.sent[class.column + j] *= scale;
+                }
+            }
+            retries_sent *= scale;
+        }
+        let due_arrivals = retries_sent * arrive;
+        (due_arrivals, (offered - due_arrivals).max(0.0))
+    }
+
+    /// Eq. 6 and 11: every SYN sent now fails alike, with probability
+    /// 1 − `success`; the accepted ones are recorded for Eq. 12 and the
+    /// failed ones move on to their next attempt (Eq. 13).
+    fn send_and_fail(&mut self, slot: usize, initial_sent: f64, success: f64) {
+        let h = self.horizon;
+        let accepted_row = (self.index % self.lookback as u64) as usize * self.columns;
+        let mut accepted_total = 0.0;
+        for class in &self.classes {
+            self.sent[class.column] = initial_sent * class.weight;
+            for j in 0..=class.retries() {
+                let sent = self.sent[class.column + j];
+                let accepted = sent * success;
+                self.accepted_mix[accepted_row + class.column + j] = accepted;
+                accepted_total += accepted;
+                let failed = sent - accepted;
+                if failed <= 0.0 {
+                    continue;
+                }
+                let row = class.row + j + 1;
+                for &(offset, share) in &class.next[j] {
+                    self.pending[row * h + (slot + offset) % h] += failed * share;
+                }
+            }
+        }
+        self.accepted_total[accepted_row / self.columns.max(1)] = accepted_total;
+    }
+
+    /// Give-ups of this interval (R_i^{k+1}): their count and, by class,
+    /// how long they waited.
+    fn take_give_ups(&mut self, slot: usize) -> (f64, Vec<(Nanos, f64)>) {
+        let h = self.horizon;
+        let mut gave_up = 0.0;
+        let mut give_up_waits = Vec::new();
+        for class in &self.classes {
+            let cell = (class.row + class.retries() + 1) * h + slot;
+            let count = self.pending[cell];
+            self.pending[cell] = 0.0;
+            if count > 0.0 {
+                gave_up += count;
+                give_up_waits.push((class.give_up, count));
+            }
+        }
+        (gave_up, give_up_waits)
+    }
+
+    /// Completions split over the retry classes (into `completed_mix`) in
+    /// the proportions accepted when they were accepted. With the
+    /// interval's SYN-to-END histogram this is Eq. 12 itself: each bucket's
+    /// connections were accepted one bucket-SYN-to-END earlier
+    /// (ACCEPTED_{p,i} known). Without it, Eq. 31: all at one mean
+    /// SYN-to-END earlier. Returns the completions no accepted interval
+    /// explains.
+    fn attribute_completions(&mut self, counters: &IntervalCounters) -> f64 {
+        let completed = counters.completed as f64;
+        self.completed_mix.iter_mut().for_each(|c| *c = 0.0);
+        let mut unattributed = 0.0;
+        if counters.completed > 0 {
+            match counters
+                .syn_to_end_histogram
+                .as_ref()
+                .filter(|h| !h.is_empty())
+            {
+                Some(histogram) => {
+                    let scale = completed / histogram.total() as f64;
+                    for (lower, upper, count) in histogram.buckets() {
+                        let middle = if lower > 0.0 {
+                            (lower * upper).sqrt()
+                        } else {
+                            0.0
+                        };
+                        self.attribute(middle, count as f64 * scale, &mut unattributed);
+                    }
+                }
+                None => self.attribute(
+                    counters.syn_to_end_sum.0 as f64 / completed,
+                    completed,
+                    &mut unattributed,
+                ),
+            }
+        }
+        unattributed
+    }
+
+    /// Splits `count` completions accepted `lag_nanos` ago by that
+    /// interval's accepted mix, or adds them to `unattributed`.
+    fn attribute(&mut self, lag_nanos: f64, count: f64, unattributed: &mut f64) {
+        let lag = (lag_nanos / self.config.interval.0 as f64).round() as u64;
+        match self.accepted_row_near(lag) {
+            Some(row) => {
+                let total = self.accepted_total[row];
+                let mix = &self.accepted_mix[row * self.columns..(row + 1) * self.columns];
+                for (slot, accepted) in self.completed_mix.iter_mut().zip(mix) {
+                    *slot += count * accepted / total;
+                }
+            }
+            None => *unattributed += count,
+        }
+    }
+
+    /// The completions' waits by attempt, their count by attempt (the
+    /// unattributed ones count as first attempts), and their summed time
+    /// to connect in nanoseconds.
+    fn completion_waits(&self, unattributed: f64) -> (Vec<(Nanos, f64)>, Vec<f64>, f64) {
+        let mut completed_waits = Vec::new();
+        let mut completed_by_attempt = vec![0.0; self.max_retries() + 1];
+        completed_by_attempt[0] = unattributed;
+        let mut conn_fail_nanos = 0.0;
+        for class in &self.classes {
+            for (j, by_attempt) in completed_by_attempt
+                .iter_mut()
+                .enumerate()
+                .take(class.retries() + 1)
+            {
+                let count = self.completed_mix[class.column + j];
+                *by_attempt += count;
+                if j > 0 && count > 0.0 {
+                    completed_waits.push((class.attempt_times[j], count));
+                    conn_fail_nanos += count * class.attempt_times[j].0 as f64;
+                }
+            }
+        }
+        if completed_by_attempt[0] > 0.0 {
+            completed_waits.push((Nanos::ZERO, completed_by_attempt[0]));
+        }
+        (completed_waits, completed_by_attempt, conn_fail_nanos)
     }
 
     /// Row of the accepted-mix ring `lag` intervals before the current one,

@@ -479,7 +479,7 @@ impl ExactConfig {
     pub fn give_up_wait(&self, syn_offsets: &[Nanos]) -> Nanos {
         let profile = self.matching_profile(syn_offsets);
         let last_seen = syn_offsets.last().copied().unwrap_or(Nanos::ZERO);
-        self.frustration_timeout.min(profile.give_up).max(last_seen)
+        profile.give_up_at(self.frustration_timeout).max(last_seen)
     }
 }
 
@@ -731,10 +731,9 @@ pub struct Comparison {
 /// The transaction-weighted mean of the estimates, which is what the whole
 /// run's Eq. 4 would give, beside the exact mean.
 pub fn compare(estimates: &[Estimate], exact: &ExactFigures) -> Comparison {
-    let (total, transactions) = estimates.iter().fold((0.0, 0.0), |(t, n), e| {
-        (t + e.total_time_nanos(), n + e.transactions())
-    });
-    let estimate_mean = (transactions > 0.0).then(|| Nanos((total / transactions).round() as u64));
+    let transactions = estimates.iter().fold(0.0, |n, e| n + e.transactions());
+    let estimate_mean =
+        super::transaction_weighted_mean(estimates).map(|mean| Nanos(mean.round() as u64));
     let exact_mean = exact.mean();
     let relative_difference = match (estimate_mean, exact_mean) {
         (Some(e), Some(x)) if x.0 > 0 => Some((e.0 as f64 - x.0 as f64) / x.0 as f64),

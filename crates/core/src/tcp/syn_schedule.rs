@@ -166,6 +166,52 @@ impl SynProfile {
             .fold(Nanos::ZERO, |acc, g| acc + *g)
     }
 
+    /// When a client with frustration timeout `frustration_timeout` gives
+    /// up, counted from its first SYN: min(F, T_conn).
+    pub fn give_up_at(&self, frustration_timeout: Nanos) -> Nanos {
+        frustration_timeout.min(self.give_up)
+    }
+
+    /// Whether such a client sends retransmission `k` (k ≥ 1): it exists
+    /// and its nominal send time is before the give-up instant (a retry due
+    /// at the very instant the client gives up is not sent).
+    pub fn sends_retransmission(&self, frustration_timeout: Nanos, k: usize) -> bool {
+        k <= self.retransmissions() && self.send_offset(k) < self.give_up_at(frustration_timeout)
+    }
+
+    /// T_0 = 0, T_1, …: the nominal send times of the SYNs such a client
+    /// actually sends.
+    pub fn sends_before_give_up(&self, frustration_timeout: Nanos) -> Vec<Nanos> {
+        let give_up = self.give_up_at(frustration_timeout);
+        (0..=self.retransmissions())
+            .map(|k| self.send_offset(k))
+            .take_while(|t| *t < give_up)
+            .collect()
+    }
+
+    /// The frustration cut: the profile as a client with frustration timeout
+    /// `frustration_timeout` behaves — the SYNs sent before it, then giving
+    /// up at it. Unchanged when the client gives up first on its own.
+    pub fn cut_at(&self, frustration_timeout: Nanos) -> SynProfile {
+        if frustration_timeout >= self.give_up {
+            return self.clone();
+        }
+        let mut gaps = Vec::new();
+        let mut sent = Nanos::ZERO;
+        for gap in &self.gaps {
+            if sent + *gap >= frustration_timeout {
+                break;
+            }
+            sent += *gap;
+            gaps.push(*gap);
+        }
+        SynProfile {
+            gaps,
+            give_up: frustration_timeout,
+            ..self.clone()
+        }
+    }
+
     /// T_1 … T_N: nominal send times of every retransmission.
     pub fn retransmission_offsets(&self) -> Vec<Nanos> {
         (1..=self.retransmissions())
@@ -434,5 +480,33 @@ mod tests {
             bad.validate(),
             Err(ProfileError::GiveUpTooEarly { .. })
         ));
+    }
+
+    #[test]
+    fn the_frustration_cut_keeps_the_syns_sent_before_it() {
+        // Windows 9x/NT: SYNs at 0, 3, 9, 21 s; gives up at 45 s.
+        let win = SynProfile::builtin("windows-9x-nt").unwrap();
+        let s = Nanos::from_secs;
+        assert_eq!(win.give_up_at(s(21)), s(21));
+        assert_eq!(win.sends_before_give_up(s(21)), vec![s(0), s(3), s(9)]);
+        assert!(win.sends_retransmission(s(21), 2));
+        assert!(!win.sends_retransmission(s(21), 3));
+        let cut = win.cut_at(s(21));
+        assert_eq!(cut.gaps, vec![s(3), s(6)]);
+        assert_eq!(cut.give_up, s(21));
+        assert_eq!(win.cut_at(s(100)), win);
+        assert_eq!(win.sends_before_give_up(s(100)).len(), 4);
+        // Every place agrees: the cut profile sends what the client sends.
+        for fto in [1, 3, 4, 9, 10, 21, 22, 45, 60] {
+            let cut = win.cut_at(s(fto));
+            assert_eq!(
+                (0..=cut.retransmissions())
+                    .map(|k| cut.send_offset(k))
+                    .collect::<Vec<_>>(),
+                win.sends_before_give_up(s(fto)),
+                "F = {fto} s"
+            );
+            assert_eq!(cut.give_up, win.give_up_at(s(fto)));
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Traffic models shared by the simulator and the testbed's load generator:
-//! the self-similar arrival series of the Abacus paper's Section 6 (MWM) and
-//! the Hurst estimators that check it.
+//! the self-similar arrival series of the Abacus paper's Section 6 (MWM),
+//! the arrival times drawn from it, and the Hurst estimators that check it.
 
+pub mod arrivals;
 pub mod hurst;
 pub mod mwm;

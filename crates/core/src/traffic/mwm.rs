@@ -41,12 +41,8 @@ pub struct MwmParams {
 /// Why MWM parameters cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MwmError {
-    #[error("MWM {parameter} must be {expected}, got {value}")]
-    OutOfRange {
-        parameter: &'static str,
-        expected: &'static str,
-        value: f64,
-    },
+    #[error("MWM {0}")]
+    OutOfRange(crate::OutOfRange),
     #[error(
         "MWM standard deviation {std_dev} is too large for mean {mean} and Hurst {hurst}: \
          at scale {scale} a positive cascade cannot reach it (keep σ/μ below {max_ratio:.1})"
@@ -82,11 +78,11 @@ impl MwmParams {
             if ok {
                 Ok(())
             } else {
-                Err(MwmError::OutOfRange {
+                Err(MwmError::OutOfRange(crate::OutOfRange {
                     parameter,
                     expected,
-                    value,
-                })
+                    value: f64::to_string(&value),
+                }))
             }
         };
         range(
@@ -158,10 +154,12 @@ impl MwmParams {
         let mut series = vec![self.mean * self.len() as f64];
         for shape in shapes {
             let beta = match shape {
-                Some(p) => Some(Beta::new(p, p).map_err(|_| MwmError::OutOfRange {
-                    parameter: "multiplier shape",
-                    expected: "positive and finite",
-                    value: p,
+                Some(p) => Some(Beta::new(p, p).map_err(|_| {
+                    MwmError::OutOfRange(crate::OutOfRange {
+                        parameter: "multiplier shape",
+                        expected: "positive and finite",
+                        value: p.to_string(),
+                    })
                 })?),
                 None => None,
             };
@@ -291,10 +289,10 @@ mod tests {
     fn bad_parameters_are_named() {
         assert!(matches!(
             params(10.0, 1.2, 10).validate(),
-            Err(MwmError::OutOfRange {
+            Err(MwmError::OutOfRange(crate::OutOfRange {
                 parameter: "Hurst parameter",
                 ..
-            })
+            }))
         ));
         let err = params(1e6, 0.8, 10).validate().unwrap_err();
         assert!(err.to_string().contains("too large"), "{err}");

@@ -2,13 +2,11 @@
 //! errors), then validated into a [`GateConfig`] with errors that name the
 //! file, the key and the allowed range.
 //!
-//! The `[filter]` keys are the simulator's (`crates/sim/src/scenario.rs`)
-//! so that a filter tuned in simulation runs unchanged at the gate, with
-//! three differences: T0 is `interval_ms` here (`interval_s` there),
-//! `refill_rate` may be `"measure"` (r_t estimated from the kernel's
-//! counters, [`vantage_core::admission::syn::CapacityEstimator`]), and
-//! `clients` names one population (a profile, a built-in mixture, or an
-//! inline table of weights) instead of a list to sweep over.
+//! The `[filter]` table is [`FilterSpec`], the format the simulator's
+//! scenarios read too; here `kind` is required, `clients` names the one
+//! population (default `mix-2026`) and `refill_rate` may be `"measure"`
+//! (r_t estimated from the kernel's counters,
+//! [`vantage_core::admission::syn::CapacityEstimator`]).
 //!
 //! ```toml
 //! [gate]
@@ -38,17 +36,18 @@
 //! clients = "mix-2026"   # or { "linux-6.5" = 0.7, "macos" = 0.3 }
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+pub use vantage_core::admission::syn::Refill;
 use vantage_core::admission::syn::{
-    AbacusWindow, FilterConfigError, FilterKind, FilterParams, SynFilter,
+    AbacusWindow, FilterConfigError, FilterKind, FilterParams, FilterSpec, SynFilter,
 };
-use vantage_core::tcp::{ClientMix, SynProfile};
+use vantage_core::config;
+use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
 
 /// Default `[gate]` values.
@@ -56,15 +55,11 @@ pub const DEFAULT_QUEUE_MAXLEN: u32 = 4096;
 /// `0x5647`, "VG": any non-zero mark no other rule of the host uses.
 pub const DEFAULT_REJECT_MARK: u32 = 0x5647;
 pub const DEFAULT_INTERVAL_MS: u64 = 1000;
-/// Default T0: one second, the simulator's default and the paper's
-/// Section 6 setting.
-pub const DEFAULT_FILTER_INTERVAL_MS: u64 = 1000;
-/// Default h and r: the paper's Section 6 costs (h = 1/(s·req), r = 75/req,
-/// "equal to the timeout delay cost for all clients").
-pub const DEFAULT_DELAY_COST: f64 = 1.0;
-pub const DEFAULT_REJECT_COST: f64 = 75.0;
-/// Default weight of the newest period in λ: the simulator's default.
-pub use vantage_core::admission::syn::DEFAULT_ARRIVAL_SMOOTHING;
+/// Default T0, h, r and weight of the newest period in λ: the `[filter]`
+/// table's ([`FilterSpec`]).
+pub use vantage_core::admission::syn::{
+    DEFAULT_ARRIVAL_SMOOTHING, DEFAULT_DELAY_COST, DEFAULT_FILTER_INTERVAL, DEFAULT_REJECT_COST,
+};
 /// Default client population: the project's assumed mixture of today's
 /// clients (`ClientMix::builtin("mix-2026")`).
 pub const DEFAULT_CLIENTS: &str = "mix-2026";
@@ -82,22 +77,18 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{origin}: {message}")]
-    Parse { origin: String, message: String },
-    #[error("{origin}: `{key}` {problem}")]
-    Invalid {
-        origin: String,
-        key: String,
-        problem: String,
-    },
+    /// Not TOML, an unknown key, or a value out of range: with the line
+    /// and the key path.
+    #[error(transparent)]
+    Invalid(#[from] config::ConfigError),
 }
 
 impl ConfigError {
-    /// The key an [`ConfigError::Invalid`] names.
+    /// The key path an invalid value's error names.
     pub fn key(&self) -> Option<&str> {
         match self {
-            ConfigError::Invalid { key, .. } => Some(key),
-            _ => None,
+            ConfigError::Invalid(e) => e.key(),
+            ConfigError::Read { .. } => None,
         }
     }
 }
@@ -109,7 +100,7 @@ struct RawFile {
     gate: RawGate,
     #[serde(default)]
     listeners: Vec<RawListener>,
-    filter: Option<RawFilter>,
+    filter: Option<FilterSpec>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -132,22 +123,6 @@ struct RawGate {
 struct RawListener {
     address: Option<String>,
     port: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFilter {
-    kind: Option<String>,
-    bucket_size: Option<f64>,
-    refill_rate: Option<toml::Value>,
-    initial_refill_rate: Option<f64>,
-    interval_ms: Option<f64>,
-    window_s: Option<toml::Value>,
-    greedy_window_s: Option<f64>,
-    delay_cost: Option<f64>,
-    reject_cost: Option<f64>,
-    arrival_smoothing: Option<f64>,
-    clients: Option<toml::Value>,
 }
 
 /// One protected listener: SYNs to `port` (and `address`, when given).
@@ -174,16 +149,6 @@ impl std::fmt::Display for Listener {
     }
 }
 
-/// Where r_t comes from.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Refill {
-    /// The configured `refill_rate`.
-    Fixed,
-    /// Measured from the kernel's counters each interval, starting from
-    /// `initial_refill_rate` (held in [`FilterParams::refill_rate`]).
-    Measure,
-}
-
 /// The validated `[filter]` section.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FilterConfig {
@@ -204,9 +169,7 @@ impl FilterConfig {
     /// S_G in effect: raised to T_N of the clients when shorter (Section
     /// 4.3), as [`FilterParams::build`] does.
     pub fn greedy_window(&self) -> Nanos {
-        self.params
-            .greedy_window
-            .max(self.clients.last_retransmission())
+        self.params.greedy_window_for(&self.clients)
     }
 
     /// Builds the filter (the same object the simulator runs).
@@ -244,42 +207,7 @@ pub struct GateConfig {
     pub filter: FilterConfig,
 }
 
-struct Checker<'a> {
-    origin: &'a str,
-}
-
-impl Checker<'_> {
-    fn fail(&self, key: &str, problem: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            origin: self.origin.to_string(),
-            key: key.to_string(),
-            problem: problem.into(),
-        }
-    }
-
-    fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ConfigError> {
-        if value.is_finite() && value >= low && value <= high {
-            Ok(value)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-
-    fn whole(&self, key: &str, value: f64, low: u64, high: u64) -> Result<u64, ConfigError> {
-        if value.is_finite() && value.fract() == 0.0 && value >= low as f64 && value <= high as f64
-        {
-            Ok(value as u64)
-        } else {
-            Err(self.fail(
-                key,
-                format!("must be a whole number between {low} and {high}, got {value}"),
-            ))
-        }
-    }
-}
+type Checker<'a> = config::Checker<'a, ConfigError>;
 
 impl GateConfig {
     /// Reads and validates a configuration file.
@@ -294,19 +222,16 @@ impl GateConfig {
 
     /// Parses and validates a configuration; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<GateConfig, ConfigError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let c = Checker { origin };
+        let c = Checker::new(origin, text);
+        let raw: RawFile = c.deserialize()?;
         let g = &raw.gate;
 
         let queue = match g.queue {
-            Some(v) => c.whole("gate.queue", v, 0, 65535)? as u16,
+            Some(v) => c.whole("gate.queue", v, 0.0, 65535.0)? as u16,
             None => 0,
         };
         let queues = match g.queues {
-            Some(v) => c.whole("gate.queues", v, 1, u64::from(MAX_QUEUES))? as u16,
+            Some(v) => c.whole("gate.queues", v, 1.0, f64::from(MAX_QUEUES))? as u16,
             None => 1,
         };
         if u32::from(queue) + u32::from(queues) - 1 > 65535 {
@@ -319,26 +244,26 @@ impl GateConfig {
             ));
         }
         let queue_maxlen = match g.queue_maxlen {
-            Some(v) => c.whole("gate.queue_maxlen", v, 1, 1 << 20)? as u32,
+            Some(v) => c.whole("gate.queue_maxlen", v, 1.0, f64::from(1u32 << 20))? as u32,
             None => DEFAULT_QUEUE_MAXLEN,
         };
         let reject_mark = match g.reject_mark {
-            Some(v) => c.whole("gate.reject_mark", v, 1, u64::from(u32::MAX))? as u32,
+            Some(v) => c.whole("gate.reject_mark", v, 1.0, f64::from(u32::MAX))? as u32,
             None => DEFAULT_REJECT_MARK,
         };
         let interval = Nanos::from_millis(match g.interval_ms {
-            Some(v) => c.whole("gate.interval_ms", v, 10, 3_600_000)?,
+            Some(v) => c.whole("gate.interval_ms", v, 10.0, 3_600_000.0)?,
             None => DEFAULT_INTERVAL_MS,
         });
         let busy_poll = Duration::from_micros(match g.busy_poll_us {
-            Some(v) => c.whole("gate.busy_poll_us", v, 0, 1_000_000)?,
+            Some(v) => c.whole("gate.busy_poll_us", v, 0.0, 1_000_000.0)?,
             None => 0,
         });
         let cpu_fanout = g.cpu_fanout.unwrap_or(false);
         if cpu_fanout && queues < 2 {
             return Err(c.fail(
                 "gate.cpu_fanout",
-                "needs gate.queues of 2 or more (iptables takes --queue-cpu-fanout only with --queue-balance); one queue per CPU is the usual choice",
+                "needs gate.queues of 2 or more (iptables takes --queue-cpu-fanout only with --queue-balance); one queue per CPU is the usual choice".into(),
             ));
         }
         let metrics_listen = match &g.metrics_listen {
@@ -352,215 +277,13 @@ impl GateConfig {
         };
         let log = match &g.log {
             Some(path) if path.as_os_str().is_empty() => {
-                return Err(c.fail("gate.log", "must be a file name, got \"\""))
+                return Err(c.fail("gate.log", "must be a file name, got \"\"".into()))
             }
             other => other.clone(),
         };
 
-        if raw.listeners.is_empty() {
-            return Err(c.fail(
-                "listeners",
-                "is missing: give at least one [[listeners]] with a port",
-            ));
-        }
-        if raw.listeners.len() > MAX_LISTENERS {
-            return Err(c.fail(
-                "listeners",
-                format!(
-                    "has {} entries; at most {MAX_LISTENERS}",
-                    raw.listeners.len()
-                ),
-            ));
-        }
-        let mut listeners: Vec<Listener> = Vec::new();
-        for (i, l) in raw.listeners.iter().enumerate() {
-            let port = match l.port {
-                Some(v) => c.whole(&format!("listeners[{i}].port"), v, 1, 65535)? as u16,
-                None => return Err(c.fail(&format!("listeners[{i}].port"), "is missing")),
-            };
-            let address = match &l.address {
-                None => None,
-                Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
-                    let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
-                        "is IPv6; the gate queues IPv4 SYNs only (iptables)"
-                    } else {
-                        "must be an IPv4 address such as \"10.77.0.2\""
-                    };
-                    c.fail(
-                        &format!("listeners[{i}].address"),
-                        format!("{why}, got \"{text}\""),
-                    )
-                })?),
-            };
-            let listener = Listener { address, port };
-            if listeners.contains(&listener) {
-                return Err(c.fail(
-                    &format!("listeners[{i}]"),
-                    format!("repeats listener {listener}"),
-                ));
-            }
-            listeners.push(listener);
-        }
-
-        let Some(f) = &raw.filter else {
-            return Err(c.fail(
-                "filter",
-                "is missing: give a [filter] section with its kind",
-            ));
-        };
-        let kind = match f.kind.as_deref() {
-            None => {
-                return Err(c.fail(
-                    "filter.kind",
-                    "is missing (tbf, tbf-reject, abacus, greedy)",
-                ))
-            }
-            Some(name) => FilterKind::ALL
-                .into_iter()
-                .find(|k| k.name() == name)
-                .ok_or_else(|| {
-                    c.fail(
-                        "filter.kind",
-                        format!("must be tbf, tbf-reject, abacus or greedy, got \"{name}\""),
-                    )
-                })?,
-        };
-        let bucket_size = match f.bucket_size {
-            Some(v) => c.whole("filter.bucket_size", v, 1, 1_000_000_000)?,
-            None => return Err(c.fail("filter.bucket_size", "is missing (W, tokens)")),
-        };
-        let (refill, refill_rate) = match &f.refill_rate {
-            None => {
-                return Err(c.fail(
-                    "filter.refill_rate",
-                    "is missing (r_t, tokens per second, or \"measure\")",
-                ))
-            }
-            Some(toml::Value::String(s)) if s == "measure" => match f.initial_refill_rate {
-                Some(v) => (
-                    Refill::Measure,
-                    c.range("filter.initial_refill_rate", v, 0.0, 1e9)?,
-                ),
-                None => {
-                    return Err(c.fail(
-                        "filter.initial_refill_rate",
-                        "is missing: refill_rate = \"measure\" starts from it (tokens per second, 0 to 1e9)",
-                    ))
-                }
-            },
-            Some(value) => {
-                let rate = number(value).ok_or_else(|| {
-                    c.fail(
-                        "filter.refill_rate",
-                        format!("must be tokens per second (0 to 1e9) or \"measure\", got {value}"),
-                    )
-                })?;
-                if f.initial_refill_rate.is_some() {
-                    return Err(c.fail(
-                        "filter.initial_refill_rate",
-                        "is only for refill_rate = \"measure\"",
-                    ));
-                }
-                (Refill::Fixed, c.range("filter.refill_rate", rate, 0.0, 1e9)?)
-            }
-        };
-        let interval_ms = match f.interval_ms {
-            Some(v) => c.whole("filter.interval_ms", v, 1, 100_000_000)?,
-            None => DEFAULT_FILTER_INTERVAL_MS,
-        };
-        let window = match &f.window_s {
-            None => AbacusWindow::CostOptimal,
-            Some(toml::Value::String(s)) if s == "cost-optimal" => AbacusWindow::CostOptimal,
-            Some(value) => {
-                let seconds = number(value).ok_or_else(|| {
-                    c.fail(
-                        "filter.window_s",
-                        format!("must be seconds (0 to 1e6) or \"cost-optimal\", got {value}"),
-                    )
-                })?;
-                AbacusWindow::Fixed(Nanos::from_secs_f64(c.range(
-                    "filter.window_s",
-                    seconds,
-                    0.0,
-                    1e6,
-                )?))
-            }
-        };
-        let greedy_window = match f.greedy_window_s {
-            Some(v) => Nanos::from_secs_f64(c.range("filter.greedy_window_s", v, 0.0, 1e5)?),
-            None => Nanos::ZERO,
-        };
-        let delay_cost = match f.delay_cost {
-            Some(v) => c.range("filter.delay_cost", v, 0.0, 1e9)?,
-            None => DEFAULT_DELAY_COST,
-        };
-        let reject_cost = match f.reject_cost {
-            Some(v) => c.range("filter.reject_cost", v, 0.0, 1e9)?,
-            None => DEFAULT_REJECT_COST,
-        };
-        let arrival_smoothing = match f.arrival_smoothing {
-            Some(v) if v > 0.0 && v <= 1.0 => v,
-            Some(v) => {
-                return Err(c.fail(
-                    "filter.arrival_smoothing",
-                    format!("must be in (0, 1], got {v}"),
-                ))
-            }
-            None => DEFAULT_ARRIVAL_SMOOTHING,
-        };
-        let clients = match &f.clients {
-            None => ClientMix::builtin(DEFAULT_CLIENTS)
-                .map_err(|e| c.fail("filter.clients", e.to_string()))?,
-            Some(toml::Value::String(name)) => {
-                ClientMix::builtin(name).map_err(|e| c.fail("filter.clients", e.to_string()))?
-            }
-            Some(toml::Value::Table(table)) => {
-                let mut weights = BTreeMap::new();
-                for (name, value) in table {
-                    let key = format!("filter.clients.{name}");
-                    let weight = number(value)
-                        .ok_or_else(|| c.fail(&key, format!("must be a weight > 0, got {value}")))?;
-                    weights.insert(name.clone(), weight);
-                }
-                let mut entries = Vec::new();
-                let mut label = Vec::new();
-                for (name, weight) in &weights {
-                    let key = format!("filter.clients.{name}");
-                    let profile =
-                        SynProfile::builtin(name).map_err(|e| c.fail(&key, e.to_string()))?;
-                    entries.push((profile, *weight));
-                    label.push(format!("{name}={weight}"));
-                }
-                ClientMix::new(&label.join(","), entries)
-                    .map_err(|e| c.fail("filter.clients", e.to_string()))?
-            }
-            Some(value) => {
-                return Err(c.fail(
-                    "filter.clients",
-                    format!(
-                        "must be a profile or mixture name, or a table of weights such as {{ \"linux-6.5\" = 0.7, \"macos\" = 0.3 }}, got {value}"
-                    ),
-                ))
-            }
-        };
-        let filter = FilterConfig {
-            kind,
-            params: FilterParams {
-                bucket_size,
-                refill_rate,
-                interval: Nanos::from_millis(interval_ms),
-                window,
-                greedy_window,
-                delay_cost,
-                reject_cost,
-                arrival_smoothing,
-            },
-            refill,
-            clients,
-        };
-        filter
-            .build()
-            .map_err(|e| c.fail("filter", e.to_string()))?;
+        let listeners = listeners(&c, &raw.listeners)?;
+        let filter = filter(&c, raw.filter.as_ref())?;
 
         Ok(GateConfig {
             origin: origin.to_string(),
@@ -696,20 +419,97 @@ impl GateConfig {
     }
 }
 
+/// The `[[listeners]]`: at least one, at most [`MAX_LISTENERS`], no repeats.
+fn listeners(c: &Checker, raw: &[RawListener]) -> Result<Vec<Listener>, ConfigError> {
+    if raw.is_empty() {
+        return Err(c.fail(
+            "listeners",
+            "is missing: give at least one [[listeners]] with a port".into(),
+        ));
+    }
+    if raw.len() > MAX_LISTENERS {
+        return Err(c.fail(
+            "listeners",
+            format!("has {} entries; at most {MAX_LISTENERS}", raw.len()),
+        ));
+    }
+    let mut listeners: Vec<Listener> = Vec::new();
+    for (i, l) in raw.iter().enumerate() {
+        let port = match l.port {
+            Some(v) => c.whole(&format!("listeners[{i}].port"), v, 1.0, 65535.0)? as u16,
+            None => return Err(c.fail(&format!("listeners[{i}].port"), "is missing".into())),
+        };
+        let address = match &l.address {
+            None => None,
+            Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
+                let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
+                    "is IPv6; the gate queues IPv4 SYNs only (iptables)"
+                } else {
+                    "must be an IPv4 address such as \"10.77.0.2\""
+                };
+                c.fail(
+                    &format!("listeners[{i}].address"),
+                    format!("{why}, got \"{text}\""),
+                )
+            })?),
+        };
+        let listener = Listener { address, port };
+        if listeners.contains(&listener) {
+            return Err(c.fail(
+                &format!("listeners[{i}]"),
+                format!("repeats listener {listener}"),
+            ));
+        }
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// The `[filter]` table ([`FilterSpec`]) with the gate's rules: `kind`
+/// required, W ≥ 1, `clients` defaulting to [`DEFAULT_CLIENTS`].
+fn filter(c: &Checker, raw: Option<&FilterSpec>) -> Result<FilterConfig, ConfigError> {
+    let Some(f) = raw else {
+        return Err(c.fail(
+            "filter",
+            "is missing: give a [filter] section with its kind".into(),
+        ));
+    };
+    let valid = f.validate(c, "filter")?;
+    // A gate with W = 0 would admit nothing.
+    if valid.params.bucket_size == 0 {
+        return Err(c.fail(
+            "filter.bucket_size",
+            "must be a whole number between 1 and 1000000000, got 0".into(),
+        ));
+    }
+    let Some(kind) = valid.kind else {
+        return Err(c.fail(
+            "filter.kind",
+            "is missing (tbf, tbf-reject, abacus, greedy)".into(),
+        ));
+    };
+    let clients = match valid.clients {
+        Some(clients) => clients,
+        None => ClientMix::builtin(DEFAULT_CLIENTS)
+            .map_err(|e| c.fail("filter.clients", e.to_string()))?,
+    };
+    let filter = FilterConfig {
+        kind,
+        params: valid.params,
+        refill: valid.refill,
+        clients,
+    };
+    filter
+        .build()
+        .map_err(|e| c.fail("filter", e.to_string()))?;
+    Ok(filter)
+}
+
 fn ratio(p: &FilterParams) -> String {
     if p.delay_cost > 0.0 {
         format!("{}", p.reject_cost / p.delay_cost)
     } else {
         "∞".to_string()
-    }
-}
-
-/// A TOML integer or float as `f64`.
-fn number(value: &toml::Value) -> Option<f64> {
-    match value {
-        toml::Value::Integer(i) => Some(*i as f64),
-        toml::Value::Float(f) => Some(*f),
-        _ => None,
     }
 }
 
@@ -957,8 +757,18 @@ clients = "linux-6.5"
         ];
         for (from, to, expected) in cases {
             assert!(EXAMPLE.contains(from), "{from}");
-            let e = error_of(&EXAMPLE.replacen(from, to, 1));
-            assert!(e.starts_with("gate.toml: "), "{e}");
+            let text = EXAMPLE.replacen(from, to, 1);
+            let e = error_of(&text);
+            // The named key is on the last line of `to` that sets a value.
+            let start = text.find(to).unwrap_or(0);
+            let setting = to
+                .lines()
+                .collect::<Vec<_>>()
+                .iter()
+                .rposition(|l| l.contains(" = "))
+                .unwrap_or(0);
+            let line = text[..start].matches('\n').count() + 1 + setting;
+            assert!(e.starts_with(&format!("gate.toml:{line}: ")), "{e}");
             assert!(e.contains(expected), "{to}: {e}");
         }
     }
@@ -985,7 +795,8 @@ clients = "linux-6.5"
             "{e}"
         );
         let e = error_of("this is not toml");
-        assert!(e.starts_with("gate.toml: "), "{e}");
+        assert!(e.starts_with("gate.toml:1: "), "{e}");
+        assert!(e.ends_with("  | this is not toml"), "{e}");
     }
 
     #[test]

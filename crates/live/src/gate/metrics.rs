@@ -363,7 +363,7 @@ mod tests {
             refill_rate: 120.0,
             interval: Nanos::from_secs(1),
             window: AbacusWindow::Fixed(Nanos::from_secs(50)),
-            greedy_window: Nanos::from_secs(50),
+            greedy_window: Some(Nanos::from_secs(50)),
             delay_cost: 1.0,
             reject_cost: 75.0,
             arrival_smoothing: 0.1,

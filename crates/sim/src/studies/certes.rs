@@ -502,7 +502,7 @@ impl CertesScenario {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
-        let c = Checker { origin };
+        let c = Checker::new(origin, text);
         let meta = &file.scenario;
         if meta.study != NAME {
             return Err(c.fail(

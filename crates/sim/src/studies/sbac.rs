@@ -371,34 +371,10 @@ pub struct SbacScenario {
 
 /// Checks of this study's scenario format, beside the shared ones.
 trait SbacChecks {
-    fn list(
-        &self,
-        key: &str,
-        values: &[f64],
-        low: f64,
-        high: f64,
-    ) -> Result<Vec<f64>, ScenarioError>;
     fn config(&self, key: &str, r: Result<(), SessionConfigError>) -> Result<(), ScenarioError>;
 }
 
 impl SbacChecks for Checker<'_> {
-    fn list(
-        &self,
-        key: &str,
-        values: &[f64],
-        low: f64,
-        high: f64,
-    ) -> Result<Vec<f64>, ScenarioError> {
-        if values.is_empty() {
-            return Err(self.fail(key, "must list at least one value".into()));
-        }
-        values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| self.range(&format!("{key}[{i}]"), *v, low, high))
-            .collect()
-    }
-
     fn config(&self, key: &str, r: Result<(), SessionConfigError>) -> Result<(), ScenarioError> {
         r.map_err(|e| self.fail(key, e.to_string()))
     }
@@ -465,7 +441,7 @@ impl SbacScenario {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
-        let c = Checker { origin };
+        let c = Checker::new(origin, text);
         let m = &file.scenario;
         if m.study != NAME {
             return Err(c.fail(

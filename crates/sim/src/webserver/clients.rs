@@ -14,7 +14,8 @@
 //!   connection"); once the SYN-ACK has arrived the client waits for the
 //!   response however long it takes.
 //! * A client gives up at `min(FTO, T_conn)` after its first SYN, where
-//!   T_conn is its profile's own give-up time, and at once starts a new
+//!   T_conn is its profile's own give-up time ([`vantage_core::tcp::SynProfile::give_up_at`],
+//!   the frustration cut), and at once starts a new
 //!   transaction (it hits reload). A retransmission is sent only if its
 //!   nominal send time T_k is before that instant, so a retry due exactly at
 //!   the FTO is not sent: with the paper-era 3/6/12 s schedule and FTO 21 s
@@ -32,7 +33,6 @@
 //!   over the ramp-up time; a transaction under way when the period ends
 //!   runs to its end, retries included.
 
-use vantage_core::tcp::SynProfile;
 use vantage_core::Nanos;
 
 /// Alternating on and sleep periods, all clients in step.
@@ -131,37 +131,26 @@ impl ClientsConfig {
     }
 }
 
-/// When a client of `profile` with frustration timeout `fto` gives up,
-/// counted from its first SYN.
-pub fn give_up_after(profile: &SynProfile, fto: Nanos) -> Nanos {
-    fto.min(profile.give_up)
-}
-
-/// Whether the client sends retransmission `k` (k ≥ 1): its nominal send
-/// time must be before the give-up instant.
-pub fn sends_retry(profile: &SynProfile, fto: Nanos, k: usize) -> bool {
-    k <= profile.retransmissions() && profile.send_offset(k) < give_up_after(profile, fto)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vantage_core::tcp::SynProfile;
 
     #[test]
     fn paper_era_client_with_fto_21_sends_three_syns() {
         let win = SynProfile::builtin("windows-9x-nt").unwrap();
         let fto = Nanos::from_secs(21);
-        assert!(sends_retry(&win, fto, 1));
-        assert!(sends_retry(&win, fto, 2));
+        assert!(win.sends_retransmission(fto, 1));
+        assert!(win.sends_retransmission(fto, 2));
         assert!(
-            !sends_retry(&win, fto, 3),
+            !win.sends_retransmission(fto, 3),
             "the retry due at 21 s is not sent"
         );
-        assert_eq!(give_up_after(&win, fto), fto);
+        assert_eq!(win.give_up_at(fto), fto);
         // FTO 9 s (Tests O/P): SYNs at 0 and 3 s only; FTO 45 s: all four.
-        assert!(!sends_retry(&win, Nanos::from_secs(9), 2));
-        assert!(sends_retry(&win, Nanos::from_secs(45), 3));
-        assert_eq!(give_up_after(&win, Nanos::from_secs(45)), win.give_up);
+        assert!(!win.sends_retransmission(Nanos::from_secs(9), 2));
+        assert!(win.sends_retransmission(Nanos::from_secs(45), 3));
+        assert_eq!(win.give_up_at(Nanos::from_secs(45)), win.give_up);
     }
 
     #[test]
@@ -169,7 +158,7 @@ mod tests {
         let linux = SynProfile::builtin("linux-6.5").unwrap();
         let fto = Nanos::from_secs(21);
         let sent = (1..=linux.retransmissions())
-            .filter(|&k| sends_retry(&linux, fto, k))
+            .filter(|&k| linux.sends_retransmission(fto, k))
             .count();
         assert_eq!(sent, 8); // at 1, 2, 3, 4, 5, 7, 11 and 19 s
     }

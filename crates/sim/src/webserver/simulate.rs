@@ -33,7 +33,7 @@
 //! one transaction under way, and events carry the transaction number so
 //! that those of an abandoned transaction are ignored.
 
-use super::clients::{give_up_after, sends_retry, Draw};
+use super::clients::Draw;
 use super::record::WebRun;
 use super::server::{EndOfConnection, ProcessorSharing};
 use super::transfer::{send_response, Window};
@@ -198,7 +198,7 @@ impl Sim<'_> {
             self.clients.push(Client {
                 profile: profile_index as u16,
                 frustration_timeout,
-                give_up_after: give_up_after(profile, frustration_timeout),
+                give_up_after: profile.give_up_at(frustration_timeout),
                 path,
                 txn: 0,
                 txn_start: Nanos::ZERO,
@@ -303,7 +303,7 @@ impl Sim<'_> {
             let cl = &mut self.clients[client as usize];
             cl.profile = profile_index as u16;
             cl.frustration_timeout = fto;
-            cl.give_up_after = give_up_after(profile, fto);
+            cl.give_up_after = profile.give_up_at(fto);
         }
         let window = Window::initial(config.server.initial_window);
         let requests = config.clients.requests_per_connection;
@@ -355,7 +355,7 @@ impl Sim<'_> {
         let gap = profile.timeout(attempt as usize, self.rng.gen());
         let next = match gap {
             Some(gap)
-                if sends_retry(profile, cl.frustration_timeout, attempt as usize + 1)
+                if profile.sends_retransmission(cl.frustration_timeout, attempt as usize + 1)
                     && now + gap < give_up_at =>
             {
                 now + gap

@@ -2,9 +2,7 @@
 //! connection request sends its first SYN.
 //!
 //! * [`Workload::Mwm`] — self-similar arrivals from the Multifractal Wavelet
-//!   Model (Section 6): each point of the series is the number of new
-//!   requests in one second, spread uniformly over that second. A horizon
-//!   longer than one series uses further independent series.
+//!   Model (Section 6), drawn by [`arrivals::mwm_first_syns`].
 //! * [`Workload::ConstantWithBurst`] — Poisson arrivals at a constant rate
 //!   plus one burst at the start (Section 3.2, Figure 5).
 //! * [`Workload::Burst`] — one burst of requests evenly spread over an
@@ -15,6 +13,7 @@ pub use vantage_core::traffic::{hurst, mwm};
 use mwm::{MwmError, MwmParams};
 use rand::Rng;
 use rand_distr::{Distribution, Exp};
+use vantage_core::traffic::arrivals::{self, ArrivalsError};
 use vantage_core::Nanos;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +41,8 @@ pub enum Workload {
 pub enum WorkloadError {
     #[error(transparent)]
     Mwm(#[from] MwmError),
+    #[error("workload: {0}")]
+    Arrivals(ArrivalsError),
     #[error("workload {parameter} must be {expected}, got {value}")]
     OutOfRange {
         parameter: &'static str,
@@ -102,22 +103,12 @@ impl Workload {
         let mut times = Vec::new();
         match self {
             Workload::Mwm { params, point } => {
-                let points = horizon.0.div_ceil(point.0) as usize;
-                let mut counts = Vec::with_capacity(points);
-                while counts.len() < points {
-                    let series = params.generate(rng)?;
-                    counts.extend(mwm::to_counts(&series, rng));
-                }
-                counts.truncate(points);
-                for (k, &count) in counts.iter().enumerate() {
-                    let start = k as u64 * point.0;
-                    let mut second: Vec<Nanos> = (0..count)
-                        .map(|_| Nanos(start + rng.gen_range(0..point.0)))
-                        .filter(|t| *t < horizon)
-                        .collect();
-                    second.sort_unstable();
-                    times.extend(second);
-                }
+                times = arrivals::mwm_first_syns(params, *point, horizon, u64::MAX, rng).map_err(
+                    |e| match e {
+                        ArrivalsError::Mwm(e) => WorkloadError::Mwm(e),
+                        other => WorkloadError::Arrivals(other),
+                    },
+                )?;
             }
             Workload::ConstantWithBurst {
                 rate,

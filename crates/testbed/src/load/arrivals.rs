@@ -16,11 +16,9 @@
 //!   or with exponential gaps (a Poisson process) when `poisson = true`;
 //! * `on-off` — `rate` during `on_s` seconds, nothing during `off_s`
 //!   seconds, repeated (Certes's on/sleep generator);
-//! * `mwm` — the Multifractal Wavelet Model series of
-//!   [`vantage_core::traffic::mwm`]: each point is the number of connections
-//!   in one second, spread uniformly over that second, exactly as the
-//!   simulator's workload does (`vantage_sim::workload`). A run longer than
-//!   one series (2^scales seconds) uses further independent series.
+//! * `mwm` — one-second points of the Multifractal Wavelet Model, drawn by
+//!   [`vantage_core::traffic::arrivals::mwm_first_syns`], the function the
+//!   simulator's workload uses.
 //!
 //! Every schedule is bounded by `duration_s` and by the hard cap
 //! `max_connections`: a configuration whose expected count exceeds the cap is
@@ -28,12 +26,13 @@
 //! to exceed it is refused too, so a typo in a rate cannot open millions of
 //! sockets.
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
-use vantage_core::traffic::mwm::{self, MwmError, MwmParams};
-use vantage_core::Nanos;
+use vantage_core::traffic::arrivals::{self, ArrivalsError};
+use vantage_core::traffic::mwm::{MwmError, MwmParams};
+use vantage_core::{Nanos, OutOfRange};
 
 /// Largest accepted `duration_s`: one day.
 pub const MAX_DURATION_S: f64 = 86_400.0;
@@ -207,11 +206,11 @@ impl ArrivalPattern {
 /// Names the TOML key of an out-of-range MWM parameter.
 fn mwm_error(error: MwmError) -> ArrivalError {
     match error {
-        MwmError::OutOfRange {
+        MwmError::OutOfRange(OutOfRange {
             parameter,
             expected,
             value,
-        } => ArrivalError::OutOfRange {
+        }) => ArrivalError::OutOfRange {
             key: match parameter {
                 "mean" => "arrivals.pattern.mean",
                 "standard deviation" => "arrivals.pattern.std_dev",
@@ -220,7 +219,8 @@ fn mwm_error(error: MwmError) -> ArrivalError {
                 _ => "arrivals.pattern",
             },
             allowed: expected,
-            value,
+            // The MWM check formats an f64, which reads back exactly.
+            value: value.parse().unwrap_or(f64::NAN),
         },
         other => ArrivalError::Mwm(other),
     }
@@ -333,26 +333,18 @@ impl ArrivalConfig {
                     hurst,
                     scales,
                 };
-                let second = Nanos::from_secs(1).as_nanos();
-                let points = horizon.as_nanos().div_ceil(second) as usize;
-                let mut counts = Vec::with_capacity(points);
-                while counts.len() < points {
-                    let series = params.generate(&mut rng).map_err(mwm_error)?;
-                    counts.extend(mwm::to_counts(&series, &mut rng));
-                }
-                counts.truncate(points);
-                for (index, &count) in counts.iter().enumerate() {
-                    let start = index as u64 * second;
-                    let mut in_second: Vec<Nanos> = (0..count)
-                        .map(|_| Nanos(start + rng.gen_range(0..second)))
-                        .filter(|t| *t < horizon)
-                        .collect();
-                    in_second.sort_unstable();
-                    times.extend(in_second);
-                    if times.len() as u64 > cap {
-                        return Err(too_many(times.len() as u64, cap));
-                    }
-                }
+                times =
+                    arrivals::mwm_first_syns(&params, Nanos::from_secs(1), horizon, cap, &mut rng)
+                        .map_err(|e| match e {
+                            ArrivalsError::TooMany { count } => too_many(count, cap),
+                            ArrivalsError::Mwm(e) => mwm_error(e),
+                            // The point is one second.
+                            ArrivalsError::ZeroPoint => ArrivalError::OutOfRange {
+                                key: "arrivals.pattern",
+                                allowed: "a positive point length",
+                                value: 0.0,
+                            },
+                        })?;
             }
         }
         Ok(times)

@@ -15,19 +15,10 @@
 //!   connection from `start`, enforced whatever the connection is doing —
 //!   waiting in SYN-SENT, writing, or reading;
 //! * SYN retransmissions come from the kernel itself: `tcpi_total_retrans`
-//!   of `TCP_INFO`, read when the handshake completes, or when the
-//!   connection is given up if it never does. On Linux the SYN
-//!   retransmission timer goes through `tcp_retransmit_skb`, which counts
-//!   into `total_retrans`. Verified on Linux 6.18 by the integration tests
-//!   against listeners whose accept queue is full (the kernel drops the
-//!   SYNs; the client re-sends them every second under
-//!   `net.ipv4.tcp_syn_linear_timeouts`):
-//!   `dropped_syns_are_counted_and_frustrate` reads 2 in SYN-SENT at a
-//!   2.5 s frustration timeout, and
-//!   `retransmitted_syns_are_counted_on_connections_that_succeed` reads 2
-//!   right after the handshake of a client let in on its second
-//!   retransmission. Read after the handshake, the count holds SYNs only
-//!   (no data has been sent yet);
+//!   of `TCP_INFO` (the SYN timer goes through `tcp_retransmit_skb`), read
+//!   when the handshake completes, before any data, or when the connection
+//!   is given up (docs/testbed.md, "SYN retransmission counts", says how it
+//!   was verified);
 //! * every arrival yields exactly one [`ConnectionRecord`], whatever
 //!   happens: `max_concurrent` reached (not-started), the `stop` flag set
 //!   (aborted or not-started), a task failing (failed). `records.len()`
@@ -173,8 +164,8 @@ pub enum LoadError {
     },
     #[error(transparent)]
     Arrivals(#[from] ArrivalError),
-    #[error("load configuration: {0}")]
-    Toml(#[from] toml::de::Error),
+    #[error("{0}")]
+    File(#[from] vantage_core::config::ConfigError),
     #[error(
         "max_concurrent = {max_concurrent} needs {needed} open files, but \
          RLIMIT_NOFILE allows only {limit} and cannot be raised: raise the \
@@ -207,7 +198,7 @@ impl LoadConfig {
     ///
     /// [`validate`]: LoadConfig::validate
     pub fn from_toml(text: &str) -> Result<Self, LoadError> {
-        Ok(toml::from_str(text)?)
+        vantage_core::config::Checker::<LoadError>::new("load configuration", text).deserialize()
     }
 
     /// Checks every key's range, the arrival schedule's size, and that
@@ -1160,6 +1151,12 @@ mod tests {
         assert_eq!(config.requests_per_connection, 5);
         assert_eq!(config.frustration_timeout_s, 21.0);
         assert_eq!(config.arrivals.expected_connections(), 60_000.0);
-        assert!(LoadConfig::from_toml("pth = \"/\"").is_err());
+        let error = LoadConfig::from_toml("pth = \"/\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("load configuration:1: unknown field `pth`"),
+            "{error}"
+        );
     }
 }

@@ -71,6 +71,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
+use vantage_core::config::Checker;
 
 use crate::load::client::raise_file_limit;
 
@@ -216,8 +217,8 @@ pub enum ServerError {
         allowed: &'static str,
         value: String,
     },
-    #[error("test server configuration: {0}")]
-    Toml(#[from] toml::de::Error),
+    #[error("{0}")]
+    File(#[from] vantage_core::config::ConfigError),
     #[error("test server cannot listen on {address}: {source}")]
     Listen {
         address: SocketAddr,
@@ -237,9 +238,20 @@ fn config_error(key: &'static str, allowed: &'static str, value: impl ToString) 
 }
 
 impl TestServerConfig {
-    /// Parses TOML text; unknown keys are errors.
+    /// Parses and checks TOML text; unknown keys and values out of range
+    /// are errors that name the key and its line.
     pub fn from_toml(text: &str) -> Result<Self, ServerError> {
-        Ok(toml::from_str(text)?)
+        let c: Checker<ServerError> = Checker::new("test server configuration", text);
+        let config: TestServerConfig = c.deserialize()?;
+        config.validate().map_err(|e| match e {
+            ServerError::Config {
+                key,
+                allowed,
+                value,
+            } => c.fail(key, format!("must be {allowed}, got {value}")),
+            other => other,
+        })?;
+        Ok(config)
     }
 
     /// Checks every key's range.
@@ -1021,6 +1033,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.backlog, 1);
-        assert!(TestServerConfig::from_toml("backlg = 1").is_err());
+        let error = TestServerConfig::from_toml("backlg = 1").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("test server configuration:1: unknown field `backlg`"),
+            "{error}"
+        );
+        let error = TestServerConfig::from_toml(
+            "workers = 2
+backlog = 70000
+",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "test server configuration:2: `backlog` must be in [0, 65535], got 70000"
+        );
     }
 }

@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use vantage_core::config::Checker;
 use vantage_core::Nanos;
 use vantage_sys::nfqueue::{
     CopyMode, Message, NfqError, PacketView, Queue, QueueConfig, Received, Verdict, VerdictBatch,
@@ -157,13 +158,13 @@ impl WanConfig {
     /// Reads a configuration from TOML text; `origin` (a file name) goes
     /// into the error.
     pub fn from_toml(text: &str, origin: &str) -> Result<WanConfig, WanError> {
-        let config: WanConfig = toml::from_str(text).map_err(|e| WanError::File {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
-        config.validate().map_err(|e| WanError::File {
-            origin: origin.to_string(),
-            message: e.to_string(),
+        let c: Checker<WanError> = Checker::new(origin, text);
+        let config: WanConfig = c.deserialize()?;
+        config.validate().map_err(|e| {
+            c.fail(
+                &e.key,
+                format!("= {} is out of range (allowed: {})", e.value, e.allowed),
+            )
         })?;
         Ok(config)
     }
@@ -227,8 +228,8 @@ impl WanConfig {
 pub enum WanError {
     #[error("WAN configuration: {0}")]
     Config(#[from] ConfigError),
-    #[error("WAN configuration {origin}: {message}")]
-    File { origin: String, message: String },
+    #[error("WAN configuration {0}")]
+    File(#[from] vantage_core::config::ConfigError),
     #[error("WAN emulator: {0}")]
     Queue(#[from] NfqError),
     #[error("WAN emulator: {operation}: {source}")]
@@ -823,14 +824,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("wan.toml") && error.contains("links[0].upstream.loss_pct = 101"),
+            error.contains("wan.toml:5: `links[0].upstream.loss_pct` = 101"),
             "{error}"
         );
         let unknown = text.replace("queue_num = 3", "queue = 3");
         let error = WanConfig::from_toml(&unknown, "wan.toml")
             .unwrap_err()
             .to_string();
-        assert!(error.contains("unknown field `queue`"), "{error}");
+        assert!(
+            error.contains("wan.toml:2: unknown field `queue`"),
+            "{error}"
+        );
         let no_links = WanConfig::new(0, Vec::new()).validate().unwrap_err();
         assert_eq!(no_links.key, "links");
     }

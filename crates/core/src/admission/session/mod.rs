@@ -136,15 +136,7 @@ pub trait SessionAdmission {
 }
 
 /// Why a controller's parameters are unusable.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SessionConfigError {
-    #[error("{parameter} must be {expected}, got {value}")]
-    OutOfRange {
-        parameter: &'static str,
-        expected: &'static str,
-        value: String,
-    },
-}
+pub type SessionConfigError = crate::OutOfRange;
 
 pub(crate) fn check(
     ok: bool,
@@ -152,15 +144,7 @@ pub(crate) fn check(
     expected: &'static str,
     value: impl std::fmt::Display,
 ) -> Result<(), SessionConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(SessionConfigError::OutOfRange {
-            parameter,
-            expected,
-            value: value.to_string(),
-        })
-    }
+    crate::OutOfRange::check(ok, parameter, expected, value)
 }
 
 /// Running totals C_s and C_r of Section 12, and the inter-request gaps.

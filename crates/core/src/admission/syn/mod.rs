@@ -9,6 +9,7 @@
 //!   a circular array of future buckets that decides drop or reject.
 //! * [`PredictiveGreedy`] — Section 4.3, Eq. 12–16: a threshold on drops
 //!   chosen each interval by the analytic cost model of Section 4.2.
+//! * [`FilterSpec`] — the `[filter]` table every driver reads.
 //!
 //! Every filter is fed the arrival time of each SYN and returns a
 //! [`Verdict`]; time only ever moves forward (an earlier `now` than the last
@@ -19,6 +20,7 @@ mod capacity;
 mod greedy;
 mod params;
 pub mod record;
+mod spec;
 mod token_bucket;
 
 pub use abacus::{Abacus, AbacusConfig};
@@ -27,6 +29,10 @@ pub use capacity::{
 };
 pub use greedy::{GreedyConfig, PredictiveGreedy};
 pub use params::{AbacusWindow, FilterKind, FilterParams, DEFAULT_ARRIVAL_SMOOTHING};
+pub use spec::{
+    FilterSpec, Refill, ValidFilter, DEFAULT_DELAY_COST, DEFAULT_FILTER_INTERVAL,
+    DEFAULT_REJECT_COST,
+};
 pub use token_bucket::{EmptyAction, TokenBucket, TokenBucketFilter};
 
 use crate::Nanos;
@@ -101,15 +107,7 @@ impl<F: SynFilter + ?Sized> SynFilter for Box<F> {
 }
 
 /// Why a filter's parameters are unusable.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FilterConfigError {
-    #[error("{parameter} must be {expected}, got {value}")]
-    OutOfRange {
-        parameter: &'static str,
-        expected: &'static str,
-        value: String,
-    },
-}
+pub type FilterConfigError = crate::OutOfRange;
 
 pub(crate) fn check(
     ok: bool,
@@ -117,15 +115,7 @@ pub(crate) fn check(
     expected: &'static str,
     value: impl std::fmt::Display,
 ) -> Result<(), FilterConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(FilterConfigError::OutOfRange {
-            parameter,
-            expected,
-            value: value.to_string(),
-        })
-    }
+    crate::OutOfRange::check(ok, parameter, expected, value)
 }
 
 /// A duration in whole observation periods of length `interval`, rounded,

@@ -48,13 +48,9 @@ impl FilterKind {
 /// (λ of the Abacus Filter, λ̂ of Predictive Greedy) when none is given.
 ///
 /// The paper says only "a weighted-time average of the observed request
-/// arrivals over the most recent observation periods" (Section 5). A
-/// weight of 0.3 remembers about three periods. Over the reproduction of
-/// Section 6 (`vantage reproduce abacus`, 30 × 600 s per point) weights
-/// from 0.2 to 0.5 bear out all 30 of the paper's statements under its own
-/// Windows profile and 78 of 84 under every profile; 0.1 bears out 29 and
-/// 77 (Figure 10's O2 fails at r = 5), 0.01 and 1.0 fewer. README.md,
-/// "Sensitivity to the λ averaging weight", has the table.
+/// arrivals over the most recent observation periods" (Section 5); 0.3
+/// remembers about three periods. README.md, "Sensitivity to the λ
+/// averaging weight", has the measured effect of other weights.
 pub const DEFAULT_ARRIVAL_SMOOTHING: f64 = 0.3;
 
 /// How the Abacus window S is set.
@@ -76,8 +72,9 @@ pub struct FilterParams {
     pub interval: Nanos,
     /// S.
     pub window: AbacusWindow,
-    /// S_G; raised to T_N when shorter (Section 4.3: S_G should be at least T_N).
-    pub greedy_window: Nanos,
+    /// S_G; `None` is T_N of the clients, and a shorter one is raised to
+    /// T_N (Section 4.3: S_G should be at least T_N).
+    pub greedy_window: Option<Nanos>,
     /// h, per request per second.
     pub delay_cost: f64,
     /// r, per request.
@@ -101,6 +98,12 @@ impl FilterParams {
                 }
             }
         }
+    }
+
+    /// S_G in effect for `clients`: the given window raised to T_N, or T_N.
+    pub fn greedy_window_for(&self, clients: &ClientMix) -> Nanos {
+        let last = clients.last_retransmission();
+        self.greedy_window.map_or(last, |window| window.max(last))
     }
 
     /// Builds one filter.
@@ -127,7 +130,7 @@ impl FilterParams {
                 bucket_size: self.bucket_size,
                 refill_rate: self.refill_rate,
                 interval: self.interval,
-                window: self.greedy_window.max(clients.last_retransmission()),
+                window: self.greedy_window_for(clients),
                 clients: clients.clone(),
                 delay_cost: self.delay_cost,
                 reject_cost: self.reject_cost,
