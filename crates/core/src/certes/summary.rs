@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::counters::IntervalCounters;
 use super::input::{CaptureNotes, ClassInput, EstimateInput};
-use super::model::{Certes, Estimate, NetworkLoss};
+use super::model::{transaction_weighted_mean, Certes, Estimate, NetworkLoss};
 use super::observed::{compare, ExactFigures};
 use crate::Nanos;
 
@@ -200,16 +200,6 @@ pub fn format_seconds(n: Nanos) -> String {
     }
 }
 
-/// The transaction-weighted mean of Eq. 4 over many intervals, Σ numerators
-/// / Σ transactions, in seconds and not rounded to whole nanoseconds.
-/// `observed::compare` computes the same mean rounded to a [`Nanos`]; the
-/// summary keeps the unrounded figure it has always printed.
-fn weighted_mean_s(estimates: &[Estimate]) -> Option<f64> {
-    let transactions: f64 = estimates.iter().map(Estimate::transactions).sum();
-    let total_time: f64 = estimates.iter().map(Estimate::total_time_nanos).sum();
-    (transactions > 0.0).then(|| total_time / transactions / 1e9)
-}
-
 fn class_summary(
     class: Option<String>,
     inputs: &[&ClassInput],
@@ -257,7 +247,7 @@ fn class_summary(
         gave_up: (gave_up * 100.0).round() / 100.0,
         syn_to_end_mean_s: secs(total.syn_to_end_mean()),
         rtt_mean_s: secs(total.rtt_mean()),
-        estimate_mean_s: weighted_mean_s(&all),
+        estimate_mean_s: transaction_weighted_mean(&all).map(|nanos| nanos / 1e9),
         estimate_completed_by_retries: by_retries,
         exact,
         relative_difference,

@@ -142,10 +142,10 @@ mod tests {
         assert_eq!(record.counts.overruns, 2);
         assert_eq!(record.counts.passed, 0);
         assert_eq!(record.filter, FilterSnapshot::default());
-        let error = serde_json::from_str::<IntervalRecord>(r#"{"time_s":1}"#)
+        let error = serde_json::from_str::<IntervalRecord>(r#"{"arrivals":1}"#)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("arrivals"), "{error}");
+        assert!(error.contains("time_s"), "{error}");
     }
 
     #[test]
