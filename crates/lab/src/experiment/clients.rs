@@ -5,30 +5,8 @@
 use vantage_core::tcp::SynProfile;
 use vantage_core::Nanos;
 
-/// The profile as a client with a frustration timeout of `patience`
-/// behaves: the SYNs sent before it, then giving up at it.
-pub fn patience_limited(profile: &SynProfile, patience: Nanos) -> SynProfile {
-    if patience >= profile.give_up {
-        return profile.clone();
-    }
-    let mut gaps = Vec::new();
-    let mut sent = Nanos::ZERO;
-    for gap in &profile.gaps {
-        if sent + *gap >= patience {
-            break;
-        }
-        sent += *gap;
-        gaps.push(*gap);
-    }
-    SynProfile {
-        gaps,
-        give_up: patience,
-        ..profile.clone()
-    }
-}
-
 /// The profile as a testbed client behaves: cut at its patience
-/// ([`patience_limited`]), and without Eq. 1's ±50 ms spread of the first
+/// ([`SynProfile::cut_at`]), and without Eq. 1's ±50 ms spread of the first
 /// timeout — the Abacus paper measured that on Windows 2000; Linux's SYN
 /// timer fires 0–35 ms late, one-sided (the timer wheel's granularity,
 /// visible in every run's `clients.csv`), which no symmetric spread
@@ -37,7 +15,7 @@ pub fn linux_client(profile: &SynProfile, patience: Nanos) -> SynProfile {
     SynProfile {
         first_gap_spread: Nanos::ZERO,
         later_gap_spread: Nanos::ZERO,
-        ..patience_limited(profile, patience)
+        ..profile.cut_at(patience)
     }
 }
 
@@ -46,10 +24,9 @@ mod tests {
     use super::*;
 
     fn cut_six_five() -> SynProfile {
-        patience_limited(
-            &SynProfile::builtin("linux-6.5").unwrap(),
-            Nanos::from_secs(21),
-        )
+        SynProfile::builtin("linux-6.5")
+            .unwrap()
+            .cut_at(Nanos::from_secs(21))
     }
 
     #[test]
@@ -61,7 +38,7 @@ mod tests {
                 .collect()
         };
         let linux = SynProfile::builtin("linux-6.5").unwrap();
-        let cut = patience_limited(&linux, Nanos::from_secs(21));
+        let cut = linux.cut_at(Nanos::from_secs(21));
         assert_eq!(
             offsets(&cut),
             vec![1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 11.0, 19.0]
@@ -69,9 +46,9 @@ mod tests {
         assert_eq!(cut.give_up, Nanos::from_secs(21));
         assert!(cut.validate().is_ok());
         let old = SynProfile::builtin("linux-3.7").unwrap();
-        let cut = patience_limited(&old, Nanos::from_secs(21));
+        let cut = old.cut_at(Nanos::from_secs(21));
         assert_eq!(offsets(&cut), vec![1.0, 3.0, 7.0, 15.0]);
-        assert_eq!(patience_limited(&old, Nanos::from_secs(300)), old);
+        assert_eq!(old.cut_at(Nanos::from_secs(300)), old);
         let client = linux_client(&linux, Nanos::from_secs(21));
         assert_eq!(offsets(&client), offsets(&cut_six_five()));
         assert_eq!(client.first_gap_spread, Nanos::ZERO);

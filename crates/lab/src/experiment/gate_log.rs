@@ -92,7 +92,7 @@ mod tests {
         std::fs::write(&path, "{\"time_s\":1}\n").unwrap();
         let error = gate_log_totals(&path).unwrap_err().to_string();
         assert!(
-            error.contains("line 1") && error.contains("arrivals"),
+            error.contains("line 1") && error.contains("accepted"),
             "{error}"
         );
         assert!(gate_log_totals(&dir.join("missing")).is_err());

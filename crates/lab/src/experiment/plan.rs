@@ -22,8 +22,9 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use vantage_core::admission::syn::{AbacusWindow, FilterKind, FilterParams};
-use vantage_core::tcp::{ClientMix, SynProfile};
+use vantage_core::admission::syn::{AbacusWindow, FilterKind, FilterParams, FilterSpec, Refill};
+use vantage_core::config::{Checker, ConfigError};
+use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
 
 use vantage_testbed::spec::{ServerSpec, TestbedSpec};
@@ -195,14 +196,6 @@ fn table_mut<'a>(
     }
 }
 
-fn number(table: &toml::Table, key: &str) -> Option<f64> {
-    match table.get(key)? {
-        toml::Value::Integer(i) => Some(*i as f64),
-        toml::Value::Float(f) => Some(*f),
-        _ => None,
-    }
-}
-
 /// `linux-6.5` → `linux-6_5` (run names allow letters, digits, `-`, `_`).
 fn slug(text: &str) -> String {
     text.chars()
@@ -216,88 +209,32 @@ fn slug(text: &str) -> String {
         .collect()
 }
 
-/// The `clients` key of a gate filter: a profile or mixture name, or a
-/// table of weights.
-fn filter_clients(value: Option<&toml::Value>, key: &str) -> Result<ClientMix, String> {
-    match value {
-        Some(toml::Value::String(name)) => {
-            ClientMix::builtin(name).map_err(|e| format!("{key}: {e}"))
-        }
-        Some(toml::Value::Table(weights)) => {
-            let mut entries = Vec::new();
-            for (name, weight) in weights {
-                let profile = SynProfile::builtin(name).map_err(|e| format!("{key}: {e}"))?;
-                let weight = match weight {
-                    toml::Value::Integer(i) => *i as f64,
-                    toml::Value::Float(f) => *f,
-                    _ => return Err(format!("{key}.{name} must be a number")),
-                };
-                entries.push((profile, weight));
-            }
-            ClientMix::new("mixture", entries).map_err(|e| format!("{key}: {e}"))
-        }
-        Some(_) => Err(format!(
-            "{key} must be a profile name or a table of weights"
-        )),
-        None => Err(format!("{key} is missing")),
-    }
-}
-
-/// The model of a `vantage` gate's `[filter]`; `key` prefixes messages.
+/// The model of a `vantage` gate's `[filter]`: the gate's own table
+/// ([`FilterSpec`]) read with the gate's defaults; `key` prefixes messages.
 fn gate_filter_model(filter: &toml::Table, key: &str) -> Result<FilterModel, String> {
-    let need = |name: &str| -> Result<f64, String> {
-        number(filter, name).ok_or_else(|| {
-            format!("{key}.{name} must be given as a number to simulate the gate (the simulator does not assume the gate's defaults)")
-        })
-    };
-    let kind: FilterKind = filter
-        .get("kind")
-        .cloned()
-        .ok_or_else(|| format!("{key}.kind is missing"))?
+    let spec: FilterSpec = toml::Value::Table(filter.clone())
         .try_into()
-        .map_err(|e: toml::de::Error| format!("{key}.kind: {}", e.to_string().trim()))?;
-    let bucket_size = need("bucket_size")?;
-    if !(bucket_size >= 0.0 && bucket_size.fract() == 0.0) {
-        return Err(format!(
-            "{key}.bucket_size = {bucket_size} must be a whole number of tokens"
-        ));
-    }
-    let mut approximate = false;
-    let refill_rate = match filter.get("refill_rate") {
-        Some(toml::Value::String(s)) if s == "measure" => {
-            // Measured live; the simulator starts, and stays, at the
-            // initial rate.
-            approximate = true;
-            need("initial_refill_rate")?
-        }
-        _ => need("refill_rate")?,
-    };
-    let interval_ms = number(filter, "interval_ms").unwrap_or(1000.0);
-    let window = match number(filter, "window_s") {
-        Some(s) => AbacusWindow::Fixed(Nanos::from_secs_f64(s)),
-        None => AbacusWindow::CostOptimal,
-    };
-    let params = FilterParams {
-        bucket_size: bucket_size as u64,
-        refill_rate,
-        interval: Nanos::from_secs_f64(interval_ms / 1000.0),
-        window,
-        greedy_window: Some(Nanos::from_secs_f64(
-            number(filter, "greedy_window_s").unwrap_or(50.0),
-        )),
-        delay_cost: need("delay_cost")?,
-        reject_cost: need("reject_cost")?,
-        arrival_smoothing: number(filter, "arrival_smoothing").unwrap_or(DEFAULT_ARRIVAL_SMOOTHING),
-    };
-    let filter_clients = filter_clients(filter.get("clients"), &format!("{key}.clients"))?;
+        .map_err(|e: toml::de::Error| format!("{key}: {}", e.to_string().trim()))?;
+    let checker: Checker<'_, ConfigError> = Checker::new(key, "");
+    let valid = spec.validate(&checker, key).map_err(|e| match e {
+        ConfigError::Invalid { key, problem, .. } => format!("{key} {problem}"),
+        other => other.to_string(),
+    })?;
+    let kind = valid.kind.ok_or_else(|| format!("{key}.kind is missing"))?;
+    let filter_clients = valid
+        .clients
+        .ok_or_else(|| format!("{key}.clients is missing"))?;
+    // Measured live; the simulator starts, and stays, at the initial rate.
+    let approximate = valid.refill == Refill::Measure;
     // Parameters the filter refuses fail here, before any run.
-    params
+    valid
+        .params
         .build(kind, &filter_clients)
         .map_err(|e| format!("{key}: {e}"))?;
     Ok(FilterModel {
         kind,
         describe: format!("{}{}", if approximate { "≈ " } else { "" }, kind.name()),
-        params,
+        params: valid.params,
         filter_clients,
         approximate,
     })
@@ -310,7 +247,7 @@ fn token_bucket(bucket_size: u64, refill_rate: f64) -> FilterParams {
         refill_rate,
         interval: Nanos::from_secs(1),
         window: AbacusWindow::CostOptimal,
-        greedy_window: Some(Nanos::from_secs(50)),
+        greedy_window: None,
         delay_cost: 1.0,
         reject_cost: 0.0,
         arrival_smoothing: DEFAULT_ARRIVAL_SMOOTHING,
@@ -797,7 +734,7 @@ reject_cost = 21
                     "bucket_size = 120\nrefill_rate = 120\ndelay_cost",
                     "refill_rate = 120\ndelay_cost",
                 ),
-                "gate.config.filter.bucket_size must be given",
+                "gate.config.filter.bucket_size is missing",
             ),
             (
                 FILE.replace("kind = \"abacus\"", "kind = \"fifo\""),
