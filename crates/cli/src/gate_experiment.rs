@@ -43,10 +43,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
-use vantage_sim::metrics::{Outcome as SimOutcome, Summary, Tally};
-use vantage_sim::network::Network;
-use vantage_sim::run::{simulate, Recording};
-use vantage_sim::studies::Check;
+use vantage_lab::Check;
+use vantage_sim::syn::metrics::{Outcome as SimOutcome, Summary, Tally};
+use vantage_sim::syn::network::Network;
+use vantage_sim::syn::run::{simulate, Recording};
 use vantage_testbed::experiment::{
     generator, workload_stats, Checks, Experiment, FilterModel, PlannedRun, WorkloadStats,
 };
@@ -1075,7 +1075,7 @@ fn print_report(report: &ExperimentReport, x: &Experiment) {
         println!("note: {note}");
     }
     println!();
-    crate::report::print_checks(&report.checks);
+    vantage_lab::report::print_checks(&report.checks);
     if !report.checks.is_empty() {
         let holds = report.checks.iter().filter(|c| c.holds).count();
         println!(
@@ -1151,7 +1151,7 @@ fn write_outputs(report: &ExperimentReport, x: &Experiment, out: &Path) -> Resul
         w.write_record(&record)?;
     }
     w.flush()?;
-    crate::report::write_checks_csv(&out.join("checks.csv"), &report.checks)?;
+    vantage_lab::report::write_checks_csv(&out.join("checks.csv"), &report.checks)?;
     let json_path = out.join("experiment.json");
     std::fs::write(&json_path, serde_json::to_vec_pretty(report)?)
         .with_context(|| format!("cannot write {}", json_path.display()))?;

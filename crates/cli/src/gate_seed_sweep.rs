@@ -28,7 +28,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
-use vantage_sim::metrics::Summary;
+use vantage_sim::syn::metrics::Summary;
 use vantage_testbed::experiment::{workload_stats, Experiment, WorkloadStats};
 use vantage_testbed::load::arrivals::{ArrivalPattern, MAX_CONNECTIONS_LIMIT};
 

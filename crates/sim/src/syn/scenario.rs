@@ -35,10 +35,10 @@
 //! values = [10, 40, 70, 100]
 //! ```
 
-use crate::filters::{AbacusWindow, FilterKind, FilterParams};
-use crate::network::Network;
-use crate::workload::mwm::MwmParams;
-use crate::workload::Workload;
+use crate::syn::filters::{AbacusWindow, FilterKind, FilterParams};
+use crate::syn::network::Network;
+use crate::syn::workload::mwm::MwmParams;
+use crate::syn::workload::Workload;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use vantage_core::tcp::{ClientMix, SynProfile};
@@ -265,12 +265,12 @@ pub const SWEEPABLE: &[&str] = &[
 
 /// Validation of one scenario file's values: errors name the file and the
 /// key. Shared by every study's scenario format.
-pub(crate) struct Checker<'a> {
-    pub(crate) origin: &'a str,
+pub struct Checker<'a> {
+    pub origin: &'a str,
 }
 
 impl Checker<'_> {
-    pub(crate) fn fail(&self, key: &str, problem: String) -> ScenarioError {
+    pub fn fail(&self, key: &str, problem: String) -> ScenarioError {
         ScenarioError::Invalid {
             origin: self.origin.to_string(),
             key: key.to_string(),
@@ -278,13 +278,7 @@ impl Checker<'_> {
         }
     }
 
-    pub(crate) fn range(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<f64, ScenarioError> {
+    pub fn range(&self, key: &str, value: f64, low: f64, high: f64) -> Result<f64, ScenarioError> {
         if value.is_finite() && value >= low && value <= high {
             Ok(value)
         } else {
@@ -295,13 +289,7 @@ impl Checker<'_> {
         }
     }
 
-    pub(crate) fn whole(
-        &self,
-        key: &str,
-        value: f64,
-        low: f64,
-        high: f64,
-    ) -> Result<u64, ScenarioError> {
+    pub fn whole(&self, key: &str, value: f64, low: f64, high: f64) -> Result<u64, ScenarioError> {
         let v = self.range(key, value, low, high)?;
         if v.fract() != 0.0 {
             return Err(self.fail(key, format!("must be a whole number, got {value}")));

@@ -1,5 +1,5 @@
 //! The SBAC study (`session-admission-control.txt`): the session model of
-//! [`crate::sessions`] under no admission control and under the four
+//! [`vantage_sim::sessions`] under no admission control and under the four
 //! strategies of `vantage_core::admission::session`, with the paper's
 //! numbers beside ours.
 //!
@@ -34,60 +34,165 @@
 //! within noise of each other for several strategies. Shares of aborted
 //! sessions within [`NEGLIGIBLE_ABORTS_PCT`] count as equal in the
 //! statements. The paper's other departures are the model's
-//! ([`crate::sessions`]) and the predictive controller's.
+//! ([`vantage_sim::sessions`]) and the predictive controller's.
 
-use super::Check;
-use crate::scenario::{Checker, ScenarioError};
-use crate::sessions::{self, LoadPattern, RunConfig, RunOutcome, Segment, Strategy};
-use crate::study::Effort;
+use crate::report;
+use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
+use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::time::Instant;
 use vantage_core::admission::session::{
     EwmaConfig, HybridConfig, PredictiveConfig, SessionConfigError,
 };
 use vantage_core::Nanos;
+use vantage_sim::sessions::{self, LoadPattern, RunConfig, RunOutcome, Segment, Strategy};
+use vantage_sim::syn::scenario::{Checker, ScenarioError};
+use vantage_sim::syn::Effort;
 
 /// The study's name on the command line.
 pub const NAME: &str = "sbac";
 /// The paper it reproduces.
 pub const PAPER: &str = "session-admission-control.txt";
 
-const FILES: &[(&str, &str)] = &[
+/// The SBAC study.
+pub struct SbacStudy;
+
+/// What one run of the study produced.
+pub struct SbacOutcome {
+    pub scenarios: Vec<SbacScenario>,
+    pub rows: Vec<SbacRow>,
+    pub table2: Vec<Table2Cell>,
+    pub checks: Vec<Check>,
+}
+
+/// The study's JSON document.
+#[derive(Serialize)]
+struct JsonDocument<'a> {
+    rows: &'a [SbacRow],
+    table2: &'a [Table2Cell],
+    checks: &'a [Check],
+}
+
+impl Study for SbacStudy {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn paper(&self) -> &'static str {
+        PAPER
+    }
+
+    fn scenario_files(&self) -> &'static [(&'static str, &'static str)] {
+        SCENARIO_FILES
+    }
+
+    fn run(&self, files: &[ScenarioFile], options: &RunOptions) -> Result<StudyOutcome, LabError> {
+        let scenarios = files
+            .iter()
+            .map(|f| SbacScenario::from_toml(f.text, f.origin))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcome = run_scenarios(scenarios, options)?;
+        let summary = serde_json::to_value(JsonDocument {
+            rows: &outcome.rows,
+            table2: &outcome.table2,
+            checks: &outcome.checks,
+        })?;
+        Ok(StudyOutcome {
+            rows: serde_json::to_value(&outcome.rows)?,
+            checks: outcome.checks,
+            document: serde_json::to_string_pretty(&summary)?,
+            summary,
+        })
+    }
+}
+
+/// Runs the scenarios with a progress bar; prints the tables and checks
+/// when asked; writes CSV and SVG files under `out/sbac`.
+fn run_scenarios(
+    scenarios: Vec<SbacScenario>,
+    options: &RunOptions,
+) -> Result<SbacOutcome, LabError> {
+    let effort = Effort {
+        quick: options.quick,
+    };
+    let runs = steps(&scenarios, effort);
+    let bar = ProgressBar::new(runs).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs sbac (eta {eta})",
+        )
+        .expect("progress template is valid"),
+    );
+    if !options.print_tables {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let started = Instant::now();
+    let rows = run(&scenarios, effort, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let table2 = table2(&rows);
+    let checks = checks(&rows);
+    let outcome = SbacOutcome {
+        scenarios,
+        rows,
+        table2,
+        checks,
+    };
+    report::sbac::write_outputs(&outcome, &options.out.join(NAME))?;
+    if options.print_tables {
+        report::sbac::print_tables(&outcome);
+        report::print_checks(&outcome.checks);
+        let simulated: f64 = outcome.rows.iter().map(|r| r.outcome.simulated_s).sum();
+        let events: u64 = outcome.rows.iter().map(|r| r.outcome.events).sum();
+        let holds = outcome.checks.iter().filter(|c| c.holds).count();
+        println!(
+            "{} cells from {runs} runs, {:.1} simulated hours, {events} events in {wall:.1} s; \
+             {holds} of {} statements of the paper hold.",
+            outcome.rows.len(),
+            simulated / 3600.0,
+            outcome.checks.len()
+        );
+    }
+    Ok(outcome)
+}
+
+/// The embedded `scenarios/sbac/` files: (origin, text).
+pub const SCENARIO_FILES: &[(&str, &str)] = &[
     (
         "scenarios/sbac/fig2a-retries.toml",
-        include_str!("../../../../scenarios/sbac/fig2a-retries.toml"),
+        include_str!("../../../../../scenarios/sbac/fig2a-retries.toml"),
     ),
     (
         "scenarios/sbac/fig2b-think-time.toml",
-        include_str!("../../../../scenarios/sbac/fig2b-think-time.toml"),
+        include_str!("../../../../../scenarios/sbac/fig2b-think-time.toml"),
     ),
     (
         "scenarios/sbac/fig3-4-no-admission.toml",
-        include_str!("../../../../scenarios/sbac/fig3-4-no-admission.toml"),
+        include_str!("../../../../../scenarios/sbac/fig3-4-no-admission.toml"),
     ),
     (
         "scenarios/sbac/fig6-7-responsive.toml",
-        include_str!("../../../../scenarios/sbac/fig6-7-responsive.toml"),
+        include_str!("../../../../../scenarios/sbac/fig6-7-responsive.toml"),
     ),
     (
         "scenarios/sbac/fig8-k-family.toml",
-        include_str!("../../../../scenarios/sbac/fig8-k-family.toml"),
+        include_str!("../../../../../scenarios/sbac/fig8-k-family.toml"),
     ),
     (
         "scenarios/sbac/fig9-interval-5s.toml",
-        include_str!("../../../../scenarios/sbac/fig9-interval-5s.toml"),
+        include_str!("../../../../../scenarios/sbac/fig9-interval-5s.toml"),
     ),
     (
         "scenarios/sbac/fig11-table2-usual-day.toml",
-        include_str!("../../../../scenarios/sbac/fig11-table2-usual-day.toml"),
+        include_str!("../../../../../scenarios/sbac/fig11-table2-usual-day.toml"),
     ),
     (
         "scenarios/sbac/fig11-table2-busy-day.toml",
-        include_str!("../../../../scenarios/sbac/fig11-table2-busy-day.toml"),
+        include_str!("../../../../../scenarios/sbac/fig11-table2-busy-day.toml"),
     ),
     (
         "scenarios/sbac/step-overload.toml",
-        include_str!("../../../../scenarios/sbac/step-overload.toml"),
+        include_str!("../../../../../scenarios/sbac/step-overload.toml"),
     ),
 ];
 
@@ -858,7 +963,7 @@ pub struct SbacRow {
 
 /// The embedded scenarios.
 pub fn scenarios() -> Result<Vec<SbacScenario>, ScenarioError> {
-    FILES
+    SCENARIO_FILES
         .iter()
         .map(|(origin, text)| SbacScenario::from_toml(text, origin))
         .collect()
@@ -1280,7 +1385,7 @@ mod tests {
     #[test]
     fn embedded_scenarios_parse() {
         let all = scenarios().unwrap();
-        assert_eq!(all.len(), FILES.len());
+        assert_eq!(all.len(), SCENARIO_FILES.len());
         let quick = steps(&all, Effort { quick: true });
         let full = steps(&all, Effort { quick: false });
         assert!(quick > 0 && quick <= full);
@@ -1288,7 +1393,7 @@ mod tests {
 
     #[test]
     fn errors_name_file_key_and_range() {
-        let text = FILES[2]
+        let text = SCENARIO_FILES[2]
             .1
             .replace("capacity_rps = 1000", "capacity_rps = -5");
         let err = SbacScenario::from_toml(&text, "x.toml")
@@ -1299,7 +1404,7 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("between 1 and"), "{err}");
-        let text = FILES[2]
+        let text = SCENARIO_FILES[2]
             .1
             .replace("strategies = [\"none\"]", "strategies = [\"magic\"]");
         let err = SbacScenario::from_toml(&text, "y.toml")

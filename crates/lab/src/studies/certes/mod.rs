@@ -42,24 +42,98 @@
 //! start within one FTO (plus the one-second bin the FTO ends in) to within
 //! [`RECOVERY_TOLERANCE`] of the estimator started at time zero.
 
-use super::Check;
-use crate::scenario::{Checker, ScenarioError};
-use crate::study::Effort;
-use crate::webserver::{
-    self, AcceptQueueLimit, ClientsConfig, Draw, EndOfConnection, OnOff, Page, PathConfig,
-    ServerConfig, ServiceTime, WebRun, WebServerConfig,
-};
+use crate::report;
+use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
+use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Instant;
 use vantage_core::certes::{Baselines, Certes, CertesConfig, Estimate, NetworkLoss};
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
+use vantage_sim::syn::scenario::{Checker, ScenarioError};
+use vantage_sim::syn::Effort;
+use vantage_sim::webserver::{
+    self, AcceptQueueLimit, ClientsConfig, Draw, EndOfConnection, OnOff, Page, PathConfig,
+    ServerConfig, ServiceTime, WebRun, WebServerConfig,
+};
 
 /// The study's name on the command line.
 pub const NAME: &str = "certes";
 /// The paper it reproduces.
 pub const PAPER: &str = "certes-client-response-time.txt";
+
+/// The Certes validation study.
+pub struct CertesStudy;
+
+/// The study's JSON document.
+#[derive(Serialize)]
+struct JsonDocument<'a> {
+    rows: Vec<&'a CertesRow>,
+    checks: &'a [Check],
+}
+
+impl Study for CertesStudy {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn paper(&self) -> &'static str {
+        PAPER
+    }
+
+    fn scenario_files(&self) -> &'static [(&'static str, &'static str)] {
+        SCENARIO_FILES
+    }
+
+    fn run(&self, files: &[ScenarioFile], options: &RunOptions) -> Result<StudyOutcome, LabError> {
+        let scenarios = files
+            .iter()
+            .map(|f| CertesScenario::from_toml(f.text, f.origin))
+            .collect::<Result<Vec<_>, _>>()?;
+        let effort = Effort {
+            quick: options.quick,
+        };
+        let bar = ProgressBar::new(steps(&scenarios)).with_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs certes (eta {eta})",
+            )
+            .expect("progress template is valid"),
+        );
+        let started = Instant::now();
+        let results = run(&scenarios, effort, &|| bar.inc(1))?;
+        bar.finish_and_clear();
+        let wall = started.elapsed().as_secs_f64();
+        let checks = checks(&results);
+        report::certes::write_outputs(&results, &checks, &options.out.join(NAME))?;
+        if options.print_tables {
+            report::certes::print_tables(&results);
+            report::print_checks(&checks);
+            let simulated: f64 = results.iter().map(|r| r.row.horizon_s).sum();
+            let events: u64 = results.iter().map(|r| r.row.events).sum();
+            println!(
+                "  {} runs, {:.0} simulated minutes, {events} events in {wall:.1} s",
+                results.len(),
+                simulated / 60.0
+            );
+        }
+        let rows: Vec<&CertesRow> = results.iter().map(|r| &r.row).collect();
+        let document = serde_json::to_string_pretty(&JsonDocument {
+            rows: rows.clone(),
+            checks: &checks,
+        })?;
+        let rows = serde_json::to_value(rows)?;
+        let mut summary = serde_json::Map::new();
+        summary.insert("rows".into(), rows.clone());
+        Ok(StudyOutcome {
+            rows,
+            checks,
+            document,
+            summary: serde_json::Value::Object(summary),
+        })
+    }
+}
 
 /// Whole-run error of Certes' mean the paper achieved in 13 of 16 tests,
 /// and our default bound.
@@ -103,62 +177,62 @@ const MIN_PERCENTILE_TRANSACTIONS: u64 = 100;
 const WARM_UP: Nanos = Nanos::from_secs(10);
 
 /// The embedded scenario files, in the order they run.
-const SCENARIO_FILES: &[(&str, &str)] = &[
+pub const SCENARIO_FILES: &[(&str, &str)] = &[
     (
         "scenarios/certes/test-a-steady.toml",
-        include_str!("../../../../scenarios/certes/test-a-steady.toml"),
+        include_str!("../../../../../scenarios/certes/test-a-steady.toml"),
     ),
     (
         "scenarios/certes/test-g-http11.toml",
-        include_str!("../../../../scenarios/certes/test-g-http11.toml"),
+        include_str!("../../../../../scenarios/certes/test-g-http11.toml"),
     ),
     (
         "scenarios/certes/test-j-on-off.toml",
-        include_str!("../../../../scenarios/certes/test-j-on-off.toml"),
+        include_str!("../../../../../scenarios/certes/test-j-on-off.toml"),
     ),
     (
         "scenarios/certes/fig21-queue-switch.toml",
-        include_str!("../../../../scenarios/certes/fig21-queue-switch.toml"),
+        include_str!("../../../../../scenarios/certes/fig21-queue-switch.toml"),
     ),
     (
         "scenarios/certes/test-k-loss-http11.toml",
-        include_str!("../../../../scenarios/certes/test-k-loss-http11.toml"),
+        include_str!("../../../../../scenarios/certes/test-k-loss-http11.toml"),
     ),
     (
         "scenarios/certes/test-n-loss-http10.toml",
-        include_str!("../../../../scenarios/certes/test-n-loss-http10.toml"),
+        include_str!("../../../../../scenarios/certes/test-n-loss-http10.toml"),
     ),
     (
         "scenarios/certes/test-o-mixed-fto.toml",
-        include_str!("../../../../scenarios/certes/test-o-mixed-fto.toml"),
+        include_str!("../../../../../scenarios/certes/test-o-mixed-fto.toml"),
     ),
     (
         "scenarios/certes/test-o-informed.toml",
-        include_str!("../../../../scenarios/certes/test-o-informed.toml"),
+        include_str!("../../../../../scenarios/certes/test-o-informed.toml"),
     ),
     (
         "scenarios/certes/test-p-mixed-fto.toml",
-        include_str!("../../../../scenarios/certes/test-p-mixed-fto.toml"),
+        include_str!("../../../../../scenarios/certes/test-p-mixed-fto.toml"),
     ),
     (
         "scenarios/certes/test-p-last-transmission.toml",
-        include_str!("../../../../scenarios/certes/test-p-last-transmission.toml"),
+        include_str!("../../../../../scenarios/certes/test-p-last-transmission.toml"),
     ),
     (
         "scenarios/certes/overload-instability.toml",
-        include_str!("../../../../scenarios/certes/overload-instability.toml"),
+        include_str!("../../../../../scenarios/certes/overload-instability.toml"),
     ),
     (
         "scenarios/certes/overload-undamped.toml",
-        include_str!("../../../../scenarios/certes/overload-undamped.toml"),
+        include_str!("../../../../../scenarios/certes/overload-undamped.toml"),
     ),
     (
         "scenarios/certes/fig25-midstream-steady.toml",
-        include_str!("../../../../scenarios/certes/fig25-midstream-steady.toml"),
+        include_str!("../../../../../scenarios/certes/fig25-midstream-steady.toml"),
     ),
     (
         "scenarios/certes/fig26-midstream-on-off.toml",
-        include_str!("../../../../scenarios/certes/fig26-midstream-on-off.toml"),
+        include_str!("../../../../../scenarios/certes/fig26-midstream-on-off.toml"),
     ),
 ];
 
