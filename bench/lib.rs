@@ -8,10 +8,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
-use vantage_sim::filters::FilterKind;
-use vantage_sim::run::{simulate, Recording, RunResult};
-use vantage_sim::scenario::{Point, Scenario};
-use vantage_sim::studies;
+use vantage_lab::studies::abacus;
+use vantage_sim::syn::filters::FilterKind;
+use vantage_sim::syn::run::{simulate, Recording, RunResult};
+use vantage_sim::syn::scenario::{Point, Scenario};
 
 /// The Figure 8 scenario, its moderate-burstiness point and its clients.
 pub struct Figure8 {
@@ -21,11 +21,7 @@ pub struct Figure8 {
 }
 
 pub fn figure8() -> Figure8 {
-    let scenario = studies::all()
-        .into_iter()
-        .find(|s| s.name == "abacus")
-        .expect("the abacus study is built in")
-        .scenarios()
+    let scenario = abacus::scenarios()
         .expect("embedded scenarios are valid")
         .into_iter()
         .find(|s| s.figure == "fig8")

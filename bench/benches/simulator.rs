@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Instant;
 use vantage_bench::figure8;
-use vantage_sim::filters::FilterKind;
+use vantage_sim::syn::filters::FilterKind;
 
 fn simulator(c: &mut Criterion) {
     let setup = figure8();

@@ -14,22 +14,14 @@
 mod certes;
 mod cpa;
 mod gate;
-mod plot;
-mod report;
-mod reproduce_certes;
-mod reproduce_sbac;
 mod testbed;
 mod wan;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::PathBuf;
 use vantage_core::tcp::{syn_schedule, ClientMix};
-use vantage_sim::scenario::Scenario;
-use vantage_sim::studies::{self, Check};
-use vantage_sim::study::{execute, steps, Effort, ScenarioResult};
+use vantage_lab::{studies, RunOptions, ScenarioFile, Study, StudyOutcome};
 
 #[derive(Parser)]
 #[command(name = "vantage", version, about, long_about = None)]
@@ -125,126 +117,29 @@ fn run(cli: Cli) -> Result<()> {
             let text = std::fs::read_to_string(&scenario)
                 .with_context(|| format!("cannot read scenario {}", scenario.display()))?;
             let origin = scenario.display().to_string();
-            match scenario_study(&text) {
-                Some(name) if name == studies::certes::NAME => {
-                    let s = studies::certes::CertesScenario::from_toml(&text, &origin)?;
-                    let outcome = reproduce_certes::run_scenarios(
-                        vec![s],
-                        output.quick,
-                        output.json,
-                        &output.out,
-                    )?;
-                    if output.json {
-                        reproduce_certes::print_json(&outcome)?;
-                    }
-                    Ok(())
-                }
-                Some(name) if name == studies::sbac::NAME => {
-                    let s = studies::sbac::SbacScenario::from_toml(&text, &origin)?;
-                    let outcome = reproduce_sbac::run_scenarios(
-                        vec![s],
-                        output.quick,
-                        output.json,
-                        &output.out,
-                    )?;
-                    if output.json {
-                        reproduce_sbac::print_json(&outcome)?;
-                    }
-                    Ok(())
-                }
-                Some(name) if name != studies::abacus::study().name => bail!(
-                    "{origin}: `scenario.study` must be \"{}\", \"{}\" or \"{}\", got \"{name}\"",
-                    studies::abacus::study().name,
-                    studies::certes::NAME,
-                    studies::sbac::NAME
-                ),
-                _ => {
-                    let s = Scenario::from_toml(&text, &origin)?;
-                    let results = run_scenarios(vec![s], &output)?;
-                    finish(&results, &[], &output, "sim")
-                }
-            }
+            let study = studies::for_file(&text, &origin)?;
+            let file = ScenarioFile {
+                origin: &origin,
+                text: &text,
+            };
+            let outcome = study.run(&[file], &run_options(&output))?;
+            finish(&[(study.name(), outcome)], &output)
         }
         Command::Reproduce { study, output } => {
             threads(&output)?;
-            if study.as_deref() == Some(studies::sbac::NAME) {
-                let sbac = reproduce_sbac::run(output.quick, output.json, &output.out)?;
-                if output.json {
-                    reproduce_sbac::print_json(&sbac)?;
-                }
-                return Ok(());
-            }
-            let all = studies::all();
-            let certes_name = studies::certes::NAME;
-            let with_certes = study.is_none() || study.as_deref() == Some(certes_name);
-            let chosen: Vec<_> = match &study {
-                None => all.iter().collect(),
-                Some(name) if name == certes_name => Vec::new(),
-                Some(name) => {
-                    let found: Vec<_> = all.iter().filter(|s| s.name == name).collect();
-                    if found.is_empty() {
-                        let mut known: Vec<_> = all.iter().map(|s| s.name).collect();
-                        known.push(certes_name);
-                        known.push(studies::sbac::NAME);
-                        bail!("unknown study `{name}` (known: {})", known.join(", "));
-                    }
-                    found
-                }
+            let chosen: Vec<&dyn Study> = match &study {
+                None => studies::all().to_vec(),
+                Some(name) => vec![studies::by_name(name)?],
             };
-            let mut all_results = Vec::new();
-            let mut all_checks = Vec::new();
+            let options = run_options(&output);
+            let mut outcomes = Vec::new();
             for study in chosen {
                 if !output.json {
-                    println!("\n# Study `{}` — {}\n", study.name, study.paper);
+                    println!("\n# Study `{}` — {}\n", study.name(), study.paper());
                 }
-                let results = run_scenarios(study.scenarios()?, &output)?;
-                let checks = study.checks(&results);
-                if !output.json {
-                    report::print_checks(&checks);
-                }
-                write_outputs(&results, &checks, &output.out.join(study.name))?;
-                all_checks.extend(checks);
-                all_results.extend(results);
+                outcomes.push((study.name(), study.reproduce(&options)?));
             }
-            if !with_certes {
-                return finish(&all_results, &all_checks, &output, "reproduce");
-            }
-            if !output.json {
-                println!("\n# Study `{certes_name}` — {}\n", studies::certes::PAPER);
-            }
-            let certes = reproduce_certes::run(output.quick, output.json, &output.out)?;
-            if output.json && study.is_some() {
-                return reproduce_certes::print_json(&certes);
-            }
-            all_checks.extend(certes.checks.iter().cloned());
-            if study.is_some() {
-                return finish(&all_results, &all_checks, &output, "reproduce");
-            }
-            // Every study: SBAC too.
-            if !output.json {
-                println!(
-                    "\n# Study `{}` — {}\n",
-                    studies::sbac::NAME,
-                    studies::sbac::PAPER
-                );
-            }
-            let sbac = reproduce_sbac::run(output.quick, output.json, &output.out)?;
-            all_checks.extend(sbac.checks.iter().cloned());
-            if output.json {
-                let rows: Vec<_> = all_results
-                    .iter()
-                    .flat_map(|(_, r)| r.rows.iter())
-                    .collect();
-                let doc = serde_json::json!({
-                    "rows": rows,
-                    "checks": all_checks,
-                    "certes": { "rows": certes.rows() },
-                    "sbac": reproduce_sbac::json_document(&sbac),
-                });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-                return Ok(());
-            }
-            finish(&all_results, &all_checks, &output, "reproduce")
+            finish(&outcomes, &output)
         }
         Command::Testbed { command } => testbed::run(command),
         Command::Gate { command } => gate::run(command),
@@ -269,14 +164,6 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The `study` named in a scenario file's `[scenario]` table, if the file
-/// is TOML and names one; the study's own parser reports every other
-/// problem with the file.
-fn scenario_study(text: &str) -> Option<String> {
-    let value: toml::Value = toml::from_str(text).ok()?;
-    Some(value.get("scenario")?.get("study")?.as_str()?.to_string())
-}
-
 fn threads(output: &OutputArgs) -> Result<()> {
     if let Some(n) = output.threads {
         if n == 0 {
@@ -290,82 +177,33 @@ fn threads(output: &OutputArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs scenarios with a progress bar; prints each table unless `--json`.
-fn run_scenarios(
-    scenarios: Vec<Scenario>,
-    output: &OutputArgs,
-) -> Result<Vec<(Scenario, ScenarioResult)>> {
-    let effort = Effort {
+fn run_options(output: &OutputArgs) -> RunOptions {
+    RunOptions {
         quick: output.quick,
-    };
-    let total: u64 = scenarios.iter().map(|s| steps(s, effort)).sum();
-    let bar = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs {msg} (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
-    let mut results = Vec::new();
-    for s in scenarios {
-        bar.set_message(format!("{} {}", s.study, s.figure));
-        let started = Instant::now();
-        let r = execute(&s, effort, &|| bar.inc(1))?;
-        let wall = started.elapsed().as_secs_f64();
-        if !output.json {
-            bar.suspend(|| {
-                report::print_scenario(&s, &r);
-                println!(
-                    "  {} SYN arrivals, {:.0} simulated hours in {:.1} s ({:.0}× real time)\n",
-                    r.events,
-                    r.simulated.as_secs_f64() / 3600.0,
-                    wall,
-                    r.simulated.as_secs_f64() / wall.max(1e-9)
-                );
-            });
-        }
-        results.push((s, r));
+        print_tables: !output.json,
+        out: output.out.clone(),
     }
-    bar.finish_and_clear();
-    Ok(results)
 }
 
-fn write_outputs(
-    results: &[(Scenario, ScenarioResult)],
-    checks: &[Check],
-    dir: &Path,
-) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create output directory {}", dir.display()))?;
-    for (s, r) in results {
-        report::write_csv(&dir.join(format!("{}.csv", s.figure)), r)?;
-        plot::figure(dir, s, r)?;
-    }
-    if !checks.is_empty() {
-        report::write_checks_csv(&dir.join("paper-comparison.csv"), checks)?;
-    }
-    Ok(())
-}
-
-fn finish(
-    results: &[(Scenario, ScenarioResult)],
-    checks: &[Check],
-    output: &OutputArgs,
-    command: &str,
-) -> Result<()> {
-    if command == "sim" {
-        write_outputs(results, checks, &output.out)?;
-    }
+/// Prints the JSON document (one study's own, or the one for every study),
+/// or the count of the papers' statements that hold and where the files are.
+fn finish(outcomes: &[(&str, StudyOutcome)], output: &OutputArgs) -> Result<()> {
     if output.json {
-        report::print_json(results, checks)?;
-    } else {
-        let holds = checks.iter().filter(|c| c.holds).count();
-        if !checks.is_empty() {
-            println!(
-                "{holds} of {} statements of the papers hold in our runs.",
-                checks.len()
-            );
+        match outcomes {
+            [(_, outcome)] => println!("{}", outcome.document),
+            _ => println!(
+                "{}",
+                serde_json::to_string_pretty(&vantage_lab::report::all_studies_document(outcomes))?
+            ),
         }
-        println!("CSV and SVG files are in {}", output.out.display());
+        return Ok(());
     }
+    let checks = outcomes.iter().flat_map(|(_, o)| o.checks.iter());
+    let total = checks.clone().count();
+    let holds = checks.filter(|c| c.holds).count();
+    if total > 0 {
+        println!("{holds} of {total} statements of the papers hold in our runs.");
+    }
+    println!("CSV and SVG files are in {}", output.out.display());
     Ok(())
 }

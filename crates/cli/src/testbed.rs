@@ -258,12 +258,12 @@ fn run_experiment_file(
         interrupted,
         failures,
     } = run_experiment(&x, out, live)?;
-    crate::report::write_checks_csv(&out.join("checks.csv"), &report.checks)?;
+    vantage_lab::report::write_checks_csv(&out.join("checks.csv"), &report.checks)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report::render_report(&report, &x));
-        crate::report::print_checks(&report.checks);
+        vantage_lab::report::print_checks(&report.checks);
         if let Some(line) = report::statements_summary(&report) {
             println!("{line}");
         }

@@ -1,4 +1,15 @@
-//! Studies and experiments: the testbed experiments that rerun a paper's
-//! comparison with real clients beside the simulator ([`experiment`]).
+//! Studies and experiments: each paper's experiments rerun in the
+//! simulators of `vantage-sim` ([`studies`], one [`Study`] per paper; the
+//! registry [`studies::all`] is what `vantage reproduce` and `vantage sim`
+//! run) or on the testbed beside the simulator ([`experiment`]), set beside
+//! the paper's published results, and reported as tables, CSV files and SVG
+//! plots ([`report`]).
 
+pub mod error;
 pub mod experiment;
+pub mod report;
+pub mod studies;
+pub mod study;
+
+pub use error::LabError;
+pub use study::{Check, RunOptions, ScenarioFile, Study, StudyOutcome};

@@ -1,15 +1,13 @@
-//! Vantage's discrete-event simulator: the mechanisms of `vantage-core`
-//! driven in integer-nanosecond virtual time, with a seeded generator per
-//! run, against the workloads and client populations of the papers.
+//! Vantage's discrete-event simulators: the mechanisms of `vantage-core`
+//! driven in integer-nanosecond virtual time on one event engine, with a
+//! seeded generator per run. Each simulator is named by the world it
+//! simulates:
+//!
+//! * [`syn`] — clients retransmitting SYNs through a SYN filter (Abacus);
+//! * [`webserver`] — a web server and its clients (Certes);
+//! * [`sessions`] — session-based admission control (SBAC).
 
 pub mod engine;
-pub mod filters;
-pub mod metrics;
-pub mod network;
-pub mod run;
-pub mod scenario;
 pub mod sessions;
-pub mod studies;
-pub mod study;
+pub mod syn;
 pub mod webserver;
-pub mod workload;

@@ -3,8 +3,8 @@
 //! far fewer time-outs — judged on an experiment's rows with the file's
 //! thresholds (`[experiment.checks]`).
 
-use vantage_sim::metrics::Summary;
-use vantage_sim::studies::Check;
+use crate::Check;
+use vantage_sim::syn::metrics::Summary;
 
 use super::plan::{Checks, Experiment};
 use super::results::ResultRow;

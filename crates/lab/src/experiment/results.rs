@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
+use crate::Check;
 use serde::Serialize;
-use vantage_sim::metrics::{Summary, Tally};
-use vantage_sim::studies::Check;
+use vantage_sim::syn::metrics::{Summary, Tally};
 use vantage_testbed::syn_admission::SynAdmissionReport;
 
 use super::gate_log::GateLogTotals;

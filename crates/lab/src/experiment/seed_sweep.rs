@@ -26,7 +26,7 @@ use std::path::Path;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use rayon::prelude::*;
 use serde::Serialize;
-use vantage_sim::metrics::Summary;
+use vantage_sim::syn::metrics::Summary;
 use vantage_testbed::load::arrivals::{ArrivalPattern, MAX_CONNECTIONS_LIMIT};
 
 use super::checks::statements_hold;

@@ -8,9 +8,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
-use vantage_sim::metrics::Tally;
-use vantage_sim::network::Network;
-use vantage_sim::run::{simulate, Recording};
+use vantage_sim::syn::metrics::Tally;
+use vantage_sim::syn::network::Network;
+use vantage_sim::syn::run::{simulate, Recording};
 use vantage_testbed::load::arrivals::{ArrivalConfig, MAX_CONNECTIONS_LIMIT};
 
 use super::error::ExperimentRunError;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use vantage_core::Nanos;
-use vantage_sim::metrics::{Outcome as SimOutcome, Tally};
+use vantage_sim::syn::metrics::{Outcome as SimOutcome, Tally};
 use vantage_testbed::load::record::{ConnectionRecord, Outcome};
 
 /// Client outcomes of one run, beside the Section 6 tally.

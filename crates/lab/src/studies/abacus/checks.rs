@@ -1,56 +1,19 @@
-//! The Abacus Filter study (`abacus-filters-syn-control.txt`, Sections 3 and
-//! 6): Figures 4, 5 and 8–11, and the paper's stated results beside ours.
-//!
-//! The paper gives numbers only for a few results; the rest are relations
-//! (which filter is better, where a minimum lies). Each check states which.
-//! Re-synchronization (R1) is checked for single-profile populations only:
-//! a mixture's profiles retransmit at different times.
-//! "Moderate burstiness" is the middle of Figure 8's sweep (σ = 55), since
-//! the paper does not give its value.
+//! The Abacus paper's stated results beside ours. The paper gives numbers
+//! only for a few results; the rest are relations (which filter is better,
+//! where a minimum lies). Each check states which. Re-synchronization (R1)
+//! is checked for single-profile populations only: a mixture's profiles
+//! retransmit at different times. "Moderate burstiness" is the middle of
+//! Figure 8's sweep (σ = 55), since the paper does not give its value.
 
-use super::{Check, Study};
-use crate::filters::FilterKind;
-use crate::scenario::Scenario;
-use crate::study::{Row, ScenarioResult};
-
-pub fn study() -> Study {
-    Study {
-        name: "abacus",
-        paper: "abacus-filters-syn-control.txt",
-        scenario_files: &[
-            (
-                "scenarios/abacus/fig4-resync.toml",
-                include_str!("../../../../scenarios/abacus/fig4-resync.toml"),
-            ),
-            (
-                "scenarios/abacus/fig5-tbf-convergence.toml",
-                include_str!("../../../../scenarios/abacus/fig5-tbf-convergence.toml"),
-            ),
-            (
-                "scenarios/abacus/fig8-burstiness.toml",
-                include_str!("../../../../scenarios/abacus/fig8-burstiness.toml"),
-            ),
-            (
-                "scenarios/abacus/fig9-bucket-size.toml",
-                include_str!("../../../../scenarios/abacus/fig9-bucket-size.toml"),
-            ),
-            (
-                "scenarios/abacus/fig10-window-vs-cost.toml",
-                include_str!("../../../../scenarios/abacus/fig10-window-vs-cost.toml"),
-            ),
-            (
-                "scenarios/abacus/fig11-reject-cost.toml",
-                include_str!("../../../../scenarios/abacus/fig11-reject-cost.toml"),
-            ),
-        ],
-        checks,
-    }
-}
+use crate::Check;
+use vantage_sim::syn::filters::FilterKind;
+use vantage_sim::syn::scenario::Scenario;
+use vantage_sim::syn::{Row, ScenarioResult};
 
 const MODERATE_STD_DEV: f64 = 55.0;
 const PAPER_REJECT_COST: f64 = 75.0;
 
-fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
+pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
     let mut out = Vec::new();
     for (scenario, result) in results {
         for clients in &scenario.clients {

@@ -21,8 +21,8 @@
 //! on identical traffic.
 
 use crate::engine::EventQueue;
-use crate::metrics::{Outcome, Tally};
-use crate::network::Network;
+use crate::syn::metrics::{Outcome, Tally};
+use crate::syn::network::Network;
 use rand::Rng;
 use vantage_core::admission::syn::{SynFilter, Verdict};
 use vantage_core::tcp::ClientMix;

@@ -2,12 +2,12 @@
 //! (one line per filter, or per series value), and for Figures 4 and 5 the
 //! arrivals and drops over time.
 
-use anyhow::{anyhow, Result};
+use crate::LabError;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
-use vantage_sim::scenario::{Kind, Scenario};
-use vantage_sim::study::{Row, ScenarioResult};
+use vantage_sim::syn::scenario::{Kind, Scenario};
+use vantage_sim::syn::{Row, ScenarioResult};
 
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -18,12 +18,12 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
+fn err<E: std::fmt::Display>(e: E) -> LabError {
+    LabError::Plot(e.to_string())
 }
 
 /// Writes the figure's SVG files into `dir`, one per client population.
-pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<()> {
+pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<(), LabError> {
     for clients in &s.clients {
         let path = dir.join(format!("{}-{}.svg", s.figure, clients.name));
         let rows: Vec<&Row> = r
@@ -41,7 +41,7 @@ pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<()> {
 
 type Metric = (&'static str, fn(&Row) -> f64);
 
-fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<()> {
+fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), LabError> {
     let Some(axis) = &s.sweep else { return Ok(()) };
     let metrics: [Metric; 3] = [
         ("throughput (%)", |r| r.summary.throughput_pct),
@@ -146,7 +146,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<()> 
     Ok(())
 }
 
-fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Result<()> {
+fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Result<(), LabError> {
     let lines: Vec<_> = r
         .timelines
         .iter()
@@ -181,7 +181,7 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
             .y_desc(format!("SYNs per {:.0} ms", t.bin_s * 1e3))
             .draw()
             .map_err(err)?;
-        let series = |f: fn(&vantage_sim::run::Bin) -> u64| -> Vec<(f64, f64)> {
+        let series = |f: fn(&vantage_sim::syn::run::Bin) -> u64| -> Vec<(f64, f64)> {
             t.bins
                 .iter()
                 .enumerate()
@@ -191,7 +191,7 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
         for (i, (name, f)) in [
             (
                 "arrivals",
-                (|b: &vantage_sim::run::Bin| b.arrivals) as fn(&_) -> u64,
+                (|b: &vantage_sim::syn::run::Bin| b.arrivals) as fn(&_) -> u64,
             ),
             ("dropped", |b| b.dropped),
         ]
@@ -213,7 +213,10 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
 
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, position: SeriesLabelPosition) -> Result<()> {
+fn legend<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    position: SeriesLabelPosition,
+) -> Result<(), LabError> {
     chart
         .configure_series_labels()
         .position(position)

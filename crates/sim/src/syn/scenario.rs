@@ -37,10 +37,10 @@
 //! values = [10, 40, 70, 100]
 //! ```
 
-use crate::filters::{AbacusWindow, FilterKind, FilterParams};
-use crate::network::Network;
-use crate::workload::mwm::MwmParams;
-use crate::workload::Workload;
+use crate::syn::filters::{AbacusWindow, FilterKind, FilterParams};
+use crate::syn::network::Network;
+use crate::syn::workload::mwm::MwmParams;
+use crate::syn::workload::Workload;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use vantage_core::admission::syn::{FilterSpec, Refill};
@@ -242,7 +242,7 @@ pub const SWEEPABLE: &[&str] = &[
 
 /// Validation of one scenario file's values: errors name the file, the
 /// line and the key. Shared by every study's scenario format.
-pub(crate) type Checker<'a> = config::Checker<'a, ScenarioError>;
+pub type Checker<'a> = config::Checker<'a, ScenarioError>;
 
 impl Scenario {
     /// Parses and validates a scenario; `origin` names it in errors.

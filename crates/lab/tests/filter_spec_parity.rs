@@ -11,7 +11,7 @@
 use vantage_core::admission::syn::{FilterKind, SynFilter, Verdict};
 use vantage_core::Nanos;
 use vantage_live::gate::GateConfig;
-use vantage_sim::scenario::Scenario;
+use vantage_sim::syn::scenario::Scenario;
 
 /// The table under test: the two required keys, nothing else.
 const FILTER: &str = "bucket_size = 20\nrefill_rate = 40\n";

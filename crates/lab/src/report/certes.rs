@@ -1,5 +1,5 @@
-//! `vantage reproduce certes`: the Certes validation study
-//! (`vantage_sim::studies::certes`) for people and machines.
+//! The Certes validation study's results ([`crate::studies::certes`]) for
+//! people and machines.
 //!
 //! * tables: per scenario, the paper's Figure 16 as rows (truth, Certes,
 //!   SYN-to-END, application-level time, M/M/1, sliding window, relative
@@ -12,95 +12,14 @@
 //!   `DIR/certes/paper-comparison.csv` (checks) and an SVG per plotted
 //!   scenario and profile (Figures 18, 19, 21, 25, 26).
 
+use super::right;
 use crate::report;
-use anyhow::{anyhow, Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::studies::certes::{self, CertesResult, TrackPoint};
+use crate::{Check, LabError};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use serde::Serialize;
 use std::path::Path;
-use std::time::Instant;
-use vantage_sim::studies::certes::{self, CertesResult, CertesRow, TrackPoint};
-use vantage_sim::studies::Check;
-use vantage_sim::study::Effort;
-
-/// What one run of the study produced.
-pub struct CertesOutcome {
-    pub results: Vec<CertesResult>,
-    pub checks: Vec<Check>,
-}
-
-impl CertesOutcome {
-    pub fn rows(&self) -> Vec<&CertesRow> {
-        self.results.iter().map(|r| &r.row).collect()
-    }
-}
-
-/// The study's JSON document.
-#[derive(Serialize)]
-pub struct JsonDocument<'a> {
-    pub rows: Vec<&'a CertesRow>,
-    pub checks: &'a [Check],
-}
-
-/// Runs every embedded scenario under every population; prints the tables
-/// unless `json`; writes CSV and SVG files under `out/certes`.
-pub fn run(quick: bool, json: bool, out: &Path) -> Result<CertesOutcome> {
-    run_scenarios(certes::scenarios()?, quick, json, out)
-}
-
-/// [`run`] on the given scenarios (e.g. one file of `vantage sim`).
-pub fn run_scenarios(
-    scenarios: Vec<certes::CertesScenario>,
-    quick: bool,
-    json: bool,
-    out: &Path,
-) -> Result<CertesOutcome> {
-    let effort = Effort { quick };
-    let bar = ProgressBar::new(certes::steps(&scenarios)).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs certes (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
-    let started = Instant::now();
-    let results = certes::run(&scenarios, effort, &|| bar.inc(1))?;
-    bar.finish_and_clear();
-    let wall = started.elapsed().as_secs_f64();
-    let checks = certes::checks(&results);
-    let outcome = CertesOutcome { results, checks };
-    let dir = out.join(certes::NAME);
-    write_outputs(&outcome, &dir)?;
-    if !json {
-        print_tables(&outcome);
-        report::print_checks(&outcome.checks);
-        let simulated: f64 = outcome.results.iter().map(|r| r.row.horizon_s).sum();
-        let events: u64 = outcome.results.iter().map(|r| r.row.events).sum();
-        println!(
-            "  {} runs, {:.0} simulated minutes, {events} events in {wall:.1} s",
-            outcome.results.len(),
-            simulated / 60.0
-        );
-    }
-    Ok(outcome)
-}
-
-/// Prints the study's JSON document on stdout.
-pub fn print_json(outcome: &CertesOutcome) -> Result<()> {
-    let doc = JsonDocument {
-        rows: outcome.rows(),
-        checks: &outcome.checks,
-    };
-    let stdout = std::io::stdout();
-    serde_json::to_writer_pretty(stdout.lock(), &doc)?;
-    println!();
-    Ok(())
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
 
 fn secs(v: f64) -> String {
     format!("{v:.3}")
@@ -118,12 +37,12 @@ fn opt_pct(v: Option<f64>) -> String {
     v.map_or("–".into(), pct)
 }
 
-fn print_tables(outcome: &CertesOutcome) {
+pub fn print_tables(results: &[CertesResult]) {
     let mut i = 0;
-    while i < outcome.results.len() {
-        let first = &outcome.results[i];
+    while i < results.len() {
+        let first = &results[i];
         let name = first.row.scenario.clone();
-        let group: Vec<&CertesResult> = outcome.results[i..]
+        let group: Vec<&CertesResult> = results[i..]
             .iter()
             .take_while(|r| r.row.scenario == name)
             .collect();
@@ -144,7 +63,7 @@ fn print_tables(outcome: &CertesOutcome) {
             print_midstream(&group);
         }
     }
-    print_summary(outcome);
+    print_summary(results);
 }
 
 fn print_figure16(group: &[&CertesResult]) {
@@ -294,7 +213,7 @@ fn print_midstream(group: &[&CertesResult]) {
 }
 
 /// Figure 16 over the whole study, beside the paper's statements.
-fn print_summary(outcome: &CertesOutcome) {
+fn print_summary(results: &[CertesResult]) {
     println!("## Figure 16 over all scenarios — ours beside the paper's\n");
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
@@ -308,7 +227,7 @@ fn print_summary(outcome: &CertesOutcome) {
         "M/M/1 err",
         "window err",
     ]);
-    for r in &outcome.results {
+    for r in results {
         let w = &r.row;
         let mark = if w.certes_rel_err.abs() <= certes::CERTES_BOUND {
             ""
@@ -331,31 +250,45 @@ fn print_summary(outcome: &CertesOutcome) {
     println!("{table}\n");
 }
 
-fn write_outputs(outcome: &CertesOutcome, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+/// Writes the study's CSV and SVG files into `dir`.
+pub fn write_outputs(
+    results: &[CertesResult],
+    checks: &[Check],
+    dir: &Path,
+) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let path = dir.join("figure16.csv");
-    let mut w = csv::Writer::from_path(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    for r in &outcome.results {
+    let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for r in results {
         w.serialize(&r.row)?;
     }
     w.flush()?;
-    for r in &outcome.results {
+    for r in results {
         let path = dir.join(format!("tracking-{}-{}.csv", r.row.scenario, r.row.profile));
-        let mut w = csv::Writer::from_path(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
         for p in &r.track {
             w.serialize(p)?;
         }
         w.flush()?;
         if let Some(stem) = &r.plot {
             let svg = dir.join(format!("{stem}-{}.svg", r.row.profile));
-            plot_tracking(&svg, r).with_context(|| format!("cannot draw {}", svg.display()))?;
+            plot_tracking(&svg, r).map_err(|source| LabError::Draw {
+                path: svg.to_path_buf(),
+                source: Box::new(source),
+            })?;
         }
     }
-    if !outcome.checks.is_empty() {
-        report::write_checks_csv(&dir.join("paper-comparison.csv"), &outcome.checks)?;
+    if !checks.is_empty() {
+        report::write_checks_csv(&dir.join("paper-comparison.csv"), checks)?;
     }
     Ok(())
 }
@@ -367,8 +300,8 @@ const MIDSTREAM: RGBColor = RGBColor(44, 160, 44);
 const DROPS: RGBColor = RGBColor(255, 127, 14);
 const QUEUE: RGBColor = RGBColor(148, 103, 189);
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
+fn err<E: std::fmt::Display>(e: E) -> LabError {
+    LabError::Plot(e.to_string())
 }
 
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
@@ -379,7 +312,7 @@ fn line(
     value: fn(&TrackPoint) -> Option<f64>,
     color: RGBColor,
     label: &str,
-) -> Result<()> {
+) -> Result<(), LabError> {
     // Bins without a value break the line into segments.
     let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
     for p in track {
@@ -409,7 +342,7 @@ fn line(
 /// Response times over time (truth, Certes, SYN-to-END and, when started
 /// late, the mid-stream estimator), and below them the SYN drop rate and
 /// the accept-queue limit.
-fn plot_tracking(path: &Path, r: &CertesResult) -> Result<()> {
+fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
     let track: Vec<&TrackPoint> = r.track.iter().collect();
     let x_hi = track.last().map_or(1.0, |p| p.time_s + 1.0);
     let y_hi = track

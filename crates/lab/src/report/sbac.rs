@@ -1,5 +1,5 @@
-//! `vantage reproduce sbac`: the SBAC study (`vantage_sim::studies::sbac`)
-//! for people and machines.
+//! The SBAC study's results ([`crate::studies::sbac`]) for people and
+//! machines.
 //!
 //! * tables: per scenario, one row per run (strategy, mean session length,
 //!   load or pattern, completed sessions per second, aborted %, mean
@@ -10,107 +10,14 @@
 //! * `--out DIR`: `DIR/sbac/<scenario>.csv`, `DIR/sbac/paper-comparison.csv`
 //!   and one SVG per figure.
 
+use super::right;
 use crate::report;
-use anyhow::{anyhow, Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
+use crate::LabError;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
-use std::time::Instant;
-use vantage_sim::studies::sbac::{self, Kind, SbacRow, SbacScenario, Table2Cell};
-use vantage_sim::studies::Check;
-use vantage_sim::study::Effort;
-
-/// What one run of the study produced.
-pub struct SbacOutcome {
-    pub scenarios: Vec<SbacScenario>,
-    pub rows: Vec<SbacRow>,
-    pub table2: Vec<Table2Cell>,
-    pub checks: Vec<Check>,
-}
-
-#[derive(Serialize)]
-struct JsonDocument<'a> {
-    rows: &'a [SbacRow],
-    table2: &'a [Table2Cell],
-    checks: &'a [Check],
-}
-
-/// Runs every embedded scenario; prints the tables unless `json` (then the
-/// caller prints [`print_json`] or merges the outcome into its own
-/// document); writes CSV and SVG files under `out/sbac`.
-pub fn run(quick: bool, json: bool, out: &Path) -> Result<SbacOutcome> {
-    run_scenarios(sbac::scenarios()?, quick, json, out)
-}
-
-/// [`run`] on the given scenarios (e.g. one file of `vantage sim`).
-pub fn run_scenarios(
-    scenarios: Vec<sbac::SbacScenario>,
-    quick: bool,
-    json: bool,
-    out: &Path,
-) -> Result<SbacOutcome> {
-    let effort = Effort { quick };
-    let runs = sbac::steps(&scenarios, effort);
-    let bar = ProgressBar::new(runs).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs sbac (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
-    if json {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let started = Instant::now();
-    let rows = sbac::run(&scenarios, effort, &|| bar.inc(1));
-    bar.finish_and_clear();
-    let wall = started.elapsed().as_secs_f64();
-    let table2 = sbac::table2(&rows);
-    let checks = sbac::checks(&rows);
-    let outcome = SbacOutcome {
-        scenarios,
-        rows,
-        table2,
-        checks,
-    };
-    write_outputs(&outcome, &out.join(sbac::NAME))?;
-    if !json {
-        print_tables(&outcome);
-        report::print_checks(&outcome.checks);
-        let simulated: f64 = outcome.rows.iter().map(|r| r.outcome.simulated_s).sum();
-        let events: u64 = outcome.rows.iter().map(|r| r.outcome.events).sum();
-        let holds = outcome.checks.iter().filter(|c| c.holds).count();
-        println!(
-            "{} cells from {runs} runs, {:.1} simulated hours, {events} events in {wall:.1} s; \
-             {holds} of {} statements of the paper hold.",
-            outcome.rows.len(),
-            simulated / 3600.0,
-            outcome.checks.len()
-        );
-    }
-    Ok(outcome)
-}
-
-/// The study's JSON document: `{"rows", "table2", "checks"}`.
-pub fn json_document(outcome: &SbacOutcome) -> serde_json::Value {
-    serde_json::to_value(JsonDocument {
-        rows: &outcome.rows,
-        table2: &outcome.table2,
-        checks: &outcome.checks,
-    })
-    .unwrap_or(serde_json::Value::Null)
-}
-
-/// Prints [`json_document`] on standard output.
-pub fn print_json(outcome: &SbacOutcome) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(&json_document(outcome))?);
-    Ok(())
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
@@ -124,7 +31,8 @@ fn rows_of<'a>(outcome: &'a SbacOutcome, s: &SbacScenario) -> Vec<&'a SbacRow> {
         .collect()
 }
 
-fn print_tables(outcome: &SbacOutcome) {
+/// Prints every scenario's table, Table 2 and the step study.
+pub fn print_tables(outcome: &SbacOutcome) {
     for s in &outcome.scenarios {
         println!("## {} — {} ({})\n", s.figure, s.title, s.origin);
         let mut table = Table::new();
@@ -209,13 +117,18 @@ fn print_tables(outcome: &SbacOutcome) {
     }
 }
 
-fn write_outputs(outcome: &SbacOutcome, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create output directory {}", dir.display()))?;
+/// Writes the study's CSV and SVG files into `dir`.
+pub fn write_outputs(outcome: &SbacOutcome, dir: &Path) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     for s in &outcome.scenarios {
         let path = dir.join(format!("{}.csv", s.name));
-        let mut w = csv::Writer::from_path(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
         for r in rows_of(outcome, s) {
             w.serialize(CsvRow::from(r))?;
         }
@@ -292,8 +205,8 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
+fn err<E: std::fmt::Display>(e: E) -> LabError {
+    LabError::Plot(e.to_string())
 }
 
 type Metric = (&'static str, fn(&SbacRow) -> f64);
@@ -301,7 +214,7 @@ type Metric = (&'static str, fn(&SbacRow) -> f64);
 /// One SVG per scenario: completed sessions, aborted %, useful utilization
 /// and mean completed length against the load (steady) or the mean session
 /// length (patterns, steps), one line per series.
-fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<()> {
+fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError> {
     if rows.is_empty() {
         return Ok(());
     }

@@ -3,8 +3,8 @@
 
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
 use vantage_core::Nanos;
-use vantage_sim::studies::certes::{self, CertesResult, CertesScenario};
-use vantage_sim::study::Effort;
+use vantage_lab::studies::certes::{self, CertesResult, CertesScenario};
+use vantage_sim::syn::Effort;
 use vantage_sim::webserver;
 
 const QUICK: Effort = Effort { quick: true };

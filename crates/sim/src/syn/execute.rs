@@ -9,10 +9,10 @@
 //! pooled over repetitions in repetition order, so a run is reproducible
 //! bit for bit whatever the number of threads.
 
-use crate::filters::FilterKind;
-use crate::metrics::{Summary, Tally};
-use crate::run::{simulate, Bin, Recording, RunResult};
-use crate::scenario::{Kind, Scenario, ScenarioError};
+use crate::syn::filters::FilterKind;
+use crate::syn::metrics::{Summary, Tally};
+use crate::syn::run::{simulate, Bin, Recording, RunResult};
+use crate::syn::scenario::{Kind, Scenario, ScenarioError};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -127,7 +127,7 @@ pub fn execute(
         },
         arrivals_by_attempt: s.kind == Kind::Resync,
     };
-    let workload_axis = |axis: &Option<crate::scenario::Sweep>| {
+    let workload_axis = |axis: &Option<crate::syn::scenario::Sweep>| {
         axis.as_ref()
             .is_some_and(|a| a.parameter.starts_with("workload."))
     };

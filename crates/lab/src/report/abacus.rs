@@ -1,13 +1,13 @@
-//! Results for people (tables) and machines (CSV, JSON).
+//! The Abacus study's results for people (a table per scenario) and
+//! machines (a CSV file per scenario).
 
-use anyhow::{Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
-use serde::Serialize;
+use super::right;
+use crate::LabError;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use std::collections::BTreeSet;
 use std::path::Path;
-use vantage_sim::scenario::Scenario;
-use vantage_sim::studies::Check;
-use vantage_sim::study::{Row, ScenarioResult};
+use vantage_sim::syn::scenario::Scenario;
+use vantage_sim::syn::{Row, ScenarioResult};
 
 fn short(parameter: &Option<String>) -> String {
     parameter
@@ -18,10 +18,6 @@ fn short(parameter: &Option<String>) -> String {
 
 fn num(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v}"))
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
 /// Prints one scenario: a table of every row, or for a one-filter scenario
@@ -126,46 +122,17 @@ fn print_pivot(s: &Scenario, r: &ScenarioResult) {
     }
 }
 
-/// Prints the paper-versus-ours table.
-pub fn print_checks(checks: &[Check]) {
-    if checks.is_empty() {
-        return;
-    }
-    println!("## The paper's statements beside our results\n");
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
-        "figure",
-        "profile",
-        "statement",
-        "paper",
-        "ours",
-        "difference",
-        "holds",
-    ]);
-    for c in checks {
-        table.add_row(vec![
-            Cell::new(&c.figure),
-            Cell::new(&c.profile),
-            Cell::new(&c.claim),
-            right(c.paper.clone()),
-            right(c.ours.clone()),
-            right(c.difference.map_or(String::new(), |d| format!("{d:+.2}"))),
-            Cell::new(if c.holds { "yes" } else { "NO" }),
-        ]);
-    }
-    println!("{table}\n");
-}
-
 /// One CSV row per result row; extras become columns.
-pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<()> {
+pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
     let extras: BTreeSet<String> = r
         .rows
         .iter()
         .flat_map(|x| x.extras.keys().cloned())
         .collect();
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut w = csv::Writer::from_path(path).map_err(|source| LabError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut header: Vec<String> = [
         "study",
         "figure",
@@ -218,33 +185,5 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<()> {
         w.write_record(&record)?;
     }
     w.flush()?;
-    Ok(())
-}
-
-pub fn write_checks_csv(path: &Path, checks: &[Check]) -> Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
-    for c in checks {
-        w.serialize(c)?;
-    }
-    w.flush()?;
-    Ok(())
-}
-
-#[derive(Serialize)]
-struct JsonReport<'a> {
-    rows: Vec<&'a Row>,
-    checks: &'a [Check],
-}
-
-/// All rows and checks as one JSON document on stdout.
-pub fn print_json(results: &[(Scenario, ScenarioResult)], checks: &[Check]) -> Result<()> {
-    let report = JsonReport {
-        rows: results.iter().flat_map(|(_, r)| r.rows.iter()).collect(),
-        checks,
-    };
-    let stdout = std::io::stdout();
-    serde_json::to_writer_pretty(stdout.lock(), &report)?;
-    println!();
     Ok(())
 }

@@ -1,0 +1,45 @@
+//! What can go wrong running a study or writing its results.
+
+use std::path::PathBuf;
+use thiserror::Error;
+use vantage_sim::syn::scenario::ScenarioError;
+
+#[derive(Debug, Error)]
+pub enum LabError {
+    #[error("unknown study `{name}` (known: {known})")]
+    UnknownStudy { name: String, known: String },
+    #[error("{origin}: `scenario.study` must be {allowed}, got \"{name}\"")]
+    UnknownStudyInFile {
+        origin: String,
+        name: String,
+        allowed: String,
+    },
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("cannot create output directory {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("cannot draw {}", path.display())]
+    Draw {
+        path: PathBuf,
+        #[source]
+        source: Box<LabError>,
+    },
+    #[error("plot: {0}")]
+    Plot(String),
+    #[error(transparent)]
+    Csv(#[from] csv::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}

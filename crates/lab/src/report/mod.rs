@@ -1,0 +1,79 @@
+//! Report writers shared by every study: the paper-versus-ours table and
+//! CSV, and the document `vantage reproduce --json` prints for every study.
+//! Each study's own tables, CSV files and SVG plots are in its module here.
+
+pub mod abacus;
+pub mod abacus_plot;
+pub mod certes;
+pub mod sbac;
+
+use crate::{Check, LabError, StudyOutcome};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::path::Path;
+
+pub(crate) fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// Prints the paper-versus-ours table.
+pub fn print_checks(checks: &[Check]) {
+    if checks.is_empty() {
+        return;
+    }
+    println!("## The paper's statements beside our results\n");
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "figure",
+        "profile",
+        "statement",
+        "paper",
+        "ours",
+        "difference",
+        "holds",
+    ]);
+    for c in checks {
+        table.add_row(vec![
+            Cell::new(&c.figure),
+            Cell::new(&c.profile),
+            Cell::new(&c.claim),
+            right(c.paper.clone()),
+            right(c.ours.clone()),
+            right(c.difference.map_or(String::new(), |d| format!("{d:+.2}"))),
+            Cell::new(if c.holds { "yes" } else { "NO" }),
+        ]);
+    }
+    println!("{table}\n");
+}
+
+pub fn write_checks_csv(path: &Path, checks: &[Check]) -> Result<(), LabError> {
+    let mut w = csv::Writer::from_path(path).map_err(|source| LabError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for c in checks {
+        w.serialize(c)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// The document `vantage reproduce --json` prints when it runs every
+/// study: the first study's rows and every study's checks at the top (the
+/// format the Abacus study began with), then each further study's part
+/// under its name.
+pub fn all_studies_document(outcomes: &[(&str, StudyOutcome)]) -> serde_json::Value {
+    let mut doc = serde_json::Map::new();
+    if let Some((_, first)) = outcomes.first() {
+        doc.insert("rows".into(), first.rows.clone());
+    }
+    let checks: Vec<&Check> = outcomes.iter().flat_map(|(_, o)| o.checks.iter()).collect();
+    doc.insert(
+        "checks".into(),
+        serde_json::to_value(checks).unwrap_or(serde_json::Value::Null),
+    );
+    for (name, outcome) in outcomes.iter().skip(1) {
+        doc.insert((*name).to_string(), outcome.summary.clone());
+    }
+    serde_json::Value::Object(doc)
+}

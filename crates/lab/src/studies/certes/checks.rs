@@ -1,0 +1,256 @@
+//! The paper's stated results beside ours, per scenario and population.
+
+use super::run::{CertesResult, CertesRow};
+use super::{
+    APPLICATION_PAPER_MIN_ERROR, CERTES_BOUND, PAPER_ALL_TESTS_BOUND, RECOVERY_TOLERANCE,
+    SYN_TO_END_PAPER_MIN_ERROR,
+};
+use crate::Check;
+use std::collections::BTreeMap;
+
+// ─────────────────────────────── checks ───────────────────────────────
+
+fn pct(v: f64) -> String {
+    format!("{:+.2} %", 100.0 * v)
+}
+
+/// The paper's statements beside our results.
+pub fn checks(results: &[CertesResult]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for r in results {
+        let row = &r.row;
+        let mut add =
+            |claim: String, paper: String, ours: String, difference: Option<f64>, holds: bool| {
+                out.push(Check {
+                    figure: format!("{} ({})", row.scenario, row.figure),
+                    profile: row.profile.clone(),
+                    claim,
+                    paper,
+                    ours,
+                    difference,
+                    holds,
+                })
+            };
+        let err = row.certes_rel_err;
+        add(
+            "Fig. 16: Certes' mean within 2.5 % of the client-perceived mean".into(),
+            match r.paper.as_ref().and_then(|p| p.certes_error_pct) {
+                Some(e) => format!(
+                    "≤ 2.5 % (Test {}: {e} %)",
+                    r.paper.as_ref().map_or("", |p| &p.test)
+                ),
+                None => "≤ 2.5 % (13 of 16 tests)".into(),
+            },
+            pct(err),
+            Some(100.0 * (err.abs() - CERTES_BOUND)),
+            err.abs() <= CERTES_BOUND,
+        );
+        if row.certes_bound > CERTES_BOUND {
+            add(
+                format!(
+                    "documented bound for this scenario: {}",
+                    r.bound_reason.as_deref().unwrap_or("")
+                ),
+                format!("≤ {:.1} % (≤ 7.4 % in all tests)", 100.0 * row.certes_bound),
+                pct(err),
+                Some(100.0 * (err.abs() - row.certes_bound)),
+                err.abs() <= row.certes_bound,
+            );
+        }
+        add(
+            "Fig. 16: SYN-to-END underestimates by 5 % to more than 80 %".into(),
+            "−5 % … < −80 %".into(),
+            pct(row.syn_to_end_rel_err),
+            None,
+            row.syn_to_end_rel_err <= -SYN_TO_END_PAPER_MIN_ERROR,
+        );
+        add(
+            "Fig. 16: the application-level (Apache) time errs by at least 80 %".into(),
+            "≤ −80 %".into(),
+            pct(row.application_rel_err),
+            None,
+            row.application_rel_err <= -APPLICATION_PAPER_MIN_ERROR,
+        );
+        add(
+            format!(
+                "Figs. 18–19: Certes tracks the per-second mean (mean |error| ≤ {:.0} %)",
+                100.0 * row.tracking_bound
+            ),
+            "close overlap".into(),
+            format!(
+                "{:.2} % over {} bins (p90 {:.1} %; 250 ms intervals {:.1} %)",
+                100.0 * row.certes_tracking_err,
+                row.tracking_bins,
+                100.0 * row.certes_tracking_err_p90,
+                100.0 * row.certes_interval_err
+            ),
+            None,
+            row.tracking_bins > 0 && row.certes_tracking_err <= row.tracking_bound,
+        );
+        add(
+            format!(
+                "Figs. 18–19: … and the ten-second mean (mean |error| ≤ {:.0} %)",
+                100.0 * row.tracking_bound_10s
+            ),
+            "close overlap".into(),
+            format!("{:.2} %", 100.0 * row.certes_tracking_err_10s),
+            None,
+            row.tracking_bins > 0 && row.certes_tracking_err_10s <= row.tracking_bound_10s,
+        );
+        if let Some(mm1) = row.mm1_tracking_err {
+            add(
+                "App. A, Eq. 32: the M/M/1 estimate tracks worse than Certes".into(),
+                "Certes < M/M/1".into(),
+                format!(
+                    "Certes {:.2} %, M/M/1 {:.2} %",
+                    100.0 * row.certes_tracking_err,
+                    100.0 * mm1
+                ),
+                None,
+                row.certes_tracking_err < mm1,
+            );
+        }
+        // Figures 23–24 compare the baselines on Test J's on/off load.
+        if r.on_off && row.profile == "windows-9x-nt" {
+            if let Some(sw) = row.sliding_window_tracking_err {
+                add(
+                    "Figs. 23–24 (on/off load): the sliding window of Eq. 33 tracks worse than Certes".into(),
+                    "Certes < window".into(),
+                    format!(
+                        "Certes {:.2} %, window {:.2} %",
+                        100.0 * row.certes_tracking_err,
+                        100.0 * sw
+                    ),
+                    None,
+                    row.certes_tracking_err < sw,
+                );
+            }
+        }
+        for (q, truth, certes, e, cdf) in [
+            (
+                "p90",
+                row.truth_p90_s,
+                row.certes_p90_s,
+                row.p90_rel_err,
+                row.p90_cdf_err,
+            ),
+            (
+                "p99",
+                row.truth_p99_s,
+                row.certes_p99_s,
+                row.p99_rel_err,
+                row.p99_cdf_err,
+            ),
+        ] {
+            if let (Some(t), Some(c), Some(e), Some(f)) = (truth, certes, e, cdf) {
+                add(
+                    format!(
+                        "Fig. 17: the estimated distribution at the true {q} within {:.0} points",
+                        100.0 * row.percentile_bound
+                    ),
+                    "approximates the client's".into(),
+                    format!(
+                        "F̂ off by {:+.2} points ({q} {c:.3} s vs {t:.3} s, {})",
+                        100.0 * f,
+                        pct(e)
+                    ),
+                    Some(100.0 * f),
+                    f.abs() <= row.percentile_bound,
+                );
+            }
+        }
+        if let Some(start) = row.midstream_start_s {
+            let fto = row.model_frustration_timeout_s;
+            let recovered = row.midstream_recovered_after_s;
+            let limit = row.midstream_recovery_limit_s.unwrap_or(fto);
+            add(
+                format!(
+                    "App. B: started at {start:.2} s, Certes converges within one FTO (every later {:.0} s bin within {:.0} % of the estimator started at 0)",
+                    row.tracking_bin_s,
+                    100.0 * RECOVERY_TOLERANCE
+                ),
+                format!("after {fto:.0} s (≤ {limit:.2} s: the bin the FTO ends in)"),
+                recovered.map_or("never".into(), |r| format!("after {r:.2} s")),
+                recovered.map(|r| r - fto),
+                recovered.is_some_and(|r| r <= limit),
+            );
+            if let Some(e) = row.midstream_after_fto_rel_err {
+                add(
+                    "App. B: after one FTO, the mid-stream estimator's mean within 2.5 %".into(),
+                    "≤ 2.5 %".into(),
+                    pct(e),
+                    None,
+                    e.abs() <= row.certes_bound,
+                );
+            }
+        }
+        if row.profile == "windows-9x-nt" {
+            if let Some(paper) = &r.paper {
+                if let Some([lo, hi]) = paper.syn_drop_pct {
+                    let (ours_lo, ours_hi) = (row.syn_drop_pct_p5, row.syn_drop_pct_p95);
+                    add(
+                        format!(
+                            "Table II, Test {}: SYN drop rate (per-second p5–p95)",
+                            paper.test
+                        ),
+                        format!("{lo}–{hi} %"),
+                        format!("{ours_lo:.1}–{ours_hi:.1} %"),
+                        None,
+                        ours_lo <= hi && ours_hi >= lo,
+                    );
+                }
+                if let Some([lo, hi]) = paper.connections_per_s {
+                    let (ours_lo, ours_hi) = (row.connections_per_s_p5, row.connections_per_s_p95);
+                    add(
+                        format!(
+                            "Table II, Test {}: connections per second (per-second p5–p95)",
+                            paper.test
+                        ),
+                        format!("{lo}–{hi}"),
+                        format!("{ours_lo:.0}–{ours_hi:.0}"),
+                        None,
+                        ours_lo <= hi && ours_hi >= lo,
+                    );
+                }
+            }
+        }
+    }
+    // Over the study: how many scenarios are within 2.5 % and within 7.4 %.
+    if !results.is_empty() {
+        let n = results.len();
+        let within = results
+            .iter()
+            .filter(|r| r.row.certes_rel_err.abs() <= CERTES_BOUND)
+            .count();
+        let within_all = results
+            .iter()
+            .filter(|r| r.row.certes_rel_err.abs() <= PAPER_ALL_TESTS_BOUND)
+            .count();
+        let worst = results
+            .iter()
+            .map(|r| r.row.certes_rel_err.abs())
+            .fold(0.0, f64::max);
+        out.push(Check {
+            figure: "all (Fig. 16)".into(),
+            profile: "all".into(),
+            claim: "Certes within 2.5 % / within 7.4 % of the truth, over all runs".into(),
+            paper: "13 of 16 / 16 of 16".into(),
+            ours: format!(
+                "{within} of {n} / {within_all} of {n} (worst {:.2} %)",
+                100.0 * worst
+            ),
+            difference: None,
+            holds: within_all == n,
+        });
+    }
+    out
+}
+
+/// Rows of every result, by scenario name, for lookups in tests.
+pub fn rows_by_scenario(results: &[CertesResult]) -> BTreeMap<String, Vec<&CertesRow>> {
+    let mut map: BTreeMap<String, Vec<&CertesRow>> = BTreeMap::new();
+    for r in results {
+        map.entry(r.row.scenario.clone()).or_default().push(&r.row);
+    }
+    map
+}

@@ -1,0 +1,698 @@
+//! The SBAC study's scenario file format (`scenarios/sbac/*.toml`): parsed,
+//! validated, and expanded into the runs of the session simulator.
+
+use super::run::{Job, JobMeta};
+use super::NAME;
+use serde::Deserialize;
+use serde::Serialize;
+use vantage_core::admission::session::EwmaConfig;
+use vantage_core::admission::session::HybridConfig;
+use vantage_core::admission::session::PredictiveConfig;
+use vantage_core::admission::session::SessionConfigError;
+use vantage_core::Nanos;
+use vantage_sim::sessions::LoadPattern;
+use vantage_sim::sessions::RunConfig;
+use vantage_sim::sessions::Segment;
+use vantage_sim::sessions::Strategy;
+use vantage_sim::syn::scenario::Checker;
+use vantage_sim::syn::scenario::ScenarioError;
+use vantage_sim::syn::Effort;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    scenario: Meta,
+    workload: WorkloadSection,
+    #[serde(default)]
+    clients: ClientsSection,
+    #[serde(default)]
+    server: ServerSection,
+    #[serde(default)]
+    admission: AdmissionSection,
+    #[serde(default)]
+    pattern: Vec<PatternSection>,
+    step: Option<StepSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    study: String,
+    name: String,
+    figure: String,
+    title: String,
+    kind: Kind,
+    #[serde(default = "one_u64")]
+    seed: u64,
+    #[serde(default = "one_u32")]
+    repetitions: u32,
+    #[serde(default = "one_u32")]
+    quick_repetitions: u32,
+    #[serde(default = "default_measure")]
+    measure_s: f64,
+    #[serde(default = "default_quick_measure")]
+    quick_measure_s: f64,
+    #[serde(default = "default_warmup_lives")]
+    warmup_lives: f64,
+    #[serde(default = "default_quick_warmup_lives")]
+    quick_warmup_lives: f64,
+}
+
+fn one_u64() -> u64 {
+    1
+}
+fn one_u32() -> u32 {
+    1
+}
+fn default_measure() -> f64 {
+    1200.0
+}
+fn default_quick_measure() -> f64 {
+    200.0
+}
+fn default_warmup_lives() -> f64 {
+    4.0
+}
+fn default_quick_warmup_lives() -> f64 {
+    2.0
+}
+
+/// What a scenario runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// One constant load per run, swept over `workload.loads_pct`.
+    Steady,
+    /// The `[[pattern]]` load patterns.
+    Pattern,
+    /// A step from `step.from_pct` to `step.to_pct`.
+    Step,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadSection {
+    session_length_means: Vec<f64>,
+    #[serde(default)]
+    loads_pct: Vec<f64>,
+    quick_loads_pct: Option<Vec<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientsSection {
+    #[serde(default = "default_think")]
+    think_time_s: Vec<f64>,
+    #[serde(default = "default_timeout")]
+    timeout_s: f64,
+    #[serde(default = "default_retries")]
+    retries: Vec<f64>,
+}
+
+fn default_think() -> Vec<f64> {
+    vec![5.0]
+}
+fn default_timeout() -> f64 {
+    1.0
+}
+fn default_retries() -> Vec<f64> {
+    vec![1.0]
+}
+
+impl Default for ClientsSection {
+    fn default() -> Self {
+        ClientsSection {
+            think_time_s: default_think(),
+            timeout_s: default_timeout(),
+            retries: default_retries(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerSection {
+    #[serde(default = "default_capacity")]
+    capacity_rps: f64,
+    #[serde(default = "default_listen_queue")]
+    listen_queue: f64,
+    #[serde(default = "one_f64")]
+    rejection_cost: f64,
+}
+
+fn default_capacity() -> f64 {
+    1000.0
+}
+fn default_listen_queue() -> f64 {
+    1024.0
+}
+fn one_f64() -> f64 {
+    1.0
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            capacity_rps: default_capacity(),
+            listen_queue: default_listen_queue(),
+            rejection_cost: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdmissionSection {
+    #[serde(default = "default_strategies")]
+    strategies: Vec<String>,
+    #[serde(default = "default_threshold")]
+    threshold: f64,
+    #[serde(default = "one_f64")]
+    interval_s: f64,
+    #[serde(default = "default_carry")]
+    carry_intervals: f64,
+}
+
+fn default_strategies() -> Vec<String> {
+    vec!["none".into()]
+}
+fn default_threshold() -> f64 {
+    0.95
+}
+fn default_carry() -> f64 {
+    3.0
+}
+
+impl Default for AdmissionSection {
+    fn default() -> Self {
+        AdmissionSection {
+            strategies: default_strategies(),
+            threshold: default_threshold(),
+            interval_s: 1.0,
+            carry_intervals: default_carry(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternSection {
+    name: String,
+    loads_pct: Vec<f64>,
+    segment_s: f64,
+    quick_segment_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepSection {
+    from_pct: f64,
+    to_pct: f64,
+    before_s: f64,
+    after_s: f64,
+    quick_before_s: Option<f64>,
+    quick_after_s: Option<f64>,
+    /// Seconds after the step before the overload counts as steady.
+    #[serde(default = "default_settle")]
+    settle_s: f64,
+}
+
+fn default_settle() -> f64 {
+    60.0
+}
+
+/// A named load pattern, full and quick segment lengths.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Pattern {
+    pub name: String,
+    pub loads_pct: Vec<f64>,
+    pub segment_s: f64,
+    pub quick_segment_s: f64,
+}
+
+/// A load step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    pub from_pct: f64,
+    pub to_pct: f64,
+    pub before_s: f64,
+    pub after_s: f64,
+    pub quick_before_s: f64,
+    pub quick_after_s: f64,
+    pub settle_s: f64,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug)]
+pub struct SbacScenario {
+    pub origin: String,
+    pub name: String,
+    pub figure: String,
+    pub title: String,
+    pub kind: Kind,
+    pub seed: u64,
+    /// Runs per cell, each with its own seed; a cell's row pools them.
+    pub repetitions: u32,
+    pub quick_repetitions: u32,
+    pub measure_s: f64,
+    pub quick_measure_s: f64,
+    pub warmup_lives: f64,
+    pub quick_warmup_lives: f64,
+    pub session_length_means: Vec<f64>,
+    pub loads_pct: Vec<f64>,
+    pub quick_loads_pct: Vec<f64>,
+    pub think_times_s: Vec<f64>,
+    pub timeout_s: f64,
+    pub retries: Vec<u32>,
+    pub capacity_rps: f64,
+    pub listen_queue: usize,
+    pub rejection_cost: f64,
+    pub strategies: Vec<Strategy>,
+    pub interval_s: f64,
+    pub patterns: Vec<Pattern>,
+    pub step: Option<Step>,
+}
+
+/// Checks of this study's scenario format, beside the shared ones.
+trait SbacChecks {
+    fn config(&self, key: &str, r: Result<(), SessionConfigError>) -> Result<(), ScenarioError>;
+}
+
+impl SbacChecks for Checker<'_> {
+    fn config(&self, key: &str, r: Result<(), SessionConfigError>) -> Result<(), ScenarioError> {
+        r.map_err(|e| self.fail(key, e.to_string()))
+    }
+}
+
+/// Parses a strategy name: `none`, `stable`, `responsive`, `hybrid`,
+/// `predictive`, or `k=<weight>` for a member of the EWMA family.
+fn strategy(
+    c: &Checker<'_>,
+    key: &str,
+    name: &str,
+    threshold: f64,
+    carry: u32,
+) -> Result<Strategy, ScenarioError> {
+    let s = match name {
+        "none" => Strategy::None,
+        "stable" => Strategy::Ewma(EwmaConfig {
+            threshold,
+            ..EwmaConfig::stable()
+        }),
+        "responsive" => Strategy::Ewma(EwmaConfig {
+            threshold,
+            ..EwmaConfig::responsive()
+        }),
+        "hybrid" => Strategy::Hybrid(HybridConfig {
+            threshold,
+            ..HybridConfig::default()
+        }),
+        "predictive" => Strategy::Predictive(PredictiveConfig {
+            threshold,
+            carry_intervals: carry,
+            ..PredictiveConfig::default()
+        }),
+        other => match other.strip_prefix("k=").map(str::parse::<f64>) {
+            Some(Ok(weight)) => {
+                c.range(key, weight, 0.01, 1.0)?;
+                Strategy::Ewma(EwmaConfig { threshold, weight })
+            }
+            _ => {
+                return Err(c.fail(
+                    key,
+                    format!(
+                        "unknown strategy `{other}` (known: none, stable, responsive, \
+                         hybrid, predictive, k=<0.01..1>)"
+                    ),
+                ))
+            }
+        },
+    };
+    let check = match &s {
+        Strategy::None => Ok(()),
+        Strategy::Ewma(e) => e.validate(),
+        Strategy::Hybrid(h) => h.validate(),
+        Strategy::Predictive(p) => p.validate(),
+    };
+    c.config(key, check)?;
+    Ok(s)
+}
+
+impl SbacScenario {
+    /// Parses and validates a scenario; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<SbacScenario, ScenarioError> {
+        let c = Checker::new(origin, text);
+        let file: File = c.deserialize()?;
+        let m = &file.scenario;
+        if m.study != NAME {
+            return Err(c.fail(
+                "scenario.study",
+                format!("must be \"{NAME}\", got \"{}\"", m.study),
+            ));
+        }
+        let repetitions = c.range(
+            "scenario.repetitions",
+            f64::from(m.repetitions),
+            1.0,
+            1000.0,
+        )? as u32;
+        let quick_repetitions = c.range(
+            "scenario.quick_repetitions",
+            f64::from(m.quick_repetitions),
+            1.0,
+            1000.0,
+        )? as u32;
+        let measure_s = c.range("scenario.measure_s", m.measure_s, 10.0, 1e6)?;
+        let quick_measure_s = c.range("scenario.quick_measure_s", m.quick_measure_s, 10.0, 1e6)?;
+        let warmup_lives = c.range("scenario.warmup_lives", m.warmup_lives, 0.0, 100.0)?;
+        let quick_warmup_lives = c.range(
+            "scenario.quick_warmup_lives",
+            m.quick_warmup_lives,
+            0.0,
+            100.0,
+        )?;
+        let w = &file.workload;
+        let session_length_means = c.list(
+            "workload.session_length_means",
+            &w.session_length_means,
+            1.0,
+            1e4,
+        )?;
+        let (loads_pct, quick_loads_pct) = if m.kind == Kind::Steady {
+            let full = c.list("workload.loads_pct", &w.loads_pct, 1.0, 10_000.0)?;
+            let quick = match &w.quick_loads_pct {
+                Some(q) => c.list("workload.quick_loads_pct", q, 1.0, 10_000.0)?,
+                None => full.clone(),
+            };
+            (full, quick)
+        } else {
+            if !w.loads_pct.is_empty() || w.quick_loads_pct.is_some() {
+                return Err(c.fail(
+                    "workload.loads_pct",
+                    "is for kind = \"steady\"; patterns and steps give their own loads".into(),
+                ));
+            }
+            (Vec::new(), Vec::new())
+        };
+        let cl = &file.clients;
+        let think_times_s = c.list("clients.think_time_s", &cl.think_time_s, 0.001, 3600.0)?;
+        let timeout_s = c.range("clients.timeout_s", cl.timeout_s, 0.001, 3600.0)?;
+        let retries = cl
+            .retries
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                c.whole(&format!("clients.retries[{i}]"), *r, 0.0, 10.0)
+                    .map(|v| v as u32)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if retries.is_empty() {
+            return Err(c.fail("clients.retries", "must list at least one value".into()));
+        }
+        let s = &file.server;
+        let capacity_rps = c.range("server.capacity_rps", s.capacity_rps, 1.0, 1e6)?;
+        let listen_queue = c.whole("server.listen_queue", s.listen_queue, 1.0, 1e6)? as usize;
+        let rejection_cost = c.range("server.rejection_cost", s.rejection_cost, 0.0, 100.0)?;
+        let a = &file.admission;
+        let threshold = c.range("admission.threshold", a.threshold, 0.01, 1.0)?;
+        let interval_s = c.range("admission.interval_s", a.interval_s, 0.001, 3600.0)?;
+        let carry = c.whole("admission.carry_intervals", a.carry_intervals, 0.0, 1000.0)? as u32;
+        if a.strategies.is_empty() {
+            return Err(c.fail(
+                "admission.strategies",
+                "must name at least one strategy".into(),
+            ));
+        }
+        let strategies = a
+            .strategies
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                strategy(
+                    &c,
+                    &format!("admission.strategies[{i}]"),
+                    n,
+                    threshold,
+                    carry,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut patterns = Vec::new();
+        for (i, p) in file.pattern.iter().enumerate() {
+            let key = |k: &str| format!("pattern[{i}].{k}");
+            let loads = c.list(&key("loads_pct"), &p.loads_pct, 0.0, 10_000.0)?;
+            let segment_s = c.range(&key("segment_s"), p.segment_s, 1.0, 1e6)?;
+            let quick_segment_s = match p.quick_segment_s {
+                Some(q) => c.range(&key("quick_segment_s"), q, 1.0, 1e6)?,
+                None => segment_s,
+            };
+            patterns.push(Pattern {
+                name: p.name.clone(),
+                loads_pct: loads,
+                segment_s,
+                quick_segment_s,
+            });
+        }
+        match (m.kind, patterns.is_empty()) {
+            (Kind::Pattern, true) => {
+                return Err(c.fail("pattern", "kind = \"pattern\" needs a [[pattern]]".into()))
+            }
+            (Kind::Steady | Kind::Step, false) => {
+                return Err(c.fail("pattern", "is only for kind = \"pattern\"".into()))
+            }
+            _ => {}
+        }
+        let step = match (&file.step, m.kind) {
+            (Some(st), Kind::Step) => {
+                let before_s = c.range("step.before_s", st.before_s, 1.0, 1e6)?;
+                let after_s = c.range("step.after_s", st.after_s, 1.0, 1e6)?;
+                let settle_s = c.range("step.settle_s", st.settle_s, 0.0, after_s - 2.0)?;
+                let quick_after_s = match st.quick_after_s {
+                    Some(q) => c.range("step.quick_after_s", q, settle_s + 2.0, 1e6)?,
+                    None => after_s,
+                };
+                Some(Step {
+                    from_pct: c.range("step.from_pct", st.from_pct, 0.0, 10_000.0)?,
+                    to_pct: c.range("step.to_pct", st.to_pct, 0.0, 10_000.0)?,
+                    before_s,
+                    after_s,
+                    quick_before_s: match st.quick_before_s {
+                        Some(q) => c.range("step.quick_before_s", q, 1.0, 1e6)?,
+                        None => before_s,
+                    },
+                    quick_after_s,
+                    settle_s,
+                })
+            }
+            (None, Kind::Step) => {
+                return Err(c.fail("step", "kind = \"step\" needs a [step] section".into()))
+            }
+            (Some(_), _) => return Err(c.fail("step", "is only for kind = \"step\"".into())),
+            (None, _) => None,
+        };
+        let scenario = SbacScenario {
+            origin: origin.to_string(),
+            name: m.name.clone(),
+            figure: m.figure.clone(),
+            title: m.title.clone(),
+            kind: m.kind,
+            seed: m.seed,
+            repetitions,
+            quick_repetitions,
+            measure_s,
+            quick_measure_s,
+            warmup_lives,
+            quick_warmup_lives,
+            session_length_means,
+            loads_pct,
+            quick_loads_pct,
+            think_times_s,
+            timeout_s,
+            retries,
+            capacity_rps,
+            listen_queue,
+            rejection_cost,
+            strategies,
+            interval_s,
+            patterns,
+            step,
+        };
+        // Bound the work of one run (about 100 bytes per session).
+        let longest = scenario
+            .jobs(Effort { quick: false })
+            .iter()
+            .map(|j| j.config.pattern.end().as_secs_f64())
+            .fold(0.0, f64::max);
+        if longest > 2e5 {
+            return Err(c.fail(
+                "scenario.measure_s",
+                format!("makes a run of {longest:.0} s; at most 200000 s"),
+            ));
+        }
+        Ok(scenario)
+    }
+
+    /// The runs of this scenario.
+    pub fn jobs(&self, effort: Effort) -> Vec<Job> {
+        let quick = effort.quick;
+        let measure = if quick {
+            self.quick_measure_s
+        } else {
+            self.measure_s
+        };
+        let lives = if quick {
+            self.quick_warmup_lives
+        } else {
+            self.warmup_lives
+        };
+        // (pattern name, load_pct, segments before warm-up, step info)
+        let mut shapes: Vec<Shape> = Vec::new();
+        match self.kind {
+            Kind::Steady => {
+                let loads = if quick {
+                    &self.quick_loads_pct
+                } else {
+                    &self.loads_pct
+                };
+                for &l in loads {
+                    shapes.push(("steady".into(), l, vec![(measure, l)], None));
+                }
+            }
+            Kind::Pattern => {
+                for p in &self.patterns {
+                    let seg = if quick {
+                        p.quick_segment_s
+                    } else {
+                        p.segment_s
+                    };
+                    let mean = p.loads_pct.iter().sum::<f64>() / p.loads_pct.len() as f64;
+                    let segs = p.loads_pct.iter().map(|&l| (seg, l)).collect();
+                    shapes.push((p.name.clone(), mean, segs, None));
+                }
+            }
+            Kind::Step => {
+                let st = self.step.as_ref().expect("validated: step kind has a step");
+                let (before, after) = if quick {
+                    (st.quick_before_s, st.quick_after_s)
+                } else {
+                    (st.before_s, st.after_s)
+                };
+                shapes.push((
+                    format!("step-{}-{}", st.from_pct, st.to_pct),
+                    st.to_pct,
+                    vec![(before, st.from_pct), (after, st.to_pct)],
+                    Some((before, st.settle_s)),
+                ));
+            }
+        }
+        let repetitions = if quick {
+            self.quick_repetitions
+        } else {
+            self.repetitions
+        };
+        let mut jobs = Vec::new();
+        let mut index = 0u64;
+        let mut cell = 0usize;
+        for strategy in &self.strategies {
+            for &mean in &self.session_length_means {
+                for &think in &self.think_times_s {
+                    for &retries in &self.retries {
+                        for (pattern, load_pct, segs, step) in &shapes {
+                            let life = mean * think;
+                            let warmup = (lives * life).max(if lives > 0.0 { 30.0 } else { 0.0 });
+                            let window: f64 = segs.iter().map(|s| s.0).sum();
+                            // Steady runs keep their load for two lives past
+                            // the window, so the cohort ends under it.
+                            let tail = if self.kind == Kind::Steady {
+                                2.0 * life
+                            } else {
+                                0.0
+                            };
+                            let mut segments = vec![Segment {
+                                duration: Nanos::from_secs_f64(warmup),
+                                load: segs[0].1 / 100.0,
+                            }];
+                            segments.extend(segs.iter().map(|&(d, l)| Segment {
+                                duration: Nanos::from_secs_f64(d),
+                                load: l / 100.0,
+                            }));
+                            let last = segs[segs.len() - 1].1;
+                            segments.push(Segment {
+                                duration: Nanos::from_secs_f64(tail),
+                                load: last / 100.0,
+                            });
+                            let from = Nanos::from_secs_f64(warmup);
+                            let to = Nanos::from_secs_f64(warmup + window);
+                            let (step_at, overload_window) = match step {
+                                Some((before, settle)) => {
+                                    let at = Nanos::from_secs_f64(warmup + before);
+                                    (Some(at), Some((at + Nanos::from_secs_f64(*settle), to)))
+                                }
+                                None => (None, None),
+                            };
+                            // The first repetition keeps the seed a single run had.
+                            let first_seed = mix(mix(self.seed, index), mean.to_bits());
+                            for repetition in 0..repetitions {
+                                let seed = if repetition == 0 {
+                                    first_seed
+                                } else {
+                                    mix(first_seed, u64::from(repetition))
+                                };
+                                jobs.push(Job {
+                                    cell,
+                                    meta: JobMeta {
+                                        figure: self.figure.clone(),
+                                        scenario: self.name.clone(),
+                                        strategy: strategy.name(),
+                                        weight: strategy.weight(),
+                                        session_length_mean: mean,
+                                        load_pct: *load_pct,
+                                        pattern: pattern.clone(),
+                                        think_time_s: think,
+                                        retries,
+                                        interval_s: self.interval_s,
+                                    },
+                                    config: RunConfig {
+                                        capacity_requests_per_s: self.capacity_rps,
+                                        listen_queue: self.listen_queue,
+                                        session_length_mean: mean,
+                                        think_time_mean: Nanos::from_secs_f64(think),
+                                        timeout: Nanos::from_secs_f64(self.timeout_s),
+                                        retries,
+                                        rejection_cost: self.rejection_cost,
+                                        strategy: strategy.clone(),
+                                        interval: Nanos::from_secs_f64(self.interval_s),
+                                        pattern: LoadPattern {
+                                            segments: segments.clone(),
+                                        },
+                                        measure_from: from,
+                                        measure_to: to,
+                                        step_at,
+                                        overload_window,
+                                        seed,
+                                    },
+                                });
+                            }
+                            index += 1;
+                            cell += 1;
+                        }
+                    }
+                }
+            }
+        }
+        jobs
+    }
+}
+
+/// A run's load shape: pattern name, load %, segments (seconds, load %)
+/// after the warm-up, and for a step (seconds before it, settle seconds).
+type Shape = (String, f64, Vec<(f64, f64)>, Option<(f64, f64)>);
+
+fn mix(mut h: u64, x: u64) -> u64 {
+    h ^= x
+        .wrapping_add(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(h << 6)
+        .wrapping_add(h >> 2);
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 31)
+}
