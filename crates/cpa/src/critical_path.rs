@@ -108,6 +108,10 @@ pub(crate) fn trace(
             }
         }
     }
+    // A request that never got a response is incomplete, closed or not.
+    if span.request.1 > span.request.0 && span.response.1 <= span.response.0 {
+        incomplete = true;
+    }
 
     let mut chain = vec![end];
     let mut kinds = Vec::new();

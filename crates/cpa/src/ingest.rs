@@ -18,7 +18,8 @@ use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, TableConfig, TraceReader,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, SkipReason, TableConfig,
+    TraceReader,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
@@ -71,6 +72,14 @@ impl Source {
                 self.table.finish_all();
                 return Ok(false);
             }
+            Err(source) if source.is_cut_off() => {
+                // Every complete packet before the cut is analysed; the
+                // summary carries the warning.
+                self.summary.cut_off = Some(source.to_string());
+                self.done = true;
+                self.table.finish_all();
+                return Ok(false);
+            }
             Err(source) => {
                 return Err(CpaError::Trace {
                     side: self.side.name(),
@@ -95,7 +104,14 @@ impl Source {
                     self.extras.entry(connection).or_default().push(extra);
                 }
             }
-            Err(reason) => self.summary.skipped.add(reason),
+            Err(reason) => {
+                if reason == SkipReason::UnsupportedLinkType {
+                    self.summary
+                        .unsupported_link_type
+                        .get_or_insert(packet.link_type.0);
+                }
+                self.summary.skipped.add(reason)
+            }
         }
         Ok(true)
     }
@@ -116,7 +132,23 @@ impl Source {
         let mut summary = self.summary.clone();
         summary.peak_active_connections = self.table.stats().peak_active;
         summary.late_segments = self.table.stats().late_segments;
+        summary.connections_evicted = self.table.stats().evicted;
         summary
+    }
+
+    /// A trace whose packets are all of a link type the decoder does not
+    /// know gives no answer, rather than "0 transactions".
+    fn check_link_type(&self) -> Result<(), CpaError> {
+        match self.summary.unsupported_link_type {
+            Some(link_type) if self.summary.tcp_segments == 0 => {
+                Err(CpaError::UnsupportedLinkType {
+                    side: self.side.name(),
+                    link_type,
+                    packets: self.summary.skipped.get(SkipReason::UnsupportedLinkType),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -140,6 +172,7 @@ pub(crate) fn single(
             break;
         }
     }
+    source.check_link_type()?;
     Ok(source.summary())
 }
 
@@ -262,5 +295,8 @@ pub(crate) fn dual(
         }
     }
     pairing.finish(analyzer);
+    for source in &sources {
+        source.check_link_type()?;
+    }
     Ok([sources[0].summary(), sources[1].summary()])
 }

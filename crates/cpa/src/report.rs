@@ -355,11 +355,31 @@ pub fn render(analysis: &Analysis, classes: &SizeClasses) -> String {
         );
     }
     out.push_str(&render_table(analysis));
+    if let Some(line) = failures_line(analysis) {
+        out.push_str(&line);
+    }
     out.push('\n');
     out.push_str(&render_aggregate(&aggregate(analysis, classes)));
     out.push('\n');
     out.push_str(&render_histogram(&histogram(analysis, classes)));
     out
+}
+
+/// The failed connections, one line, when there were any: counted beside
+/// the transactions, never among them.
+pub fn failures_line(analysis: &Analysis) -> Option<String> {
+    let f = &analysis.stats.failures;
+    if f.total() == 0 {
+        return None;
+    }
+    Some(format!(
+        "failed connections (no transaction): {} — {} refused (SYN answered by RST), {} abandoned (SYNs never answered), {} reset by the server before a response, {} aborted by the client before a response\n",
+        f.total(),
+        f.refused,
+        f.abandoned,
+        f.reset_by_server,
+        f.aborted_by_client
+    ))
 }
 
 /// The JSON object of one transaction (one line of `--json`).

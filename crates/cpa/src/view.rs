@@ -57,6 +57,10 @@ pub enum PayloadStart {
     Unknown,
     /// An HTTP request line (`GET `, `POST `, …).
     Request,
+    /// An HTTP request line, and another request line after the end of
+    /// the first request's header (`\r\n\r\n`) in the same segment:
+    /// pipelining.
+    Requests,
     /// An HTTP status line (`HTTP/`).
     Response,
     /// Anything else.
@@ -88,6 +92,8 @@ impl PayloadStart {
                 if n == token.len() {
                     return if token == b"HTTP/" {
                         PayloadStart::Response
+                    } else if another_request(captured) {
+                        PayloadStart::Requests
                     } else {
                         PayloadStart::Request
                     };
@@ -101,6 +107,19 @@ impl PayloadStart {
             PayloadStart::Other
         }
     }
+}
+
+/// Whether a request line follows the end of a header (`\r\n\r\n`) in a
+/// payload that begins with one. A body that happens to begin with a
+/// method after its header is taken for a request too (the length of a
+/// body is not parsed).
+fn another_request(captured: &[u8]) -> bool {
+    captured.windows(4).enumerate().any(|(i, window)| {
+        window == b"\r\n\r\n" && {
+            let rest = &captured[i + 4..];
+            METHODS.iter().any(|method| rest.starts_with(method))
+        }
+    })
 }
 
 /// What the connection table does not keep but the analysis uses, for one
@@ -984,6 +1003,14 @@ mod tests {
         assert_eq!(PayloadStart::classify(b""), PayloadStart::Unknown);
         assert_eq!(PayloadStart::classify(b"\x16\x03\x01"), PayloadStart::Other);
         assert_eq!(PayloadStart::classify(b"GETX"), PayloadStart::Other);
+        assert_eq!(
+            PayloadStart::classify(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n"),
+            PayloadStart::Requests
+        );
+        assert_eq!(
+            PayloadStart::classify(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"),
+            PayloadStart::Request
+        );
     }
 
     #[test]

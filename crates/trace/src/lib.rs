@@ -90,6 +90,12 @@ pub struct TraceSummary {
     pub last_timestamp: Option<Nanos>,
     /// Most connections in the table at once.
     pub peak_active_connections: usize,
+    /// Connections finished early to respect
+    /// [`TableConfig::max_connections`].
+    pub connections_evicted: u64,
+    /// The capture stops mid-record: what and at which byte offset (every
+    /// complete packet before it was read).
+    pub cut_off: Option<String>,
 }
 
 /// Reads, decodes and tracks a whole trace (`-` for standard input) with
@@ -102,7 +108,9 @@ pub fn summarize(path: impl AsRef<Path>) -> Result<TraceSummary, TraceError> {
     summarize_reader(TraceReader::open(path)?, config)
 }
 
-/// Like [`summarize`], for an open reader and a chosen table config.
+/// Like [`summarize`], for an open reader and a chosen table config. A
+/// capture cut off mid-record is read up to its last complete packet and
+/// says so in [`TraceSummary::cut_off`].
 pub fn summarize_reader(
     mut reader: TraceReader,
     config: TableConfig,
@@ -125,10 +133,21 @@ pub fn summarize_reader(
         first_timestamp: None,
         last_timestamp: None,
         peak_active_connections: 0,
+        connections_evicted: 0,
+        cut_off: None,
     };
     let mut table = ConnectionTable::new(config);
     let mut previous_timestamp = None;
-    while let Some(packet) = reader.next_packet()? {
+    loop {
+        let packet = match reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => break,
+            Err(error) if error.is_cut_off() => {
+                summary.cut_off = Some(error.to_string());
+                break;
+            }
+            Err(error) => return Err(error),
+        };
         summary.packets += 1;
         summary.captured_bytes += packet.data.len() as u64;
         if previous_timestamp.is_some_and(|previous| packet.timestamp < previous) {
@@ -158,6 +177,7 @@ pub fn summarize_reader(
     }
     summary.late_segments = table.stats().late_segments;
     summary.peak_active_connections = table.stats().peak_active;
+    summary.connections_evicted = table.stats().evicted;
     Ok(summary)
 }
 
