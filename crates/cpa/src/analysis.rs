@@ -109,7 +109,7 @@ pub struct Failures {
     /// Accepted, then reset by the server before any response byte (an
     /// overloaded server shedding connections).
     pub reset_by_server: u64,
-    /// Accepted, then reset by the client before any response byte.
+    /// Reset by the client before any response byte (accepted or not).
     pub aborted_by_client: u64,
 }
 
@@ -130,6 +130,8 @@ impl Failures {
         if server.syns == 0 {
             return Some(if server.rst {
                 Failure::Refused
+            } else if client.rst {
+                Failure::AbortedByClient
             } else {
                 Failure::Abandoned
             });

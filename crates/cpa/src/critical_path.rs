@@ -108,8 +108,9 @@ pub(crate) fn trace(
             }
         }
     }
-    // A request that never got a response is incomplete, closed or not.
-    if span.request.1 > span.request.0 && span.response.1 <= span.response.0 {
+    // An HTTP request that never got a response is incomplete, closed or
+    // not (a one-way transfer of another protocol expects none).
+    if span.http && span.request.1 > span.request.0 && span.response.1 <= span.response.0 {
         incomplete = true;
     }
 

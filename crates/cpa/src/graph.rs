@@ -545,7 +545,23 @@ impl<'a> Graph<'a> {
             let outcome = self.outcomes[node as usize];
             if let Some(repair) = outcome.and_then(|o| o.repair) {
                 let copies = &self.copies[side.index()];
-                if let Some(previous) = copies.previous(self.view, record.seq, position) {
+                // The original's departure, else (it was never captured) the
+                // first capture of any of its bytes, else the moment the
+                // data existed: the wait is the loss's either way.
+                let original = copies
+                    .previous(self.view, record.seq, position)
+                    .or_else(|| {
+                        copies
+                            .first_within(self.view, record.seq, record.end)
+                            .filter(|&first| self.view.position_of(first) < position)
+                    })
+                    .or_else(|| {
+                        (self.owner(node) == anchors.index)
+                            .then_some(anchors.available[side.index()])
+                            .flatten()
+                            .filter(|&a| self.admissible(a, anchors, position))
+                    });
+                if let Some(previous) = original {
                     return Some((previous, ArcKind::Retransmission(repair)));
                 }
             }

@@ -39,6 +39,8 @@ pub(crate) struct TransactionSpan {
     /// Several request lines arrived before a response: HTTP pipelining,
     /// which this analysis does not separate.
     pub pipelined: bool,
+    /// The captured payload shows HTTP: a request expects a response.
+    pub http: bool,
 }
 
 impl TransactionSpan {
@@ -110,6 +112,7 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                             request: (from, end),
                             response: (server_high, server_high),
                             pipelined: several,
+                            http: is_http,
                         });
                     }
                     Some(span) => {
@@ -129,6 +132,7 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                             request: (from, end),
                             response: (server_high, server_high),
                             pipelined: several,
+                            http: is_http,
                         });
                     }
                 }
@@ -144,6 +148,7 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                     request: (client_high, client_high),
                     response: (from, from),
                     pipelined: false,
+                    http: http == Some(true),
                 });
                 if span.response.1 <= span.response.0 {
                     span.response.0 = from;
