@@ -19,7 +19,10 @@
 //! [`RenoConfig::prompt_retransmit`] of a duplicate ACK is a fast
 //! retransmit, otherwise a time-out; three duplicate ACKs followed by a late
 //! retransmission is a *hidden time-out*. After a time-out the window is one
-//! segment from `snd_una` (RFC 5681, Section 3.1).
+//! segment from `snd_una` (RFC 5681, Section 3.1) and re-sent data is
+//! released by ACKs (go-back-N), unless a re-send of `snd_una` comes the
+//! minimum RTO or more after the latest ACK: the timer fired again
+//! (exponential back-off), another time-out.
 //!
 //! Departures, with reasons:
 //! * slow start grows by bytes acknowledged, at most
@@ -172,6 +175,7 @@ pub struct RenoSender {
     /// After a time-out, re-sent data below this is released by the window.
     go_back_until: Option<i64>,
     last_send_at: Option<Nanos>,
+    last_ack_at: Option<Nanos>,
     avoidance_bytes: u64,
     smoothed_rtt: Option<Nanos>,
     rtt_variation: Nanos,
@@ -203,6 +207,7 @@ impl RenoSender {
             timed_out_una: None,
             go_back_until: None,
             last_send_at: None,
+            last_ack_at: None,
             avoidance_bytes: 0,
             smoothed_rtt: None,
             rtt_variation: Nanos::ZERO,
@@ -254,6 +259,7 @@ impl RenoSender {
     /// [`Liberator::Ack`] of the packets it liberates.
     pub fn on_ack(&mut self, now: Nanos, token: u32, arrival: AckArrival) {
         self.counters.acks += 1;
+        self.last_ack_at = Some(now);
         let ack = arrival.ack;
         if ack > self.snd_max {
             // Acknowledges bytes never seen leave: the capture missed them.
@@ -312,7 +318,14 @@ impl RenoSender {
         if start < self.snd_max {
             outcome.retransmission = true;
             let covers_una = start <= self.una && end > self.una;
-            let going_back = self.go_back_until.is_some_and(|until| start < until);
+            // After a time-out the window releases re-sent data as ACKs
+            // arrive; a re-send of `snd_una` the minimum RTO or more after
+            // the latest ACK was released by the timer again (back-off).
+            let timer_again = covers_una
+                && self
+                    .last_ack_at
+                    .is_some_and(|at| now - at >= self.config.min_rto);
+            let going_back = self.go_back_until.is_some_and(|until| start < until) && !timer_again;
             let repeated = covers_una && self.resent_una == Some(self.una);
             // No retransmission timer fires sooner than the minimum RTO
             // after the bytes' previous transmission: a re-send before that

@@ -31,7 +31,8 @@
 //! # One capture (single vantage)
 //!
 //! The unobserved endpoint's events are placed half the connection's
-//! minimum round-trip time before or after their observed counterparts. A
+//! minimum round-trip time before or after their observed counterparts
+//! (a data arrival never after the placed ACK that answers it). A
 //! packet the observed side sent and later re-sent is presumed lost unless
 //! the peer acknowledged it before the re-sent copy could have arrived.
 //! The profile later re-places these events with the input-wide minimum
@@ -948,9 +949,19 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
                 continue;
             }
         }
+        // Not after the peer's placed answer to it: a round trip shorter
+        // than the minimum (an ACK sooner than any Karn-valid sample)
+        // must not put the arrival after the ACK it caused.
+        let mut arrival = signed(departure.time) + outgoing;
+        if let Some((acked_at, _)) = acks.first_reaching(departure.end) {
+            if acked_at >= departure.time && departure.has_space() {
+                let answered = signed(acked_at) - rtt / 2;
+                arrival = arrival.min(answered.max(signed(departure.time)));
+            }
+        }
         view.records.push(Record {
             side: unobserved,
-            time: unsigned(signed(departure.time) + outgoing),
+            time: unsigned(arrival),
             observed: false,
             link: Some(d),
             ..departure

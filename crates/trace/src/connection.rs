@@ -37,7 +37,8 @@
 //!   than the peer's MSS, and out-of-window sequence numbers (more than 2^30
 //!   away: counted, recorded, ignored for sequence tracking).
 //!
-//! **Finishing**: after a close and [`TableConfig::close_linger`], after
+//! **Finishing**: after a close and [`TableConfig::close_linger`] (the idle
+//! timeout while sequence space below a FIN is missing), after
 //! [`TableConfig::idle_timeout`], when superseded, or at
 //! [`ConnectionTable::finish_all`]; finished connections with their compact
 //! [`SegmentRecord`]s are queued ([`ConnectionTable::pop_finished`]) and
@@ -72,7 +73,9 @@ pub struct TableConfig {
     pub idle_timeout: Nanos,
     /// A closed connection (FIN both ways, or RST) is finished after more
     /// than this without a segment, so trailing ACKs and retransmitted FINs
-    /// still reach it.
+    /// still reach it; one with sequence space still missing below a FIN
+    /// (data lost before the close) waits up to the idle timeout for its
+    /// retransmission.
     pub close_linger: Nanos,
     /// How long a closed, finished connection's tombstone catches late
     /// segments (2 MSL by RFC 9293).
@@ -817,9 +820,17 @@ impl ActiveConnection {
         self.connection.opening == Opening::Syn && self.connection.from_responder.syns == 0
     }
 
+    /// Sequence space below a side's highest (its FIN included) that has
+    /// been neither seen nor acknowledged: a retransmission is still due.
+    fn awaits_retransmission(&self) -> bool {
+        self.trackers
+            .iter()
+            .any(|tracker| !tracker.gaps.ranges.is_empty())
+    }
+
     fn expired(&self, now: Nanos, config: &TableConfig) -> Option<FinishCause> {
         let idle = now - self.connection.last_timestamp;
-        if self.closed_at.is_some() && idle > config.close_linger {
+        if self.closed_at.is_some() && idle > config.close_linger && !self.awaits_retransmission() {
             Some(FinishCause::Closed)
         } else if idle > config.idle_timeout {
             Some(FinishCause::IdleTimeout)
