@@ -190,6 +190,8 @@ pub(crate) struct Record {
     pub ts_value: Option<u32>,
     pub ip_id: u16,
     pub payload: PayloadStart,
+    /// It carried SACK blocks.
+    pub sack: bool,
     /// For an arrival: the departure of the same packet. For a placed
     /// departure: the arrival it was placed from.
     pub link: Option<u32>,
@@ -521,6 +523,7 @@ fn convert(
                 .then_some(segment.ts_value),
             ip_id: extra.ip_id,
             payload: extra.payload,
+            sack: segment.sack_count > 0,
             link: None,
             capture_index: index as u32,
         });
