@@ -188,6 +188,9 @@ pub struct RenoSender {
     last_duplicate_at: Option<Nanos>,
     /// A duplicate ACK since the last new ACK carried SACK blocks.
     sack_since_new_ack: bool,
+    /// Bytes from here up to `snd_max` were only ever sent as window
+    /// probes: sending them again when the window opens is not a repair.
+    probed_from: Option<i64>,
     in_recovery: bool,
     /// `snd_una` when a segment covering it was last re-sent.
     resent_una: Option<i64>,
@@ -224,6 +227,7 @@ impl RenoSender {
             duplicate_acks: 0,
             last_duplicate_at: None,
             sack_since_new_ack: false,
+            probed_from: None,
             in_recovery: false,
             resent_una: None,
             timed_out_una: None,
@@ -344,8 +348,20 @@ impl RenoSender {
             // the persist timer, not by loss.
             outcome.window_probe = true;
             outcome.retransmission = start < self.snd_max;
+            if end > self.snd_max {
+                self.probed_from.get_or_insert(start.max(self.snd_max));
+            }
             self.counters.window_probes += 1;
             outcome.liberator = self.entries.last().map(|entry| entry.liberator);
+        } else if self
+            .probed_from
+            .is_some_and(|from| start >= from && start < self.snd_max)
+        {
+            // The window opened: the probed bytes go out with new data.
+            self.probed_from = None;
+            let (liberator, beyond) = self.liberator_of(end);
+            outcome.liberator = Some(liberator);
+            outcome.beyond_window = beyond;
         } else if start < self.snd_max {
             outcome.retransmission = true;
             let covers_una = start <= self.una && end > self.una;

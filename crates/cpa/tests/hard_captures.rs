@@ -226,3 +226,209 @@ fn refused_abandoned_and_reset_connections_are_failures_not_transactions() {
     let line = vantage_cpa::report::failures_line(&analysis).unwrap();
     assert!(line.contains("1 refused"), "{line}");
 }
+
+fn single_vantage(ex: &Exchange, name: &str, side: vantage_cpa::Side) -> Analysis {
+    let (client, server) = ex.write(name);
+    let inputs = match side {
+        vantage_cpa::Side::Server => Inputs {
+            server: Some(server.path.clone()),
+            client: None,
+        },
+        vantage_cpa::Side::Client => Inputs {
+            client: Some(client.path.clone()),
+            server: None,
+        },
+    };
+    let analysis = analyze(&inputs, &Options::default()).expect("analysis");
+    for t in &analysis.transactions {
+        assert!(conserves(t), "transaction {} does not conserve", t.number);
+    }
+    analysis
+}
+
+fn both(ex: &Exchange, name: &str) -> Analysis {
+    let (client, server) = ex.write(name);
+    let analysis = analyze(
+        &Inputs {
+            client: Some(client.path.clone()),
+            server: Some(server.path.clone()),
+        },
+        &Options::default(),
+    )
+    .expect("analysis");
+    for t in &analysis.transactions {
+        assert!(conserves(t), "transaction {} does not conserve", t.number);
+    }
+    analysis
+}
+
+/// A 10-segment response whose third segment is lost; the client sends
+/// the ACKs in `acks` (segment numbers received, in order) and the server
+/// re-sends the lost segment at `retransmit_at` ms.
+fn one_loss(acks: &[u32], retransmit_at: f64) -> Exchange {
+    let mut ex = Exchange::new(10.0, 10.0);
+    ex.client(0.0, 0, 0, SYN, 0)
+        .server(10.0, 0, 1, SYN | ACK, 0)
+        .client(20.0, 1, 1, ACK | PSH, 100);
+    for k in 1..=10u32 {
+        let at = 30.0 + f64::from(k - 1) * 0.1;
+        let seq = 1 + (k - 1) * 1000;
+        if k == 3 {
+            ex.server_lost(at, seq, 101, ACK, 1000);
+        } else {
+            ex.server(at, seq, 101, ACK, 1000);
+        }
+    }
+    for (i, &k) in acks.iter().enumerate() {
+        let ack = if k <= 2 { 1 + k * 1000 } else { 2001 };
+        ex.client(40.0 + i as f64 * 0.1, 101, ack, ACK, 0);
+    }
+    ex.server(retransmit_at, 2001, 101, ACK, 1000).client(
+        retransmit_at + 10.0,
+        101,
+        10_001,
+        ACK,
+        0,
+    );
+    ex
+}
+
+#[test]
+fn an_early_retransmission_without_evidence_is_a_loss_of_unknown_kind() {
+    // One duplicate ACK (it reaches the server at 50.2 ms), no SACK, and
+    // the re-send at 51 ms, 20.8 ms after the original: sooner than any
+    // timer, but nothing shows a fast retransmit (three duplicates, SACK,
+    // or a RACK window of 1.25 RTT = 25 ms).
+    let analysis = both(&one_loss(&[1, 2, 4], 51.0), "unknown-kind");
+    let t = &analysis.transactions[0];
+    assert_eq!(t.losses.unknown, 1, "{t:#?}");
+    assert_eq!(t.losses.fast_retransmit, 0);
+    assert_eq!(t.losses.timeout, 0);
+    assert_eq!(t.profile.loss_unknown, vantage_core::Nanos(ms(20.8)));
+    let line = vantage_cpa::report::json_lines(&analysis);
+    assert!(line.contains("\"loss_unknown_s\":"), "{line}");
+    // With three duplicate ACKs the same re-send is a fast retransmit.
+    let analysis = both(&one_loss(&[1, 2, 4, 5, 6], 51.0), "three-duplicates");
+    let t = &analysis.transactions[0];
+    assert_eq!(t.losses.fast_retransmit, 1);
+    assert_eq!(t.losses.unknown, 0);
+    let line = vantage_cpa::report::json_lines(&analysis);
+    assert!(!line.contains("loss_unknown"), "{line}");
+}
+
+#[test]
+fn zero_window_probes_are_the_closed_windows_side_not_loss() {
+    let mut ex = Exchange::new(10.0, 10.0);
+    ex.client(0.0, 0, 0, SYN, 0)
+        .server(10.0, 0, 1, SYN | ACK, 0)
+        .client(20.0, 1, 1, ACK | PSH, 100)
+        .server(30.0, 1, 101, ACK, 1000)
+        .window(0)
+        .client(40.0, 101, 1001, ACK, 0)
+        // Persist timer: one-byte probes, each answered by a zero window.
+        .server(240.0, 1001, 101, ACK, 1)
+        .window(0)
+        .client(250.0, 101, 1001, ACK, 0)
+        .server(640.0, 1001, 101, ACK, 1)
+        .window(0)
+        .client(650.0, 101, 1001, ACK, 0)
+        // The client's application reads: the window opens.
+        .client(1000.0, 101, 1001, ACK, 0)
+        .server(1010.0, 1001, 101, ACK, 1000)
+        .client(1020.0, 101, 2001, ACK, 0);
+    for side in [vantage_cpa::Side::Server, vantage_cpa::Side::Client] {
+        let analysis = single_vantage(&ex, &format!("zero-window-{side:?}"), side);
+        let t = &analysis.transactions[0];
+        assert_eq!(t.losses.total(), 0, "{side:?}: {t:#?}");
+        assert_eq!(t.profile.loss_timeout.0, 0, "{side:?}");
+        assert!(
+            t.profile.client.as_secs_f64() > 0.9,
+            "{side:?}: the client's closed window is the client's time: {:?}",
+            t.profile
+        );
+    }
+}
+
+#[test]
+fn a_response_re_sent_after_both_fins_is_analysed() {
+    // The last response segment is lost; both sides close; the server
+    // re-sends it 3 s later (beyond the 2 s close linger).
+    let mut ex = Exchange::new(10.0, 10.0);
+    ex.client(0.0, 0, 0, SYN, 0)
+        .server(10.0, 0, 1, SYN | ACK, 0)
+        .client(20.0, 1, 1, ACK | PSH, 100)
+        .server(30.0, 1, 101, ACK, 1000)
+        .server_lost(30.1, 1001, 101, ACK | PSH, 418)
+        .server(30.2, 1419, 101, ACK | FIN, 0)
+        .client(40.0, 101, 1001, ACK, 0)
+        .client(41.0, 101, 1001, ACK | FIN, 0)
+        .server(51.0, 1420, 102, ACK, 0)
+        .server(3030.1, 1001, 102, ACK | PSH, 418)
+        .client(3040.1, 102, 1420, ACK, 0);
+    let analysis = single_vantage(&ex, "after-fins", vantage_cpa::Side::Server);
+    assert_eq!(analysis.stats.inputs[0].late_segments, 0);
+    let t = &analysis.transactions[0];
+    assert_eq!(t.response_bytes, 1418, "{t:#?}");
+    assert_eq!(t.losses.timeout, 1);
+    assert!(
+        t.profile.loss_timeout.as_secs_f64() > 2.9,
+        "{:?}",
+        t.profile
+    );
+}
+
+#[test]
+fn a_retransmission_whose_original_was_not_captured_is_a_time_out() {
+    // The request's first segment is lost before the server's capture;
+    // its second arrives; the client re-sends the whole request 2.27 s
+    // later. The server's capture never saw the original.
+    let mut ex = Exchange::new(10.0, 10.0);
+    ex.client(0.0, 0, 0, SYN, 0)
+        .server(10.0, 0, 1, SYN | ACK, 0)
+        .starting(b"GET / HTTP/1.1\r\n")
+        .client_lost(20.0, 1, 1, ACK, 100)
+        .client(20.1, 101, 1, ACK | PSH, 51)
+        .client(30.1, 1, 1, ACK, 0)
+        .starting(b"GET / HTTP/1.1\r\n")
+        .client(2290.0, 1, 1, ACK | PSH, 151)
+        .starting(b"HTTP/1.1 200 OK\r\n")
+        .server(2310.0, 1, 152, ACK | PSH, 1000)
+        .client(2320.0, 152, 1001, ACK, 0);
+    let analysis = single_vantage(&ex, "original-unseen", vantage_cpa::Side::Server);
+    let t = &analysis.transactions[0];
+    assert_eq!(t.losses.timeout, 1, "{t:#?}");
+    assert!(
+        t.profile.loss_timeout.as_secs_f64() > 2.2,
+        "{:?}",
+        t.profile
+    );
+    assert!(t.profile.client.as_secs_f64() < 0.1, "{:?}", t.profile);
+}
+
+#[test]
+fn back_to_back_time_outs_are_loss_not_endpoint_time() {
+    // The client uploads three segments, all lost; each is re-sent by the
+    // retransmission timer with back-off, one after another's ACK.
+    let mut ex = Exchange::new(10.0, 10.0);
+    ex.client(0.0, 0, 0, SYN, 0)
+        .server(10.0, 0, 1, SYN | ACK, 0)
+        .client(20.0, 1, 1, ACK, 0)
+        .client_lost(20.1, 1, 1, ACK, 1000)
+        .client_lost(20.2, 1001, 1, ACK, 1000)
+        .client_lost(20.3, 2001, 1, ACK | PSH, 1000)
+        .client(1020.1, 1, 1, ACK, 1000)
+        .server(1030.1, 1, 1001, ACK, 0)
+        .client(3040.1, 1001, 1, ACK, 1000)
+        .server(3050.1, 1, 2001, ACK, 0)
+        .client(7060.1, 2001, 1, ACK | PSH, 1000)
+        .server(7070.1, 1, 3001, ACK, 0)
+        .server(7070.2, 1, 3001, ACK | PSH, 100)
+        .client(7080.2, 3001, 101, ACK, 0);
+    let analysis = single_vantage(&ex, "back-off", vantage_cpa::Side::Client);
+    let t = &analysis.transactions[0];
+    let profile = t.profile;
+    assert!(profile.loss_timeout.as_secs_f64() > 7.0, "{profile:?}");
+    assert!(profile.client.as_secs_f64() < 0.1, "{profile:?}");
+    assert!(profile.server.as_secs_f64() < 0.1, "{profile:?}");
+    assert!(profile.network_variation.as_secs_f64() < 0.1, "{profile:?}");
+}

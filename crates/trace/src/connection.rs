@@ -38,7 +38,7 @@
 //!   away: counted, recorded, ignored for sequence tracking).
 //!
 //! **Finishing**: after a close and [`TableConfig::close_linger`] (the idle
-//! timeout while sequence space below a FIN is missing), after
+//! timeout while data below a FIN is missing or unacknowledged), after
 //! [`TableConfig::idle_timeout`], when superseded, or at
 //! [`ConnectionTable::finish_all`]; finished connections with their compact
 //! [`SegmentRecord`]s are queued ([`ConnectionTable::pop_finished`]) and
@@ -73,9 +73,9 @@ pub struct TableConfig {
     pub idle_timeout: Nanos,
     /// A closed connection (FIN both ways, or RST) is finished after more
     /// than this without a segment, so trailing ACKs and retransmitted FINs
-    /// still reach it; one with sequence space still missing below a FIN
-    /// (data lost before the close) waits up to the idle timeout for its
-    /// retransmission.
+    /// still reach it; after FINs (not a RST), one with data below a FIN
+    /// never seen or never acknowledged (lost before the close) waits up
+    /// to the idle timeout for its retransmission.
     pub close_linger: Nanos,
     /// How long a closed, finished connection's tombstone catches late
     /// segments (2 MSL by RFC 9293).
@@ -635,6 +635,10 @@ struct SequenceTracker {
     gaps: RangeSet,
     /// Space acknowledged by the peer but never seen.
     unseen: RangeSet,
+    /// Highest cumulative acknowledgement of this direction's space.
+    acked_to: Option<i64>,
+    /// Where this direction's FIN sits.
+    fin_at: Option<i64>,
     /// The last [`DUPLICATE_MEMORY`] segments (a ring, grown on demand).
     recent: Vec<(Fingerprint, Nanos)>,
     recent_next: usize,
@@ -686,6 +690,7 @@ impl SequenceTracker {
             // A garbage acknowledgement number says nothing.
             return false;
         }
+        self.acked_to = Some(self.acked_to.map_or(acked, |a| a.max(acked)));
         if delta > 0 {
             self.unseen.add(self.next_relative, acked);
             self.next_relative = acked;
@@ -820,12 +825,16 @@ impl ActiveConnection {
         self.connection.opening == Opening::Syn && self.connection.from_responder.syns == 0
     }
 
-    /// Sequence space below a side's highest (its FIN included) that has
-    /// been neither seen nor acknowledged: a retransmission is still due.
+    /// After FINs, data below a FIN that was never seen, or never
+    /// acknowledged: a retransmission is still due (not after a RST).
     fn awaits_retransmission(&self) -> bool {
-        self.trackers
-            .iter()
-            .any(|tracker| !tracker.gaps.ranges.is_empty())
+        !self.connection.reset()
+            && self.trackers.iter().any(|tracker| {
+                !tracker.gaps.ranges.is_empty()
+                    || tracker
+                        .fin_at
+                        .is_some_and(|fin| tracker.acked_to.is_none_or(|acked| acked < fin))
+            })
     }
 
     fn expired(&self, now: Nanos, config: &TableConfig) -> Option<FinishCause> {
@@ -963,6 +972,9 @@ impl ActiveConnection {
         }
         let length = segment.sequence_len() as i64;
         let end = start + length;
+        if segment.flags.fin() {
+            tracker.fin_at.get_or_insert(end - 1);
+        }
         if start > tracker.next_relative {
             tracker.gaps.add(tracker.next_relative, start);
             notes.set(SegmentNotes::AFTER_GAP);
