@@ -89,6 +89,9 @@ pub struct InputSummary {
     pub late_segments: u64,
     /// Connections the table finished early to stay within its cap.
     pub connections_evicted: u64,
+    /// Packets put back in time order, and packets too far out of order
+    /// for the window (then clamped).
+    pub reordering: vantage_trace::ReorderStats,
     /// The first link type the decoder did not know, if any.
     pub unsupported_link_type: Option<u16>,
     /// The trace stops mid-record: what and at which byte offset (the

@@ -18,8 +18,8 @@ use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, SkipReason, TableConfig,
-    TraceReader,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, ReorderBuffer, SkipReason,
+    TableConfig, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
@@ -32,7 +32,10 @@ pub(crate) struct Source {
     reader: TraceReader,
     table: ConnectionTable,
     extras: HashMap<ConnectionId, Vec<SegmentExtra>>,
+    /// Packets put back in time order before the table sees them.
+    order: ReorderBuffer,
     last_time: Nanos,
+    input_done: bool,
     done: bool,
     summary: InputSummary,
 }
@@ -51,7 +54,9 @@ impl Source {
                 ..config
             }),
             extras: HashMap::new(),
+            order: ReorderBuffer::new(DEFAULT_REORDER_WINDOW),
             last_time: Nanos::ZERO,
+            input_done: false,
             done: false,
             summary: InputSummary {
                 side: Some(side),
@@ -60,35 +65,44 @@ impl Source {
         })
     }
 
-    /// Reads one packet; false at the end of the trace.
+    /// Reads one packet into the time-order window and, once it is full
+    /// (or the trace has ended), hands the earliest packet to the table;
+    /// false at the end of the trace.
     pub fn step(&mut self) -> Result<bool, CpaError> {
         if self.done {
             return Ok(false);
         }
-        let packet = match self.reader.next_packet() {
-            Ok(Some(packet)) => packet,
-            Ok(None) => {
-                self.done = true;
-                self.table.finish_all();
-                return Ok(false);
+        if !self.input_done {
+            match self.reader.next_packet() {
+                Ok(Some(packet)) => {
+                    self.summary.packets += 1;
+                    self.last_time = self.last_time.max(packet.timestamp);
+                    self.order.push(&packet);
+                    if !self.order.is_full() {
+                        return Ok(true);
+                    }
+                }
+                Ok(None) => self.input_done = true,
+                Err(source) if source.is_cut_off() => {
+                    // Every complete packet before the cut is analysed; the
+                    // summary carries the warning.
+                    self.summary.cut_off = Some(source.to_string());
+                    self.input_done = true;
+                }
+                Err(source) => {
+                    return Err(CpaError::Trace {
+                        side: self.side.name(),
+                        source,
+                    })
+                }
             }
-            Err(source) if source.is_cut_off() => {
-                // Every complete packet before the cut is analysed; the
-                // summary carries the warning.
-                self.summary.cut_off = Some(source.to_string());
-                self.done = true;
-                self.table.finish_all();
-                return Ok(false);
-            }
-            Err(source) => {
-                return Err(CpaError::Trace {
-                    side: self.side.name(),
-                    source,
-                })
-            }
+        }
+        let Some(owned) = self.order.pop() else {
+            self.done = true;
+            self.table.finish_all();
+            return Ok(false);
         };
-        self.summary.packets += 1;
-        self.last_time = self.last_time.max(packet.timestamp);
+        let packet = owned.packet();
         match decode(&packet) {
             Ok(segment) => {
                 self.summary.tcp_segments += 1;
@@ -133,6 +147,7 @@ impl Source {
         summary.peak_active_connections = self.table.stats().peak_active;
         summary.late_segments = self.table.stats().late_segments;
         summary.connections_evicted = self.table.stats().evicted;
+        summary.reordering = self.order.stats();
         summary
     }
 

@@ -432,3 +432,27 @@ fn back_to_back_time_outs_are_loss_not_endpoint_time() {
     assert!(profile.server.as_secs_f64() < 0.1, "{profile:?}");
     assert!(profile.network_variation.as_secs_f64() < 0.1, "{profile:?}");
 }
+
+#[test]
+fn out_of_order_timestamps_are_sorted_not_clamped() {
+    let packets = http_exchange();
+    let clean = analyze_server("in-order.pcap", &pcap(&packets)).unwrap();
+    // Two interfaces merged without sorting: the file holds each run of
+    // six packets last first, so every ACK precedes the data it answers.
+    let mut shuffled = Vec::new();
+    for chunk in packets.chunks(6) {
+        shuffled.extend(chunk.iter().rev().cloned());
+    }
+    let analysis = analyze_server("merged.pcap", &pcap(&shuffled)).unwrap();
+    let input = &analysis.stats.inputs[0];
+    assert!(input.reordering.reordered > 0);
+    assert_eq!(input.reordering.overflow, 0);
+    assert_eq!(analysis.stats.artefacts.timestamps_clamped, 0);
+    let round_trip = analysis.paths[0].round_trip.expect("a round-trip sample");
+    assert_eq!(Some(round_trip), clean.paths[0].round_trip);
+    assert!(round_trip.0 > 0);
+    assert_eq!(
+        analysis.transactions[0].profile,
+        clean.transactions[0].profile
+    );
+}

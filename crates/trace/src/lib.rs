@@ -37,6 +37,7 @@ pub mod file;
 pub mod fuzzing;
 pub mod handshake;
 mod link_type;
+pub mod reorder;
 #[cfg(feature = "synth")]
 pub mod synth;
 
@@ -55,6 +56,7 @@ pub use decode::{
 };
 pub use error::{FormatProblem, Location, TraceError};
 pub use file::{Packet, TraceFormat, TraceReader};
+pub use reorder::{OwnedPacket, ReorderBuffer, ReorderStats, DEFAULT_REORDER_WINDOW};
 
 /// What a whole trace contained, for tests and reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -86,6 +88,9 @@ pub struct TraceSummary {
     pub late_segments: u64,
     /// Packets stamped earlier than the packet before them in the file.
     pub timestamp_regressions: u64,
+    /// Of those, packets put back in time order, and packets too far out
+    /// of order for the window (see [`reorder`]).
+    pub reordering: ReorderStats,
     pub first_timestamp: Option<Nanos>,
     pub last_timestamp: Option<Nanos>,
     /// Most connections in the table at once.
@@ -130,6 +135,7 @@ pub fn summarize_reader(
         artefacts: Artefacts::default(),
         late_segments: 0,
         timestamp_regressions: 0,
+        reordering: ReorderStats::default(),
         first_timestamp: None,
         last_timestamp: None,
         peak_active_connections: 0,
@@ -138,29 +144,39 @@ pub fn summarize_reader(
     };
     let mut table = ConnectionTable::new(config);
     let mut previous_timestamp = None;
+    let mut order = ReorderBuffer::new(DEFAULT_REORDER_WINDOW);
+    let mut input_done = false;
     loop {
-        let packet = match reader.next_packet() {
-            Ok(Some(packet)) => packet,
-            Ok(None) => break,
-            Err(error) if error.is_cut_off() => {
-                summary.cut_off = Some(error.to_string());
-                break;
+        if !input_done && !order.is_full() {
+            match reader.next_packet() {
+                Ok(Some(packet)) => {
+                    summary.packets += 1;
+                    summary.captured_bytes += packet.data.len() as u64;
+                    if previous_timestamp.is_some_and(|previous| packet.timestamp < previous) {
+                        summary.timestamp_regressions += 1;
+                    }
+                    previous_timestamp = Some(packet.timestamp);
+                    summary.first_timestamp.get_or_insert(packet.timestamp);
+                    summary.last_timestamp = Some(
+                        summary
+                            .last_timestamp
+                            .map_or(packet.timestamp, |last| last.max(packet.timestamp)),
+                    );
+                    order.push(&packet);
+                    continue;
+                }
+                Ok(None) => input_done = true,
+                Err(error) if error.is_cut_off() => {
+                    summary.cut_off = Some(error.to_string());
+                    input_done = true;
+                }
+                Err(error) => return Err(error),
             }
-            Err(error) => return Err(error),
-        };
-        summary.packets += 1;
-        summary.captured_bytes += packet.data.len() as u64;
-        if previous_timestamp.is_some_and(|previous| packet.timestamp < previous) {
-            summary.timestamp_regressions += 1;
         }
-        previous_timestamp = Some(packet.timestamp);
-        summary.first_timestamp.get_or_insert(packet.timestamp);
-        summary.last_timestamp = Some(
-            summary
-                .last_timestamp
-                .map_or(packet.timestamp, |last| last.max(packet.timestamp)),
-        );
-        match decode(&packet) {
+        let Some(owned) = order.pop() else {
+            break;
+        };
+        match decode(&owned.packet()) {
             Ok(segment) => {
                 summary.tcp_segments += 1;
                 table.observe(&segment);
@@ -171,6 +187,7 @@ pub fn summarize_reader(
             summary.count(&connection);
         }
     }
+    summary.reordering = order.stats();
     table.finish_all();
     while let Some(connection) = table.pop_finished() {
         summary.count(&connection);
