@@ -110,6 +110,19 @@ pub fn run(args: CpaArgs) -> Result<()> {
                 input.connections_evicted
             );
         }
+        if input.late_segments > 0 {
+            eprintln!(
+                "vantage: note: {} segments came after their connection had closed and were not analysed",
+                input.late_segments
+            );
+        }
+        if input.reordering.overflow > 0 {
+            eprintln!(
+                "vantage: note: {} packets were stamped too far out of order for the {}-packet window; their times were clamped",
+                input.reordering.overflow,
+                vantage_trace::DEFAULT_REORDER_WINDOW
+            );
+        }
         if let Some(message) = &input.cut_off {
             eprintln!(
                 "vantage: warning: {message}; the {} complete packets before it were analysed",

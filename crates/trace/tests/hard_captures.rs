@@ -194,3 +194,33 @@ fn a_flood_of_unanswered_syns_stays_within_the_connection_cap() {
     assert_eq!(left.len(), 1_000);
     assert!(left.iter().any(|c| c.handshake_seen()));
 }
+
+#[test]
+fn a_capture_of_only_unanswered_syns_does_not_say_no_syn_was_captured() {
+    use vantage_core::certes::CertesConfig;
+    use vantage_core::tcp::ClientMix;
+    let records: Vec<Record> = (0..1_000u32)
+        .map(|i| {
+            let mut tcp = Tcp::new(CLIENT, SERVER, i, 0, SYN).ip_id(i as u16 + 1);
+            tcp.source.1 = 10_000 + i as u16;
+            Record::new(
+                1_700_000_000_000_000_000 + u64::from(i) * 1_000,
+                tcp.ethernet(),
+            )
+        })
+        .collect();
+    let file = TempFile::new("syn-flood.pcap", &Pcap::ethernet().file(&records));
+    let model = CertesConfig::new(
+        Nanos::from_secs(1),
+        ClientMix::builtin("windows-9x-nt").unwrap(),
+        Nanos::from_secs(21),
+    );
+    let error = vantage_trace::certes::capture_input(&file.path, None, None, &model)
+        .expect_err("no listener answered");
+    let message = error.to_string();
+    assert!(!message.contains("no SYN captured"), "{message}");
+    assert!(
+        message.contains("1000 connections opened by a SYN"),
+        "{message}"
+    );
+}
