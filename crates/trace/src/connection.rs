@@ -31,8 +31,9 @@
 //!   [`TableConfig::duplicate_window`] counts, and never a pure ACK (real
 //!   duplicate ACKs are byte-identical); duplicates are counted, not
 //!   recorded;
-//! * timestamps out of order: clamped to the connection's previous one and
-//!   counted (the paper did not account for this);
+//! * timestamps out of order: the drivers sort them within a bounded window
+//!   first ([`crate::reorder`]); what still arrives out of order is clamped
+//!   to the connection's previous one and counted;
 //! * beyond the paper: snap-length truncation, offload super-segments larger
 //!   than the peer's MSS, and out-of-window sequence numbers (more than 2^30
 //!   away: counted, recorded, ignored for sequence tracking).
@@ -45,8 +46,10 @@
 //! dropped from the table. Time is the trace's ([`ConnectionTable::expire`]
 //! lets a live driver advance it).
 //!
-//! Departure from tcpeval, which sorted packets by timestamp: a streaming
-//! table keeps trace order and makes time monotonic per connection instead.
+//! Departure from tcpeval, which sorted whole traces by timestamp: sorting
+//! is bounded ([`crate::reorder`]), so memory stays bounded; the table
+//! makes time monotonic per connection for what is left. Memory is bounded
+//! by [`TableConfig::max_connections`] too.
 
 use std::collections::{HashMap, VecDeque};
 
