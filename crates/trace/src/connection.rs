@@ -112,7 +112,7 @@ impl Default for TableConfig {
             max_tombstones: 100_000,
             duplicate_window: Nanos::from_millis(1),
             duplicate_horizon: Nanos::from_millis(100),
-            max_connections: 1_000_000,
+            max_connections: 100_000,
             record_segments: true,
         }
     }
