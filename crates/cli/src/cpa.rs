@@ -1,11 +1,19 @@
 //! `vantage cpa`: critical-path analysis of TCP/HTTP transactions in packet
 //! traces (tcpeval).
+//!
+//! Exit status: 0 on success, 1 on an error, [`CUT_OFF_EXIT_STATUS`] when an
+//! input stops mid-record (everything before the cut was analysed and
+//! printed, and a warning names the byte offset).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use vantage_cpa::{analyze, plot, report, Inputs, Options, SizeClasses};
+
+/// Exit status when an input capture was cut off mid-record.
+pub const CUT_OFF_EXIT_STATUS: i32 = 3;
 
 #[derive(clap::Args)]
 pub struct CpaArgs {
@@ -65,6 +73,9 @@ pub fn run(args: CpaArgs) -> Result<()> {
     let packets: u64 = analysis.stats.inputs.iter().map(|i| i.packets).sum();
     if args.json {
         print!("{}", report::json_lines(&analysis));
+        if let Some(line) = report::failures_line(&analysis) {
+            eprint!("{line}");
+        }
     } else {
         print!("{}", report::render(&analysis, &SizeClasses::default()));
         eprintln!(
@@ -90,6 +101,41 @@ pub fn run(args: CpaArgs) -> Result<()> {
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
         }
+    }
+    let mut cut_off = false;
+    for input in &analysis.stats.inputs {
+        if input.connections_evicted > 0 {
+            eprintln!(
+                "vantage: warning: {} connections finished early to keep the connection table within its cap",
+                input.connections_evicted
+            );
+        }
+        if input.late_segments > 0 {
+            eprintln!(
+                "vantage: note: {} segments came after their connection had closed and were not analysed",
+                input.late_segments
+            );
+        }
+        if input.reordering.overflow > 0 {
+            eprintln!(
+                "vantage: note: {} packets were stamped too far out of order for the {}-packet window; their times were clamped",
+                input.reordering.overflow,
+                vantage_trace::DEFAULT_REORDER_WINDOW
+            );
+        }
+        if let Some(message) = &input.cut_off {
+            eprintln!(
+                "vantage: warning: {message}; the {} complete packets before it were analysed",
+                input.packets
+            );
+            cut_off = true;
+        }
+    }
+    if cut_off {
+        std::io::stdout()
+            .flush()
+            .context("cannot write standard output")?;
+        std::process::exit(CUT_OFF_EXIT_STATUS);
     }
     Ok(())
 }

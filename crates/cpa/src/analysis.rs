@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 use vantage_core::Nanos;
-use vantage_trace::{Endpoint, SkipCounts};
+use vantage_trace::{Connection, Endpoint, Opening, SkipCounts};
 
 use crate::critical_path::{self, RawNode, RawPath};
 use crate::graph::Graph;
@@ -87,6 +87,88 @@ pub struct InputSummary {
     pub connections: u64,
     pub peak_active_connections: usize,
     pub late_segments: u64,
+    /// Connections the table finished early to stay within its cap.
+    pub connections_evicted: u64,
+    /// Packets put back in time order, and packets too far out of order
+    /// for the window (then clamped).
+    pub reordering: vantage_trace::ReorderStats,
+    /// The first link type the decoder did not know, if any.
+    pub unsupported_link_type: Option<u16>,
+    /// The trace stops mid-record: what and at which byte offset (the
+    /// complete packets before it were analysed).
+    pub cut_off: Option<String>,
+}
+
+/// Connections that never delivered a response, by how they failed. They
+/// give no transaction (a failure is not a fast success, nor client time)
+/// and are counted here instead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Failures {
+    /// The server answered the SYN with a RST (nothing listened).
+    pub refused: u64,
+    /// The SYNs were never answered (the client gave up, or the capture
+    /// ended first).
+    pub abandoned: u64,
+    /// Accepted, then reset by the server before any response byte (an
+    /// overloaded server shedding connections).
+    pub reset_by_server: u64,
+    /// Reset by the client before any response byte (accepted or not).
+    pub aborted_by_client: u64,
+}
+
+impl Failures {
+    pub fn total(&self) -> u64 {
+        self.refused + self.abandoned + self.reset_by_server + self.aborted_by_client
+    }
+
+    /// The failure a connection shows, if any: only connections whose SYN
+    /// was captured are judged (a connection seen mid-stream may have
+    /// delivered its response before the capture began).
+    pub fn classify(connection: &Connection) -> Option<Failure> {
+        let client = &connection.from_initiator;
+        let server = &connection.from_responder;
+        if connection.opening != Opening::Syn || client.syns == 0 {
+            return None;
+        }
+        if server.syns == 0 {
+            return Some(if server.rst {
+                Failure::Refused
+            } else if client.rst {
+                Failure::AbortedByClient
+            } else {
+                Failure::Abandoned
+            });
+        }
+        if server.payload_bytes > 0 {
+            return None;
+        }
+        if server.rst {
+            Some(Failure::ResetByServer)
+        } else if client.rst {
+            Some(Failure::AbortedByClient)
+        } else {
+            None
+        }
+    }
+
+    pub fn add(&mut self, failure: Failure) {
+        match failure {
+            Failure::Refused => self.refused += 1,
+            Failure::Abandoned => self.abandoned += 1,
+            Failure::ResetByServer => self.reset_by_server += 1,
+            Failure::AbortedByClient => self.aborted_by_client += 1,
+        }
+    }
+}
+
+/// How one connection failed (see [`Failures`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    Refused,
+    Abandoned,
+    ResetByServer,
+    AbortedByClient,
 }
 
 /// Counts over the analysis.
@@ -97,8 +179,10 @@ pub struct AnalysisStats {
     pub connections_both: u64,
     pub connections_server_only: u64,
     pub connections_client_only: u64,
-    /// Connections that carried no data (failed or unused).
+    /// Connections that carried no data and did not fail (unused).
     pub connections_without_transactions: u64,
+    /// Connections that failed before a response (no transaction).
+    pub failures: Failures,
     pub transactions: u64,
     /// Transactions whose first or last event was not captured.
     pub transactions_untraceable: u64,
@@ -167,7 +251,13 @@ impl Analyzer {
         client: Option<&CapturedConnection>,
         server: Option<&CapturedConnection>,
     ) {
+        let failure = server
+            .or(client)
+            .and_then(|captured| Failures::classify(&captured.connection));
         let Some(view) = view::build(client, server, &self.fallback) else {
+            if let Some(failure) = failure {
+                self.stats.failures.add(failure);
+            }
             return;
         };
         match view.vantage {
@@ -196,6 +286,10 @@ impl Analyzer {
         keep_min(&mut self.fallback.round_trip, view.samples.round_trip);
 
         self.stats.artefacts.add(&view.artefacts);
+        if let Some(failure) = failure {
+            self.stats.failures.add(failure);
+            return;
+        }
         let spans = transaction::split(&view);
         if spans.is_empty() {
             self.stats.connections_without_transactions += 1;

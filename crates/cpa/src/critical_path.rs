@@ -108,6 +108,11 @@ pub(crate) fn trace(
             }
         }
     }
+    // An HTTP request that never got a response is incomplete, closed or
+    // not (a one-way transfer of another protocol expects none).
+    if span.http && span.request.1 > span.request.0 && span.response.1 <= span.response.0 {
+        incomplete = true;
+    }
 
     let mut chain = vec![end];
     let mut kinds = Vec::new();

@@ -13,6 +13,13 @@ pub enum CpaError {
         #[source]
         source: TraceError,
     },
+    /// Every packet of a trace has a link type the decoder does not know.
+    #[error("{side} trace: link type {link_type} is not supported ({packets} packets skipped); supported: Ethernet (1), raw IP (12, 14, 101, 228, 229), BSD loopback (0, 108), Linux SLL (113) and SLL2 (276), FDDI (10)")]
+    UnsupportedLinkType {
+        side: &'static str,
+        link_type: u16,
+        packets: u64,
+    },
     /// An option is out of its range.
     #[error("option {name}: {problem}")]
     InvalidOption { name: &'static str, problem: String },

@@ -58,6 +58,10 @@ pub enum ArcKind {
     /// The departure of a lost packet to the departure of its
     /// retransmission (loss).
     Retransmission(LossRepair),
+    /// A zero-window probe waiting on the closed window: from the previous
+    /// probe (or the ACK that closed the window) to this one (the
+    /// receiver's time: its application did not read).
+    WindowProbe,
     /// An application-level dependence: request after connection set-up,
     /// response after request, close after the last exchange (the
     /// endpoint's time).
@@ -77,6 +81,8 @@ impl ArcKind {
             ArcKind::Retransmission(LossRepair::FastRetransmit) => {
                 "retransmission (fast retransmit)"
             }
+            ArcKind::Retransmission(LossRepair::Unknown) => "retransmission (unknown kind)",
+            ArcKind::WindowProbe => "window probe",
             ArcKind::Application => "application",
             ArcKind::Unexplained => "unexplained",
         }
@@ -543,9 +549,40 @@ impl<'a> Graph<'a> {
         }
         if record.has_space() {
             let outcome = self.outcomes[node as usize];
+            if outcome.is_some_and(|o| o.window_probe) {
+                let copies = &self.copies[side.index()];
+                let waited_on = copies
+                    .previous(self.view, record.seq, position)
+                    .or_else(|| match outcome.and_then(|o| o.liberator) {
+                        Some(Liberator::Ack(token)) | Some(Liberator::LossRecovery(token)) => {
+                            Some(token)
+                        }
+                        _ => None,
+                    })
+                    .filter(|&p| self.admissible(p, anchors, position));
+                if let Some(previous) = waited_on {
+                    return Some((previous, ArcKind::WindowProbe));
+                }
+            }
             if let Some(repair) = outcome.and_then(|o| o.repair) {
                 let copies = &self.copies[side.index()];
-                if let Some(previous) = copies.previous(self.view, record.seq, position) {
+                // The original's departure, else (it was never captured) the
+                // first capture of any of its bytes, else the moment the
+                // data existed: the wait is the loss's either way.
+                let original = copies
+                    .previous(self.view, record.seq, position)
+                    .or_else(|| {
+                        copies
+                            .first_within(self.view, record.seq, record.end)
+                            .filter(|&first| self.view.position_of(first) < position)
+                    })
+                    .or_else(|| {
+                        (self.owner(node) == anchors.index)
+                            .then_some(anchors.available[side.index()])
+                            .flatten()
+                            .filter(|&a| self.admissible(a, anchors, position))
+                    });
+                if let Some(previous) = original {
                     return Some((previous, ArcKind::Retransmission(repair)));
                 }
             }
@@ -694,6 +731,7 @@ fn run_model(
                     ack: r.ack,
                     window: r.window,
                     carries_data: r.end > r.seq,
+                    sack: r.sack,
                 },
             );
         }

@@ -18,7 +18,8 @@ use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, TableConfig, TraceReader,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, ReorderBuffer, SkipReason,
+    TableConfig, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
@@ -31,7 +32,10 @@ pub(crate) struct Source {
     reader: TraceReader,
     table: ConnectionTable,
     extras: HashMap<ConnectionId, Vec<SegmentExtra>>,
+    /// Packets put back in time order before the table sees them.
+    order: ReorderBuffer,
     last_time: Nanos,
+    input_done: bool,
     done: bool,
     summary: InputSummary,
 }
@@ -50,7 +54,9 @@ impl Source {
                 ..config
             }),
             extras: HashMap::new(),
+            order: ReorderBuffer::new(DEFAULT_REORDER_WINDOW),
             last_time: Nanos::ZERO,
+            input_done: false,
             done: false,
             summary: InputSummary {
                 side: Some(side),
@@ -59,27 +65,44 @@ impl Source {
         })
     }
 
-    /// Reads one packet; false at the end of the trace.
+    /// Reads one packet into the time-order window and, once it is full
+    /// (or the trace has ended), hands the earliest packet to the table;
+    /// false at the end of the trace.
     pub fn step(&mut self) -> Result<bool, CpaError> {
         if self.done {
             return Ok(false);
         }
-        let packet = match self.reader.next_packet() {
-            Ok(Some(packet)) => packet,
-            Ok(None) => {
-                self.done = true;
-                self.table.finish_all();
-                return Ok(false);
+        if !self.input_done {
+            match self.reader.next_packet() {
+                Ok(Some(packet)) => {
+                    self.summary.packets += 1;
+                    self.last_time = self.last_time.max(packet.timestamp);
+                    self.order.push(&packet);
+                    if !self.order.is_full() {
+                        return Ok(true);
+                    }
+                }
+                Ok(None) => self.input_done = true,
+                Err(source) if source.is_cut_off() => {
+                    // Every complete packet before the cut is analysed; the
+                    // summary carries the warning.
+                    self.summary.cut_off = Some(source.to_string());
+                    self.input_done = true;
+                }
+                Err(source) => {
+                    return Err(CpaError::Trace {
+                        side: self.side.name(),
+                        source,
+                    })
+                }
             }
-            Err(source) => {
-                return Err(CpaError::Trace {
-                    side: self.side.name(),
-                    source,
-                })
-            }
+        }
+        let Some(owned) = self.order.pop() else {
+            self.done = true;
+            self.table.finish_all();
+            return Ok(false);
         };
-        self.summary.packets += 1;
-        self.last_time = self.last_time.max(packet.timestamp);
+        let packet = owned.packet();
         match decode(&packet) {
             Ok(segment) => {
                 self.summary.tcp_segments += 1;
@@ -95,7 +118,14 @@ impl Source {
                     self.extras.entry(connection).or_default().push(extra);
                 }
             }
-            Err(reason) => self.summary.skipped.add(reason),
+            Err(reason) => {
+                if reason == SkipReason::UnsupportedLinkType {
+                    self.summary
+                        .unsupported_link_type
+                        .get_or_insert(packet.link_type.0);
+                }
+                self.summary.skipped.add(reason)
+            }
         }
         Ok(true)
     }
@@ -116,7 +146,24 @@ impl Source {
         let mut summary = self.summary.clone();
         summary.peak_active_connections = self.table.stats().peak_active;
         summary.late_segments = self.table.stats().late_segments;
+        summary.connections_evicted = self.table.stats().evicted;
+        summary.reordering = self.order.stats();
         summary
+    }
+
+    /// A trace whose packets are all of a link type the decoder does not
+    /// know gives no answer, rather than "0 transactions".
+    fn check_link_type(&self) -> Result<(), CpaError> {
+        match self.summary.unsupported_link_type {
+            Some(link_type) if self.summary.tcp_segments == 0 => {
+                Err(CpaError::UnsupportedLinkType {
+                    side: self.side.name(),
+                    link_type,
+                    packets: self.summary.skipped.get(SkipReason::UnsupportedLinkType),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -140,6 +187,7 @@ pub(crate) fn single(
             break;
         }
     }
+    source.check_link_type()?;
     Ok(source.summary())
 }
 
@@ -262,5 +310,8 @@ pub(crate) fn dual(
         }
     }
     pairing.finish(analyzer);
+    for source in &sources {
+        source.check_link_type()?;
+    }
     Ok([sources[0].summary(), sources[1].summary()])
 }

@@ -52,7 +52,8 @@ use vantage_core::Nanos;
 use vantage_trace::TableConfig;
 
 pub use analysis::{
-    conserves, Analysis, AnalysisStats, Analyzer, ClockOffset, InputSummary, PathDelays,
+    conserves, Analysis, AnalysisStats, Analyzer, ClockOffset, Failure, Failures, InputSummary,
+    PathDelays,
 };
 pub use error::CpaError;
 pub use graph::{ArcKind, Phase};

@@ -29,6 +29,7 @@ fn category_color(category: Category, network_excess: bool) -> RGBColor {
         Category::NetworkVariation => RGBColor(150, 150, 150),
         Category::LossTimeout => RGBColor(255, 127, 14),
         Category::LossFastRetransmit => RGBColor(148, 103, 189),
+        Category::LossUnknown => RGBColor(140, 86, 75),
     }
 }
 

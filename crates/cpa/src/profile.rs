@@ -57,7 +57,8 @@ use crate::reno::LossRepair;
 use crate::view::Vantage;
 use crate::Side;
 
-/// The six categories of delay (Section 3.4).
+/// The six categories of delay (Section 3.4), and a seventh for loss
+/// repairs the trace cannot classify (shown only when it is not empty).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -67,16 +68,18 @@ pub enum Category {
     NetworkVariation,
     LossTimeout,
     LossFastRetransmit,
+    LossUnknown,
 }
 
 impl Category {
-    pub const ALL: [Category; 6] = [
+    pub const ALL: [Category; 7] = [
         Category::Server,
         Category::Client,
         Category::Propagation,
         Category::NetworkVariation,
         Category::LossTimeout,
         Category::LossFastRetransmit,
+        Category::LossUnknown,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +90,7 @@ impl Category {
             Category::NetworkVariation => "network variation",
             Category::LossTimeout => "loss (time-out)",
             Category::LossFastRetransmit => "loss (fast retransmit)",
+            Category::LossUnknown => "loss (unknown kind)",
         }
     }
 
@@ -107,6 +111,18 @@ pub struct Profile {
     pub network_variation: Nanos,
     pub loss_timeout: Nanos,
     pub loss_fast_retransmit: Nanos,
+    /// Loss repaired sooner than any timer, with no evidence of a fast
+    /// retransmit in the trace (left out of the JSON when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub loss_unknown: Nanos,
+}
+
+fn is_zero(value: &Nanos) -> bool {
+    *value == Nanos::ZERO
+}
+
+fn is_zero_count(value: &u32) -> bool {
+    *value == 0
 }
 
 impl Profile {
@@ -118,6 +134,7 @@ impl Profile {
             Category::NetworkVariation => self.network_variation,
             Category::LossTimeout => self.loss_timeout,
             Category::LossFastRetransmit => self.loss_fast_retransmit,
+            Category::LossUnknown => self.loss_unknown,
         }
     }
 
@@ -129,10 +146,11 @@ impl Profile {
             Category::NetworkVariation => &mut self.network_variation,
             Category::LossTimeout => &mut self.loss_timeout,
             Category::LossFastRetransmit => &mut self.loss_fast_retransmit,
+            Category::LossUnknown => &mut self.loss_unknown,
         }
     }
 
-    /// Sum of the six categories.
+    /// Sum of the categories.
     pub fn total(&self) -> Nanos {
         Category::ALL
             .iter()
@@ -141,7 +159,7 @@ impl Profile {
 
     /// Share of the total in each category, in [`Category::ALL`] order (0
     /// when the total is 0).
-    pub fn shares(&self) -> [f64; 6] {
+    pub fn shares(&self) -> [f64; 7] {
         let total = self.total().0 as f64;
         Category::ALL.map(|c| {
             if total > 0.0 {
@@ -188,11 +206,13 @@ impl Phases {
 pub struct LossCounts {
     pub timeout: u32,
     pub fast_retransmit: u32,
+    #[serde(skip_serializing_if = "is_zero_count")]
+    pub unknown: u32,
 }
 
 impl LossCounts {
     pub fn total(&self) -> u32 {
-        self.timeout + self.fast_retransmit
+        self.timeout + self.fast_retransmit + self.unknown
     }
 }
 
@@ -409,6 +429,12 @@ pub(crate) fn profile(raw: &RawPath, placement: &Placement) -> Profiled {
                 losses.fast_retransmit += 1;
                 (Category::LossFastRetransmit, Nanos::ZERO)
             }
+            ArcKind::Retransmission(LossRepair::Unknown) => {
+                losses.unknown += 1;
+                (Category::LossUnknown, Nanos::ZERO)
+            }
+            // The sender waits on the receiver's closed window.
+            ArcKind::WindowProbe => (Category::of_side(to.side.other()), Nanos::ZERO),
             ArcKind::Transit => (
                 Category::NetworkVariation,
                 weight.min(placement.propagation[to.label.sender.index()]),
@@ -478,15 +504,20 @@ pub(crate) fn verdict(duration: Nanos, path: &[PathArc]) -> String {
     for arc in path {
         add(Category::Propagation, "", arc.propagation);
         let place = match arc.category {
-            Category::LossTimeout | Category::LossFastRetransmit => match arc.to.packet.kind() {
-                "SYN" => "SYN",
-                "SYN-ACK" => "SYN-ACK",
-                "FIN" => "FIN",
-                _ => match arc.to.packet.sender {
-                    Side::Client => "request",
-                    Side::Server => "response",
-                },
-            },
+            Category::LossTimeout | Category::LossFastRetransmit | Category::LossUnknown => {
+                match arc.to.packet.kind() {
+                    "SYN" => "SYN",
+                    "SYN-ACK" => "SYN-ACK",
+                    "FIN" => "FIN",
+                    _ => match arc.to.packet.sender {
+                        Side::Client => "request",
+                        Side::Server => "response",
+                    },
+                }
+            }
+            Category::Server | Category::Client if arc.kind == ArcKind::WindowProbe => {
+                "closed receive window"
+            }
             Category::Server
                 if arc.phase == Phase::Response && arc.kind == ArcKind::Application =>
             {
@@ -537,6 +568,8 @@ pub(crate) fn verdict(duration: Nanos, path: &[PathArc]) -> String {
         Category::LossTimeout => "loss by time-outs".to_string(),
         Category::LossFastRetransmit if single => format!("{top} fast retransmit"),
         Category::LossFastRetransmit => "loss by fast retransmits".to_string(),
+        Category::LossUnknown if single => format!("{top} loss repair of unknown kind"),
+        Category::LossUnknown => "loss repaired in unknown ways".to_string(),
         Category::Server | Category::Client if single => {
             format!("{} {top}", category.name())
         }

@@ -19,7 +19,10 @@
 //! [`RenoConfig::prompt_retransmit`] of a duplicate ACK is a fast
 //! retransmit, otherwise a time-out; three duplicate ACKs followed by a late
 //! retransmission is a *hidden time-out*. After a time-out the window is one
-//! segment from `snd_una` (RFC 5681, Section 3.1).
+//! segment from `snd_una` (RFC 5681, Section 3.1) and re-sent data is
+//! released by ACKs (go-back-N), unless a re-send of `snd_una` comes the
+//! minimum RTO or more after the latest ACK: the timer fired again
+//! (exponential back-off), another time-out.
 //!
 //! Departures, with reasons:
 //! * slow start grows by bytes acknowledged, at most
@@ -35,6 +38,12 @@
 //! * the window restarts after an idle period longer than the RTO (RFC 5681,
 //!   Section 4.1, Linux's default), the RTO estimated per RFC 6298 with
 //!   Karn's rule;
+//! * a retransmission sooner than the minimum RTO is a fast retransmit only
+//!   with evidence in the trace — three duplicate ACKs, a SACK, or a
+//!   duplicate ACK after a RACK reordering window (RFC 8985: RTT plus a
+//!   quarter) — otherwise a repair of [`LossRepair::Unknown`] kind;
+//! * a segment sent while the peer advertised a zero window is a window
+//!   probe (flow control), never a loss repair;
 //! * a packet sent beyond the modelled window is flagged, as tcpeval did,
 //!   and the model resynchronises (the latest ACK is its liberator, the
 //!   window widens to what the sender showed), so one mismatch does not flag
@@ -53,6 +62,10 @@ pub enum LossRepair {
     Timeout,
     /// Retransmitted on duplicate ACKs (fast retransmit, fast recovery).
     FastRetransmit,
+    /// Re-sent sooner than any retransmission timer could fire, with no
+    /// evidence in the trace of what triggered it (fewer than three
+    /// duplicate ACKs, no SACK, no reordering window elapsed).
+    Unknown,
 }
 
 /// Inputs of the model: the sender's segment size and initial windows.
@@ -115,6 +128,8 @@ pub struct AckArrival {
     pub window: u64,
     /// It carried data (then it is not a duplicate ACK, RFC 5681 §2).
     pub carries_data: bool,
+    /// It carried SACK blocks.
+    pub sack: bool,
 }
 
 /// The model's reading of one departure.
@@ -131,6 +146,9 @@ pub struct SendOutcome {
     pub beyond_window: bool,
     /// A time-out retransmission although three duplicate ACKs had arrived.
     pub hidden_timeout: bool,
+    /// Sent while the peer's receive window was closed: a zero-window
+    /// probe (flow control, not loss).
+    pub window_probe: bool,
 }
 
 /// Counts over the model's life.
@@ -140,6 +158,10 @@ pub struct RenoCounters {
     pub duplicate_acks: u64,
     pub timeouts: u64,
     pub fast_retransmits: u64,
+    /// Retransmissions sooner than any timer with no evidence of why.
+    pub unknown_repairs: u64,
+    /// Segments sent while the peer's window was closed.
+    pub window_probes: u64,
     pub hidden_timeouts: u64,
     pub beyond_window: u64,
     pub idle_restarts: u64,
@@ -164,6 +186,11 @@ pub struct RenoSender {
     last_window: Option<u64>,
     duplicate_acks: u32,
     last_duplicate_at: Option<Nanos>,
+    /// A duplicate ACK since the last new ACK carried SACK blocks.
+    sack_since_new_ack: bool,
+    /// Bytes from here up to `snd_max` were only ever sent as window
+    /// probes: sending them again when the window opens is not a repair.
+    probed_from: Option<i64>,
     in_recovery: bool,
     /// `snd_una` when a segment covering it was last re-sent.
     resent_una: Option<i64>,
@@ -172,6 +199,7 @@ pub struct RenoSender {
     /// After a time-out, re-sent data below this is released by the window.
     go_back_until: Option<i64>,
     last_send_at: Option<Nanos>,
+    last_ack_at: Option<Nanos>,
     avoidance_bytes: u64,
     smoothed_rtt: Option<Nanos>,
     rtt_variation: Nanos,
@@ -198,11 +226,14 @@ impl RenoSender {
             last_window: None,
             duplicate_acks: 0,
             last_duplicate_at: None,
+            sack_since_new_ack: false,
+            probed_from: None,
             in_recovery: false,
             resent_una: None,
             timed_out_una: None,
             go_back_until: None,
             last_send_at: None,
+            last_ack_at: None,
             avoidance_bytes: 0,
             smoothed_rtt: None,
             rtt_variation: Nanos::ZERO,
@@ -254,6 +285,7 @@ impl RenoSender {
     /// [`Liberator::Ack`] of the packets it liberates.
     pub fn on_ack(&mut self, now: Nanos, token: u32, arrival: AckArrival) {
         self.counters.acks += 1;
+        self.last_ack_at = Some(now);
         let ack = arrival.ack;
         if ack > self.snd_max {
             // Acknowledges bytes never seen leave: the capture missed them.
@@ -278,6 +310,7 @@ impl RenoSender {
                 }
             }
             self.duplicate_acks = 0;
+            self.sack_since_new_ack = false;
             self.resent_una = None;
             self.timed_out_una = None;
             if self.go_back_until.is_some_and(|until| self.una >= until) {
@@ -290,6 +323,7 @@ impl RenoSender {
         {
             self.counters.duplicate_acks += 1;
             self.duplicate_acks += 1;
+            self.sack_since_new_ack |= arrival.sack;
             self.last_duplicate_at = Some(now);
             if self.duplicate_acks == 3 && !self.in_recovery {
                 self.enter_recovery();
@@ -309,24 +343,66 @@ impl RenoSender {
         if end <= start {
             return outcome;
         }
-        if start < self.snd_max {
+        if self.rwnd == 0 && start >= self.una {
+            // The peer's window is closed: a zero-window probe, released by
+            // the persist timer, not by loss.
+            outcome.window_probe = true;
+            outcome.retransmission = start < self.snd_max;
+            if end > self.snd_max {
+                self.probed_from.get_or_insert(start.max(self.snd_max));
+            }
+            self.counters.window_probes += 1;
+            outcome.liberator = self.entries.last().map(|entry| entry.liberator);
+        } else if self
+            .probed_from
+            .is_some_and(|from| start >= from && start < self.snd_max)
+        {
+            // The window opened: the probed bytes go out with new data.
+            self.probed_from = None;
+            let (liberator, beyond) = self.liberator_of(end);
+            outcome.liberator = Some(liberator);
+            outcome.beyond_window = beyond;
+        } else if start < self.snd_max {
             outcome.retransmission = true;
             let covers_una = start <= self.una && end > self.una;
-            let going_back = self.go_back_until.is_some_and(|until| start < until);
+            // After a time-out the window releases re-sent data as ACKs
+            // arrive; a re-send of `snd_una` the minimum RTO or more after
+            // the latest ACK was released by the timer again (back-off).
+            let timer_again = covers_una
+                && self
+                    .last_ack_at
+                    .is_some_and(|at| now - at >= self.config.min_rto);
+            let going_back = self.go_back_until.is_some_and(|until| start < until) && !timer_again;
             let repeated = covers_una && self.resent_una == Some(self.una);
             // No retransmission timer fires sooner than the minimum RTO
             // after the bytes' previous transmission: a re-send before that
             // was signalled by the receiver (duplicate ACKs, SACK, RACK).
-            let before_any_timeout = self
-                .previous_send_of(start)
-                .is_some_and(|sent_at| now - sent_at < self.config.min_rto);
+            let previous_send = self.previous_send_of(start);
+            let before_any_timeout =
+                previous_send.is_some_and(|sent_at| now - sent_at < self.config.min_rto);
+            // What the trace shows of the receiver signalling the loss:
+            // three duplicate ACKs (RFC 5681), SACK (RFC 6675), or a
+            // duplicate ACK once a reordering window of a quarter RTT has
+            // passed beyond the RTT since the original left (RACK, RFC 8985).
+            let rack_window_passed = match (previous_send, self.smoothed_rtt) {
+                (Some(sent_at), Some(srtt)) => now - sent_at >= srtt + Nanos(srtt.0 / 4),
+                _ => false,
+            };
+            let evidence = self.in_recovery
+                || self.duplicate_acks >= 3
+                || (self.duplicate_acks >= 1 && (self.sack_since_new_ack || rack_window_passed));
+            let signalled = if evidence {
+                LossRepair::FastRetransmit
+            } else {
+                LossRepair::Unknown
+            };
             let repair = if going_back && !repeated {
                 None
             } else if covers_una {
                 if repeated && !before_any_timeout {
                     Some(LossRepair::Timeout)
                 } else if (self.duplicate_acks >= 1 && self.prompt(now)) || before_any_timeout {
-                    Some(LossRepair::FastRetransmit)
+                    Some(signalled)
                 } else {
                     if self.duplicate_acks >= 3 {
                         outcome.hidden_timeout = true;
@@ -335,7 +411,7 @@ impl RenoSender {
                     Some(LossRepair::Timeout)
                 }
             } else if start > self.una && (self.in_recovery || before_any_timeout) {
-                Some(LossRepair::FastRetransmit)
+                Some(signalled)
             } else if start > self.una {
                 Some(LossRepair::Timeout)
             } else {
@@ -354,13 +430,19 @@ impl RenoSender {
                     }
                     outcome.repair = Some(LossRepair::Timeout);
                 }
-                Some(LossRepair::FastRetransmit) => {
-                    self.counters.fast_retransmits += 1;
+                Some(kind @ (LossRepair::FastRetransmit | LossRepair::Unknown)) => {
+                    // Either way the receiver, not the timer, prompted it:
+                    // the window follows fast recovery.
+                    if kind == LossRepair::FastRetransmit {
+                        self.counters.fast_retransmits += 1;
+                    } else {
+                        self.counters.unknown_repairs += 1;
+                    }
                     if covers_una && !self.in_recovery {
                         self.enter_recovery();
                         self.push(Liberator::LossRecovery(token));
                     }
-                    outcome.repair = Some(LossRepair::FastRetransmit);
+                    outcome.repair = Some(kind);
                 }
                 None => {
                     let (liberator, beyond) = self.liberator_of(end);
@@ -568,6 +650,7 @@ mod tests {
             ack: 1 + n * MSS,
             window: 1 << 30,
             carries_data: false,
+            sack: false,
         }
     }
 
@@ -774,6 +857,7 @@ mod tests {
                 ack: 1 + MSS,
                 window: 2 * MSS as u64,
                 carries_data: false,
+                sack: false,
             },
         );
         assert_eq!(

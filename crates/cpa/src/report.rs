@@ -216,10 +216,23 @@ pub fn render_table(analysis: &Analysis) -> String {
         .map(|t| t.start)
         .min()
         .unwrap_or(Nanos::ZERO);
+    // The column of loss repairs of unknown kind appears only when one
+    // occurred.
+    let unknown = analysis
+        .transactions
+        .iter()
+        .any(|t| t.profile.loss_unknown > Nanos::ZERO);
+    let unknown_cell = |value: String| {
+        if unknown {
+            format!(" {value:>9}")
+        } else {
+            String::new()
+        }
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>5} {:<24} {:<22} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  verdict",
+        "{:>5} {:<24} {:<22} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}{} {:>4}  verdict",
         "#",
         "client",
         "server",
@@ -232,13 +245,14 @@ pub fn render_table(analysis: &Analysis) -> String {
         "netvar",
         "loss-to",
         "loss-fr",
+        unknown_cell("loss-?".to_string()),
         "pkts"
     );
     for t in &analysis.transactions {
         let p = &t.profile;
         let _ = writeln!(
             out,
-            "{:>5} {:<24} {:<22} {:>10.3} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  {}{}",
+            "{:>5} {:<24} {:<22} {:>10.3} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}{} {:>4}  {}{}",
             t.number,
             t.client.to_string(),
             t.server.to_string(),
@@ -251,6 +265,7 @@ pub fn render_table(analysis: &Analysis) -> String {
             ms(p.network_variation),
             ms(p.loss_timeout),
             ms(p.loss_fast_retransmit),
+            unknown_cell(ms(p.loss_unknown)),
             t.critical_path_packets,
             t.verdict,
             flag_notes(t),
@@ -286,6 +301,15 @@ fn flag_notes(t: &Transaction) -> String {
 
 /// Figures 4/6/7 as a table: mean ± standard deviation in milliseconds.
 pub fn render_aggregate(aggregates: &[ClassAggregate]) -> String {
+    // Loss repairs of unknown kind get a column only when there were any.
+    let shown = |category: Category| {
+        category != Category::LossUnknown
+            || aggregates.iter().any(|a| {
+                a.categories
+                    .iter()
+                    .any(|(c, s)| *c == category && (s.mean != 0.0 || s.std_dev != 0.0))
+            })
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -295,6 +319,7 @@ pub fn render_aggregate(aggregates: &[ClassAggregate]) -> String {
         "total ms",
         Category::ALL
             .iter()
+            .filter(|&&c| shown(c))
             .map(|c| format!("{:>19}", c.name()))
             .collect::<String>()
     );
@@ -308,6 +333,7 @@ pub fn render_aggregate(aggregates: &[ClassAggregate]) -> String {
             cell(&a.duration),
             a.categories
                 .iter()
+                .filter(|(c, _)| shown(*c))
                 .map(|(_, s)| format!("{:>19}", cell(s)))
                 .collect::<String>(),
             a.critical_path_packets.mean,
@@ -355,11 +381,31 @@ pub fn render(analysis: &Analysis, classes: &SizeClasses) -> String {
         );
     }
     out.push_str(&render_table(analysis));
+    if let Some(line) = failures_line(analysis) {
+        out.push_str(&line);
+    }
     out.push('\n');
     out.push_str(&render_aggregate(&aggregate(analysis, classes)));
     out.push('\n');
     out.push_str(&render_histogram(&histogram(analysis, classes)));
     out
+}
+
+/// The failed connections, one line, when there were any: counted beside
+/// the transactions, never among them.
+pub fn failures_line(analysis: &Analysis) -> Option<String> {
+    let f = &analysis.stats.failures;
+    if f.total() == 0 {
+        return None;
+    }
+    Some(format!(
+        "failed connections (no transaction): {} — {} refused (SYN answered by RST), {} abandoned (SYNs never answered), {} reset by the server before a response, {} aborted by the client before a response\n",
+        f.total(),
+        f.refused,
+        f.abandoned,
+        f.reset_by_server,
+        f.aborted_by_client
+    ))
 }
 
 /// The JSON object of one transaction (one line of `--json`).
@@ -383,9 +429,14 @@ pub struct JsonTransaction<'a> {
     pub network_variation_s: f64,
     pub loss_timeout_s: f64,
     pub loss_fast_retransmit_s: f64,
+    /// Present only when not zero.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_unknown_s: Option<f64>,
     pub critical_path_packets: usize,
     pub losses_timeout: u32,
     pub losses_fast_retransmit: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub losses_unknown: Option<u32>,
     pub setup_s: f64,
     pub request_s: f64,
     pub response_s: f64,
@@ -420,9 +471,12 @@ impl<'a> JsonTransaction<'a> {
             network_variation_s: s(t.profile.network_variation),
             loss_timeout_s: s(t.profile.loss_timeout),
             loss_fast_retransmit_s: s(t.profile.loss_fast_retransmit),
+            loss_unknown_s: (t.profile.loss_unknown > Nanos::ZERO)
+                .then(|| s(t.profile.loss_unknown)),
             critical_path_packets: t.critical_path_packets,
             losses_timeout: t.losses.timeout,
             losses_fast_retransmit: t.losses.fast_retransmit,
+            losses_unknown: (t.losses.unknown > 0).then_some(t.losses.unknown),
             setup_s: s(t.phases.setup),
             request_s: s(t.phases.request),
             response_s: s(t.phases.response),
@@ -538,7 +592,7 @@ pub fn explain(analysis: &Analysis, number: usize) -> Result<String, CpaError> {
         );
     }
     let p = &t.profile;
-    let _ = writeln!(
+    let _ = write!(
         out,
         "profile (ms): server {}, client {}, propagation {}, network variation {}, loss time-out {}, loss fast retransmit {}",
         ms(p.server),
@@ -548,6 +602,10 @@ pub fn explain(analysis: &Analysis, number: usize) -> Result<String, CpaError> {
         ms(p.loss_timeout),
         ms(p.loss_fast_retransmit)
     );
+    if p.loss_unknown > Nanos::ZERO {
+        let _ = write!(out, ", loss of unknown kind {}", ms(p.loss_unknown));
+    }
+    out.push('\n');
     let ph = &t.phases;
     let _ = writeln!(
         out,

@@ -13,7 +13,8 @@
 //! after a `100 Continue` stays in its transaction; when payloads were not
 //! captured (snap length) or the protocol is not HTTP, alternation alone
 //! decides. A request line arriving before the previous request got any
-//! response is pipelining: the requests stay in one transaction, flagged.
+//! response is pipelining: the requests stay in one transaction, flagged
+//! (so are several request lines in one segment).
 //!
 //! The split is read at one endpoint — the server when its capture exists,
 //! the client otherwise — in that endpoint's time order, from first
@@ -38,6 +39,8 @@ pub(crate) struct TransactionSpan {
     /// Several request lines arrived before a response: HTTP pipelining,
     /// which this analysis does not separate.
     pub pipelined: bool,
+    /// The captured payload shows HTTP: a request expects a response.
+    pub http: bool,
 }
 
 impl TransactionSpan {
@@ -82,7 +85,12 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                     continue;
                 }
                 let aligned = start == client_high;
-                let starts_request = aligned && record.payload == PayloadStart::Request;
+                let several = aligned && record.payload == PayloadStart::Requests;
+                let starts_request = aligned
+                    && matches!(
+                        record.payload,
+                        PayloadStart::Request | PayloadStart::Requests
+                    );
                 let is_http = *http.get_or_insert(starts_request);
                 let kind = if aligned {
                     record.payload
@@ -90,7 +98,7 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                     PayloadStart::Unknown
                 };
                 let new_request = match kind {
-                    PayloadStart::Request | PayloadStart::Unknown => true,
+                    PayloadStart::Request | PayloadStart::Requests | PayloadStart::Unknown => true,
                     PayloadStart::Response | PayloadStart::Other => !is_http,
                 };
                 // Bytes between the previous high and this segment were sent
@@ -103,10 +111,12 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                             index: spans.len(),
                             request: (from, end),
                             response: (server_high, server_high),
-                            pipelined: false,
+                            pipelined: several,
+                            http: is_http,
                         });
                     }
                     Some(span) => {
+                        span.pipelined |= several;
                         if span.request.1 > span.request.0 {
                             if is_http && starts_request {
                                 span.pipelined = true;
@@ -121,7 +131,8 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                             index: 0,
                             request: (from, end),
                             response: (server_high, server_high),
-                            pipelined: false,
+                            pipelined: several,
+                            http: is_http,
                         });
                     }
                 }
@@ -137,6 +148,7 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                     request: (client_high, client_high),
                     response: (from, from),
                     pipelined: false,
+                    http: http == Some(true),
                 });
                 if span.response.1 <= span.response.0 {
                     span.response.0 = from;

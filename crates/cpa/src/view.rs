@@ -31,7 +31,8 @@
 //! # One capture (single vantage)
 //!
 //! The unobserved endpoint's events are placed half the connection's
-//! minimum round-trip time before or after their observed counterparts. A
+//! minimum round-trip time before or after their observed counterparts
+//! (a data arrival never after the placed ACK that answers it). A
 //! packet the observed side sent and later re-sent is presumed lost unless
 //! the peer acknowledged it before the re-sent copy could have arrived.
 //! The profile later re-places these events with the input-wide minimum
@@ -57,6 +58,10 @@ pub enum PayloadStart {
     Unknown,
     /// An HTTP request line (`GET `, `POST `, …).
     Request,
+    /// An HTTP request line, and another request line after the end of
+    /// the first request's header (`\r\n\r\n`) in the same segment:
+    /// pipelining.
+    Requests,
     /// An HTTP status line (`HTTP/`).
     Response,
     /// Anything else.
@@ -88,6 +93,8 @@ impl PayloadStart {
                 if n == token.len() {
                     return if token == b"HTTP/" {
                         PayloadStart::Response
+                    } else if another_request(captured) {
+                        PayloadStart::Requests
                     } else {
                         PayloadStart::Request
                     };
@@ -101,6 +108,19 @@ impl PayloadStart {
             PayloadStart::Other
         }
     }
+}
+
+/// Whether a request line follows the end of a header (`\r\n\r\n`) in a
+/// payload that begins with one. A body that happens to begin with a
+/// method after its header is taken for a request too (the length of a
+/// body is not parsed).
+fn another_request(captured: &[u8]) -> bool {
+    captured.windows(4).enumerate().any(|(i, window)| {
+        window == b"\r\n\r\n" && {
+            let rest = &captured[i + 4..];
+            METHODS.iter().any(|method| rest.starts_with(method))
+        }
+    })
 }
 
 /// What the connection table does not keep but the analysis uses, for one
@@ -170,6 +190,8 @@ pub(crate) struct Record {
     pub ts_value: Option<u32>,
     pub ip_id: u16,
     pub payload: PayloadStart,
+    /// It carried SACK blocks.
+    pub sack: bool,
     /// For an arrival: the departure of the same packet. For a placed
     /// departure: the arrival it was placed from.
     pub link: Option<u32>,
@@ -501,6 +523,7 @@ fn convert(
                 .then_some(segment.ts_value),
             ip_id: extra.ip_id,
             payload: extra.payload,
+            sack: segment.sack_count > 0,
             link: None,
             capture_index: index as u32,
         });
@@ -929,9 +952,19 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
                 continue;
             }
         }
+        // Not after the peer's placed answer to it: a round trip shorter
+        // than the minimum (an ACK sooner than any Karn-valid sample)
+        // must not put the arrival after the ACK it caused.
+        let mut arrival = signed(departure.time) + outgoing;
+        if let Some((acked_at, _)) = acks.first_reaching(departure.end) {
+            if acked_at >= departure.time && departure.has_space() {
+                let answered = signed(acked_at) - rtt / 2;
+                arrival = arrival.min(answered.max(signed(departure.time)));
+            }
+        }
         view.records.push(Record {
             side: unobserved,
-            time: unsigned(signed(departure.time) + outgoing),
+            time: unsigned(arrival),
             observed: false,
             link: Some(d),
             ..departure
@@ -984,6 +1017,14 @@ mod tests {
         assert_eq!(PayloadStart::classify(b""), PayloadStart::Unknown);
         assert_eq!(PayloadStart::classify(b"\x16\x03\x01"), PayloadStart::Other);
         assert_eq!(PayloadStart::classify(b"GETX"), PayloadStart::Other);
+        assert_eq!(
+            PayloadStart::classify(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n"),
+            PayloadStart::Requests
+        );
+        assert_eq!(
+            PayloadStart::classify(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"),
+            PayloadStart::Request
+        );
     }
 
     #[test]

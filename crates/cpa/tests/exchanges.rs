@@ -71,6 +71,7 @@ fn profile(
         network_variation: Nanos(ms(variation)),
         loss_timeout: Nanos(ms(timeout)),
         loss_fast_retransmit: Nanos(ms(fast)),
+        loss_unknown: Nanos::ZERO,
     }
 }
 

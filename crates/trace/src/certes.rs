@@ -64,8 +64,14 @@ pub fn capture_input(
             Some(filter) => format!("to {filter}"),
             None => "to a listener that answered a SYN".to_string(),
         };
+        let attempts = trace.stats.connections - trace.stats.without_syn;
+        let seen = if attempts == 0 {
+            "no SYN captured".to_string()
+        } else {
+            format!("{attempts} connections opened by a SYN, none {target}")
+        };
         return Err(CaptureInputError::NoConnection(format!(
-            "{name}: no connection attempt {target} (no SYN captured; {} packets, {} connections; listeners seen: {}){}",
+            "{name}: no connection attempt {target} ({seen}; {} packets, {} connections; listeners seen: {}){}",
             trace.stats.packets,
             trace.stats.connections,
             if listeners.is_empty() {

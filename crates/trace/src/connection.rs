@@ -18,25 +18,38 @@
 //! * packets dropped by the filter: sequence space ACKed or SACKed but never
 //!   seen ([`Artefacts::capture_drops`]); a segment that turns up after its
 //!   ACK takes its bytes back ([`Artefacts::seen_after_ack`]);
-//! * packets added by the filter: a copy identical in every header field
-//!   that tells copies apart, within [`TableConfig::duplicate_window`], is
-//!   counted and not recorded (never a pure ACK without an IPv4 ID: real
-//!   duplicate ACKs are byte-identical);
-//! * timestamps out of order: clamped to the connection's previous one and
-//!   counted (the paper did not account for this);
+//! * packets added by the capture (two interfaces, or both sides of a
+//!   router): a copy is identified by what it is — same IPv4 ID, TCP
+//!   checksum, sequence, acknowledgement, length, flags and window (TTL and
+//!   MACs may differ) — among the last [`DUPLICATE_MEMORY`] segments of its
+//!   direction, up to [`TableConfig::duplicate_horizon`] apart, while its
+//!   sender numbers its packets (a genuine re-send then carries a new IP
+//!   ID; the horizon only guards against IP ID reuse). Where the IP ID
+//!   is zero or repeats between two segments in a row (IPv6, senders that
+//!   zero it under DF, or keep it constant) that cannot
+//!   tell a copy from a re-send, so only a copy within
+//!   [`TableConfig::duplicate_window`] counts, and never a pure ACK (real
+//!   duplicate ACKs are byte-identical); duplicates are counted, not
+//!   recorded;
+//! * timestamps out of order: the drivers sort them within a bounded window
+//!   first ([`crate::reorder`]); what still arrives out of order is clamped
+//!   to the connection's previous one and counted;
 //! * beyond the paper: snap-length truncation, offload super-segments larger
 //!   than the peer's MSS, and out-of-window sequence numbers (more than 2^30
 //!   away: counted, recorded, ignored for sequence tracking).
 //!
-//! **Finishing**: after a close and [`TableConfig::close_linger`], after
+//! **Finishing**: after a close and [`TableConfig::close_linger`] (the idle
+//! timeout while data below a FIN is missing or unacknowledged), after
 //! [`TableConfig::idle_timeout`], when superseded, or at
 //! [`ConnectionTable::finish_all`]; finished connections with their compact
 //! [`SegmentRecord`]s are queued ([`ConnectionTable::pop_finished`]) and
 //! dropped from the table. Time is the trace's ([`ConnectionTable::expire`]
 //! lets a live driver advance it).
 //!
-//! Departure from tcpeval, which sorted packets by timestamp: a streaming
-//! table keeps trace order and makes time monotonic per connection instead.
+//! Departure from tcpeval, which sorted whole traces by timestamp: sorting
+//! is bounded ([`crate::reorder`]), so memory stays bounded; the table
+//! makes time monotonic per connection for what is left. Memory is bounded
+//! by [`TableConfig::max_connections`] too.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -53,8 +66,8 @@ const TOMBSTONE_REACH: i64 = 1 << 24;
 const MAX_SYN_DATA: u32 = 65_535;
 /// Gaps and acknowledged-unseen ranges remembered per direction.
 const MAX_RANGES: usize = 16;
-/// Recent segments per direction compared for duplicates.
-const RECENT_SEGMENTS: usize = 4;
+/// Recent segments per direction compared for capture duplicates.
+pub const DUPLICATE_MEMORY: usize = 32;
 
 /// Timeouts and switches of a [`ConnectionTable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -63,16 +76,28 @@ pub struct TableConfig {
     pub idle_timeout: Nanos,
     /// A closed connection (FIN both ways, or RST) is finished after more
     /// than this without a segment, so trailing ACKs and retransmitted FINs
-    /// still reach it.
+    /// still reach it; after FINs (not a RST), one with data below a FIN
+    /// never seen or never acknowledged (lost before the close) waits up
+    /// to the idle timeout for its retransmission.
     pub close_linger: Nanos,
     /// How long a closed, finished connection's tombstone catches late
     /// segments (2 MSL by RFC 9293).
     pub time_wait: Nanos,
     /// Most tombstones kept; the oldest go first.
     pub max_tombstones: usize,
-    /// Identical segments closer together than this are capture
+    /// Where the IP ID cannot tell a copy from a re-send (zero or
+    /// constant), identical segments closer together than this are capture
     /// duplicates, not retransmissions.
     pub duplicate_window: Nanos,
+    /// Where the sender numbers its packets, a copy with the same IP ID,
+    /// checksum and content up to this long after the original is a
+    /// capture duplicate (forwarding copies are 1–20 ms apart).
+    pub duplicate_horizon: Nanos,
+    /// Most connections in the table at once; beyond it the oldest
+    /// half-open connection (no SYN-ACK seen) is finished early, else the
+    /// oldest connection ([`FinishCause::Evicted`],
+    /// [`TableStats::evicted`]).
+    pub max_connections: usize,
     /// Keep each connection's [`SegmentRecord`]s (for analyses that need
     /// them); off, only counts are kept.
     pub record_segments: bool,
@@ -86,6 +111,8 @@ impl Default for TableConfig {
             time_wait: Nanos::from_secs(240),
             max_tombstones: 100_000,
             duplicate_window: Nanos::from_millis(1),
+            duplicate_horizon: Nanos::from_millis(100),
+            max_connections: 100_000,
             record_segments: true,
         }
     }
@@ -144,6 +171,9 @@ pub enum FinishCause {
     Superseded,
     /// Still open at [`ConnectionTable::finish_all`].
     EndOfTrace,
+    /// Finished early to keep the table within
+    /// [`TableConfig::max_connections`].
+    Evicted,
 }
 
 /// Capture artefacts and related counts for one direction (or summed).
@@ -417,6 +447,11 @@ pub struct TableStats {
     pub peak_active: usize,
     /// Tombstones dropped early because of [`TableConfig::max_tombstones`].
     pub tombstones_evicted: u64,
+    /// Connections finished early because of
+    /// [`TableConfig::max_connections`], and how many of them were
+    /// half-open.
+    pub evicted: u64,
+    pub evicted_half_open: u64,
 }
 
 /// The canonical pair of endpoints: `low` ≤ `high` by (address, port).
@@ -582,9 +617,10 @@ impl Fingerprint {
         }
     }
 
-    /// Whether a copy of this segment can be told from a genuine resend:
-    /// it carries data or a control flag, or an IPv4 ID. Pure ACKs without
-    /// an ID are byte-identical when they are genuine duplicate ACKs.
+    /// Whether a copy of this segment can be told from a genuine resend
+    /// within the time window: it carries data or a control flag, or an
+    /// IPv4 ID. Pure ACKs without an ID are byte-identical when they are
+    /// genuine duplicate ACKs.
     fn distinguishable(&self) -> bool {
         self.payload_len > 0
             || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
@@ -602,9 +638,17 @@ struct SequenceTracker {
     gaps: RangeSet,
     /// Space acknowledged by the peer but never seen.
     unseen: RangeSet,
-    recent: [(Fingerprint, Nanos); RECENT_SEGMENTS],
-    recent_len: usize,
+    /// Highest cumulative acknowledgement of this direction's space.
+    acked_to: Option<i64>,
+    /// Where this direction's FIN sits.
+    fin_at: Option<i64>,
+    /// The last [`DUPLICATE_MEMORY`] segments (a ring, grown on demand).
+    recent: Vec<(Fingerprint, Nanos)>,
     recent_next: usize,
+    /// IP ID of the previous segment, and whether two segments in a row
+    /// carried the same one (then the sender does not number its packets).
+    last_ip_id: Option<u16>,
+    ip_id_constant: bool,
 }
 
 impl SequenceTracker {
@@ -613,17 +657,31 @@ impl SequenceTracker {
         self.next_relative + i64::from(seq.wrapping_sub(reference) as i32)
     }
 
-    fn is_duplicate(&self, fingerprint: &Fingerprint, now: Nanos, window: Nanos) -> bool {
-        fingerprint.distinguishable()
-            && self.recent[..self.recent_len]
-                .iter()
-                .any(|(seen, at)| seen == fingerprint && now - *at <= window)
+    fn is_duplicate(&self, fingerprint: &Fingerprint, now: Nanos, config: &TableConfig) -> bool {
+        let numbered = fingerprint.ip_id != 0 && !self.ip_id_constant;
+        let window = if numbered {
+            config.duplicate_horizon.max(config.duplicate_window)
+        } else if fingerprint.distinguishable() {
+            config.duplicate_window
+        } else {
+            return false;
+        };
+        self.recent
+            .iter()
+            .any(|(seen, at)| seen == fingerprint && now.saturating_sub(*at) <= window)
     }
 
     fn remember(&mut self, fingerprint: Fingerprint, now: Nanos) {
-        self.recent[self.recent_next] = (fingerprint, now);
-        self.recent_next = (self.recent_next + 1) % RECENT_SEGMENTS;
-        self.recent_len = (self.recent_len + 1).min(RECENT_SEGMENTS);
+        if self.last_ip_id == Some(fingerprint.ip_id) {
+            self.ip_id_constant = true;
+        }
+        self.last_ip_id = Some(fingerprint.ip_id);
+        if self.recent.len() < DUPLICATE_MEMORY {
+            self.recent.push((fingerprint, now));
+        } else {
+            self.recent[self.recent_next] = (fingerprint, now);
+        }
+        self.recent_next = (self.recent_next + 1) % DUPLICATE_MEMORY;
     }
 
     /// Records that the peer acknowledged up to `acked` (relative): space
@@ -635,6 +693,7 @@ impl SequenceTracker {
             // A garbage acknowledgement number says nothing.
             return false;
         }
+        self.acked_to = Some(self.acked_to.map_or(acked, |a| a.max(acked)));
         if delta > 0 {
             self.unseen.add(self.next_relative, acked);
             self.next_relative = acked;
@@ -764,9 +823,26 @@ impl ActiveConnection {
         }
     }
 
+    /// Opened by a SYN that no SYN-ACK has answered yet.
+    fn half_open(&self) -> bool {
+        self.connection.opening == Opening::Syn && self.connection.from_responder.syns == 0
+    }
+
+    /// After FINs, data below a FIN that was never seen, or never
+    /// acknowledged: a retransmission is still due (not after a RST).
+    fn awaits_retransmission(&self) -> bool {
+        !self.connection.reset()
+            && self.trackers.iter().any(|tracker| {
+                !tracker.gaps.ranges.is_empty()
+                    || tracker
+                        .fin_at
+                        .is_some_and(|fin| tracker.acked_to.is_none_or(|acked| acked < fin))
+            })
+    }
+
     fn expired(&self, now: Nanos, config: &TableConfig) -> Option<FinishCause> {
         let idle = now - self.connection.last_timestamp;
-        if self.closed_at.is_some() && idle > config.close_linger {
+        if self.closed_at.is_some() && idle > config.close_linger && !self.awaits_retransmission() {
             Some(FinishCause::Closed)
         } else if idle > config.idle_timeout {
             Some(FinishCause::IdleTimeout)
@@ -795,7 +871,7 @@ impl ActiveConnection {
         }
 
         let fingerprint = Fingerprint::of(segment);
-        if self.trackers[d].is_duplicate(&fingerprint, timestamp, config.duplicate_window) {
+        if self.trackers[d].is_duplicate(&fingerprint, timestamp, config) {
             self.connection
                 .direction_mut(direction)
                 .artefacts
@@ -899,6 +975,9 @@ impl ActiveConnection {
         }
         let length = segment.sequence_len() as i64;
         let end = start + length;
+        if segment.flags.fin() {
+            tracker.fin_at.get_or_insert(end - 1);
+        }
         if start > tracker.next_relative {
             tracker.gaps.add(tracker.next_relative, start);
             notes.set(SegmentNotes::AFTER_GAP);
@@ -1067,6 +1146,11 @@ pub struct ConnectionTable {
     active: HashMap<FlowKey, Box<ActiveConnection>>,
     tombstones: HashMap<FlowKey, Tombstone>,
     tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
+    /// Connections in the order they were opened, and those opened by a
+    /// SYN, for eviction (entries of finished connections are skipped, and
+    /// compacted away).
+    open_order: VecDeque<(FlowKey, ConnectionId)>,
+    half_open_order: VecDeque<(FlowKey, ConnectionId)>,
     finished: VecDeque<Connection>,
     now: Nanos,
     last_sweep: Nanos,
@@ -1083,6 +1167,8 @@ impl ConnectionTable {
             active: HashMap::new(),
             tombstones: HashMap::new(),
             tombstone_order: VecDeque::new(),
+            open_order: VecDeque::new(),
+            half_open_order: VecDeque::new(),
             finished: VecDeque::new(),
             now: Nanos::ZERO,
             last_sweep: Nanos::ZERO,
@@ -1160,13 +1246,23 @@ impl ConnectionTable {
             self.tombstones.remove(&key);
         }
 
+        while self.active.len() >= self.config.max_connections.max(1) {
+            if !self.evict_one() {
+                break;
+            }
+        }
         let id = ConnectionId(self.next_id);
         self.next_id += 1;
         self.stats.connections_opened += 1;
         let mut active = Box::new(ActiveConnection::new(id, segment, source_is_low));
         let direction = active.direction_of(source_is_low);
         let observation = active.observe(segment, direction, &self.config);
+        if active.connection.opening == Opening::Syn {
+            self.half_open_order.push_back((key, id));
+        }
+        self.open_order.push_back((key, id));
         self.active.insert(key, active);
+        self.compact_orders();
         self.stats.peak_active = self.stats.peak_active.max(self.active.len());
         self.maybe_sweep();
         observation
@@ -1191,6 +1287,52 @@ impl ConnectionTable {
         remaining.sort_by_key(|(_, active)| active.connection.id);
         for (key, active) in remaining {
             self.finish(key, *active, FinishCause::EndOfTrace);
+        }
+    }
+
+    /// Finishes the oldest half-open connection, else the oldest one;
+    /// false if the table is empty.
+    fn evict_one(&mut self) -> bool {
+        while let Some((key, id)) = self.half_open_order.pop_front() {
+            let still_half_open = self
+                .active
+                .get(&key)
+                .is_some_and(|a| a.connection.id == id && a.half_open());
+            if still_half_open {
+                if let Some(active) = self.active.remove(&key) {
+                    self.stats.evicted += 1;
+                    self.stats.evicted_half_open += 1;
+                    self.finish(key, *active, FinishCause::Evicted);
+                    return true;
+                }
+            }
+        }
+        while let Some((key, id)) = self.open_order.pop_front() {
+            if self.active.get(&key).is_some_and(|a| a.connection.id == id) {
+                if let Some(active) = self.active.remove(&key) {
+                    self.stats.evicted += 1;
+                    self.finish(key, *active, FinishCause::Evicted);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Drops order entries of connections no longer in the table once they
+    /// outnumber the live ones, so the queues follow the table's size.
+    fn compact_orders(&mut self) {
+        let limit = 2 * self.active.len() + 64;
+        let active = &self.active;
+        let live = |(key, id): &(FlowKey, ConnectionId)| {
+            active.get(key).is_some_and(|a| a.connection.id == *id)
+        };
+        if self.open_order.len() > limit {
+            self.open_order.retain(live);
+        }
+        if self.half_open_order.len() > limit {
+            self.half_open_order
+                .retain(|entry| live(entry) && active.get(&entry.0).is_some_and(|a| a.half_open()));
         }
     }
 

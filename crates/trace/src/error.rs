@@ -124,6 +124,17 @@ impl TraceError {
         self.location().map(|location| location.offset)
     }
 
+    /// The capture stops in the middle of a record (or of the compressed
+    /// stream): every packet before the offset is complete and usable, as
+    /// `tcpdump -r` and `tshark -r` use them.
+    pub fn is_cut_off(&self) -> bool {
+        match self {
+            TraceError::Truncated { .. } => true,
+            TraceError::Read { source, .. } => source.kind() == io::ErrorKind::UnexpectedEof,
+            TraceError::Open { .. } | TraceError::Malformed { .. } => false,
+        }
+    }
+
     /// Where the error was found, if reading had begun.
     pub fn location(&self) -> Option<&Location> {
         match self {

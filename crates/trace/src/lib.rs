@@ -37,6 +37,7 @@ pub mod file;
 pub mod fuzzing;
 pub mod handshake;
 mod link_type;
+pub mod reorder;
 #[cfg(feature = "synth")]
 pub mod synth;
 
@@ -55,6 +56,7 @@ pub use decode::{
 };
 pub use error::{FormatProblem, Location, TraceError};
 pub use file::{Packet, TraceFormat, TraceReader};
+pub use reorder::{OwnedPacket, ReorderBuffer, ReorderStats, DEFAULT_REORDER_WINDOW};
 
 /// What a whole trace contained, for tests and reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -86,10 +88,19 @@ pub struct TraceSummary {
     pub late_segments: u64,
     /// Packets stamped earlier than the packet before them in the file.
     pub timestamp_regressions: u64,
+    /// Of those, packets put back in time order, and packets too far out
+    /// of order for the window (see [`reorder`]).
+    pub reordering: ReorderStats,
     pub first_timestamp: Option<Nanos>,
     pub last_timestamp: Option<Nanos>,
     /// Most connections in the table at once.
     pub peak_active_connections: usize,
+    /// Connections finished early to respect
+    /// [`TableConfig::max_connections`].
+    pub connections_evicted: u64,
+    /// The capture stops mid-record: what and at which byte offset (every
+    /// complete packet before it was read).
+    pub cut_off: Option<String>,
 }
 
 /// Reads, decodes and tracks a whole trace (`-` for standard input) with
@@ -102,7 +113,9 @@ pub fn summarize(path: impl AsRef<Path>) -> Result<TraceSummary, TraceError> {
     summarize_reader(TraceReader::open(path)?, config)
 }
 
-/// Like [`summarize`], for an open reader and a chosen table config.
+/// Like [`summarize`], for an open reader and a chosen table config. A
+/// capture cut off mid-record is read up to its last complete packet and
+/// says so in [`TraceSummary::cut_off`].
 pub fn summarize_reader(
     mut reader: TraceReader,
     config: TableConfig,
@@ -122,26 +135,48 @@ pub fn summarize_reader(
         artefacts: Artefacts::default(),
         late_segments: 0,
         timestamp_regressions: 0,
+        reordering: ReorderStats::default(),
         first_timestamp: None,
         last_timestamp: None,
         peak_active_connections: 0,
+        connections_evicted: 0,
+        cut_off: None,
     };
     let mut table = ConnectionTable::new(config);
     let mut previous_timestamp = None;
-    while let Some(packet) = reader.next_packet()? {
-        summary.packets += 1;
-        summary.captured_bytes += packet.data.len() as u64;
-        if previous_timestamp.is_some_and(|previous| packet.timestamp < previous) {
-            summary.timestamp_regressions += 1;
+    let mut order = ReorderBuffer::new(DEFAULT_REORDER_WINDOW);
+    let mut input_done = false;
+    loop {
+        if !input_done && !order.is_full() {
+            match reader.next_packet() {
+                Ok(Some(packet)) => {
+                    summary.packets += 1;
+                    summary.captured_bytes += packet.data.len() as u64;
+                    if previous_timestamp.is_some_and(|previous| packet.timestamp < previous) {
+                        summary.timestamp_regressions += 1;
+                    }
+                    previous_timestamp = Some(packet.timestamp);
+                    summary.first_timestamp.get_or_insert(packet.timestamp);
+                    summary.last_timestamp = Some(
+                        summary
+                            .last_timestamp
+                            .map_or(packet.timestamp, |last| last.max(packet.timestamp)),
+                    );
+                    order.push(&packet);
+                    continue;
+                }
+                Ok(None) => input_done = true,
+                Err(error) if error.is_cut_off() => {
+                    summary.cut_off = Some(error.to_string());
+                    input_done = true;
+                }
+                Err(error) => return Err(error),
+            }
         }
-        previous_timestamp = Some(packet.timestamp);
-        summary.first_timestamp.get_or_insert(packet.timestamp);
-        summary.last_timestamp = Some(
-            summary
-                .last_timestamp
-                .map_or(packet.timestamp, |last| last.max(packet.timestamp)),
-        );
-        match decode(&packet) {
+        let Some(owned) = order.pop() else {
+            break;
+        };
+        match decode(&owned.packet()) {
             Ok(segment) => {
                 summary.tcp_segments += 1;
                 table.observe(&segment);
@@ -152,12 +187,14 @@ pub fn summarize_reader(
             summary.count(&connection);
         }
     }
+    summary.reordering = order.stats();
     table.finish_all();
     while let Some(connection) = table.pop_finished() {
         summary.count(&connection);
     }
     summary.late_segments = table.stats().late_segments;
     summary.peak_active_connections = table.stats().peak_active;
+    summary.connections_evicted = table.stats().evicted;
     Ok(summary)
 }
 

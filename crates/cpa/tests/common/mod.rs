@@ -40,6 +40,7 @@ pub struct Exchange {
     pub epoch_ns: u64,
     ip_id: [u16; 2],
     next_prefix: Vec<u8>,
+    next_window: Option<u16>,
     client_capture: Vec<(u64, usize, Vec<u8>)>,
     server_capture: Vec<(u64, usize, Vec<u8>)>,
     written: usize,
@@ -62,6 +63,7 @@ impl Exchange {
             epoch_ns: 1_700_000_000_000_000_000,
             ip_id: [100, 5000],
             next_prefix: Vec::new(),
+            next_window: None,
             client_capture: Vec::new(),
             server_capture: Vec::new(),
             written: 0,
@@ -91,6 +93,9 @@ impl Exchange {
             .payload(len)
             .ip_id(ip_id);
         tcp.prefix = self.next_prefix.clone();
+        if let Some(window) = self.next_window {
+            tcp.window = window;
+        }
         tcp.ethernet()
     }
 
@@ -131,6 +136,7 @@ impl Exchange {
                 .collect()
         };
         self.next_prefix.clear();
+        self.next_window = None;
         let sent = ms(at_ms);
         let delay = if from_client {
             self.client_to_server_ns
@@ -219,6 +225,12 @@ impl Exchange {
         delivery: Delivery,
     ) -> &mut Exchange {
         self.send(true, at_ms, segment, delivery)
+    }
+
+    /// The next packet advertises this receive window (default 65535).
+    pub fn window(&mut self, window: u16) -> &mut Exchange {
+        self.next_window = Some(window);
+        self
     }
 
     /// The next packet's payload begins with `bytes` (an HTTP request line).

@@ -1,0 +1,215 @@
+//! Capture timestamps out of file order (interfaces merged unsorted, a
+//! clock stepped back) are put back in time order within a bounded window,
+//! so a packet is never stamped later than what it caused (clamping it
+//! instead makes round-trip samples, and the propagation built on them,
+//! come out as zero).
+//!
+//! The window holds [`ReorderBuffer::capacity`] packets (copies; their
+//! buffers are reused): a packet leaves once that many newer ones arrived,
+//! earliest first, ties in file order. A packet stamped earlier than one
+//! already released cannot be placed: it is released as it is, counted in
+//! [`ReorderStats::overflow`], and the connection table clamps it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use serde::Serialize;
+use vantage_core::Nanos;
+
+use crate::file::Packet;
+use crate::LinkType;
+
+/// Packets held by default: enough for interfaces merged a few
+/// milliseconds apart at 100 k packets/s, at most 1024 buffers of memory.
+pub const DEFAULT_REORDER_WINDOW: usize = 1024;
+
+/// A packet copied out of the reader's buffer.
+#[derive(Clone, Debug)]
+pub struct OwnedPacket {
+    pub timestamp: Nanos,
+    pub link_type: LinkType,
+    pub interface: u32,
+    pub original_len: u32,
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+impl OwnedPacket {
+    /// The packet, borrowed as the reader hands it out.
+    pub fn packet(&self) -> Packet<'_> {
+        Packet {
+            timestamp: self.timestamp,
+            link_type: self.link_type,
+            interface: self.interface,
+            original_len: self.original_len,
+            data: &self.data,
+            offset: self.offset,
+        }
+    }
+}
+
+/// What the reordering did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReorderStats {
+    /// Packets stamped earlier than one before them in the file, put back
+    /// in order.
+    pub reordered: u64,
+    /// Packets stamped earlier than one already released (beyond the
+    /// window): released out of order.
+    pub overflow: u64,
+}
+
+/// The bounded time-order window (see the module docs).
+pub struct ReorderBuffer {
+    capacity: usize,
+    heap: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    slots: Vec<OwnedPacket>,
+    free: Vec<usize>,
+    next_order: u64,
+    latest_pushed: Option<Nanos>,
+    latest_released: Option<Nanos>,
+    stats: ReorderStats,
+}
+
+impl ReorderBuffer {
+    /// A window of `capacity` packets (at least 1).
+    pub fn new(capacity: usize) -> ReorderBuffer {
+        ReorderBuffer {
+            capacity: capacity.max(1),
+            heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_order: 0,
+            latest_pushed: None,
+            latest_released: None,
+            stats: ReorderStats::default(),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn stats(&self) -> ReorderStats {
+        self.stats
+    }
+
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Whether a packet must leave before the next one comes in.
+    pub fn is_full(&self) -> bool {
+        self.heap.len() >= self.capacity
+    }
+
+    /// Copies a packet in.
+    pub fn push(&mut self, packet: &Packet<'_>) {
+        if self
+            .latest_pushed
+            .is_some_and(|latest| packet.timestamp < latest)
+        {
+            self.stats.reordered += 1;
+        }
+        if self
+            .latest_released
+            .is_some_and(|released| packet.timestamp < released)
+        {
+            self.stats.overflow += 1;
+        }
+        self.latest_pushed = Some(
+            self.latest_pushed
+                .map_or(packet.timestamp, |latest| latest.max(packet.timestamp)),
+        );
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(OwnedPacket {
+                    timestamp: Nanos::ZERO,
+                    link_type: LinkType(0),
+                    interface: 0,
+                    original_len: 0,
+                    offset: 0,
+                    data: Vec::new(),
+                });
+                self.slots.len() - 1
+            }
+        };
+        let owned = &mut self.slots[slot];
+        owned.timestamp = packet.timestamp;
+        owned.link_type = packet.link_type;
+        owned.interface = packet.interface;
+        owned.original_len = packet.original_len;
+        owned.offset = packet.offset;
+        owned.data.clear();
+        owned.data.extend_from_slice(packet.data);
+        self.heap
+            .push(Reverse((packet.timestamp, self.next_order, slot)));
+        self.next_order += 1;
+    }
+
+    /// The earliest packet held (its buffer is reused by the next
+    /// [`push`](Self::push)); `None` when empty.
+    pub fn pop(&mut self) -> Option<&OwnedPacket> {
+        let Reverse((timestamp, _, slot)) = self.heap.pop()?;
+        self.latest_released = Some(
+            self.latest_released
+                .map_or(timestamp, |latest| latest.max(timestamp)),
+        );
+        self.free.push(slot);
+        Some(&self.slots[slot])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(micros: u64, data: &[u8]) -> Packet<'_> {
+        Packet {
+            timestamp: Nanos::from_micros(micros),
+            link_type: LinkType::RAW,
+            interface: 0,
+            original_len: data.len() as u32,
+            data,
+            offset: micros,
+        }
+    }
+
+    fn run(capacity: usize, times: &[u64]) -> (Vec<u64>, ReorderStats) {
+        let mut buffer = ReorderBuffer::new(capacity);
+        let mut out = Vec::new();
+        for &t in times {
+            if buffer.is_full() {
+                out.push(buffer.pop().map(|p| p.offset).unwrap_or_default());
+            }
+            buffer.push(&packet(t, &[t as u8]));
+        }
+        while let Some(p) = buffer.pop() {
+            assert_eq!(p.data, vec![p.offset as u8]);
+            out.push(p.offset);
+        }
+        (out, buffer.stats())
+    }
+
+    #[test]
+    fn packets_within_the_window_come_out_in_time_order() {
+        let (out, stats) = run(4, &[10, 30, 20, 40, 35, 50]);
+        assert_eq!(out, vec![10, 20, 30, 35, 40, 50]);
+        assert_eq!(stats.reordered, 2);
+        assert_eq!(stats.overflow, 0);
+    }
+
+    #[test]
+    fn packets_older_than_the_window_are_counted_and_passed_on() {
+        let (out, stats) = run(2, &[10, 20, 30, 40, 15]);
+        assert_eq!(out, vec![10, 20, 30, 15, 40]);
+        assert_eq!(stats.reordered, 1);
+        assert_eq!(stats.overflow, 1);
+    }
+}
