@@ -817,7 +817,7 @@ fn measure_finds_the_servers_accept_rate() {
     let opened = clients.join().unwrap().expect("enter the namespace");
     assert!(opened >= 100, "only {opened} connections");
     let metrics = lab.metrics();
-    let rate = sample(&metrics, "vantage_gate_refill_rate_tokens_per_second");
+    let rate = sample(&metrics, "vantage_gate_refill_rate");
     let queue = sample(&metrics, "vantage_gate_accept_queue_connections");
     eprintln!("measure: r_t {rate}/s, accept queue {queue}, {opened} connections");
     assert!(queue > 0.0, "{metrics}");
