@@ -100,7 +100,7 @@ impl Lab {
         let stale = std::fs::read_to_string(&ready).ok();
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
-                let mut c = self.ns.command(*program);
+                let mut c = self.ns.command(program);
                 c.args(args).arg(env!("CARGO_BIN_EXE_vantage"));
                 c
             }
@@ -990,7 +990,10 @@ fn a_request_body_is_refused_and_the_gate_keeps_deciding() {
     let started = Instant::now();
     let text = lab.metrics();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(sample(&text, "vantage_metrics_requests_refused_total") >= 2.0, "{text}");
+    assert!(
+        sample(&text, "vantage_metrics_requests_refused_total") >= 2.0,
+        "{text}"
+    );
     // The gate still decides SYNs.
     assert!(connects(&lab));
     let text = lab.metrics();
@@ -1008,7 +1011,9 @@ fn text_format_passes_promtool() {
         return;
     }
     if Command::new("promtool").arg("--version").output().is_err() {
-        eprintln!("skipped text_format_passes_promtool: promtool is not installed (Debian `prometheus`)");
+        eprintln!(
+            "skipped text_format_passes_promtool: promtool is not installed (Debian `prometheus`)"
+        );
         return;
     }
     let mut lab = Lab::new("promtool");
@@ -1068,7 +1073,9 @@ fn text_format_passes_promtool() {
 
 #[test]
 fn idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working() {
-    if !can_run_as_root("idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working") {
+    if !can_run_as_root(
+        "idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working",
+    ) {
         return;
     }
     let mut lab = Lab::new("fds");
@@ -1083,7 +1090,9 @@ fn idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working(
     );
     let idle: Vec<TcpStream> = lab.inside(|| {
         (0..600)
-            .filter_map(|_| TcpStream::connect_timeout(&METRICS.parse().unwrap(), Duration::from_secs(2)).ok())
+            .filter_map(|_| {
+                TcpStream::connect_timeout(&METRICS.parse().unwrap(), Duration::from_secs(2)).ok()
+            })
             .collect()
     });
     assert!(idle.len() >= 500, "only {} connections opened", idle.len());
@@ -1092,8 +1101,10 @@ fn idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working(
     drop(idle);
     // Once they are gone the endpoint serves again, refused ones counted.
     let mut text = String::new();
-    wait_for("metrics served again", Duration::from_secs(10), || {
-        match lab.inside(|| {
+    wait_for(
+        "metrics served again",
+        Duration::from_secs(10),
+        || match lab.inside(|| {
             std::panic::catch_unwind(|| http_get(METRICS.parse().unwrap(), "/metrics")).ok()
         }) {
             Some(t) => {
@@ -1101,8 +1112,8 @@ fn idle_connections_under_a_descriptor_limit_leave_metrics_and_shutdown_working(
                 true
             }
             None => false,
-        }
-    });
+        },
+    );
     assert!(
         sample(&text, "vantage_metrics_connections_refused_total") > 0.0,
         "{text}"
@@ -1134,11 +1145,7 @@ fn logs_survive_a_failed_start_and_a_kill_and_reopen_on_sigusr1() {
     // A second gate on the same queue fails, says why, leaves the log.
     let before = std::fs::read(&log).unwrap();
     let second_config = lab.path("second.toml");
-    std::fs::write(
-        &second_config,
-        gate_config.replace(METRICS, "127.0.0.1:0"),
-    )
-    .unwrap();
+    std::fs::write(&second_config, gate_config.replace(METRICS, "127.0.0.1:0")).unwrap();
     let out = lab
         .ns
         .command(env!("CARGO_BIN_EXE_vantage"))
@@ -1150,7 +1157,10 @@ fn logs_survive_a_failed_start_and_a_kill_and_reopen_on_sigusr1() {
     assert!(!out.status.success());
     assert!(err.contains("queue 0 is bound by another process"), "{err}");
     let after = std::fs::read(&log).unwrap();
-    assert!(after.starts_with(&before), "the running gate's log was rewritten");
+    assert!(
+        after.starts_with(&before),
+        "the running gate's log was rewritten"
+    );
     assert!(!after.contains(&0u8));
     // logrotate: rename, SIGUSR1, a new file.
     let rotated = lab.path("gate.jsonl.1");
@@ -1172,7 +1182,11 @@ fn logs_survive_a_failed_start_and_a_kill_and_reopen_on_sigusr1() {
         .args(["gate", "clean"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     lab.start_gate_wrapped(&gate_config, &[]);
     wait_for("records of the new run", Duration::from_secs(5), || {
         log_lines(&log).len() > written
@@ -1268,8 +1282,15 @@ fn sighup_reloads_under_load_with_every_syn_decided_and_refuses_a_bad_file() {
         "sent {} SYNs, decided {decided}\n{text}",
         report.sent
     );
-    assert_eq!(sample(&text, "vantage_gate_bucket_size_tokens"), 400.0, "{text}");
-    assert_eq!(sample(&text, "vantage_gate_reloads_total{result=\"ok\"}"), 2.0);
+    assert_eq!(
+        sample(&text, "vantage_gate_bucket_size_tokens"),
+        400.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "vantage_gate_reloads_total{result=\"ok\"}"),
+        2.0
+    );
     // A bad file and a listener change are refused; the gate goes on.
     std::fs::write(lab.path("gate.toml"), "[gate]\nqueue = \"x\"\n").unwrap();
     lab.signal_gate("-HUP");
@@ -1278,8 +1299,15 @@ fn sighup_reloads_under_load_with_every_syn_decided_and_refuses_a_bad_file() {
     });
     assert!(lab.gate.as_mut().unwrap().try_wait().unwrap().is_none());
     let text = lab.metrics();
-    assert_eq!(sample(&text, "vantage_gate_reloads_total{result=\"refused\"}"), 1.0);
-    assert_eq!(sample(&text, "vantage_gate_bucket_size_tokens"), 400.0, "{text}");
+    assert_eq!(
+        sample(&text, "vantage_gate_reloads_total{result=\"refused\"}"),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "vantage_gate_bucket_size_tokens"),
+        400.0,
+        "{text}"
+    );
     assert!(connects(&lab));
     lab.signal_gate("-TERM");
     assert!(lab.wait_gate(Duration::from_secs(10)).success());
@@ -1319,7 +1347,9 @@ fn an_unprivileged_user_with_cap_net_admin_gates_syns() {
         return;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped an_unprivileged_user_with_cap_net_admin_gates_syns: setpriv is not installed");
+        eprintln!(
+            "skipped an_unprivileged_user_with_cap_net_admin_gates_syns: setpriv is not installed"
+        );
         return;
     }
     let mut lab = Lab::new("capability");
@@ -1356,7 +1386,11 @@ fn an_unprivileged_user_with_cap_net_admin_gates_syns() {
 
 #[test]
 fn the_systemd_unit_verifies() {
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped the_systemd_unit_verifies: systemd-analyze is not installed");
         return;
     }
@@ -1373,7 +1407,10 @@ fn the_systemd_unit_verifies() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !err.contains("vantage-gate.service:"), "{err}");
+    assert!(
+        out.status.success() && !err.contains("vantage-gate.service:"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1407,5 +1444,7 @@ fn the_alert_rules_pass_promtool() {
     )
     .unwrap();
     let dashboard: Value = serde_json::from_str(&dashboard).unwrap();
-    assert!(dashboard["panels"].as_array().is_some_and(|p| !p.is_empty()));
+    assert!(dashboard["panels"]
+        .as_array()
+        .is_some_and(|p| !p.is_empty()));
 }

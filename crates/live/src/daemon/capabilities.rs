@@ -19,7 +19,7 @@ pub fn parse_cap_eff(status: &str) -> Option<u64> {
 /// Whether the effective set holds `capability` (unknown: assumed held,
 /// so an error is not blamed on it).
 pub fn holds(capability: u32) -> bool {
-    effective().map_or(true, |set| set & (1 << capability) != 0)
+    !matches!(effective(), Some(set) if set & (1 << capability) == 0)
 }
 
 #[cfg(test)]

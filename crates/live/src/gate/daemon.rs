@@ -194,7 +194,8 @@ fn reload_refusal(running: &GateConfig, new: &GateConfig) -> Option<String> {
     if running.filter.refill != new.filter.refill {
         changed.push("filter.refill_rate (fixed or \"measure\")");
     }
-    (!changed.is_empty()).then(|| format!("{} changed: restart the gate for that", changed.join(", ")))
+    (!changed.is_empty())
+        .then(|| format!("{} changed: restart the gate for that", changed.join(", ")))
 }
 
 /// Reads `path` again and, if it is valid and changes only the filter's
@@ -414,12 +415,17 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
             };
             match result {
                 Ok(new) => {
-                    eprintln!("vantage gate: configuration reloaded: {}", new.filter.kind.name());
+                    eprintln!(
+                        "vantage gate: configuration reloaded: {}",
+                        new.filter.kind.name()
+                    );
                     metrics.count_reload(true);
                     config = new;
                 }
                 Err(why) => {
-                    eprintln!("vantage gate: reload refused, the running configuration goes on: {why}");
+                    eprintln!(
+                        "vantage gate: reload refused, the running configuration goes on: {why}"
+                    );
                     metrics.count_reload(false);
                 }
             }
@@ -501,7 +507,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         duration_s: gate.now().as_secs_f64(),
         intervals: ticks + 1,
         workers: reports,
-        totals: gate.counters().totals().into(),
+        totals: gate.counters().totals(),
     })
 }
 

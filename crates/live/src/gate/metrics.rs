@@ -304,7 +304,9 @@ impl GateMetrics {
             g.set(int(accept_queue));
         }
         if let Some(c) = &self.passive_opens {
-            let before = self.passive_opens_seen.swap(passive_opens, Ordering::Relaxed);
+            let before = self
+                .passive_opens_seen
+                .swap(passive_opens, Ordering::Relaxed);
             if before != u64::MAX && passive_opens > before {
                 c.inc_by(passive_opens - before);
             }
@@ -400,14 +402,20 @@ mod tests {
         // The 0.0.4 text: every family has HELP and TYPE, counters named
         // by their sample.
         let text = metrics.encode(Format::Text);
-        assert!(text.contains("# TYPE vantage_gate_syns_total counter"), "{text}");
+        assert!(
+            text.contains("# TYPE vantage_gate_syns_total counter"),
+            "{text}"
+        );
         assert!(text.contains("# HELP vantage_gate_syns_total "), "{text}");
         assert!(!text.contains("# EOF"), "{text}");
         let mut typed = 0;
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
                 let name = rest.split(' ').next().unwrap();
-                assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");
+                assert!(
+                    text.contains(&format!("# HELP {name} ")),
+                    "no HELP for {name}"
+                );
                 typed += 1;
             }
         }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::header::TRANSFER_ENCODING;
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
@@ -294,9 +294,10 @@ pub fn respond<B>(request: &Request<B>, render: &Render) -> Response<Full<Bytes>
             .unwrap_or(""),
     );
     let mut response = Response::new(Full::new(Bytes::from(render(format))));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
     response
 }
 
@@ -349,7 +350,9 @@ mod tests {
     fn get(address: SocketAddr, accept: &str) -> String {
         exchange(
             address,
-            &format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"),
+            &format!(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+            ),
         )
     }
 
