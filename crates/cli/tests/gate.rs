@@ -1448,3 +1448,40 @@ fn the_alert_rules_pass_promtool() {
         .as_array()
         .is_some_and(|p| !p.is_empty()));
 }
+
+#[test]
+fn systemd_hears_ready_once_the_rules_are_in_and_stopping_on_the_way_out() {
+    if !can_run_as_root("systemd_hears_ready_once_the_rules_are_in_and_stopping_on_the_way_out") {
+        return;
+    }
+    use std::os::unix::net::UnixDatagram;
+    let mut lab = Lab::new("notify");
+    let socket_path = lab.path("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let variable = format!("NOTIFY_SOCKET={}", socket_path.display());
+    lab.start_gate_wrapped(
+        &config(
+            "kind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10",
+            "",
+            &lab.path("gate.jsonl"),
+        ),
+        &["env", &variable],
+    );
+    let mut buffer = [0u8; 256];
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"READY=1");
+    // READY=1 comes after the rules.
+    assert!(lab.iptables_rules().contains("VANTAGE-GATE-q0"));
+    lab.signal_gate("-HUP");
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"RELOADING=1");
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"READY=1");
+    lab.signal_gate("-TERM");
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"STOPPING=1");
+    assert!(lab.wait_gate(Duration::from_secs(10)).success());
+}
