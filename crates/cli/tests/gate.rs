@@ -1485,3 +1485,131 @@ fn systemd_hears_ready_once_the_rules_are_in_and_stopping_on_the_way_out() {
     assert_eq!(&buffer[..n], b"STOPPING=1");
     assert!(lab.wait_gate(Duration::from_secs(10)).success());
 }
+
+/// A child process killed and reaped on drop.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An instant query to Prometheus's HTTP API (from inside the namespace):
+/// the first sample's value, if any.
+fn prometheus_query(lab: &Lab, address: &'static str, query: &str, at: f64) -> Option<f64> {
+    let path = format!("/api/v1/query?query={}&time={at:.3}", percent_encode(query));
+    let body = lab.inside(move || {
+        let mut stream = TcpStream::connect(address).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: prometheus\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        response.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    })?;
+    let value: Value = serde_json::from_str(&body).ok()?;
+    value["data"]["result"][0]["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+#[test]
+fn prometheus_scrapes_the_gate_and_its_rate_matches_the_syns_sent() {
+    if !can_run_as_root("prometheus_scrapes_the_gate_and_its_rate_matches_the_syns_sent") {
+        return;
+    }
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped prometheus_scrapes_the_gate_and_its_rate_matches_the_syns_sent: prometheus is not installed (Debian `prometheus`)");
+        return;
+    }
+    const PROMETHEUS: &str = "127.0.0.1:9090";
+    let mut lab = Lab::new("prometheus");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 100\nrefill_rate = 100",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let prometheus_config = lab.path("prometheus.yml");
+    std::fs::write(
+        &prometheus_config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vantage-gate\n    static_configs:\n      - targets: [\"{METRICS}\"]\n"
+        ),
+    )
+    .unwrap();
+    let _prometheus = KillOnDrop(
+        lab.ns
+            .command("prometheus")
+            .arg(format!("--config.file={}", prometheus_config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                lab.path("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={PROMETHEUS}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(lab.path("prometheus.stderr")).unwrap())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    wait_for("the gate scraped", Duration::from_secs(20), || {
+        prometheus_query(&lab, PROMETHEUS, "up{job=\"vantage-gate\"}", unix_now()) == Some(1.0)
+    });
+    const RATE: u64 = 500;
+    let duration = Duration::from_secs(6);
+    let stop = Arc::clone(&lab.stop);
+    let flood = lab
+        .ns
+        .spawn("flood", move || {
+            let mut flood = SynFlood::open(
+                Ipv4Addr::new(127, 0, 0, 2),
+                10_000..=60_000,
+                SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080),
+            )
+            .expect("raw socket");
+            flood.run(RATE, duration, &stop)
+        })
+        .unwrap();
+    let middle = unix_now() + 4.0;
+    let report = flood.join().unwrap().expect("enter the namespace");
+    // Two more scrapes after the last SYN.
+    std::thread::sleep(Duration::from_millis(2500));
+    let decided = "sum(vantage_gate_syns_total{job=\"vantage-gate\"})";
+    let total = prometheus_query(&lab, PROMETHEUS, decided, unix_now());
+    assert_eq!(total, Some(report.sent as f64), "sent {} SYNs", report.sent);
+    let rate = prometheus_query(
+        &lab,
+        PROMETHEUS,
+        "sum(rate(vantage_gate_syns_total{job=\"vantage-gate\"}[3s]))",
+        middle,
+    )
+    .expect("a rate in the middle of the load");
+    assert!(
+        (rate - RATE as f64).abs() <= RATE as f64 * 0.25,
+        "rate() {rate} SYN/s, sent {RATE} SYN/s"
+    );
+}
