@@ -57,7 +57,6 @@ pub struct GateMetrics {
     registry: Registry,
     endpoint: EndpointCounters,
     reloads: Family<ReloadLabel, Counter>,
-    filter_kind: Family<Vec<(String, String)>, Gauge>,
     tokens: Gauge,
     bucket_size: Gauge,
     refill_rate: FloatGauge,
@@ -198,7 +197,7 @@ impl GateMetrics {
         registry.register(
             "vantage_gate_filter_info",
             "The SYN filter the gate runs (constant 1)",
-            filter_kind.clone(),
+            filter_kind,
         );
         let (accept_queue, passive_opens) = if measuring {
             let queue = Gauge::default();
@@ -235,7 +234,6 @@ impl GateMetrics {
             registry,
             endpoint,
             reloads,
-            filter_kind,
             tokens,
             bucket_size,
             refill_rate,
@@ -264,14 +262,6 @@ impl GateMetrics {
                 result: if applied { "ok" } else { "refused" }.to_string(),
             })
             .inc();
-    }
-
-    /// After a reload changed the filter kind.
-    pub fn set_filter_kind(&self, kind: FilterKind) {
-        self.filter_kind.clear();
-        self.filter_kind
-            .get_or_create(&vec![("kind".to_string(), kind.name().to_string())])
-            .set(1);
     }
 
     /// Sets the filter gauges from a snapshot.
