@@ -5,17 +5,17 @@
 //! installs the signal handlers and prints. See `docs/gate.md`.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+use vantage_live::daemon::Signals;
 use vantage_live::gate::{self, GateConfig, RunOptions};
 
 #[derive(clap::Subcommand)]
 pub enum GateCommand {
-    /// Run the gate until Ctrl-C, SIGTERM or SIGHUP (needs root): bind the
+    /// Run the gate until Ctrl-C or SIGTERM (needs CAP_NET_ADMIN): bind the
     /// NFQUEUE queue(s), install the iptables chain, decide every SYN to
-    /// the listeners with the configured filter.
+    /// the listeners with the configured filter. SIGHUP reloads the
+    /// configuration file, SIGUSR1 reopens the log.
     Run {
         /// Gate configuration (TOML; docs/gate.md).
         #[arg(long, value_name = "FILE")]
@@ -45,9 +45,6 @@ pub fn run(command: GateCommand) -> Result<()> {
             Ok(())
         }
         GateCommand::Clean => {
-            if !vantage_sys::privilege::is_root() {
-                bail!("vantage gate clean needs root to change iptables rules");
-            }
             let report = gate::clean()?;
             if report.chains.is_empty() && report.jumps == 0 {
                 println!("no VANTAGE-GATE chain found");
@@ -65,15 +62,16 @@ pub fn run(command: GateCommand) -> Result<()> {
             Ok(())
         }
         GateCommand::Run { config, ready_file } => {
-            let config = GateConfig::load(&config)?;
-            if !vantage_sys::privilege::is_root() {
-                bail!(
-                    "vantage gate run needs root (CAP_NET_ADMIN) to bind NFQUEUE queues and install iptables rules; run it as root"
-                );
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            gate::register_signals(&stop).context("vantage gate")?;
-            let summary = gate::run(&config, &RunOptions { ready_file, stop })?;
+            let config_path = config;
+            let config = GateConfig::load(&config_path)?;
+            let signals = Signals::new();
+            signals.register().context("vantage gate")?;
+            let options = RunOptions {
+                ready_file,
+                signals,
+                config_path: Some(config_path),
+            };
+            let summary = gate::run(&config, &options)?;
             let t = summary.totals;
             eprintln!(
                 "vantage gate: stopped after {:.1} s: {} SYN(s) accepted, {} dropped, {} rejected{}; {} other packet(s) passed, {} overrun(s), {} error(s); rules removed",

@@ -4,11 +4,17 @@
 //! * [`gate`] — the NFQUEUE SYN gate (`vantage gate`): the Abacus paper's
 //!   token bucket, Abacus Filter and Predictive Greedy in front of a real
 //!   listener (`docs/gate.md`).
+//! * [`daemon`] — what every daemon shares: signals as flags, the ready
+//!   file, sd_notify, the descriptor budget, append-only logs;
+//! * [`metrics`] — the hardened `/metrics` endpoint, the exposition
+//!   formats, `process_*` and build info.
 //! * [`synflood`] — crafted SYNs from a raw socket, the load the gate's
 //!   tests and benchmarks throw at it.
 //!
 //! Drivers only do I/O: every decision is made by a type of
 //! `vantage_core`, fed the time and what was observed.
 
+pub mod daemon;
 pub mod gate;
+pub mod metrics;
 pub mod synflood;

@@ -18,7 +18,7 @@
 //! dry_run = false        # compute and count verdicts, accept everything
 //! busy_poll_us = 0       # keep reading this long after a packet instead of sleeping (latency for a core)
 //! cpu_fanout = false     # queues > 1: a SYN goes to the queue of the CPU it arrived on, its thread pinned there
-//! metrics_listen = "127.0.0.1:9464"   # optional; OpenMetrics /metrics
+//! metrics_listen = "127.0.0.1:9464"   # optional; /metrics (port 0: the kernel picks, printed)
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
 //! [[listeners]]
 //! address = "10.77.0.2"  # optional (any address when absent)

@@ -1,20 +1,35 @@
 //! `vantage gate run`: binds the queues, installs the rules, runs one
 //! [`QueueWorker`] thread per queue and, on the main thread, the interval
 //! clock (counters, capacity measurement, metrics, log), until a signal.
+//! The signals, ready file, readiness notification, descriptor reserve and
+//! log file are the shared skeleton's ([`crate::daemon`]).
 //!
-//! Start-up order: build the filter, open the metrics socket and the log,
-//! bind every queue (fail-open, 8 MiB forced receive buffer, no `ENOBUFS`),
-//! then install the rules — so a SYN is never queued to a queue nobody
-//! reads — then write the ready file (the daemon's pid), then start the
-//! workers.
+//! Start-up order: build the filter, hold the descriptor reserve, open the
+//! metrics socket, bind every queue (fail-open, 8 MiB forced receive
+//! buffer, no `ENOBUFS`), then install the rules — so a SYN is never
+//! queued to a queue nobody reads — then write the ready file (the pid),
+//! tell systemd `READY=1`, open the log (append), start the workers.
+//! Nothing demands root: each operation is tried and an `EPERM` is
+//! explained (missing `CAP_NET_ADMIN`, or a queue bound by another
+//! process).
 //!
-//! Shut-down order (SIGINT, SIGTERM, SIGHUP, an error, a worker's end):
-//! remove the rules first, so no new SYN is queued; let each worker give
-//! a verdict to what is still arriving; unbind the queues; write the last
-//! (short) interval; remove the ready file. The rules and the ready file
-//! are guards: an error or a panic on the main thread removes them too.
-//! Only `SIGKILL` leaves the rules — and then `--queue-bypass` lets every
-//! SYN through until `vantage gate clean`.
+//! Signals only set flags, read here: SIGINT/SIGTERM stop (a second one
+//! changes nothing: clean-up runs to its end), SIGHUP reloads the
+//! configuration file, SIGUSR1 reopens the log. A reload parses and
+//! validates the file; one that fails, or that changes more than the
+//! `[filter]` parameters of the same kind (listeners, queues, endpoint,
+//! log, dry run, kind, refill mode need a restart), is refused and logged
+//! while the running configuration goes on; an accepted one swaps the
+//! filter under its lock, between two batches — the rules never change,
+//! so no SYN passes unfiltered.
+//!
+//! Shut-down order (a stop signal, an error, a worker's end): `STOPPING=1`,
+//! release the descriptor reserve, remove the rules, so no new SYN is
+//! queued; let each worker give a verdict to what is still arriving;
+//! unbind the queues; write the last (short) interval; remove the ready
+//! file. The rules and the ready file are guards: an error or a panic on
+//! the main thread removes them too. Only `SIGKILL` leaves the rules — and
+//! then `--queue-bypass` lets every SYN through until `vantage gate clean`.
 //!
 //! Every interval the main thread, for `refill_rate = "measure"`, reads
 //! `PassiveOpens` and the listeners' accept queues ([`super::kernel`]),
@@ -29,21 +44,26 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vantage_core::admission::syn::{CapacityConfig, CapacityEstimator};
+use vantage_core::admission::syn::{CapacityConfig, CapacityEstimator, FilterSnapshot};
 use vantage_core::Nanos;
-use vantage_sys::nfqueue::Queue;
+use vantage_sys::nfqueue::{NfqError, Queue};
 
 use super::config::{GateConfig, Refill};
 use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, GateCounts, IntervalLog, IntervalRecord};
-use super::metrics::{GateMetrics, MetricsServer};
+use super::metrics::GateMetrics;
 use super::rules::GateRules;
 use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
 use super::GateError;
+use crate::daemon::capabilities::{self, CAP_NET_ADMIN};
+use crate::daemon::{
+    connection_cap, descriptor_limit, notify, DescriptorReserve, NotifyState, ReadyFile, Signals,
+};
+use crate::metrics::{Format, Limits, MetricsServer, Render};
 
-/// How long the main thread sleeps at most between looks at the stop
-/// flag and the workers.
+/// How long the main thread sleeps at most between looks at the flags and
+/// the workers.
 const TICK_POLL: Duration = Duration::from_millis(50);
 /// After the rules are gone: how long a queue must stay quiet, and how long
 /// the final drain may take at most.
@@ -51,14 +71,16 @@ const DRAIN_QUIET: Duration = Duration::from_millis(50);
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Options of one run beside the configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Created (with the pid) once the queues are bound and the rules are
-    /// in; removed on exit.
+    /// in; removed on exit. One left by a killed gate is replaced.
     pub ready_file: Option<PathBuf>,
-    /// Set by a signal handler (see [`register_signals`]) or by the
-    /// caller; the gate then stops cleanly.
-    pub stop: Arc<AtomicBool>,
+    /// The flags the signal handlers set (see [`Signals::register`]), or
+    /// the caller.
+    pub signals: Signals,
+    /// The file a reload (SIGHUP) reads; without it a reload is refused.
+    pub config_path: Option<PathBuf>,
 }
 
 /// What a run did.
@@ -68,49 +90,6 @@ pub struct RunSummary {
     pub intervals: u64,
     pub workers: Vec<WorkerReport>,
     pub totals: GateCounts,
-}
-
-/// Sets `stop` on SIGINT, SIGTERM and SIGHUP. A second SIGINT or SIGTERM
-/// while stopping ends the process at once.
-pub fn register_signals(stop: &Arc<AtomicBool>) -> Result<(), GateError> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    for signal in [SIGINT, SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(stop))
-            .map_err(GateError::Signal)?;
-    }
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register(signal, Arc::clone(stop)).map_err(GateError::Signal)?;
-    }
-    Ok(())
-}
-
-/// The ready file; removed on drop.
-struct ReadyFile {
-    path: PathBuf,
-}
-
-impl ReadyFile {
-    fn create(path: &Path) -> Result<ReadyFile, GateError> {
-        let error = |source| GateError::ReadyFile {
-            path: path.to_path_buf(),
-            source,
-        };
-        // Written beside and renamed: whoever sees the file sees the pid.
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        std::fs::write(&partial, format!("{}\n", std::process::id())).map_err(error)?;
-        std::fs::rename(&partial, path).map_err(error)?;
-        Ok(ReadyFile {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for ReadyFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// The capacity measurement of `refill_rate = "measure"`.
@@ -145,7 +124,7 @@ impl Measurement {
             }
         }
         if let Some(m) = metrics {
-            m.set_capacity(accept_queue, interval.map(|i| i.accept_rate));
+            m.set_capacity(accept_queue, passive_opens);
         }
         Some(CapacityRecord {
             passive_opens,
@@ -160,12 +139,98 @@ struct WorkerHandle {
     thread: JoinHandle<Result<WorkerReport, GateError>>,
 }
 
-/// Runs the gate until `options.stop` is set; returns what it did. Needs
-/// root (`CAP_NET_ADMIN`) for the queues and the rules.
-pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, GateError> {
-    if !vantage_sys::privilege::is_root() {
-        return Err(GateError::NotRoot);
+/// The filter's state for the gauges of a scrape. The one place a scrape
+/// reads the filter: it shows the state as of the filter's last decision.
+fn filter_state_for_scrape(gate: &Gate) -> FilterSnapshot {
+    gate.snapshot()
+}
+
+/// A queue that could not be bound, with the reason an `EPERM` really has.
+fn queue_error(queue: u16, source: NfqError) -> GateError {
+    if source.raw_os_error() == Some(libc::EPERM) {
+        if capabilities::holds(CAP_NET_ADMIN) {
+            return GateError::QueueBusy { queue };
+        }
+        return GateError::MissingCapability {
+            operation: format!("bind NFQUEUE queue {queue}"),
+        };
     }
+    GateError::Queue { queue, source }
+}
+
+/// Why a new configuration cannot replace `running` without a restart.
+fn reload_refusal(running: &GateConfig, new: &GateConfig) -> Option<String> {
+    let mut changed = Vec::new();
+    if running.listeners != new.listeners {
+        changed.push("listeners");
+    }
+    if running.queue != new.queue || running.queues != new.queues {
+        changed.push("queue/queues");
+    }
+    if running.queue_maxlen != new.queue_maxlen {
+        changed.push("queue_maxlen");
+    }
+    if running.reject_mark != new.reject_mark {
+        changed.push("reject_mark");
+    }
+    if running.interval != new.interval {
+        changed.push("interval_ms");
+    }
+    if running.dry_run != new.dry_run {
+        changed.push("dry_run");
+    }
+    if running.busy_poll != new.busy_poll || running.cpu_fanout != new.cpu_fanout {
+        changed.push("busy_poll_us/cpu_fanout");
+    }
+    if running.metrics_listen != new.metrics_listen {
+        changed.push("metrics_listen");
+    }
+    if running.log != new.log {
+        changed.push("log");
+    }
+    if running.filter.kind != new.filter.kind {
+        changed.push("filter.kind");
+    }
+    if running.filter.refill != new.filter.refill {
+        changed.push("filter.refill_rate (fixed or \"measure\")");
+    }
+    (!changed.is_empty())
+        .then(|| format!("{} changed: restart the gate for that", changed.join(", ")))
+}
+
+/// Reads `path` again and, if it is valid and changes only the filter's
+/// parameters, swaps the filter. Returns the new configuration, or why
+/// not.
+fn reload(
+    path: &Path,
+    running: &GateConfig,
+    gate: &Gate,
+    measurement: &mut Option<Measurement>,
+) -> Result<GateConfig, String> {
+    let new = GateConfig::load(path).map_err(|e| e.to_string())?;
+    if let Some(refusal) = reload_refusal(running, &new) {
+        return Err(refusal);
+    }
+    let filter = new.filter.build().map_err(|e| format!("filter: {e}"))?;
+    let estimator = match measurement {
+        Some(_) => Some(
+            CapacityEstimator::new(CapacityConfig::new(new.filter.params.refill_rate))
+                .map_err(|e| format!("filter: {e}"))?,
+        ),
+        None => None,
+    };
+    *gate.lock_filter() = filter;
+    if let (Some(m), Some(estimator)) = (measurement.as_mut(), estimator) {
+        m.estimator = estimator;
+    }
+    Ok(new)
+}
+
+/// Runs the gate until a stop is asked; returns what it did. Needs
+/// `CAP_NET_ADMIN` for the queues and the rules.
+pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, GateError> {
+    let signals = &options.signals;
+    let mut config = config.clone();
     let filter = config.filter.build().map_err(GateError::Filter)?;
     let initial = filter.snapshot();
     let gate = Arc::new(Gate::new(
@@ -186,6 +251,8 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     } else {
         None
     };
+    // Held from now on, released for the shut-down path only.
+    let mut reserve = DescriptorReserve::hold();
     let metrics = Arc::new(GateMetrics::new(
         gate.counters(),
         config.filter.kind,
@@ -193,40 +260,55 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         config.dry_run,
         measuring,
     ));
-    let _server = match config.metrics_listen {
+    let server = match config.metrics_listen {
         None => None,
         Some(address) => {
-            let gate = Arc::clone(&gate);
-            let metrics = Arc::clone(&metrics);
-            Some(MetricsServer::start(address, move || {
-                metrics.set_filter(&gate.snapshot());
-                metrics.encode()
-            })?)
+            let limits = Limits {
+                max_connections: connection_cap(descriptor_limit().unwrap_or(1024)),
+                ..Limits::default()
+            };
+            let scrape_gate = Arc::clone(&gate);
+            let scrape_metrics = Arc::clone(&metrics);
+            let render: Arc<Render> = Arc::new(move |format: Format| {
+                scrape_metrics.set_filter(&filter_state_for_scrape(&scrape_gate));
+                scrape_metrics.encode(format)
+            });
+            let server =
+                MetricsServer::start(address, limits, metrics.endpoint_counters(), render)?;
+            if server.address().ip().is_unspecified() {
+                eprintln!(
+                    "vantage gate: warning: metrics on {} answer any host that reaches the port; bind to 127.0.0.1 or an internal address, or firewall it (docs/gate.md)",
+                    server.address()
+                );
+            }
+            Some(server)
         }
-    };
-    let mut log = match &config.log {
-        None => None,
-        Some(path) => Some(IntervalLog::create(path)?),
     };
 
     let mut queues: Vec<Queue> = Vec::new();
     for queue_num in config.queue_numbers() {
-        let queue =
-            Queue::open(&queue_config(queue_num, config.queue_maxlen)).map_err(|source| {
-                GateError::Queue {
-                    queue: queue_num,
-                    source,
-                }
-            })?;
+        let queue = Queue::open(&queue_config(queue_num, config.queue_maxlen))
+            .map_err(|source| queue_error(queue_num, source))?;
         queues.push(queue);
     }
-    let mut rules = GateRules::install(config)?;
+    let mut rules = GateRules::install(&config).map_err(|e| {
+        if capabilities::holds(CAP_NET_ADMIN) {
+            e
+        } else {
+            GateError::MissingCapability {
+                operation: format!("install the iptables rules ({e})"),
+            }
+        }
+    })?;
     let ready = match &options.ready_file {
         None => None,
         Some(path) => Some(ReadyFile::create(path)?),
     };
+    if let Err(e) = notify(NotifyState::Ready) {
+        eprintln!("vantage gate: cannot notify systemd: {e}");
+    }
     eprintln!(
-        "vantage gate: {} on {} (queue{} {}), chain {}{}; stop with Ctrl-C",
+        "vantage gate: {} on {} (queue{} {}), chain {}{}{}; stop with Ctrl-C",
         config.filter.kind.name(),
         config
             .listeners
@@ -242,7 +324,23 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         },
         rules.chain(),
         if config.dry_run { ", dry run" } else { "" },
+        match &server {
+            Some(s) => format!(", metrics on http://{}/metrics", s.address()),
+            None => String::new(),
+        },
     );
+    // Opened only now: a gate that failed to start never touched it.
+    let mut failure: Option<GateError> = None;
+    let mut log = match &config.log {
+        None => None,
+        Some(path) => match IntervalLog::open(path) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                failure = Some(e);
+                None
+            }
+        },
+    };
 
     let workers_stop = Arc::new(AtomicBool::new(false));
     let busy_poll = config.busy_poll;
@@ -257,7 +355,6 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         Vec::new()
     };
     let mut workers: Vec<WorkerHandle> = Vec::new();
-    let mut spawn_error = None;
     for queue in queues {
         let queue_num = queue.queue_num();
         let gate = Arc::clone(&gate);
@@ -296,7 +393,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         match spawned {
             Ok(thread) => workers.push(WorkerHandle { queue_num, thread }),
             Err(e) => {
-                spawn_error = Some(GateError::Thread(e));
+                failure.get_or_insert(GateError::Thread(e));
                 break;
             }
         }
@@ -306,10 +403,40 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     let mut ticks: u64 = 0;
     let mut previous_totals = GateCounts::default();
     let mut previous_tick = gate.started();
-    let mut failure: Option<GateError> = spawn_error;
-    while failure.is_none() && !options.stop.load(Ordering::Relaxed) {
+    while failure.is_none() && !signals.stopping() {
         if workers.iter().any(|w| w.thread.is_finished()) {
             break;
+        }
+        if signals.take_reload() {
+            let _ = notify(NotifyState::Reloading);
+            let result = match &options.config_path {
+                Some(path) => reload(path, &config, &gate, &mut measurement),
+                None => Err("the gate was not started from a file".to_string()),
+            };
+            match result {
+                Ok(new) => {
+                    eprintln!(
+                        "vantage gate: configuration reloaded: {}",
+                        new.filter.kind.name()
+                    );
+                    metrics.count_reload(true);
+                    config = new;
+                }
+                Err(why) => {
+                    eprintln!(
+                        "vantage gate: reload refused, the running configuration goes on: {why}"
+                    );
+                    metrics.count_reload(false);
+                }
+            }
+            let _ = notify(NotifyState::Ready);
+        }
+        if signals.take_reopen() {
+            if let Some(log) = log.as_mut() {
+                if let Err(e) = log.reopen() {
+                    eprintln!("vantage gate: {e}; still writing to the old file");
+                }
+            }
         }
         let due = gate.started()
             + Duration::from_nanos(config.interval.as_nanos().saturating_mul(ticks + 1));
@@ -320,7 +447,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         }
         let record = interval_record(
             &gate,
-            config,
+            &config,
             ticks,
             now.duration_since(previous_tick),
             &mut previous_totals,
@@ -337,6 +464,8 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     }
 
     // Shut down: rules first, then the workers drain and unbind.
+    let _ = notify(NotifyState::Stopping);
+    reserve.release();
     let removed = rules.remove();
     workers_stop.store(true, Ordering::Relaxed);
     let mut reports = Vec::new();
@@ -356,7 +485,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     let now = Instant::now();
     let last = interval_record(
         &gate,
-        config,
+        &config,
         ticks,
         now.duration_since(previous_tick),
         &mut previous_totals,
@@ -369,6 +498,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         }
     }
     drop(ready);
+    drop(server);
     if let Some(e) = failure {
         return Err(e);
     }
@@ -377,7 +507,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         duration_s: gate.now().as_secs_f64(),
         intervals: ticks + 1,
         workers: reports,
-        totals: gate.counters().totals().into(),
+        totals: gate.counters().totals(),
     })
 }
 

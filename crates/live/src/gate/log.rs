@@ -29,12 +29,14 @@
 //! connection ends, so COMPLETED_i and the SYN-to-END sum are zero unless a
 //! record carries them (`docs/gate.md`).
 //!
-//! The file is truncated at start: its times restart at zero with each
-//! run.
+//! The file is appended to, never truncated, and opened only once the
+//! queues are bound and the rules are in (a gate that fails to start does
+//! not touch it); each run's times restart at zero. SIGUSR1 reopens it
+//! (logrotate).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::daemon::LogFile;
 
 pub use vantage_core::admission::syn::record::{CapacityRecord, GateCounts, IntervalRecord};
 
@@ -42,32 +44,35 @@ use super::GateError;
 
 /// The open log file.
 pub struct IntervalLog {
-    path: PathBuf,
-    out: BufWriter<File>,
+    file: LogFile,
 }
 
 impl IntervalLog {
-    /// Creates (truncates) the file.
-    pub fn create(path: &Path) -> Result<IntervalLog, GateError> {
-        let file = File::create(path).map_err(|source| GateError::Log {
+    /// Opens the file for appending (creates it if needed).
+    pub fn open(path: &Path) -> Result<IntervalLog, GateError> {
+        let file = LogFile::open(path).map_err(|source| GateError::Log {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(IntervalLog {
-            path: path.to_path_buf(),
-            out: BufWriter::new(file),
-        })
+        Ok(IntervalLog { file })
     }
 
     /// Appends one record and flushes it.
     pub fn write(&mut self, record: &IntervalRecord) -> Result<(), GateError> {
-        let error = |source: std::io::Error| GateError::Log {
-            path: self.path.clone(),
+        let path = self.file.path().to_path_buf();
+        let error = |source: std::io::Error| GateError::Log { path, source };
+        match serde_json::to_vec(record) {
+            Ok(line) => self.file.write_line(&line).map_err(error),
+            Err(e) => Err(error(e.into())),
+        }
+    }
+
+    /// Opens the path again (after logrotate renamed the file).
+    pub fn reopen(&mut self) -> Result<(), GateError> {
+        self.file.reopen().map_err(|source| GateError::Log {
+            path: self.file.path().to_path_buf(),
             source,
-        };
-        serde_json::to_writer(&mut self.out, record).map_err(|e| error(e.into()))?;
-        self.out.write_all(b"\n").map_err(error)?;
-        self.out.flush().map_err(error)
+        })
     }
 }
 
@@ -106,7 +111,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vantage-gate-log-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("gate.jsonl");
-        let mut log = IntervalLog::create(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let mut log = IntervalLog::open(&path).unwrap();
         let record = record();
         log.write(&record).unwrap();
         log.write(&record).unwrap();
@@ -141,7 +147,8 @@ mod tests {
             std::env::temp_dir().join(format!("vantage-gate-log-back-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("gate.jsonl");
-        let mut log = IntervalLog::create(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let mut log = IntervalLog::open(&path).unwrap();
         let mut written = vec![record()];
         let mut second = record();
         second.time_s = 3.0;

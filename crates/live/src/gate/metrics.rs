@@ -1,11 +1,12 @@
-//! The gate's metrics: a prometheus-client registry served in the
-//! OpenMetrics text format on `GET /metrics` by a small tiny_http server.
+//! The gate's metrics: a prometheus-client registry, served by the shared
+//! endpoint ([`crate::metrics`]) in the format the scraper asks for.
 //!
 //! Counters are the workers' own atomics ([`GateCounters`]); the gauges
-//! describe the filter (its [`FilterSnapshot`]) and are refreshed at every
+//! describe the filter (its [`FilterSnapshot`]) and are set at every
 //! scrape and every interval. A gauge exists only when the filter kind has
 //! the quantity (the Abacus second stage, Greedy's threshold), so a scrape
-//! never shows a made-up zero.
+//! never shows a made-up zero. Rates are left to `rate()` over counters;
+//! the two rate gauges are the filter's own state (r_t, λ).
 //!
 //! | metric | type | meaning (Abacus paper symbol) |
 //! |---|---|---|
@@ -13,43 +14,49 @@
 //! | `vantage_gate_packets_passed_total` | counter | queued packets that were not SYNs to a listener, accepted unchanged |
 //! | `vantage_gate_queue_overruns_total` | counter | packets the kernel could not hand to the gate and accepted unseen (fail-open) |
 //! | `vantage_gate_errors_total` | counter | verdicts the kernel refused, malformed messages, failed sends |
+//! | `vantage_gate_reloads_total{result="ok"\|"refused"}` | counter | SIGHUP reloads |
 //! | `vantage_gate_tokens` | gauge | tokens in the first-stage bucket |
 //! | `vantage_gate_bucket_size_tokens` | gauge | W |
-//! | `vantage_gate_refill_rate_tokens_per_second` | gauge | r_t |
-//! | `vantage_gate_arrival_rate_per_second` | gauge | λ (abacus, greedy) |
+//! | `vantage_gate_refill_rate` | gauge | r_t, tokens per second |
+//! | `vantage_gate_arrival_rate_estimate` | gauge | λ, per second (abacus, greedy) |
 //! | `vantage_gate_future_tokens` | gauge | Σ A\[i\] (abacus) |
 //! | `vantage_gate_chain_borrowed` | gauge | Σ B\[i\] (abacus) |
 //! | `vantage_gate_drop_threshold` | gauge | λ_thresh (greedy) |
 //! | `vantage_gate_drop_budget` | gauge | drops left this period (greedy) |
 //! | `vantage_gate_dry_run` | gauge | 1 in a dry run |
-//! | `vantage_gate_filter_info{kind}` | info | the filter kind |
+//! | `vantage_gate_filter_info{kind}` | gauge | 1, labelled with the filter kind |
 //! | `vantage_gate_accept_queue_connections` | gauge | accept-queue length (`refill_rate = "measure"`) |
-//! | `vantage_gate_accept_rate_per_second` | gauge | the application's accept rate last interval (`"measure"`) |
+//! | `vantage_gate_passive_opens_total` | counter | handshakes the kernel completed since the gate started (`"measure"`) |
+//! | `vantage_metrics_connections_refused_total` | counter | metrics connections closed at once (too many open) |
+//! | `vantage_metrics_requests_refused_total` | counter | metrics requests answered 4xx |
+//! | `vantage_build_info{version}`, `process_*` | | build and process ([`crate::metrics`]) |
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use vantage_core::admission::syn::{FilterKind, FilterSnapshot};
 
 use super::counters::GateCounters;
-use super::GateError;
-
-/// The OpenMetrics text format's content type.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Label of `vantage_gate_reloads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabel {
+    pub result: String,
+}
 
 /// The registry and the gauges the gate sets.
 #[derive(Debug)]
 pub struct GateMetrics {
     registry: Registry,
+    endpoint: EndpointCounters,
+    reloads: Family<ReloadLabel, Counter>,
     tokens: Gauge,
     bucket_size: Gauge,
     refill_rate: FloatGauge,
@@ -59,7 +66,8 @@ pub struct GateMetrics {
     drop_threshold: Option<FloatGauge>,
     drop_budget: Option<Gauge>,
     accept_queue: Option<Gauge>,
-    accept_rate: Option<FloatGauge>,
+    passive_opens: Option<Counter>,
+    passive_opens_seen: AtomicU64,
 }
 
 fn int(value: u64) -> i64 {
@@ -69,7 +77,7 @@ fn int(value: u64) -> i64 {
 impl GateMetrics {
     /// Registers every metric: `counters` as they are, gauges for what
     /// `initial` (the filter's first snapshot) has; with `measuring`, the
-    /// capacity measurement's gauges too.
+    /// capacity measurement's too.
     pub fn new(
         counters: &GateCounters,
         kind: FilterKind,
@@ -98,6 +106,19 @@ impl GateMetrics {
             "Verdicts the kernel refused, malformed messages and failed sends",
             counters.errors.clone(),
         );
+        let reloads = Family::<ReloadLabel, Counter>::default();
+        for result in ["ok", "refused"] {
+            reloads
+                .get_or_create(&ReloadLabel {
+                    result: result.to_string(),
+                })
+                .inc_by(0);
+        }
+        registry.register(
+            "vantage_gate_reloads",
+            "Configuration reloads (SIGHUP), applied or refused",
+            reloads.clone(),
+        );
         let tokens = Gauge::default();
         registry.register(
             "vantage_gate_tokens",
@@ -112,18 +133,16 @@ impl GateMetrics {
             bucket_size.clone(),
         );
         let refill_rate = FloatGauge::default();
-        registry.register_with_unit(
+        registry.register(
             "vantage_gate_refill_rate",
-            "Refill rate r_t of the first-stage bucket",
-            Unit::Other("tokens_per_second".into()),
+            "Refill rate r_t of the first-stage bucket, tokens per second",
             refill_rate.clone(),
         );
         let arrival_rate = initial.arrival_rate.map(|_| {
             let g = FloatGauge::default();
-            registry.register_with_unit(
-                "vantage_gate_arrival_rate",
-                "Estimated rate lambda of new connection requests",
-                Unit::Other("per_second".into()),
+            registry.register(
+                "vantage_gate_arrival_rate_estimate",
+                "The filter's estimate lambda of the rate of new connection requests, per second",
                 g.clone(),
             );
             g
@@ -171,12 +190,16 @@ impl GateMetrics {
             "1 when the gate computes verdicts but accepts every packet",
             dry,
         );
+        let filter_kind = Family::<Vec<(String, String)>, Gauge>::default();
+        filter_kind
+            .get_or_create(&vec![("kind".to_string(), kind.name().to_string())])
+            .set(1);
         registry.register(
-            "vantage_gate_filter",
-            "The SYN filter the gate runs",
-            Info::new(vec![("kind".to_string(), kind.name().to_string())]),
+            "vantage_gate_filter_info",
+            "The SYN filter the gate runs (constant 1)",
+            filter_kind,
         );
-        let (accept_queue, accept_rate) = if measuring {
+        let (accept_queue, passive_opens) = if measuring {
             let queue = Gauge::default();
             registry.register_with_unit(
                 "vantage_gate_accept_queue",
@@ -184,19 +207,33 @@ impl GateMetrics {
                 Unit::Other("connections".into()),
                 queue.clone(),
             );
-            let rate = FloatGauge::default();
-            registry.register_with_unit(
-                "vantage_gate_accept_rate",
-                "Connections the application accepted per second in the last interval",
-                Unit::Other("per_second".into()),
-                rate.clone(),
+            let opens = Counter::default();
+            registry.register(
+                "vantage_gate_passive_opens",
+                "Handshakes the kernel completed (Tcp PassiveOpens) since the gate started",
+                opens.clone(),
             );
-            (Some(queue), Some(rate))
+            (Some(queue), Some(opens))
         } else {
             (None, None)
         };
+        let endpoint = EndpointCounters::default();
+        registry.register(
+            "vantage_metrics_connections_refused",
+            "Connections to the metrics endpoint closed at once because too many were open",
+            endpoint.connections_refused.clone(),
+        );
+        registry.register(
+            "vantage_metrics_requests_refused",
+            "Requests to the metrics endpoint answered with a client error",
+            endpoint.requests_refused.clone(),
+        );
+        register_build_info(&mut registry);
+        registry.register_collector(Box::new(ProcessCollector));
         let metrics = GateMetrics {
             registry,
+            endpoint,
+            reloads,
             tokens,
             bucket_size,
             refill_rate,
@@ -206,10 +243,25 @@ impl GateMetrics {
             drop_threshold,
             drop_budget,
             accept_queue,
-            accept_rate,
+            passive_opens,
+            passive_opens_seen: AtomicU64::new(u64::MAX),
         };
         metrics.set_filter(initial);
         metrics
+    }
+
+    /// The endpoint's own counters (registered here).
+    pub fn endpoint_counters(&self) -> EndpointCounters {
+        self.endpoint.clone()
+    }
+
+    /// Counts a reload, applied (`ok`) or not.
+    pub fn count_reload(&self, applied: bool) {
+        self.reloads
+            .get_or_create(&ReloadLabel {
+                result: if applied { "ok" } else { "refused" }.to_string(),
+            })
+            .inc();
     }
 
     /// Sets the filter gauges from a snapshot.
@@ -234,124 +286,32 @@ impl GateMetrics {
         }
     }
 
-    /// Sets the capacity-measurement gauges (when measuring).
-    pub fn set_capacity(&self, accept_queue: u64, accept_rate: Option<f64>) {
+    /// Sets the capacity-measurement metrics (when measuring) from the
+    /// interval's readings: the accept queue and the kernel's
+    /// `PassiveOpens` (the counter grows by its increase).
+    pub fn set_capacity(&self, accept_queue: u64, passive_opens: u64) {
         if let Some(g) = &self.accept_queue {
             g.set(int(accept_queue));
         }
-        if let (Some(g), Some(v)) = (&self.accept_rate, accept_rate) {
-            g.set(v);
+        if let Some(c) = &self.passive_opens {
+            let before = self
+                .passive_opens_seen
+                .swap(passive_opens, Ordering::Relaxed);
+            if before != u64::MAX && passive_opens > before {
+                c.inc_by(passive_opens - before);
+            }
         }
     }
 
-    /// The OpenMetrics text of every metric, `# EOF` included.
-    pub fn encode(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
+    /// Every metric in `format`.
+    pub fn encode(&self, format: Format) -> String {
+        crate::metrics::encode(&self.registry, format)
     }
-}
-
-/// How long the server thread waits for a request before it looks at its
-/// stop flag.
-const ACCEPT_POLL: Duration = Duration::from_millis(100);
-
-/// `GET /metrics` on a socket of its own, answered from a thread of its
-/// own. Stopped (and joined) on drop.
-pub struct MetricsServer {
-    address: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Listens on `address` and answers each scrape with `render()`.
-    pub fn start<F>(address: SocketAddr, render: F) -> Result<MetricsServer, GateError>
-    where
-        F: Fn() -> String + Send + 'static,
-    {
-        let server = tiny_http::Server::http(address).map_err(|e| GateError::Metrics {
-            address,
-            message: e.to_string(),
-        })?;
-        let bound = server.server_addr().to_ip().unwrap_or(address);
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("gate-metrics".into())
-            .spawn(move || {
-                while !thread_stop.load(Ordering::Relaxed) {
-                    match server.recv_timeout(ACCEPT_POLL) {
-                        Ok(Some(request)) => answer(request, &render),
-                        Ok(None) => {}
-                        Err(e) => {
-                            eprintln!("vantage gate: metrics endpoint: {e}");
-                            std::thread::sleep(ACCEPT_POLL);
-                        }
-                    }
-                }
-            })
-            .map_err(GateError::Thread)?;
-        Ok(MetricsServer {
-            address: bound,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on (the port the kernel chose for port 0).
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// What a request gets: the metrics for `GET /metrics`, 405 for another
-/// method on it, 404 elsewhere.
-pub fn route(method: &str, url: &str) -> u16 {
-    let path = url.split('?').next().unwrap_or(url);
-    match (method, path) {
-        ("GET", "/metrics") => 200,
-        (_, "/metrics") => 405,
-        _ => 404,
-    }
-}
-
-fn answer<F: Fn() -> String>(request: tiny_http::Request, render: &F) {
-    let method = request.method().as_str().to_string();
-    let status = route(&method, request.url());
-    let result = if status == 200 {
-        let response = tiny_http::Response::from_string(render());
-        // The header is a constant that always parses.
-        match tiny_http::Header::from_bytes(&b"Content-Type"[..], CONTENT_TYPE.as_bytes()) {
-            Ok(header) => request.respond(response.with_header(header)),
-            Err(()) => request.respond(response),
-        }
-    } else {
-        let body = if status == 405 {
-            "only GET /metrics\n"
-        } else {
-            "not found: the metrics are at /metrics\n"
-        };
-        request.respond(tiny_http::Response::from_string(body).with_status_code(status))
-    };
-    // A scraper that hung up early is not the gate's problem.
-    let _ = result;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
     use vantage_core::admission::syn::record::GateCounts;
     use vantage_core::admission::syn::{AbacusWindow, FilterParams};
     use vantage_core::tcp::ClientMix;
@@ -395,8 +355,10 @@ mod tests {
             true,
             true,
         );
-        metrics.set_capacity(7, Some(12.5));
-        let text = metrics.encode();
+        metrics.set_capacity(7, 100);
+        metrics.set_capacity(7, 112);
+        metrics.count_reload(false);
+        let text = metrics.encode(Format::OpenMetrics);
         for line in [
             "vantage_gate_syns_total{verdict=\"accept\"} 2",
             "vantage_gate_syns_total{verdict=\"drop\"} 3",
@@ -406,14 +368,18 @@ mod tests {
             "vantage_gate_errors_total 0",
             "vantage_gate_tokens 120",
             "vantage_gate_bucket_size_tokens 120",
-            "vantage_gate_refill_rate_tokens_per_second 120.0",
-            "vantage_gate_arrival_rate_per_second 0.0",
+            "vantage_gate_refill_rate 120.0",
+            "vantage_gate_arrival_rate_estimate 0.0",
             "vantage_gate_future_tokens ",
             "vantage_gate_chain_borrowed 0",
             "vantage_gate_dry_run 1",
             "vantage_gate_filter_info{kind=\"abacus\"} 1",
             "vantage_gate_accept_queue_connections 7",
-            "vantage_gate_accept_rate_per_second 12.5",
+            "vantage_gate_passive_opens_total 12",
+            "vantage_gate_reloads_total{result=\"refused\"} 1",
+            "vantage_build_info{version=",
+            "process_open_fds ",
+            "process_cpu_seconds_total ",
             "# TYPE vantage_gate_syns counter",
             "# UNIT vantage_gate_bucket_size_tokens tokens",
             "# EOF",
@@ -422,6 +388,28 @@ mod tests {
         }
         // No Greedy gauges for an Abacus Filter.
         assert!(!text.contains("drop_threshold"), "{text}");
+        assert!(!text.contains("per_second"), "{text}");
+        // The 0.0.4 text: every family has HELP and TYPE, counters named
+        // by their sample.
+        let text = metrics.encode(Format::Text);
+        assert!(
+            text.contains("# TYPE vantage_gate_syns_total counter"),
+            "{text}"
+        );
+        assert!(text.contains("# HELP vantage_gate_syns_total "), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+        let mut typed = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(
+                    text.contains(&format!("# HELP {name} ")),
+                    "no HELP for {name}"
+                );
+                typed += 1;
+            }
+        }
+        assert!(typed > 15, "{text}");
     }
 
     #[test]
@@ -434,7 +422,7 @@ mod tests {
             ..FilterSnapshot::default()
         };
         let metrics = GateMetrics::new(&counters, FilterKind::Tbf, &snapshot, false, false);
-        let text = metrics.encode();
+        let text = metrics.encode(Format::Text);
         assert!(text.contains("vantage_gate_tokens 3"), "{text}");
         assert!(text.contains("vantage_gate_dry_run 0"), "{text}");
         for absent in [
@@ -445,49 +433,5 @@ mod tests {
         ] {
             assert!(!text.contains(absent), "{absent} in\n{text}");
         }
-    }
-
-    #[test]
-    fn routes() {
-        assert_eq!(route("GET", "/metrics"), 200);
-        assert_eq!(route("GET", "/metrics?x=1"), 200);
-        assert_eq!(route("POST", "/metrics"), 405);
-        assert_eq!(route("GET", "/"), 404);
-        assert_eq!(route("GET", "/metricsx"), 404);
-    }
-
-    fn get(address: SocketAddr, path: &str) -> String {
-        let mut stream = std::net::TcpStream::connect(address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
-    }
-
-    #[test]
-    fn the_endpoint_serves_metrics_with_the_openmetrics_type() {
-        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap(), || {
-            "vantage_gate_tokens 1\n# EOF\n".to_string()
-        })
-        .unwrap();
-        let response = get(server.address(), "/metrics");
-        assert!(
-            response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
-            "{response}"
-        );
-        assert!(
-            response.contains(&format!("Content-Type: {CONTENT_TYPE}")),
-            "{response}"
-        );
-        assert!(
-            response.ends_with("vantage_gate_tokens 1\n# EOF\n"),
-            "{response}"
-        );
-        let response = get(server.address(), "/other");
-        assert!(response.contains(" 404 "), "{response}");
-        drop(server);
     }
 }

@@ -19,9 +19,10 @@
 //! * [`rules`] — the iptables chain (REJECT on the mark, NFQUEUE with
 //!   bypass) and `clean`;
 //! * [`kernel`] — `/proc` counters for `refill_rate = "measure"`;
-//! * [`metrics`] — OpenMetrics on `GET /metrics`;
+//! * [`metrics`] — the gate's metrics, served by [`crate::metrics`];
 //! * [`log`] — JSON Lines per interval, readable by Certes;
-//! * [`daemon`] — start-up, the interval clock, signals, shut-down.
+//! * [`daemon`] — start-up, the interval clock, signals, reload,
+//!   shut-down (on the skeleton of [`crate::daemon`]).
 //!
 //! Departures from the paper: its prototype changed `ipchains` in a Linux
 //! 2.2 kernel; the gate is an unmodified kernel's NFQUEUE target with
@@ -45,13 +46,12 @@ pub mod packet;
 pub mod rules;
 pub mod worker;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill};
 pub use counters::GateCounters;
 pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
-pub use daemon::{register_signals, run, RunOptions, RunSummary};
+pub use daemon::{run, RunOptions, RunSummary};
 pub use decide::{action_for, decide_batch, GateAction};
 pub use packet::{classify, PacketClass, PassReason};
 pub use rules::{clean, CleanReport, GateRules};
@@ -66,8 +66,12 @@ use vantage_sys::nfqueue::NfqError;
 pub enum GateError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("the gate needs root (CAP_NET_ADMIN) to bind NFQUEUE queues and change iptables rules; run it as root")]
-    NotRoot,
+    /// The kernel refused for want of a capability.
+    #[error("{operation}: permission denied: the gate needs CAP_NET_ADMIN (run it as root, or grant the capability, e.g. systemd's AmbientCapabilities=CAP_NET_ADMIN)")]
+    MissingCapability { operation: String },
+    /// The queue is bound already (the kernel says EPERM for it too).
+    #[error("queue {queue} is bound by another process (another gate, or another NFQUEUE program); choose another `queue`")]
+    QueueBusy { queue: u16 },
     #[error("filter: {0}")]
     Filter(FilterConfigError),
     #[error("queue {queue}: {source}")]
@@ -78,27 +82,20 @@ pub enum GateError {
     },
     #[error("iptables: {0}")]
     Rules(String),
-    #[error("metrics endpoint {address}: {message}")]
-    Metrics {
-        address: SocketAddr,
-        message: String,
-    },
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::EndpointError),
     #[error("log {}: {source}", path.display())]
     Log {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("ready file {}: {source}", path.display())]
-    ReadyFile {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    ReadyFile(#[from] crate::daemon::ReadyFileError),
     #[error("{path}: {problem}")]
     Proc { path: String, problem: String },
-    #[error("cannot install the signal handlers: {0}")]
-    Signal(#[source] std::io::Error),
+    #[error(transparent)]
+    Signal(#[from] crate::daemon::SignalError),
     #[error("cannot start a thread: {0}")]
     Thread(#[source] std::io::Error),
     #[error("the worker of queue {queue} panicked")]
