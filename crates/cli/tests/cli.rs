@@ -148,13 +148,17 @@ fn wrong_key_is_named_with_file_and_line() {
     ))
     .unwrap()
     .replace("refill_rate = 120", "refil_rate = 120");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("refil_rate"))
+        .unwrap();
     let path = dir.join("bad.toml");
     std::fs::write(&path, text).unwrap();
     let out = vantage(&["sim", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("bad.toml") && err.contains("refil_rate") && err.contains("line"),
+        err.contains(&format!("bad.toml:{line}:")) && err.contains("refil_rate"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
