@@ -119,7 +119,10 @@ mod tests {
         let out = run_script(Path::new("sh"), "echo one transaction\n", false).unwrap();
         assert_eq!(out, "one transaction\n");
         let error = run_script(Path::new("sh"), "echo no >&2; exit 4\n", false).unwrap_err();
-        assert!(error.to_string().ends_with("failed (exit 4): no"), "{error}");
+        assert!(
+            error.to_string().ends_with("failed (exit 4): no"),
+            "{error}"
+        );
     }
 
     #[test]
