@@ -55,13 +55,15 @@ impl Lab {
         let n = NAMESPACES.fetch_add(1, Ordering::SeqCst);
         let ns = Netns::create(&format!("vgr-{}-{n}", std::process::id()))
             .expect("create the test namespace");
-        let dir = std::env::temp_dir().join(format!(
-            "vantage-gate-rules-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("vantage-gate-rules-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        Lab { ns, dir, gate: None }
+        Lab {
+            ns,
+            dir,
+            gate: None,
+        }
     }
 
     /// Runs `program args…` in the namespace.
@@ -256,7 +258,10 @@ fn clean_refuses_while_the_owner_runs_and_removes_a_dead_owners_rules() {
         "{stderr}"
     );
     let rules = lab.listing("iptables");
-    assert!(rules.contains(&format!("-A INPUT -j {}", chain_name(7))), "{rules}");
+    assert!(
+        rules.contains(&format!("-A INPUT -j {}", chain_name(7))),
+        "{rules}"
+    );
     assert!(rules.contains(&owner_comment(pid)), "{rules}");
     // Forced: removed although the gate runs.
     let report = lab.inside(|| clean_with(true).unwrap());
@@ -274,7 +279,16 @@ fn clean_refuses_while_the_owner_runs_and_removes_a_dead_owners_rules() {
     for args in [
         vec!["-N", chain.as_str()],
         vec![
-            "-A", &chain, "-p", "tcp", "-m", "comment", "--comment", &comment, "-j", "RETURN",
+            "-A",
+            &chain,
+            "-p",
+            "tcp",
+            "-m",
+            "comment",
+            "--comment",
+            &comment,
+            "-j",
+            "RETURN",
         ],
         vec!["-I", "INPUT", "1", "-j", &chain],
     ] {
@@ -322,6 +336,47 @@ fn the_nft_table_is_installed_verified_and_removed_in_one_piece() {
             rules.verify().unwrap(),
             RulesStatus::Vanished(format!("table inet {table} is gone"))
         );
-        rules.remove().expect("removing a vanished table is no error");
+        rules
+            .remove()
+            .expect("removing a vanished table is no error");
     });
+}
+
+#[test]
+fn clean_leaves_a_live_gates_nft_table_and_removes_a_dead_ones() {
+    if !can_run_as_root("clean_leaves_a_live_gates_nft_table_and_removes_a_dead_ones") {
+        return;
+    }
+    if Command::new("nft").arg("-v").output().is_err() {
+        eprintln!("skipped: `nft` is not installed");
+        return;
+    }
+    let lab = Lab::new("nft-clean");
+    // A table as a gate makes it, without the queue rule (which needs
+    // `nft_queue` in the kernel): the owner is a live process.
+    let mut owner = Command::new("sleep").arg("30").spawn().unwrap();
+    let table = table_name(11);
+    let script = format!(
+        "create table inet {table} {{ comment \"{}\"; }}\nadd chain inet {table} input {{ type filter hook input priority -10; policy accept; }}\n",
+        owner_comment(owner.id())
+    );
+    let create = lab
+        .inside(move || vantage_sys::nft::run_script(std::path::Path::new("nft"), &script, false));
+    create.expect("create the table");
+    let out = lab.exec(env!("CARGO_BIN_EXE_vantage"), &["gate", "clean"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "clean must refuse: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "table inet {table} belongs to the running gate with pid {}",
+            owner.id()
+        )),
+        "{stderr}"
+    );
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let report = lab.inside(|| clean_with(false).unwrap());
+    assert_eq!(report.tables, vec![table]);
+    let tables = String::from_utf8_lossy(&lab.exec("nft", &["list", "tables"]).stdout).into_owned();
+    assert!(!tables.contains("vantage_gate"), "{tables}");
 }
