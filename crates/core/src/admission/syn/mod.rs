@@ -281,6 +281,30 @@ mod advance_tests {
         }
     }
 
+    /// A long idle stretch advanced second by second, through the Abacus
+    /// Filter's dormancy and Greedy's decay-only periods, ends where one
+    /// step ends.
+    #[test]
+    fn a_long_idle_stretch_in_steps_ends_where_one_step_ends() {
+        for ((name, mut plain), (_, mut advanced)) in filters().into_iter().zip(filters()) {
+            for i in 0..60 {
+                let at = Nanos::from_millis(i * 20);
+                assert_eq!(plain.on_syn(at), advanced.on_syn(at), "{name}");
+            }
+            for second in 2..300 {
+                advanced.advance(Nanos::from_millis(second * 1000 + 7));
+            }
+            for i in 0..60 {
+                let at = Nanos::from_secs(300) + Nanos::from_millis(i * 20);
+                assert_eq!(plain.on_syn(at), advanced.on_syn(at), "{name} at {at}");
+            }
+            let end = Nanos::from_secs(400);
+            plain.advance(end);
+            advanced.advance(end);
+            assert_eq!(plain.snapshot(), advanced.snapshot(), "{name}");
+        }
+    }
+
     #[test]
     fn advance_before_the_first_syn_changes_nothing() {
         for ((name, mut plain), (_, mut advanced)) in filters().into_iter().zip(filters()) {
