@@ -8,6 +8,8 @@
 //!   chain; `remove` after that is no error;
 //! * `vantage gate clean` refuses while the gate that owns the rules runs,
 //!   and removes the rules of a dead owner;
+//! * `GateRules::reload` swaps the chain for one with other listeners,
+//!   one jump and one chain name throughout;
 //! * with the nftables backend (where the kernel has `nft_queue`), the
 //!   table is created and removed in one piece and verified the same way.
 
@@ -379,4 +381,47 @@ fn clean_leaves_a_live_gates_nft_table_and_removes_a_dead_ones() {
     assert_eq!(report.tables, vec![table]);
     let tables = String::from_utf8_lossy(&lab.exec("nft", &["list", "tables"]).stdout).into_owned();
     assert!(!tables.contains("vantage_gate"), "{tables}");
+}
+
+#[test]
+fn reload_replaces_the_rules_in_place() {
+    if !can_run_as_root("reload_replaces_the_rules_in_place") {
+        return;
+    }
+    let lab = Lab::new("reload");
+    let first = config("address = \"127.0.0.1\"\nport = 8080", 12, ONE_TOKEN);
+    let second = GateConfig::from_toml(
+        &config_text(
+            "address = \"127.0.0.1\"\nport = 8080\n[[listeners]]\naddress = \"::1\"\nport = 9090",
+            12,
+            ONE_TOKEN,
+        ),
+        "gate.toml",
+    )
+    .unwrap();
+    let (four, six) = lab.inside(move || {
+        let mut rules = GateRules::install_with(&first, RulesBackend::Iptables).unwrap();
+        rules.reload(&second).unwrap();
+        assert_eq!(rules.verify().unwrap(), RulesStatus::Intact);
+        let listing = |family| xtables_run(family, &["-S".to_string()]).unwrap();
+        let listings = (listing(Family::Ipv4), listing(Family::Ipv6));
+        rules.remove().unwrap();
+        listings
+    });
+    let chain = chain_name(12);
+    for listing in [&four, &six] {
+        assert_eq!(
+            listing.matches(&format!("-A INPUT -j {chain}")).count(),
+            1,
+            "{listing}"
+        );
+        assert!(!listing.contains("-next"), "{listing}");
+    }
+    assert!(four.contains("--dport 8080"), "{four}");
+    assert!(
+        six.contains("-d ::1/128 -p tcp -m tcp --dport 9090"),
+        "{six}"
+    );
+    assert!(!lab.listing("iptables").contains("VANTAGE-GATE"));
+    assert!(!lab.listing("ip6tables").contains("VANTAGE-GATE"));
 }

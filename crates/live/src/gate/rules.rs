@@ -42,7 +42,8 @@
 //! The rules name their owner (`vantage gate pid N`: the table's comment,
 //! or a comment on the mark rule), so that [`clean`] leaves a live gate's
 //! rules alone unless forced, and [`GateRules::verify`] tells whether they
-//! are still all in place. [`GateRules`] removes its rules when dropped, so
+//! are still all in place. [`GateRules::reload`] replaces them for a new
+//! configuration without a gap. [`GateRules`] removes its rules when dropped, so
 //! normal exits, errors and panics (unwinding) all clean up; only
 //! `SIGKILL` leaves them, and `vantage gate clean` removes them.
 //!
@@ -512,6 +513,81 @@ impl GateRules {
             xtables_run(family, &jump_rule(&chain))?;
         }
         Ok(rules)
+    }
+
+    /// Replaces the rules with those of `config` (same backend, same first
+    /// queue) with no moment at which a SYN to a listener of both the old
+    /// and the new configuration passes unqueued: nft deletes and recreates
+    /// the table in one transaction; iptables fills a new chain, jumps to
+    /// it ahead of the old one, then removes the old one and gives the new
+    /// one its name. On error the old rules stay.
+    pub fn reload(&mut self, config: &GateConfig) -> Result<(), GateError> {
+        if !self.installed {
+            return Err(RulesError::Failed {
+                command: "reload".into(),
+                stderr: format!("{} was removed", self.location()),
+            }
+            .into());
+        }
+        let owner = owner_comment(std::process::id());
+        match self.backend {
+            Backend::Nft => {
+                let program = self.nft.clone().unwrap_or_else(|| PathBuf::from("nft"));
+                let script = format!(
+                    "delete table inet {}\n{}",
+                    self.name,
+                    nft_script(config, &owner)
+                );
+                nft::run_script(&program, &script, false)
+                    .map_err(|e| from_nft("nft -f - (replace the gate's table)", e))?;
+                self.expected = vec![(Family::Ipv4, nft_rules(config).len())];
+            }
+            Backend::Iptables => {
+                let next = format!("{}-next", self.name);
+                let wanted = families(&config.listeners, host_has_ipv6());
+                let mut made: Vec<Family> = Vec::new();
+                let mut expected = Vec::new();
+                let result = (|| -> Result<(), GateError> {
+                    for &family in &wanted {
+                        // A left-over from a failed reload goes first.
+                        remove_chain(family, &next)?;
+                        xtables_run(family, &strings(&["-N", &next]))?;
+                        made.push(family);
+                        let fill: Vec<Vec<String>> = chain_rules(config, family, &owner)
+                            .into_iter()
+                            .map(|mut rule| {
+                                rule[1] = next.clone();
+                                rule
+                            })
+                            .collect();
+                        expected.push((family, fill.len()));
+                        for rule in fill {
+                            xtables_run(family, &rule)?;
+                        }
+                    }
+                    for &family in &wanted {
+                        xtables_run(family, &jump_rule(&next))?;
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = result {
+                    for &family in &made {
+                        let _ = remove_chain(family, &next);
+                    }
+                    return Err(e);
+                }
+                // The new chain decides now; the old one goes.
+                while let Some(family) = self.families.pop() {
+                    remove_chain(family, &self.name)?;
+                }
+                for &family in &wanted {
+                    xtables_run(family, &strings(&["-E", &next, &self.name]))?;
+                    self.families.push(family);
+                }
+                self.expected = expected;
+            }
+        }
+        Ok(())
     }
 
     pub fn backend(&self) -> Backend {
