@@ -403,6 +403,18 @@ fn reload_replaces_the_rules_in_place() {
         let mut rules = GateRules::install_with(&first, RulesBackend::Iptables).unwrap();
         rules.reload(&second).unwrap();
         assert_eq!(rules.verify().unwrap(), RulesStatus::Intact);
+        assert_eq!(rules.other_gates(), Vec::<String>::new());
+        let other = GateConfig::from_toml(
+            &config_text("address = \"127.0.0.1\"\nport = 8080", 13, ONE_TOKEN),
+            "gate.toml",
+        )
+        .unwrap();
+        let second_gate = GateRules::install_with(&other, RulesBackend::Iptables).unwrap();
+        assert_eq!(
+            rules.other_gates(),
+            vec![format!("chain {}", chain_name(13))]
+        );
+        drop(second_gate);
         let listing = |family| xtables_run(family, &["-S".to_string()]).unwrap();
         let listings = (listing(Family::Ipv4), listing(Family::Ipv6));
         rules.remove().unwrap();

@@ -494,7 +494,10 @@ impl GateRules {
                 // On error, `rules` is dropped and removes what was made.
                 return Err(if exists {
                     RulesError::Exists {
-                        what: format!("chain {chain} ({})", family.program_name()),
+                        what: match family {
+                            Family::Ipv4 => format!("chain {chain}"),
+                            Family::Ipv6 => format!("chain {chain} (ip6tables)"),
+                        },
                         queue: config.queue,
                     }
                 } else {
@@ -588,6 +591,33 @@ impl GateRules {
             }
         }
         Ok(())
+    }
+
+    /// The chains and tables of other gates in this network namespace
+    /// (`chain NAME`, `table inet NAME`): a second gate for the same
+    /// listeners on another queue stacks in front of or behind this one.
+    pub fn other_gates(&self) -> Vec<String> {
+        let mut others = Vec::new();
+        if let Ok(listing) = xtables_run(Family::Ipv4, &strings(&["-S"])) {
+            let (_, chains) = clean_plan(&listing);
+            others.extend(
+                chains
+                    .into_iter()
+                    .filter(|c| *c != self.name && *c != format!("{}-next", self.name))
+                    .map(|c| format!("chain {c}")),
+            );
+        }
+        if let Some(program) = nft_program() {
+            if let Ok(listing) = nft_command(&program, &["list", "tables"]) {
+                others.extend(
+                    gate_tables(&listing)
+                        .into_iter()
+                        .filter(|t| *t != self.name)
+                        .map(|t| format!("table inet {t}")),
+                );
+            }
+        }
+        others
     }
 
     pub fn backend(&self) -> Backend {
