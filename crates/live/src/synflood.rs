@@ -186,7 +186,7 @@ mod tests {
         );
         assert_eq!(packet.len(), 40);
         let listeners = [Listener {
-            address: Some(Ipv4Addr::LOCALHOST),
+            address: Some(Ipv4Addr::LOCALHOST.into()),
             port: 80,
         }];
         assert_eq!(classify(&packet, &listeners), PacketClass::Syn);

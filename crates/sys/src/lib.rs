@@ -3,11 +3,16 @@
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
 //! * [`iptables`] — finding and running `iptables`/`ip6tables`, failures as
 //!   typed errors that carry the command and its standard error;
+//! * [`nft`] — running `nft`, a script as one transaction, failures as
+//!   typed errors;
+//! * [`process`] — whether a recorded owner pid is alive;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
 //! * [`privilege`] — whether the process runs as root.
 
 pub mod iptables;
 pub mod nfqueue;
+pub mod nft;
 pub mod privilege;
 pub mod proc_net;
+pub mod process;

@@ -37,7 +37,7 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -128,14 +128,14 @@ struct RawListener {
 /// One protected listener: SYNs to `port` (and `address`, when given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Listener {
-    /// Destination address; `None` matches any.
-    pub address: Option<Ipv4Addr>,
+    /// Destination address, IPv4 or IPv6; `None` matches any of both.
+    pub address: Option<IpAddr>,
     pub port: u16,
 }
 
 impl Listener {
     /// Whether a SYN to `destination:port` is for this listener.
-    pub fn matches(&self, destination: Ipv4Addr, port: u16) -> bool {
+    pub fn matches(&self, destination: IpAddr, port: u16) -> bool {
         self.port == port && (self.address.is_none() || self.address == Some(destination))
     }
 }
@@ -143,7 +143,7 @@ impl Listener {
 impl std::fmt::Display for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.address {
-            Some(address) => write!(f, "{address}:{}", self.port),
+            Some(address) => write!(f, "{}", SocketAddr::new(address, self.port)),
             None => write!(f, "*:{}", self.port),
         }
     }
@@ -441,15 +441,12 @@ fn listeners(c: &Checker, raw: &[RawListener]) -> Result<Vec<Listener>, ConfigEr
         };
         let address = match &l.address {
             None => None,
-            Some(text) => Some(text.parse::<Ipv4Addr>().map_err(|_| {
-                let why = if text.parse::<std::net::Ipv6Addr>().is_ok() {
-                    "is IPv6; the gate queues IPv4 SYNs only (iptables)"
-                } else {
-                    "must be an IPv4 address such as \"10.77.0.2\""
-                };
+            Some(text) => Some(text.parse::<IpAddr>().map_err(|_| {
                 c.fail(
                     &format!("listeners[{i}].address"),
-                    format!("{why}, got \"{text}\""),
+                    format!(
+                        "must be an IPv4 or IPv6 address such as \"10.77.0.2\" or \"fd00::2\", got \"{text}\""
+                    ),
                 )
             })?),
         };
@@ -563,7 +560,7 @@ clients = "linux-6.5"
         assert_eq!(
             c.listeners,
             vec![Listener {
-                address: Some(Ipv4Addr::new(10, 77, 0, 2)),
+                address: Some(IpAddr::from([10, 77, 0, 2])),
                 port: 80
             }]
         );
@@ -711,8 +708,8 @@ clients = "linux-6.5"
             ),
             (
                 "\"10.77.0.2\"",
-                "\"fe80::1\"",
-                "`listeners[0].address` is IPv6",
+                "\"10.77.0\"",
+                "`listeners[0].address` must be an IPv4 or IPv6 address",
             ),
             (
                 "kind = \"abacus\"",
@@ -806,13 +803,21 @@ clients = "linux-6.5"
             port: 80,
         };
         let one = Listener {
-            address: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            address: Some(IpAddr::from([10, 0, 0, 1])),
             port: 80,
         };
-        assert!(any.matches(Ipv4Addr::new(1, 2, 3, 4), 80));
-        assert!(!any.matches(Ipv4Addr::new(1, 2, 3, 4), 81));
-        assert!(one.matches(Ipv4Addr::new(10, 0, 0, 1), 80));
-        assert!(!one.matches(Ipv4Addr::new(10, 0, 0, 2), 80));
+        let six = Listener {
+            address: Some("fd00::2".parse().unwrap()),
+            port: 80,
+        };
+        assert!(any.matches(IpAddr::from([1, 2, 3, 4]), 80));
+        assert!(any.matches("::1".parse().unwrap(), 80));
+        assert!(!any.matches(IpAddr::from([1, 2, 3, 4]), 81));
+        assert!(one.matches(IpAddr::from([10, 0, 0, 1]), 80));
+        assert!(!one.matches(IpAddr::from([10, 0, 0, 2]), 80));
+        assert!(six.matches("fd00::2".parse().unwrap(), 80));
+        assert!(!six.matches("fd00::3".parse().unwrap(), 80));
+        assert_eq!(six.to_string(), "[fd00::2]:80");
     }
 
     #[test]

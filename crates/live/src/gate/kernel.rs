@@ -46,11 +46,14 @@ pub fn serves(listener: &Listener, local: IpAddr, port: u16) -> bool {
         return false;
     }
     match (listener.address, local) {
+        // An IPv4 socket takes no IPv6 connection.
+        (Some(IpAddr::V6(_)), IpAddr::V4(_)) => false,
         (_, IpAddr::V4(a)) if a.is_unspecified() => true,
         (_, IpAddr::V6(a)) if a.is_unspecified() => true,
         (None, _) => true,
-        (Some(want), IpAddr::V4(a)) => a == want,
-        (Some(want), IpAddr::V6(a)) => a.to_ipv4_mapped() == Some(want),
+        (Some(IpAddr::V4(want)), IpAddr::V4(a)) => a == want,
+        (Some(IpAddr::V4(want)), IpAddr::V6(a)) => a.to_ipv4_mapped() == Some(want),
+        (Some(IpAddr::V6(want)), IpAddr::V6(a)) => a == want,
     }
 }
 
@@ -144,7 +147,7 @@ mod tests {
             Some((IpAddr::V4(server), 80, 7))
         );
         let one = [Listener {
-            address: Some(server),
+            address: Some(server.into()),
             port: 80,
         }];
         assert_eq!(
@@ -174,6 +177,19 @@ mod tests {
             9
         );
         assert_eq!(parse_listen_row(&six[3], true), None);
+        let ula = [Listener {
+            address: Some("2001:db8::1".parse().unwrap()),
+            port: 80,
+        }];
+        assert_eq!(
+            accept_queue_of(six.iter().map(String::as_str), true, &ula),
+            104
+        );
+        assert_eq!(
+            accept_queue_of(table.iter().map(String::as_str), false, &ula),
+            0,
+            "an IPv4 socket serves no IPv6 listener"
+        );
     }
 
     #[test]

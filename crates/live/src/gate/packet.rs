@@ -1,35 +1,38 @@
 //! Which queued packets are SYNs to a protected listener.
 //!
-//! The iptables rule already queues only `-p tcp --syn --dport PORT`
-//! packets, but the gate checks again from the bytes the kernel copied: a
-//! hand-added rule, a wider rule from another tool or a shared queue number
-//! may hand it anything, and only a connection request to a listener may
-//! meet the filter. Everything else is accepted unchanged and counted as
-//! *passed*.
+//! The rules already queue only TCP SYNs to the listeners' ports, but the
+//! gate checks again from the bytes the kernel copied: a hand-added rule, a
+//! wider rule from another tool or a shared queue number may hand it
+//! anything, and only a connection request to a listener may meet the
+//! filter. Everything else is accepted unchanged and counted as *passed*.
 //!
 //! Parsing uses etherparse's header slices (`Ipv4HeaderSlice`,
-//! `TcpHeaderSlice`), which read the headers in place and need only the
-//! headers, not the whole packet: the gate copies 128 bytes per packet, room
-//! for the largest IPv4 header (60 bytes) and the largest TCP header (60
-//! bytes). A SYN is what iptables `--syn` means: SYN set; ACK, RST and FIN
-//! clear. Malformed or truncated input is classified, never a panic.
+//! `Ipv6HeaderSlice`, `TcpHeaderSlice`), which read the headers in place
+//! and need only the headers, not the whole packet: the gate copies 128
+//! bytes per packet, room for the largest IPv4 header (60 bytes) or the
+//! IPv6 header (40 bytes) and the largest TCP header (60 bytes). IPv6
+//! extension headers before TCP (hop-by-hop, routing, destination options,
+//! fragment) are skipped as far as the copied bytes reach. A SYN is what
+//! iptables `--syn` means: SYN set; ACK, RST and FIN clear. Malformed or
+//! truncated input is classified, never a panic.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice};
+use etherparse::{IpNumber, Ipv4HeaderSlice, Ipv6HeaderSlice, TcpHeaderSlice};
 
 use super::config::Listener;
 
 /// Bytes of each packet the kernel copies to the gate: the largest IPv4
-/// header and the largest TCP header.
+/// header and the largest TCP header (an IPv6 header and the largest TCP
+/// header with 28 bytes to spare for extension headers).
 pub const COPY_RANGE: u32 = 128;
 
 /// Why a queued packet does not meet the filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PassReason {
-    /// Not a well-formed IPv4 header (or cut before its end).
+    /// Not a well-formed IPv4 or IPv6 header (or cut before its end).
     NotIpv4,
-    /// IPv4 but not TCP.
+    /// IP but not TCP.
     NotTcp,
     /// A non-first fragment: no TCP header to read.
     Fragment,
@@ -52,32 +55,81 @@ pub enum PacketClass {
 
 /// Classifies a packet from its network header on (`PacketView::payload`).
 pub fn classify(payload: &[u8], listeners: &[Listener]) -> PacketClass {
-    let Ok(ip) = Ipv4HeaderSlice::from_slice(payload) else {
-        return PacketClass::Pass(PassReason::NotIpv4);
+    let (destination, transport) = match payload.first().map(|b| b >> 4) {
+        Some(6) => match ipv6_transport(payload) {
+            Ok(found) => found,
+            Err(reason) => return PacketClass::Pass(reason),
+        },
+        _ => match ipv4_transport(payload) {
+            Ok(found) => found,
+            Err(reason) => return PacketClass::Pass(reason),
+        },
     };
-    if ip.protocol() != IpNumber::TCP {
-        return PacketClass::Pass(PassReason::NotTcp);
-    }
-    if ip.fragments_offset().value() != 0 {
-        return PacketClass::Pass(PassReason::Fragment);
-    }
-    let header_len = usize::from(ip.ihl()) * 4;
-    let Some(rest) = payload.get(header_len..) else {
-        return PacketClass::Pass(PassReason::BadTcpHeader);
-    };
-    let Ok(tcp) = TcpHeaderSlice::from_slice(rest) else {
+    let Ok(tcp) = TcpHeaderSlice::from_slice(transport) else {
         return PacketClass::Pass(PassReason::BadTcpHeader);
     };
     if !tcp.syn() || tcp.ack() || tcp.rst() || tcp.fin() {
         return PacketClass::Pass(PassReason::NotSyn);
     }
-    let destination = Ipv4Addr::from(ip.destination());
     let port = tcp.destination_port();
     if listeners.iter().any(|l| l.matches(destination, port)) {
         PacketClass::Syn
     } else {
         PacketClass::Pass(PassReason::OtherListener)
     }
+}
+
+/// The destination and the bytes after the IPv4 header of a TCP packet.
+fn ipv4_transport(payload: &[u8]) -> Result<(IpAddr, &[u8]), PassReason> {
+    let ip = Ipv4HeaderSlice::from_slice(payload).map_err(|_| PassReason::NotIpv4)?;
+    if ip.protocol() != IpNumber::TCP {
+        return Err(PassReason::NotTcp);
+    }
+    if ip.fragments_offset().value() != 0 {
+        return Err(PassReason::Fragment);
+    }
+    let header_len = usize::from(ip.ihl()) * 4;
+    let rest = payload.get(header_len..).ok_or(PassReason::BadTcpHeader)?;
+    Ok((IpAddr::V4(ip.destination_addr()), rest))
+}
+
+/// Most IPv6 extension headers skipped before giving up.
+const MAX_EXTENSION_HEADERS: usize = 8;
+
+/// The destination and the bytes of the TCP header of an IPv6 packet,
+/// after any extension headers.
+fn ipv6_transport(payload: &[u8]) -> Result<(IpAddr, &[u8]), PassReason> {
+    let ip = Ipv6HeaderSlice::from_slice(payload).map_err(|_| PassReason::NotIpv4)?;
+    let destination = IpAddr::V6(ip.destination_addr());
+    let mut next = ip.next_header();
+    let mut rest = &payload[ip.slice().len()..];
+    for _ in 0..MAX_EXTENSION_HEADERS {
+        match next {
+            IpNumber::TCP => return Ok((destination, rest)),
+            IpNumber::IPV6_HEADER_HOP_BY_HOP
+            | IpNumber::IPV6_ROUTE_HEADER
+            | IpNumber::IPV6_DESTINATION_OPTIONS => {
+                let (&header, &length) = rest
+                    .first()
+                    .zip(rest.get(1))
+                    .ok_or(PassReason::BadTcpHeader)?;
+                let length = (usize::from(length) + 1) * 8;
+                rest = rest.get(length..).ok_or(PassReason::BadTcpHeader)?;
+                next = IpNumber(header);
+            }
+            IpNumber::IPV6_FRAGMENTATION_HEADER => {
+                let header = rest.get(..8).ok_or(PassReason::BadTcpHeader)?;
+                let offset = u16::from_be_bytes([header[2], header[3]]) >> 3;
+                if offset != 0 {
+                    return Err(PassReason::Fragment);
+                }
+                next = IpNumber(header[0]);
+                rest = &rest[8..];
+            }
+            _ => return Err(PassReason::NotTcp),
+        }
+    }
+    Err(PassReason::NotTcp)
 }
 
 #[cfg(test)]
@@ -89,7 +141,7 @@ mod tests {
 
     fn listeners() -> Vec<Listener> {
         vec![Listener {
-            address: Some(Ipv4Addr::from(SERVER)),
+            address: Some(IpAddr::from(SERVER)),
             port: 80,
         }]
     }
@@ -201,12 +253,106 @@ mod tests {
             classify(&fragment, &listeners()),
             PacketClass::Pass(PassReason::Fragment)
         );
-        let mut ipv6 = hand_built_syn(80);
-        ipv6[0] = 0x60;
+        let mut not_ip = hand_built_syn(80);
+        not_ip[0] = 0x50;
         assert_eq!(
-            classify(&ipv6, &listeners()),
+            classify(&not_ip, &listeners()),
             PacketClass::Pass(PassReason::NotIpv4)
         );
+        // An IPv4 header where an IPv6 one is announced: cut short.
+        let mut ipv6 = hand_built_syn(80);
+        ipv6[0] = 0x60;
+        assert!(matches!(
+            classify(&ipv6, &listeners()),
+            PacketClass::Pass(_)
+        ));
+    }
+
+    const SERVER6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+    fn built6(flags: &str, destination: [u8; 16], port: u16) -> Vec<u8> {
+        let source = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+        let mut tcp = PacketBuilder::ipv6(source, destination, 64).tcp(50000, port, 7, 1024);
+        for flag in flags.chars() {
+            tcp = match flag {
+                'S' => tcp.syn(),
+                'A' => tcp.ack(1),
+                _ => unreachable!(),
+            };
+        }
+        let mut out = Vec::new();
+        tcp.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    #[test]
+    fn ipv6_syns_meet_the_filter() {
+        let six = [Listener {
+            address: Some(IpAddr::from(SERVER6)),
+            port: 80,
+        }];
+        assert_eq!(classify(&built6("S", SERVER6, 80), &six), PacketClass::Syn);
+        assert_eq!(
+            classify(&built6("SA", SERVER6, 80), &six),
+            PacketClass::Pass(PassReason::NotSyn)
+        );
+        assert_eq!(
+            classify(&built6("S", SERVER6, 81), &six),
+            PacketClass::Pass(PassReason::OtherListener)
+        );
+        let mut other = SERVER6;
+        other[15] = 3;
+        assert_eq!(
+            classify(&built6("S", other, 80), &six),
+            PacketClass::Pass(PassReason::OtherListener)
+        );
+        // An IPv4 listener does not take IPv6 SYNs; an any-address one does.
+        assert_eq!(
+            classify(&built6("S", SERVER6, 80), &listeners()),
+            PacketClass::Pass(PassReason::OtherListener)
+        );
+        let any = [Listener {
+            address: None,
+            port: 80,
+        }];
+        assert_eq!(classify(&built6("S", SERVER6, 80), &any), PacketClass::Syn);
+    }
+
+    #[test]
+    fn ipv6_extension_headers_are_skipped() {
+        let syn = built6("S", SERVER6, 80);
+        let six = [Listener {
+            address: Some(IpAddr::from(SERVER6)),
+            port: 80,
+        }];
+        // Insert a hop-by-hop header (8 bytes, next header TCP).
+        let mut hop = syn[..40].to_vec();
+        hop[6] = 0; // next header: hop-by-hop
+        hop.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+        hop.extend_from_slice(&syn[40..]);
+        let length = (hop.len() - 40) as u16;
+        hop[4..6].copy_from_slice(&length.to_be_bytes());
+        assert_eq!(classify(&hop, &six), PacketClass::Syn);
+        // A fragment header: the first fragment holds TCP, a later one not.
+        let mut fragment = syn[..40].to_vec();
+        fragment[6] = 44;
+        fragment.extend_from_slice(&[6, 0, 0, 1, 0, 0, 0, 7]);
+        fragment.extend_from_slice(&syn[40..]);
+        let length = (fragment.len() - 40) as u16;
+        fragment[4..6].copy_from_slice(&length.to_be_bytes());
+        assert_eq!(classify(&fragment, &six), PacketClass::Syn);
+        fragment[42] = 0x01; // offset 32 × 8 bytes
+        assert_eq!(
+            classify(&fragment, &six),
+            PacketClass::Pass(PassReason::Fragment)
+        );
+        // UDP, and headers cut short: classified, no panic.
+        let mut udp = syn.clone();
+        udp[6] = 17;
+        assert_eq!(classify(&udp, &six), PacketClass::Pass(PassReason::NotTcp));
+        for len in 0..hop.len() {
+            let _ = classify(&hop[..len], &six);
+        }
     }
 
     #[test]

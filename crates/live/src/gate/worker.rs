@@ -121,6 +121,15 @@ impl Gate {
         self.lock_filter().snapshot()
     }
 
+    /// The filter's state as of `now`: refilled and with the periods that
+    /// ended closed, even when no SYN came since (an idle period does not
+    /// freeze the tokens at the last SYN). Changes no later verdict.
+    pub fn snapshot_at(&self, now: Nanos) -> FilterSnapshot {
+        let mut filter = self.lock_filter();
+        filter.advance(now);
+        filter.snapshot()
+    }
+
     pub fn set_refill_rate(&self, refill_rate: f64) -> Result<(), FilterConfigError> {
         self.lock_filter().set_refill_rate(refill_rate)
     }
@@ -409,6 +418,23 @@ pub fn missed_packets(last_id: u32, id: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vantage_core::admission::syn::{EmptyAction, TokenBucket, TokenBucketFilter};
+
+    #[test]
+    fn a_snapshot_at_now_shows_the_tokens_refilled_while_idle() {
+        let filter = TokenBucketFilter::new(TokenBucket::new(4, 2.0).unwrap(), EmptyAction::Drop);
+        let gate = Gate::new(Box::new(filter), Vec::new(), false, 0x5647);
+        {
+            let mut filter = gate.lock_filter();
+            for _ in 0..4 {
+                filter.on_syn(Nanos::ZERO);
+            }
+        }
+        assert_eq!(gate.snapshot().tokens, 0);
+        assert_eq!(gate.snapshot_at(Nanos::from_secs(1)).tokens, 2);
+        assert_eq!(gate.snapshot().tokens, 2);
+        assert_eq!(gate.snapshot_at(Nanos::from_secs(30)).tokens, 4);
+    }
 
     #[test]
     fn id_gaps_count_the_undelivered_packets() {

@@ -95,6 +95,11 @@ pub struct Abacus {
     expected_retransmissions: u64,
     /// Periods folded into λ (the first one sets it).
     periods_seen: u64,
+    /// Periods closed since the last SYN (the first of them held it).
+    closed_since_syn: u64,
+    /// Every bucket renewed and λ decayed to nothing since the last SYN:
+    /// further empty periods change no state.
+    dormant: bool,
 }
 
 impl Abacus {
@@ -146,6 +151,8 @@ impl Abacus {
             filled: vec![0; len],
             expected_retransmissions: 0,
             periods_seen: 0,
+            closed_since_syn: 0,
+            dormant: false,
         };
         let spare = filter.spare_tokens();
         filter.tokens.iter_mut().for_each(|t| *t = spare);
@@ -169,15 +176,18 @@ impl Abacus {
     }
 
     /// Closes the periods that ended before `now`: updates λ, drops the
-    /// current bucket and appends a new one holding W_a tokens.
-    pub fn advance(&mut self, now: Nanos) {
+    /// current bucket and appends a new one holding W_a tokens. The count
+    /// of periods closed since the last SYN persists across calls, so that
+    /// closing in several steps ends in the state one step would.
+    fn close_periods(&mut self, now: Nanos) {
         let ended = self.intervals.advance(now);
-        for n in 0..ended {
-            let arrivals = if n == 0 {
-                std::mem::take(&mut self.arrivals_this_period)
-            } else {
-                0
-            };
+        for _ in 0..ended {
+            if self.dormant {
+                break;
+            }
+            let n = self.closed_since_syn;
+            self.closed_since_syn += 1;
+            let arrivals = std::mem::take(&mut self.arrivals_this_period);
             // New requests: arrivals less the retransmissions this period's
             // bucket was expecting (tokens borrowed from it, plus B[0]).
             let new = arrivals.saturating_sub(std::mem::take(&mut self.expected_retransmissions));
@@ -200,6 +210,7 @@ impl Abacus {
             if n >= self.tokens.len() as u64 && self.arrival_rate < 1e-9 {
                 // Every bucket has been renewed and λ has decayed to nothing:
                 // the remaining empty periods change no state.
+                self.dormant = true;
                 break;
             }
             let spare = self.spare_tokens();
@@ -287,13 +298,22 @@ impl Abacus {
 
 impl SynFilter for Abacus {
     fn on_syn(&mut self, now: Nanos) -> Verdict {
-        self.advance(now);
+        self.close_periods(now);
+        self.closed_since_syn = 0;
+        self.dormant = false;
         self.arrivals_this_period += 1;
         if self.first_stage.try_take(now) {
             Verdict::Accept
         } else {
             self.borrow()
         }
+    }
+
+    fn advance(&mut self, now: Nanos) {
+        if self.intervals.started() {
+            self.close_periods(now);
+        }
+        self.first_stage.refill(now);
     }
 
     fn snapshot(&self) -> FilterSnapshot {
@@ -357,6 +377,25 @@ mod tests {
         assert_eq!(f.chain_borrowed(3), 4, "requests 3–6 passed bucket 3");
         assert_eq!(f.chain_borrowed(9), 2, "requests 5–6 passed bucket 9");
         assert_eq!(f.chain_borrowed(21), 0);
+    }
+
+    #[test]
+    fn an_idle_period_shows_refilled_tokens_after_advance() {
+        let mut f = paper_filter(20, 10.0, 50);
+        for _ in 0..40 {
+            f.on_syn(Nanos::ZERO);
+        }
+        assert_eq!(f.snapshot().tokens, 0);
+        // 14 s without a SYN: the first stage is full again, λ has decayed
+        // and the future buckets were renewed.
+        f.advance(Nanos::from_secs(14));
+        let snapshot = f.snapshot();
+        assert_eq!(snapshot.tokens, 20);
+        assert!(snapshot.arrival_rate.unwrap() < 40.0 * 0.75f64.powi(12));
+        // The bucket renewed last holds W_a at the decayed λ.
+        let spare = ((10.0 - f.arrival_rate()).max(0.0)).floor() as u64;
+        assert_eq!(f.future_tokens(f.buckets() - 1), spare);
+        assert!(spare >= 9, "λ decayed: {}", f.arrival_rate());
     }
 
     /// When the borrowed-from period arrives, its first B[0] rejected-by-stage-one

@@ -33,14 +33,21 @@
 //!   about five intervals, while the boundary noise of one interval (a
 //!   handshake counted in one interval and accepted in the next) is damped
 //!   five-fold.
-//! * **Unsaturated intervals: a lower bound.** When the queue was empty at
-//!   one end, the application had spare capacity and its accept rate says
-//!   only that the capacity is at least that rate. The estimate is raised to
-//!   it when lower, never lowered. Without this rule an estimate that fell
-//!   low (the server stalled for a while) could never recover: a gate
-//!   admitting at the low rate keeps the queue empty, so no interval would
-//!   ever be saturated again. Until the first saturated interval, the
-//!   configured initial rate holds unless such a lower bound exceeds it.
+//! * **Unsaturated intervals: no change.** When the queue was empty at one
+//!   end, the application kept up with what the gate admitted, and its
+//!   accept rate measures the admitted load, not the capacity. Taking it as
+//!   a lower bound of the capacity ratchets the estimate up: the gate
+//!   admits r_t plus a bucket's burst plus retransmissions, the server
+//!   accepts all of it, the estimate rises to that, the gate admits more
+//!   (20 → 92/s was observed against a server that never queued a
+//!   connection). So only saturated intervals move the estimate, up or
+//!   down; until the first one the configured initial rate holds. The cost:
+//!   an estimate that fell low rises again only when the admitted load
+//!   queues connections, which a bucket's bursts do at a server near its
+//!   capacity. A server that accepts eagerly (nginx: an event loop that
+//!   empties the accept queue at once) never queues, and its capacity must
+//!   be given as a fixed `refill_rate` from a load test
+//!   (`docs/gate-capacity.md`).
 //! * **Inconsistent readings are skipped, not guessed.** A counter that
 //!   went backwards (a namespace or a counter reset), a queue that grew by
 //!   more than the handshakes completed (the two numbers were read at
@@ -175,7 +182,7 @@ impl CapacityEstimator {
                 self.estimate + self.config.smoothing * (accept_rate - self.estimate)
             }
         } else {
-            self.estimate.max(accept_rate)
+            self.estimate
         };
         // A rate a filter cannot take (beyond 1e9/s) is not a measurement.
         if check_refill_rate(candidate).is_ok() {
@@ -239,20 +246,52 @@ mod tests {
     }
 
     #[test]
-    fn an_unsaturated_interval_only_raises_the_estimate() {
+    fn an_unsaturated_interval_leaves_the_estimate() {
         let mut e = estimator(10.0);
         e.on_interval(Nanos::from_secs(0), 0, 0);
-        // The server took 40/s with room to spare: capacity ≥ 40.
+        // The server took 40/s and never queued: the admitted load, not its
+        // capacity.
         let i = e.on_interval(Nanos::from_secs(1), 40, 0).unwrap();
-        assert_eq!(i.estimate, 40.0);
-        // 5/s unsaturated says nothing new.
+        assert_eq!(i.estimate, 10.0);
         let i = e.on_interval(Nanos::from_secs(2), 45, 0).unwrap();
-        assert_eq!(i.estimate, 40.0);
-        // A saturated interval still replaces it the first time.
+        assert_eq!(i.estimate, 10.0);
+        // A saturated interval replaces it the first time.
         e.on_interval(Nanos::from_secs(3), 50, 3);
         let i = e.on_interval(Nanos::from_secs(4), 80, 3).unwrap();
         assert!(i.saturated);
         assert_eq!(i.estimate, 30.0);
+        // Later unsaturated intervals, faster or slower, change nothing.
+        for (t, opens) in [(5, 200), (6, 210), (7, 400)] {
+            let i = e.on_interval(Nanos::from_secs(t), opens, 0).unwrap();
+            assert!(!i.saturated);
+            assert_eq!(i.estimate, 30.0);
+        }
+    }
+
+    /// The climb observed against nginx: the gate starts at 20/s, admits a
+    /// little more than r_t each interval (burst, retransmissions), the
+    /// server accepts everything at once and the accept queue is never
+    /// non-empty at both ends of an interval. The estimate must stay.
+    #[test]
+    fn rising_accept_rates_of_an_eager_server_do_not_raise_the_estimate() {
+        let mut e = estimator(20.0);
+        let mut opens = 0u64;
+        e.on_interval(Nanos::ZERO, opens, 0);
+        let mut rate = 20.0f64;
+        for t in 1..=60u64 {
+            rate = (rate * 1.05).min(92.0);
+            opens += rate.round() as u64;
+            // The queue is seen non-empty at some readings, never at two in
+            // a row.
+            let queue = if t % 2 == 0 { 2 } else { 0 };
+            let i = e.on_interval(Nanos::from_secs(t), opens, queue);
+            let Some(i) = i else { continue };
+            assert!(!i.saturated, "t = {t}");
+            assert_eq!(i.estimate, 20.0, "t = {t}");
+        }
+        assert_eq!(rate, 92.0);
+        assert_eq!(e.estimate(), 20.0);
+        assert_eq!(e.saturated_intervals(), 0);
     }
 
     #[test]

@@ -109,8 +109,14 @@ pub struct PredictiveGreedy {
     drop_budget: u64,
     threshold: f64,
     started: bool,
-    /// λ̂: estimated new requests per period.
+    /// λ̂: estimated new requests per period, before the decay of
+    /// `idle_periods`.
     new_per_period: f64,
+    /// Empty periods since the last SYN beyond the ring: they only decay
+    /// λ̂, applied in one step ([`PredictiveGreedy::arrival_estimate`]).
+    idle_periods: u64,
+    /// Periods closed one by one since the last SYN (the first held it).
+    closed_since_syn: u64,
     arrival_smoothing: f64,
     /// Periods folded into λ̂ (the first one sets it).
     periods_seen: u64,
@@ -200,9 +206,17 @@ impl PredictiveGreedy {
             threshold: THRESHOLD_LIMIT,
             started: false,
             new_per_period: 0.0,
+            idle_periods: 0,
+            closed_since_syn: 0,
             arrival_smoothing: config.arrival_smoothing,
             periods_seen: 0,
         })
+    }
+
+    /// λ̂ with the decay of the idle periods applied.
+    fn arrival_estimate(&self) -> f64 {
+        let idle = self.idle_periods.min(i32::MAX as u64) as i32;
+        self.new_per_period * (1.0 - self.arrival_smoothing).powi(idle)
     }
 
     fn cells(&self) -> usize {
@@ -265,6 +279,7 @@ impl PredictiveGreedy {
         let cells = self.cells();
         let classes = self.classes;
         let window = self.window;
+        let lambda_hat = self.arrival_estimate();
         self.scratch.fill(0.0);
         for j in 0..window.min(self.ring_len) {
             let slot = (self.head + j) % self.ring_len;
@@ -272,11 +287,7 @@ impl PredictiveGreedy {
                 .copy_from_slice(&self.pending[slot * cells..(slot + 1) * cells]);
         }
         for j in 0..window {
-            let new = if j == 0 {
-                new_requests
-            } else {
-                self.new_per_period
-            };
+            let new = if j == 0 { new_requests } else { lambda_hat };
             for (p, profile) in self.profiles.iter().enumerate() {
                 self.scratch[j * cells + p * classes] += new * profile.weight;
             }
@@ -360,8 +371,10 @@ impl PredictiveGreedy {
     }
 
     /// Closes the periods that ended before `now` and sets the new period's
-    /// threshold.
-    pub fn advance(&mut self, now: Nanos) {
+    /// threshold. The count of periods closed since the last SYN persists
+    /// across calls, so that closing in several steps ends in the state one
+    /// step would.
+    fn close_periods(&mut self, now: Nanos) {
         let first = !self.started;
         self.started = true;
         let ended = self.intervals.advance(now);
@@ -373,21 +386,19 @@ impl PredictiveGreedy {
             }
             return;
         }
-        for n in 0..ended {
-            let (arrivals, dropped) = if n == 0 {
-                (self.arrivals, self.dropped)
-            } else {
-                (0, 0)
-            };
+        // Periods 0 ..= ring_len after the SYN's are closed one by one;
+        // after them every predicted retransmission has come and gone, and
+        // the remaining empty periods only decay λ̂.
+        let one_by_one = (self.ring_len as u64 + 1)
+            .saturating_sub(self.closed_since_syn)
+            .min(ended);
+        for _ in 0..one_by_one {
+            let arrivals = std::mem::take(&mut self.arrivals);
+            let dropped = std::mem::take(&mut self.dropped);
             self.close_period(arrivals, dropped);
-            if n >= self.ring_len as u64 {
-                // Every predicted retransmission has come and gone; the
-                // remaining empty periods only decay λ̂.
-                let remaining = (ended - n - 1).min(i32::MAX as u64) as i32;
-                self.new_per_period *= (1.0 - self.arrival_smoothing).powi(remaining);
-                break;
-            }
+            self.closed_since_syn += 1;
         }
+        self.idle_periods = self.idle_periods.saturating_add(ended - one_by_one);
         self.arrivals = 0;
         self.dropped = 0;
         let start = self.intervals.current_start();
@@ -419,7 +430,10 @@ impl PredictiveGreedy {
 
 impl SynFilter for PredictiveGreedy {
     fn on_syn(&mut self, now: Nanos) -> Verdict {
-        self.advance(now);
+        self.close_periods(now);
+        self.new_per_period = self.arrival_estimate();
+        self.idle_periods = 0;
+        self.closed_since_syn = 0;
         self.arrivals += 1;
         if self.first_stage.try_take(now) {
             Verdict::Accept
@@ -431,12 +445,19 @@ impl SynFilter for PredictiveGreedy {
         }
     }
 
+    fn advance(&mut self, now: Nanos) {
+        if self.started {
+            self.close_periods(now);
+        }
+        self.first_stage.refill(now);
+    }
+
     fn snapshot(&self) -> FilterSnapshot {
         FilterSnapshot {
             tokens: self.first_stage.tokens(),
             bucket_size: self.first_stage.capacity(),
             refill_rate: self.refill_rate,
-            arrival_rate: Some(self.new_per_period / self.interval_secs),
+            arrival_rate: Some(self.arrival_estimate() / self.interval_secs),
             drop_threshold: Some(self.threshold),
             drop_budget: Some(self.drop_budget()),
             ..FilterSnapshot::default()
@@ -509,6 +530,26 @@ mod tests {
         );
         assert!(thresholds[1] > 11.0, "{thresholds:?}");
         assert!(thresholds[4] < THRESHOLD_LIMIT, "{thresholds:?}");
+    }
+
+    #[test]
+    fn an_idle_period_shows_refilled_tokens_after_advance() {
+        let mut f = filter(5, 10.0, 20.0);
+        for _ in 0..60 {
+            f.on_syn(Nanos::ZERO);
+        }
+        assert_eq!(f.snapshot().tokens, 0);
+        f.advance(Nanos::from_secs(1));
+        let busy = f.snapshot().arrival_rate.unwrap();
+        assert!(busy > 0.0);
+        // 14 s without a SYN, past the ring of predicted retransmissions.
+        f.advance(Nanos::from_secs(15));
+        let idle = f.snapshot();
+        assert_eq!(idle.tokens, 5);
+        assert!(idle.arrival_rate.unwrap() < busy * 0.75f64.powi(12));
+        assert_eq!(f.predicted_retransmissions(0), 0.0);
+        f.advance(Nanos::from_secs(100));
+        assert!(f.snapshot().arrival_rate.unwrap() < busy * 0.75f64.powi(90));
     }
 
     #[test]

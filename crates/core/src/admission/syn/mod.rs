@@ -53,7 +53,15 @@ pub trait SynFilter {
     /// A connection request arrives at `now`.
     fn on_syn(&mut self, now: Nanos) -> Verdict;
 
-    /// The filter's state now, for metrics (as of the last `on_syn`).
+    /// Brings the filter's state up to `now` without a SYN: refills the
+    /// first stage and closes the observation periods that ended. Pure
+    /// bookkeeping: the verdicts of later SYNs are the same with or without
+    /// it. Before the first SYN it changes nothing (periods start at the
+    /// first arrival).
+    fn advance(&mut self, now: Nanos);
+
+    /// The filter's state, for metrics (as of the last `on_syn` or
+    /// `advance`).
     fn snapshot(&self) -> FilterSnapshot;
 
     /// Changes r_t, the first stage's refill rate (and with it the second
@@ -97,6 +105,9 @@ pub struct FilterSnapshot {
 impl<F: SynFilter + ?Sized> SynFilter for Box<F> {
     fn on_syn(&mut self, now: Nanos) -> Verdict {
         (**self).on_syn(now)
+    }
+    fn advance(&mut self, now: Nanos) {
+        (**self).advance(now)
     }
     fn snapshot(&self) -> FilterSnapshot {
         (**self).snapshot()
@@ -155,6 +166,11 @@ impl Intervals {
         }
     }
 
+    /// Whether the first period has started (an arrival was seen).
+    pub(crate) fn started(&self) -> bool {
+        self.start.is_some()
+    }
+
     /// Start of the current period (zero before the first arrival).
     pub(crate) fn current_start(&self) -> Nanos {
         self.start.unwrap_or(Nanos::ZERO)
@@ -174,6 +190,129 @@ impl Intervals {
                 self.start = Some(start + Nanos(ended * self.length.0));
                 ended
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod advance_tests {
+    use super::*;
+    use crate::tcp::ClientMix;
+    use proptest::prelude::*;
+
+    fn filters() -> Vec<(&'static str, Box<dyn SynFilter>)> {
+        let clients = ClientMix::builtin("windows-9x-nt").unwrap();
+        vec![
+            (
+                "tbf",
+                Box::new(TokenBucketFilter::new(
+                    TokenBucket::new(5, 10.5).unwrap(),
+                    EmptyAction::Drop,
+                )),
+            ),
+            (
+                "abacus",
+                Box::new(
+                    Abacus::new(AbacusConfig {
+                        bucket_size: 3,
+                        refill_rate: 4.5,
+                        interval: Nanos::from_secs(1),
+                        window: Nanos::from_secs(30),
+                        clients: clients.clone(),
+                        arrival_smoothing: 0.25,
+                    })
+                    .unwrap(),
+                ),
+            ),
+            (
+                "greedy",
+                Box::new(
+                    PredictiveGreedy::new(GreedyConfig {
+                        bucket_size: 3,
+                        refill_rate: 4.5,
+                        interval: Nanos::from_secs(1),
+                        window: Nanos::from_secs(25),
+                        clients,
+                        delay_cost: 1.0,
+                        reject_cost: 20.0,
+                        arrival_smoothing: 0.25,
+                    })
+                    .unwrap(),
+                ),
+            ),
+        ]
+    }
+
+    /// One step of a run: a gap, then a SYN or (in the advanced run only)
+    /// an `advance`.
+    fn step() -> impl Strategy<Value = (u64, bool)> {
+        (
+            prop_oneof![
+                6 => 0u64..400_000_000,
+                2 => 400_000_000u64..4_000_000_000,
+                1 => 20_000_000_000u64..80_000_000_000,
+            ],
+            proptest::bool::weighted(0.7),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// `advance` is bookkeeping: with advances interleaved, every SYN
+        /// gets the verdict it gets without them, and advancing both to the
+        /// same instant shows the same state.
+        #[test]
+        fn advance_never_changes_a_verdict(steps in proptest::collection::vec(step(), 1..160)) {
+            for ((name, mut plain), (_, mut advanced)) in filters().into_iter().zip(filters()) {
+                let mut now = Nanos::ZERO;
+                for &(gap, syn) in &steps {
+                    now += Nanos(gap);
+                    if syn {
+                        prop_assert_eq!(plain.on_syn(now), advanced.on_syn(now), "{} at {}", name, now);
+                    } else {
+                        advanced.advance(now);
+                    }
+                }
+                let end = now + Nanos::from_secs(7);
+                plain.advance(end);
+                advanced.advance(end);
+                prop_assert_eq!(plain.snapshot(), advanced.snapshot(), "{}", name);
+            }
+        }
+    }
+
+    /// A long idle stretch advanced second by second, through the Abacus
+    /// Filter's dormancy and Greedy's decay-only periods, ends where one
+    /// step ends.
+    #[test]
+    fn a_long_idle_stretch_in_steps_ends_where_one_step_ends() {
+        for ((name, mut plain), (_, mut advanced)) in filters().into_iter().zip(filters()) {
+            for i in 0..60 {
+                let at = Nanos::from_millis(i * 20);
+                assert_eq!(plain.on_syn(at), advanced.on_syn(at), "{name}");
+            }
+            for second in 2..300 {
+                advanced.advance(Nanos::from_millis(second * 1000 + 7));
+            }
+            for i in 0..60 {
+                let at = Nanos::from_secs(300) + Nanos::from_millis(i * 20);
+                assert_eq!(plain.on_syn(at), advanced.on_syn(at), "{name} at {at}");
+            }
+            let end = Nanos::from_secs(400);
+            plain.advance(end);
+            advanced.advance(end);
+            assert_eq!(plain.snapshot(), advanced.snapshot(), "{name}");
+        }
+    }
+
+    #[test]
+    fn advance_before_the_first_syn_changes_nothing() {
+        for ((name, mut plain), (_, mut advanced)) in filters().into_iter().zip(filters()) {
+            advanced.advance(Nanos::from_millis(2_500));
+            let at = Nanos::from_secs(3);
+            let first: Vec<Verdict> = (0..20).map(|_| plain.on_syn(at)).collect();
+            let second: Vec<Verdict> = (0..20).map(|_| advanced.on_syn(at)).collect();
+            assert_eq!(first, second, "{name}");
         }
     }
 }

@@ -52,7 +52,13 @@ impl TokenBucket {
         let scaled = elapsed * self.refill_per_second + self.refill_remainder;
         let added = scaled / NANO_PER_TOKEN;
         self.refill_remainder = scaled % NANO_PER_TOKEN;
-        self.level = (self.level + added).min(self.capacity);
+        self.level += added;
+        if self.level >= self.capacity {
+            // A full bucket discards the overflow, its fraction too, so
+            // that refilling in steps ends where one refill would.
+            self.level = self.capacity;
+            self.refill_remainder = 0;
+        }
     }
 
     /// Takes one token at `now` if there is one.
@@ -145,6 +151,10 @@ impl SynFilter for TokenBucketFilter {
         }
     }
 
+    fn advance(&mut self, now: Nanos) {
+        self.bucket.refill(now);
+    }
+
     fn snapshot(&self) -> FilterSnapshot {
         FilterSnapshot {
             tokens: self.bucket.tokens(),
@@ -184,6 +194,34 @@ mod tests {
         let mut f = TokenBucketFilter::new(TokenBucket::new(1, 0.0).unwrap(), EmptyAction::Reject);
         assert_eq!(f.on_syn(Nanos::ZERO), Verdict::Accept);
         assert_eq!(f.on_syn(Nanos::from_secs(100)), Verdict::Reject);
+    }
+
+    #[test]
+    fn an_idle_period_shows_refilled_tokens_after_advance() {
+        let mut f = TokenBucketFilter::new(TokenBucket::new(10, 2.0).unwrap(), EmptyAction::Drop);
+        for _ in 0..10 {
+            f.on_syn(Nanos::ZERO);
+        }
+        assert_eq!(f.snapshot().tokens, 0);
+        f.advance(Nanos::from_secs(3));
+        assert_eq!(f.snapshot().tokens, 6);
+        f.advance(Nanos::from_secs(60));
+        assert_eq!(f.snapshot().tokens, 10);
+    }
+
+    #[test]
+    fn refilling_in_steps_ends_where_one_refill_does() {
+        // 2.5 tokens/s leaves half a nano-token per odd nanosecond.
+        let mut stepped = TokenBucket::new(2, 2.5).unwrap();
+        let mut once = stepped.clone();
+        assert!(stepped.try_take(Nanos(1)) && once.try_take(Nanos(1)));
+        stepped.refill(Nanos(400_000_001));
+        stepped.refill(Nanos(900_000_003));
+        once.refill(Nanos(900_000_003));
+        assert_eq!(stepped.tokens(), once.tokens());
+        for t in [1_200_000_001u64, 1_600_000_000, 1_600_000_001] {
+            assert_eq!(stepped.try_take(Nanos(t)), once.try_take(Nanos(t)), "{t}");
+        }
     }
 
     #[test]
