@@ -24,6 +24,7 @@
 //! | `vantage_gate_drop_threshold` | gauge | λ_thresh (greedy) |
 //! | `vantage_gate_drop_budget` | gauge | drops left this period (greedy) |
 //! | `vantage_gate_dry_run` | gauge | 1 in a dry run |
+//! | `vantage_gate_rules_intact` | gauge | 1 while the gate's rules are all in place, 0 once they vanished (then it stops) |
 //! | `vantage_gate_filter_info{kind}` | gauge | 1, labelled with the filter kind |
 //! | `vantage_gate_accept_queue_connections` | gauge | accept-queue length (`refill_rate = "measure"`) |
 //! | `vantage_gate_passive_opens_total` | counter | handshakes the kernel completed since the gate started (`"measure"`) |
@@ -68,6 +69,7 @@ pub struct GateMetrics {
     accept_queue: Option<Gauge>,
     passive_opens: Option<Counter>,
     passive_opens_seen: AtomicU64,
+    rules_intact: Gauge,
 }
 
 fn int(value: u64) -> i64 {
@@ -190,6 +192,13 @@ impl GateMetrics {
             "1 when the gate computes verdicts but accepts every packet",
             dry,
         );
+        let rules_intact = Gauge::default();
+        rules_intact.set(1);
+        registry.register(
+            "vantage_gate_rules_intact",
+            "1 while the gate's rules are all in place, 0 once they vanished",
+            rules_intact.clone(),
+        );
         let filter_kind = Family::<Vec<(String, String)>, Gauge>::default();
         filter_kind
             .get_or_create(&vec![("kind".to_string(), kind.name().to_string())])
@@ -245,6 +254,7 @@ impl GateMetrics {
             accept_queue,
             passive_opens,
             passive_opens_seen: AtomicU64::new(u64::MAX),
+            rules_intact,
         };
         metrics.set_filter(initial);
         metrics
@@ -262,6 +272,11 @@ impl GateMetrics {
                 result: if applied { "ok" } else { "refused" }.to_string(),
             })
             .inc();
+    }
+
+    /// Whether the gate's rules are all in place.
+    pub fn set_rules_intact(&self, intact: bool) {
+        self.rules_intact.set(i64::from(intact));
     }
 
     /// Sets the filter gauges from a snapshot.
@@ -373,6 +388,7 @@ mod tests {
             "vantage_gate_future_tokens ",
             "vantage_gate_chain_borrowed 0",
             "vantage_gate_dry_run 1",
+            "vantage_gate_rules_intact 1",
             "vantage_gate_filter_info{kind=\"abacus\"} 1",
             "vantage_gate_accept_queue_connections 7",
             "vantage_gate_passive_opens_total 12",

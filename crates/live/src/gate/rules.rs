@@ -54,10 +54,10 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use vantage_sys::iptables::{self as xtables, Family, IptablesError};
 use vantage_sys::nft::{self, NftError};
 
+pub use super::config::RulesBackend;
 use super::config::{GateConfig, Listener};
 use super::GateError;
 
@@ -83,17 +83,6 @@ pub fn table_name(queue: u16) -> String {
 /// The owner comment for process `pid`.
 pub fn owner_comment(pid: u32) -> String {
     format!("{OWNER_PREFIX}{pid}")
-}
-
-/// Which rule backend to use (the configuration's choice).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RulesBackend {
-    /// nftables when `nft` works here, iptables otherwise.
-    #[default]
-    Auto,
-    Nft,
-    Iptables,
 }
 
 /// The backend a gate's rules are installed with.

@@ -20,7 +20,7 @@
 //! consecutive per queue, so the gaps count them (*overruns*).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use vantage_core::admission::syn::{FilterConfigError, FilterSnapshot, SynFilter};
@@ -48,7 +48,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// What every queue of one gate shares.
 pub struct Gate {
     filter: Mutex<Box<dyn SynFilter + Send>>,
-    listeners: Vec<Listener>,
+    /// Swapped whole by a reload; a worker takes the current set once per
+    /// batch (a reference count, no copy).
+    listeners: RwLock<Arc<[Listener]>>,
     dry_run: bool,
     reject_mark: u32,
     start: Instant,
@@ -75,7 +77,7 @@ impl Gate {
     ) -> Gate {
         Gate {
             filter: Mutex::new(filter),
-            listeners,
+            listeners: RwLock::new(listeners.into()),
             dry_run,
             reject_mark,
             start: Instant::now(),
@@ -97,8 +99,22 @@ impl Gate {
         &self.counters
     }
 
-    pub fn listeners(&self) -> &[Listener] {
-        &self.listeners
+    /// The listeners whose SYNs the filter decides, as of now.
+    pub fn listeners(&self) -> Arc<[Listener]> {
+        Arc::clone(
+            &self
+                .listeners
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    /// Replaces the listeners; the next batch of every worker uses them.
+    pub fn set_listeners(&self, listeners: &[Listener]) {
+        *self
+            .listeners
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = listeners.into();
     }
 
     pub fn dry_run(&self) -> bool {
@@ -307,6 +323,7 @@ impl QueueWorker {
         let mut wait = first_wait;
         self.packets.clear();
         let listeners = self.gate.listeners();
+        let listeners = &*listeners;
         let counters = self.gate.counters();
         let mut overruns = 0u64;
         let mut errors = 0u64;
