@@ -109,8 +109,9 @@ struct Measurement {
 
 impl Measurement {
     fn measure(&mut self, gate: &Gate, metrics: Option<&GateMetrics>) -> Option<CapacityRecord> {
-        let readings = read_passive_opens()
-            .and_then(|opens| read_accept_queue(&gate.listeners()).map(|queue| (opens, queue)));
+        let readings = read_passive_opens().and_then(|opens| {
+            read_accept_queue(&gate.listeners().listeners).map(|queue| (opens, queue))
+        });
         let (passive_opens, accept_queue) = match readings {
             Ok(r) => {
                 self.failed_before = false;

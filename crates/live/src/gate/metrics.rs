@@ -11,6 +11,9 @@
 //! | metric | type | meaning (Abacus paper symbol) |
 //! |---|---|---|
 //! | `vantage_gate_syns_total{verdict="accept"\|"drop"\|"reject"}` | counter | SYNs to a listener by the filter's verdict (also in a dry run) |
+//! | `vantage_gate_listener_syns_total{listener="addr:port",verdict}` | counter | the same, per configured listener (`*:port` without an address) |
+//! | `vantage_gate_retransmitted_syns_total` | counter | SYNs whose 4-tuple the gate saw within the last 10 s (fixed table of 65,536 slots; a colliding newer SYN evicts an older) |
+//! | `vantage_gate_verdict_latency_seconds` | histogram | a batch's first packet read → its verdicts sent; buckets 1 µs … 10 ms |
 //! | `vantage_gate_packets_passed_total` | counter | queued packets that were not SYNs to a listener, accepted unchanged |
 //! | `vantage_gate_queue_overruns_total` | counter | packets the kernel could not hand to the gate and accepted unseen (fail-open) |
 //! | `vantage_gate_errors_total` | counter | verdicts the kernel refused, malformed messages, failed sends |
@@ -92,6 +95,22 @@ impl GateMetrics {
             "vantage_gate_syns",
             "SYNs to a protected listener, by the filter's verdict",
             counters.syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_listener_syns",
+            "SYNs to a protected listener, by listener and the filter's verdict",
+            counters.listener_syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_retransmitted_syns",
+            "SYNs whose 4-tuple the gate saw within the last 10 s (client retransmissions)",
+            counters.retransmitted_syns.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_gate_verdict_latency",
+            "Time from a batch's first packet read to its verdicts sent",
+            Unit::Seconds,
+            counters.verdict_latency.clone(),
         );
         registry.register(
             "vantage_gate_packets_passed",
@@ -363,6 +382,9 @@ mod tests {
             ..GateCounts::default()
         });
         counters.overruns.inc_by(6);
+        counters.listener_syns("10.0.0.1:80")[1].inc_by(3);
+        counters.retransmitted_syns.inc_by(2);
+        counters.verdict_latency.observe(0.000_05);
         let metrics = GateMetrics::new(
             &counters,
             FilterKind::Abacus,
@@ -381,6 +403,15 @@ mod tests {
             "vantage_gate_packets_passed_total 5",
             "vantage_gate_queue_overruns_total 6",
             "vantage_gate_errors_total 0",
+            "vantage_gate_listener_syns_total{listener=\"10.0.0.1:80\",verdict=\"drop\"} 3",
+            "vantage_gate_listener_syns_total{listener=\"10.0.0.1:80\",verdict=\"accept\"} 0",
+            "vantage_gate_retransmitted_syns_total 2",
+            "# TYPE vantage_gate_verdict_latency_seconds histogram",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.000001\"} 0",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.00005\"} 1",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.01\"} 1",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"+Inf\"} 1",
+            "vantage_gate_verdict_latency_seconds_count 1",
             "vantage_gate_tokens 120",
             "vantage_gate_bucket_size_tokens 120",
             "vantage_gate_refill_rate 120.0",
