@@ -590,6 +590,26 @@ fn tbf_drop_holds_the_client_in_retransmission() {
         "the retransmission was dropped too: {metrics}"
     );
     assert_eq!(syns(&metrics, "reject"), 0.0, "{metrics}");
+    // The same by listener; the retransmission recognised as one; every
+    // batch timed.
+    let by_listener = |verdict: &str| {
+        sample(
+            &metrics,
+            &format!(
+                "vantage_gate_listener_syns_total{{listener=\"127.0.0.1:8080\",verdict=\"{verdict}\"}}"
+            ),
+        )
+    };
+    assert_eq!(by_listener("accept"), 1.0, "{metrics}");
+    assert_eq!(by_listener("drop"), syns(&metrics, "drop"), "{metrics}");
+    assert!(
+        sample(&metrics, "vantage_gate_retransmitted_syns_total") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "vantage_gate_verdict_latency_seconds_count") >= 3.0,
+        "{metrics}"
+    );
 }
 
 #[test]
