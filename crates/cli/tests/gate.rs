@@ -1536,7 +1536,7 @@ fn a_second_gate_is_refused_unless_stacking_is_allowed() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("other gates run in this network namespace (chain VANTAGE-GATE-q0)")
+        err.contains("other gates' rules are in this network namespace (chain VANTAGE-GATE-q0)")
             && err.contains("--allow-stacking"),
         "{err}"
     );

@@ -594,3 +594,26 @@ fn interval_record(
         capacity,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[gate]\nbackend = \"iptables\"\n[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10\n";
+
+    fn parse(text: &str) -> GateConfig {
+        GateConfig::from_toml(text, "test.toml").unwrap()
+    }
+
+    #[test]
+    fn a_reload_may_change_listeners_and_parameters_but_not_the_backend() {
+        let running = parse(BASE);
+        let more = parse(&format!("{BASE}[[listeners]]\nport = 81\n"));
+        assert_eq!(reload_refusal(&running, &more), None);
+        let bigger = parse(&BASE.replace("bucket_size = 10", "bucket_size = 20"));
+        assert_eq!(reload_refusal(&running, &bigger), None);
+        let nft = parse(&BASE.replace("\"iptables\"", "\"nft\""));
+        let refusal = reload_refusal(&running, &nft).unwrap();
+        assert!(refusal.starts_with("backend changed"), "{refusal}");
+    }
+}

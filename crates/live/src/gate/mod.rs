@@ -93,7 +93,7 @@ pub enum GateError {
     RulesVanished { what: String },
     /// Another gate's rules are in this namespace: SYNs to the same
     /// listeners would pass both, one behind the other.
-    #[error("other gates run in this network namespace ({}): a second gate for the same listeners stacks in front of or behind them; stop them, or allow it with --allow-stacking", others.join(", "))]
+    #[error("other gates' rules are in this network namespace ({}): a second gate for the same listeners stacks in front of or behind them; stop that gate (or remove a killed one's rules with `vantage gate clean`), or allow it with --allow-stacking", others.join(", "))]
     OtherGates { others: Vec<String> },
     #[error(transparent)]
     Metrics(#[from] crate::metrics::EndpointError),
