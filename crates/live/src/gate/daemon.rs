@@ -24,7 +24,8 @@
 //! new listeners with [`GateRules::reload`] while the workers decide the
 //! SYNs of old and new listeners both — no SYN passes unfiltered.
 //!
-//! Every interval [`GateRules::verify`] checks the rules are all in place;
+//! At the end of every interval (at most once a second) [`GateRules::verify`]
+//! checks the rules are all in place;
 //! if they vanished (`vantage gate clean --force`, a firewall reload) the
 //! gate says so, sets `vantage_gate_rules_intact` to 0 and stops with
 //! [`GateError::RulesVanished`] (exit status
@@ -76,6 +77,9 @@ const TICK_POLL: Duration = Duration::from_millis(50);
 /// the final drain may take at most.
 const DRAIN_QUIET: Duration = Duration::from_millis(50);
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// The rules are checked at the end of an interval, at most this often
+/// (each check runs `nft` or `iptables`).
+const VERIFY_EVERY: Duration = Duration::from_secs(1);
 
 /// Options of one run beside the configuration.
 #[derive(Clone, Debug, Default)]
@@ -443,6 +447,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     let mut previous_totals = GateCounts::default();
     let mut previous_tick = gate.started();
     let mut verify_failed_before = false;
+    let mut last_verify: Option<Instant> = None;
     while failure.is_none() && !signals.stopping() {
         if workers.iter().any(|w| w.thread.is_finished()) {
             break;
@@ -501,6 +506,10 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
                 failure = Some(e);
             }
         }
+        if last_verify.is_some_and(|at| at.elapsed() < VERIFY_EVERY) {
+            continue;
+        }
+        last_verify = Some(Instant::now());
         match rules.verify() {
             Ok(RulesStatus::Intact) => verify_failed_before = false,
             Ok(RulesStatus::Vanished(what)) => {
