@@ -294,9 +294,11 @@ fn connect(timeout: Duration) -> std::io::Result<TcpStream> {
     TcpStream::connect_timeout(&SERVER.parse().unwrap(), timeout)
 }
 
+/// A gate configuration for 127.0.0.1:8080 with the iptables backend (the
+/// tests read `iptables -S`).
 fn config(filter: &str, extra_gate: &str, log: &Path) -> String {
     format!(
-        "[gate]\ninterval_ms = 250\nmetrics_listen = \"{METRICS}\"\nlog = \"{}\"\n{extra_gate}\n[[listeners]]\naddress = \"127.0.0.1\"\nport = 8080\n[filter]\n{filter}\n",
+        "[gate]\ninterval_ms = 250\nmetrics_listen = \"{METRICS}\"\nlog = \"{}\"\nbackend = \"iptables\"\n{extra_gate}\n[[listeners]]\naddress = \"127.0.0.1\"\nport = 8080\n[filter]\n{filter}\n",
         log.display()
     )
 }
@@ -332,6 +334,31 @@ fn check_prints_the_effective_configuration_and_names_bad_keys() {
     // r/h = 75 s; Windows 9x/NT retransmits at 3, 9, 21 s: S = 21 s.
     assert!(text.contains("window S        21 s"), "{text}");
     assert!(text.contains("listeners         *:80"), "{text}");
+    // The exact rules follow (FILE is positional too).
+    let pinned = dir.join("pinned.toml");
+    std::fs::write(
+        &pinned,
+        "[gate]\nbackend = \"iptables\"\nqueue = 3\n[[listeners]]\naddress = \"10.0.0.1\"\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n",
+    )
+    .unwrap();
+    let out = vantage(&["gate", "check", pinned.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("backend           iptables"), "{text}");
+    assert!(text.contains("# backend iptables (configured)"), "{text}");
+    assert!(text.contains("iptables -w -N VANTAGE-GATE-q3"), "{text}");
+    assert!(
+        text.contains("-d 10.0.0.1 --dport 80 -j NFQUEUE --queue-num 3 --queue-bypass"),
+        "{text}"
+    );
+    assert!(
+        text.contains("iptables -w -I INPUT 1 -j VANTAGE-GATE-q3"),
+        "{text}"
+    );
 
     let bad = dir.join("bad.toml");
     std::fs::write(
@@ -563,6 +590,26 @@ fn tbf_drop_holds_the_client_in_retransmission() {
         "the retransmission was dropped too: {metrics}"
     );
     assert_eq!(syns(&metrics, "reject"), 0.0, "{metrics}");
+    // The same by listener; the retransmission recognised as one; every
+    // batch timed.
+    let by_listener = |verdict: &str| {
+        sample(
+            &metrics,
+            &format!(
+                "vantage_gate_listener_syns_total{{listener=\"127.0.0.1:8080\",verdict=\"{verdict}\"}}"
+            ),
+        )
+    };
+    assert_eq!(by_listener("accept"), 1.0, "{metrics}");
+    assert_eq!(by_listener("drop"), syns(&metrics, "drop"), "{metrics}");
+    assert!(
+        sample(&metrics, "vantage_gate_retransmitted_syns_total") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "vantage_gate_verdict_latency_seconds_count") >= 3.0,
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -1309,6 +1356,227 @@ fn sighup_reloads_under_load_with_every_syn_decided_and_refuses_a_bad_file() {
         "{text}"
     );
     assert!(connects(&lab));
+    lab.signal_gate("-TERM");
+    assert!(lab.wait_gate(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn sighup_adds_a_listener_under_load_and_no_syn_passes_unfiltered() {
+    if !can_run_as_root("sighup_adds_a_listener_under_load_and_no_syn_passes_unfiltered") {
+        return;
+    }
+    let mut lab = Lab::new("reload-listener");
+    lab.start_echo_server();
+    let log = lab.path("gate.jsonl");
+    let filter = "kind = \"tbf\"\nbucket_size = 50\nrefill_rate = 50";
+    lab.start_gate(&config(filter, "", &log));
+    const RATE: u64 = 2000;
+    let flood_to = |lab: &Lab, port: u16, duration: Duration| {
+        let stop = Arc::clone(&lab.stop);
+        lab.ns
+            .spawn("flood", move || {
+                let mut flood = SynFlood::open(
+                    Ipv4Addr::new(127, 0, 0, 2),
+                    10_000..=60_000,
+                    SocketAddrV4::new(Ipv4Addr::LOCALHOST, port),
+                )
+                .expect("raw socket");
+                flood.run(RATE, duration, &stop)
+            })
+            .unwrap()
+    };
+    // SYNs to the running listener while the rules are replaced.
+    let first = flood_to(&lab, 8080, Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(
+        lab.path("gate.toml"),
+        format!(
+            "{}[[listeners]]\naddress = \"127.0.0.1\"\nport = 8081\n",
+            config(filter, "", &log)
+        ),
+    )
+    .unwrap();
+    lab.signal_gate("-HUP");
+    wait_for("the reload", Duration::from_secs(5), || {
+        lab.gate_stderr().contains("configuration reloaded")
+    });
+    // Then SYNs to the new listener: decided too.
+    let second = flood_to(&lab, 8081, Duration::from_secs(1));
+    let first = first.join().unwrap().expect("enter the namespace");
+    let second = second.join().unwrap().expect("enter the namespace");
+    std::thread::sleep(Duration::from_millis(300));
+    let text = lab.metrics();
+    let decided = syns(&text, "accept") + syns(&text, "drop") + syns(&text, "reject");
+    let overruns = sample(&text, "vantage_gate_queue_overruns_total");
+    let sent = (first.sent + second.sent) as f64;
+    assert!(second.sent > 0, "{second:?}");
+    assert_eq!(
+        decided + overruns,
+        sent,
+        "sent {sent} SYNs, decided {decided}, overruns {overruns}\n{}\n{text}",
+        lab.gate_stderr()
+    );
+    assert_eq!(
+        sample(&text, "vantage_gate_packets_passed_total"),
+        0.0,
+        "{text}"
+    );
+    let rules = lab.iptables_rules();
+    assert!(rules.contains("--dport 8081 "), "{rules}");
+    assert!(!rules.contains("VANTAGE-GATE-q0-next"), "{rules}");
+    lab.signal_gate("-TERM");
+    assert!(lab.wait_gate(Duration::from_secs(10)).success());
+    assert!(!lab.iptables_rules().contains("VANTAGE-GATE"));
+}
+
+#[test]
+fn an_idle_gate_shows_its_tokens_refilled_at_the_next_scrape() {
+    if !can_run_as_root("an_idle_gate_shows_its_tokens_refilled_at_the_next_scrape") {
+        return;
+    }
+    let mut lab = Lab::new("idle-scrape");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 5\nrefill_rate = 2",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let connected = lab.inside(|| {
+        (0..5)
+            .filter(|_| connect(Duration::from_secs(2)).is_ok())
+            .count()
+    });
+    assert_eq!(connected, 5);
+    let drained = sample(&lab.metrics(), "vantage_gate_tokens");
+    assert!(drained <= 1.0, "{drained}");
+    // No SYN since: the scrape itself advances the filter to now.
+    std::thread::sleep(Duration::from_secs(2));
+    let refilled = sample(&lab.metrics(), "vantage_gate_tokens");
+    assert!(refilled >= drained + 3.0, "{drained} → {refilled}");
+    lab.signal_gate("-TERM");
+    assert!(lab.wait_gate(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn clean_force_under_a_running_gate_stops_it_with_its_own_exit_status() {
+    if !can_run_as_root("clean_force_under_a_running_gate_stops_it_with_its_own_exit_status") {
+        return;
+    }
+    let mut lab = Lab::new("vanish");
+    lab.start_echo_server();
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    assert_eq!(sample(&lab.metrics(), "vantage_gate_rules_intact"), 1.0);
+    // Without --force, clean refuses: the owner lives.
+    let out = lab
+        .ns
+        .command(env!("CARGO_BIN_EXE_vantage"))
+        .args(["gate", "clean"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rules: ") && err.contains("--force"), "{err}");
+    let out = lab
+        .ns
+        .exec(env!("CARGO_BIN_EXE_vantage"), &["gate", "clean", "--force"])
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("VANTAGE-GATE-q0"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let status = lab.wait_gate(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(3), "{}", lab.gate_stderr());
+    assert!(
+        lab.gate_stderr().contains("rules vanished"),
+        "{}",
+        lab.gate_stderr()
+    );
+    assert!(!std::path::Path::new(&lab.path("ready")).exists());
+}
+
+#[test]
+fn a_second_gate_is_refused_unless_stacking_is_allowed() {
+    if !can_run_as_root("a_second_gate_is_refused_unless_stacking_is_allowed") {
+        return;
+    }
+    let mut lab = Lab::new("stacking");
+    lab.start_gate(&config(
+        "kind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10",
+        "",
+        &lab.path("gate.jsonl"),
+    ));
+    let second_config = lab.path("second.toml");
+    std::fs::write(
+        &second_config,
+        config(
+            "kind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10",
+            "queue = 1",
+            &lab.path("second.jsonl"),
+        )
+        .replace(METRICS, "127.0.0.1:9465"),
+    )
+    .unwrap();
+    let config_arg = second_config.to_str().unwrap().to_string();
+    let out = lab
+        .ns
+        .command(env!("CARGO_BIN_EXE_vantage"))
+        .args(["gate", "run", "--config", &config_arg])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("other gates' rules are in this network namespace (chain VANTAGE-GATE-q0)")
+            && err.contains("--allow-stacking"),
+        "{err}"
+    );
+    // Its own rules are gone again; the first gate's stay.
+    let rules = lab.iptables_rules();
+    assert!(!rules.contains("VANTAGE-GATE-q1"), "{rules}");
+    assert!(rules.contains("VANTAGE-GATE-q0"), "{rules}");
+    let ready = lab.path("second.ready");
+    let mut second = lab
+        .ns
+        .command(env!("CARGO_BIN_EXE_vantage"))
+        .args([
+            "gate",
+            "run",
+            "--allow-stacking",
+            "--config",
+            &config_arg,
+            "--ready-file",
+        ])
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the second gate", Duration::from_secs(10), || {
+        ready.exists()
+    });
+    assert!(lab.iptables_rules().contains("VANTAGE-GATE-q1"));
+    let _ = Command::new("kill")
+        .args(["-TERM", &second.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the second gate did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
     lab.signal_gate("-TERM");
     assert!(lab.wait_gate(Duration::from_secs(10)).success());
 }

@@ -20,6 +20,7 @@
 //! cpu_fanout = false     # queues > 1: a SYN goes to the queue of the CPU it arrived on, its thread pinned there
 //! metrics_listen = "127.0.0.1:9464"   # optional; /metrics (port 0: the kernel picks, printed)
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
+//! backend = "auto"       # auto | nft | iptables (auto: nft when the kernel takes the rules)
 //! [[listeners]]
 //! address = "10.77.0.2"  # optional (any address when absent)
 //! port = 80
@@ -41,7 +42,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 pub use vantage_core::admission::syn::Refill;
 use vantage_core::admission::syn::{
     AbacusWindow, FilterConfigError, FilterKind, FilterParams, FilterSpec, SynFilter,
@@ -67,6 +68,27 @@ pub const DEFAULT_CLIENTS: &str = "mix-2026";
 pub const MAX_QUEUES: u16 = 64;
 /// Most listeners one gate protects (one iptables rule each).
 pub const MAX_LISTENERS: usize = 64;
+
+/// Which rule backend installs the gate's rules (`[gate] backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RulesBackend {
+    /// nftables when `nft` works here, iptables otherwise.
+    #[default]
+    Auto,
+    Nft,
+    Iptables,
+}
+
+impl RulesBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            RulesBackend::Auto => "auto",
+            RulesBackend::Nft => "nft",
+            RulesBackend::Iptables => "iptables",
+        }
+    }
+}
 
 /// A configuration that cannot be used, with where.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +138,7 @@ struct RawGate {
     cpu_fanout: Option<bool>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
+    backend: Option<RulesBackend>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -203,6 +226,8 @@ pub struct GateConfig {
     pub cpu_fanout: bool,
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
+    /// The rule backend (`auto`: nft when it accepts the rules).
+    pub backend: RulesBackend,
     pub listeners: Vec<Listener>,
     pub filter: FilterConfig,
 }
@@ -297,6 +322,7 @@ impl GateConfig {
             cpu_fanout,
             metrics_listen,
             log,
+            backend: g.backend.unwrap_or_default(),
             listeners,
             filter,
         })
@@ -349,6 +375,7 @@ impl GateConfig {
                 .as_ref()
                 .map_or_else(|| "(none)".to_string(), |p| p.display().to_string())
         );
+        let _ = writeln!(out, "backend           {}", self.backend.name());
         let names: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
         let _ = writeln!(out, "listeners         {}", names.join(", "));
         let _ = writeln!(out, "filter            {}", f.kind.name());

@@ -1,9 +1,11 @@
 //! The gate's counters: atomics shared by every worker and the metrics
-//! endpoint, and their totals at one moment.
+//! endpoint, and their totals at one moment; the verdict-latency
+//! histogram.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 
 use vantage_core::admission::syn::record::GateCounts;
 
@@ -13,9 +15,25 @@ pub struct VerdictLabel {
     pub verdict: String,
 }
 
+/// Labels of `vantage_gate_listener_syns_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerVerdictLabel {
+    /// `address:port`, or `*:port` for a listener without an address.
+    pub listener: String,
+    pub verdict: String,
+}
+
+/// The SYN counters of one listener: accept, drop, reject.
+pub type ListenerSyns = [Counter; 3];
+
+/// Buckets of the verdict latency, seconds: 1 µs to 10 ms, 1-2.5-5 steps.
+pub const VERDICT_LATENCY_BUCKETS: [f64; 13] = [
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+];
+
 /// The gate's counters: atomics shared by every worker and the metrics
 /// endpoint (prometheus-client counters are `Arc<AtomicU64>`; clones share).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct GateCounters {
     /// `vantage_gate_syns_total{verdict}`.
     pub syns: Family<VerdictLabel, Counter>,
@@ -29,6 +47,20 @@ pub struct GateCounters {
     pub overruns: Counter,
     /// Verdicts the kernel refused, malformed messages, failed sends.
     pub errors: Counter,
+    /// `vantage_gate_listener_syns_total{listener,verdict}`: one series
+    /// per configured listener and verdict, created when the listener is
+    /// configured (bounded by the listeners ever configured).
+    pub listener_syns: Family<ListenerVerdictLabel, Counter>,
+    /// SYNs whose 4-tuple was seen within the retransmission window.
+    pub retransmitted_syns: Counter,
+    /// Seconds from a batch's first packet read to its verdicts sent.
+    pub verdict_latency: Histogram,
+}
+
+impl Default for GateCounters {
+    fn default() -> GateCounters {
+        GateCounters::new()
+    }
 }
 
 impl GateCounters {
@@ -48,7 +80,23 @@ impl GateCounters {
             passed: Counter::default(),
             overruns: Counter::default(),
             errors: Counter::default(),
+            listener_syns: Family::default(),
+            retransmitted_syns: Counter::default(),
+            verdict_latency: Histogram::new(VERDICT_LATENCY_BUCKETS),
         }
+    }
+
+    /// The accept, drop and reject counters of `listener` (created on the
+    /// first call; later calls share them).
+    pub fn listener_syns(&self, listener: &str) -> ListenerSyns {
+        ["accept", "drop", "reject"].map(|verdict| {
+            self.listener_syns
+                .get_or_create(&ListenerVerdictLabel {
+                    listener: listener.to_string(),
+                    verdict: verdict.to_string(),
+                })
+                .clone()
+        })
     }
 
     pub fn add(&self, counts: &GateCounts) {

@@ -17,11 +17,19 @@
 //! changes nothing: clean-up runs to its end), SIGHUP reloads the
 //! configuration file, SIGUSR1 reopens the log. A reload parses and
 //! validates the file; one that fails, or that changes more than the
-//! `[filter]` parameters of the same kind (listeners, queues, endpoint,
-//! log, dry run, kind, refill mode need a restart), is refused and logged
-//! while the running configuration goes on; an accepted one swaps the
-//! filter under its lock, between two batches — the rules never change,
-//! so no SYN passes unfiltered.
+//! `[filter]` parameters of the same kind and the listeners (queues,
+//! backend, endpoint, log, dry run, kind, refill mode need a restart), is
+//! refused and logged while the running configuration goes on; an
+//! accepted one swaps the filter under its lock, between two batches, and
+//! new listeners with [`GateRules::reload`] while the workers decide the
+//! SYNs of old and new listeners both — no SYN passes unfiltered.
+//!
+//! At the end of every interval (at most once a second) [`GateRules::verify`]
+//! checks the rules are all in place;
+//! if they vanished (`vantage gate clean --force`, a firewall reload) the
+//! gate says so, sets `vantage_gate_rules_intact` to 0 and stops with
+//! [`GateError::RulesVanished`] (exit status
+//! [`EXIT_RULES_VANISHED`](super::EXIT_RULES_VANISHED)).
 //!
 //! Shut-down order (a stop signal, an error, a worker's end): `STOPPING=1`,
 //! release the descriptor reserve, remove the rules, so no new SYN is
@@ -53,7 +61,7 @@ use super::cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 use super::kernel::{read_accept_queue, read_passive_opens};
 use super::log::{CapacityRecord, GateCounts, IntervalLog, IntervalRecord};
 use super::metrics::GateMetrics;
-use super::rules::GateRules;
+use super::rules::{GateRules, RulesStatus};
 use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
 use super::GateError;
 use crate::daemon::capabilities::{self, CAP_NET_ADMIN};
@@ -69,6 +77,9 @@ const TICK_POLL: Duration = Duration::from_millis(50);
 /// the final drain may take at most.
 const DRAIN_QUIET: Duration = Duration::from_millis(50);
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// The rules are checked at the end of an interval, at most this often
+/// (each check runs `nft` or `iptables`).
+const VERIFY_EVERY: Duration = Duration::from_secs(1);
 
 /// Options of one run beside the configuration.
 #[derive(Clone, Debug, Default)]
@@ -81,6 +92,8 @@ pub struct RunOptions {
     pub signals: Signals,
     /// The file a reload (SIGHUP) reads; without it a reload is refused.
     pub config_path: Option<PathBuf>,
+    /// Start even when other gates' rules are in this network namespace.
+    pub allow_stacking: bool,
 }
 
 /// What a run did.
@@ -100,8 +113,9 @@ struct Measurement {
 
 impl Measurement {
     fn measure(&mut self, gate: &Gate, metrics: Option<&GateMetrics>) -> Option<CapacityRecord> {
-        let readings = read_passive_opens()
-            .and_then(|opens| read_accept_queue(gate.listeners()).map(|queue| (opens, queue)));
+        let readings = read_passive_opens().and_then(|opens| {
+            read_accept_queue(&gate.listeners().listeners).map(|queue| (opens, queue))
+        });
         let (passive_opens, accept_queue) = match readings {
             Ok(r) => {
                 self.failed_before = false;
@@ -140,9 +154,10 @@ struct WorkerHandle {
 }
 
 /// The filter's state for the gauges of a scrape. The one place a scrape
-/// reads the filter: it shows the state as of the filter's last decision.
+/// reads the filter: advanced to now, so an idle stretch shows the tokens
+/// refilled rather than frozen at the last SYN.
 fn filter_state_for_scrape(gate: &Gate) -> FilterSnapshot {
-    gate.snapshot()
+    gate.snapshot_at(gate.now())
 }
 
 /// A queue that could not be bound, with the reason an `EPERM` really has.
@@ -161,8 +176,8 @@ fn queue_error(queue: u16, source: NfqError) -> GateError {
 /// Why a new configuration cannot replace `running` without a restart.
 fn reload_refusal(running: &GateConfig, new: &GateConfig) -> Option<String> {
     let mut changed = Vec::new();
-    if running.listeners != new.listeners {
-        changed.push("listeners");
+    if running.backend != new.backend {
+        changed.push("backend");
     }
     if running.queue != new.queue || running.queues != new.queues {
         changed.push("queue/queues");
@@ -199,12 +214,19 @@ fn reload_refusal(running: &GateConfig, new: &GateConfig) -> Option<String> {
 }
 
 /// Reads `path` again and, if it is valid and changes only the filter's
-/// parameters, swaps the filter. Returns the new configuration, or why
+/// parameters and the listeners, swaps the filter and, when they changed,
+/// the listeners and the rules. Returns the new configuration, or why
 /// not.
+///
+/// No moment unfiltered: while the rules are replaced the workers decide
+/// the SYNs of the old and the new listeners both; only once the new
+/// rules are in do they drop the old ones. On error the old rules and
+/// listeners stay.
 fn reload(
     path: &Path,
     running: &GateConfig,
     gate: &Gate,
+    rules: &mut GateRules,
     measurement: &mut Option<Measurement>,
 ) -> Result<GateConfig, String> {
     let new = GateConfig::load(path).map_err(|e| e.to_string())?;
@@ -219,6 +241,20 @@ fn reload(
         ),
         None => None,
     };
+    if new.listeners != running.listeners {
+        let mut both = running.listeners.clone();
+        both.extend(
+            new.listeners
+                .iter()
+                .filter(|l| !running.listeners.contains(l)),
+        );
+        gate.set_listeners(&both);
+        if let Err(e) = rules.reload(&new) {
+            gate.set_listeners(&running.listeners);
+            return Err(e.to_string());
+        }
+        gate.set_listeners(&new.listeners);
+    }
     *gate.lock_filter() = filter;
     if let (Some(m), Some(estimator)) = (measurement.as_mut(), estimator) {
         m.estimator = estimator;
@@ -291,15 +327,22 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
             .map_err(|source| queue_error(queue_num, source))?;
         queues.push(queue);
     }
-    let mut rules = GateRules::install(&config).map_err(|e| {
+    let mut rules = GateRules::install_with(&config, config.backend).map_err(|e| {
         if capabilities::holds(CAP_NET_ADMIN) {
             e
         } else {
             GateError::MissingCapability {
-                operation: format!("install the iptables rules ({e})"),
+                operation: format!("install the gate's rules ({e})"),
             }
         }
     })?;
+    if !options.allow_stacking {
+        let others = rules.other_gates();
+        if !others.is_empty() {
+            // `rules` is dropped on the way out: this gate's go again.
+            return Err(GateError::OtherGates { others });
+        }
+    }
     let ready = match &options.ready_file {
         None => None,
         Some(path) => Some(ReadyFile::create(path)?),
@@ -403,6 +446,8 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     let mut ticks: u64 = 0;
     let mut previous_totals = GateCounts::default();
     let mut previous_tick = gate.started();
+    let mut verify_failed_before = false;
+    let mut last_verify: Option<Instant> = None;
     while failure.is_none() && !signals.stopping() {
         if workers.iter().any(|w| w.thread.is_finished()) {
             break;
@@ -410,7 +455,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         if signals.take_reload() {
             let _ = notify(NotifyState::Reloading);
             let result = match &options.config_path {
-                Some(path) => reload(path, &config, &gate, &mut measurement),
+                Some(path) => reload(path, &config, &gate, &mut rules, &mut measurement),
                 None => Err("the gate was not started from a file".to_string()),
             };
             match result {
@@ -459,6 +504,24 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         if let Some(log) = log.as_mut() {
             if let Err(e) = log.write(&record) {
                 failure = Some(e);
+            }
+        }
+        if last_verify.is_some_and(|at| at.elapsed() < VERIFY_EVERY) {
+            continue;
+        }
+        last_verify = Some(Instant::now());
+        match rules.verify() {
+            Ok(RulesStatus::Intact) => verify_failed_before = false,
+            Ok(RulesStatus::Vanished(what)) => {
+                eprintln!("vantage gate: rules vanished: {what}; stopping");
+                metrics.set_rules_intact(false);
+                failure.get_or_insert(GateError::RulesVanished { what });
+            }
+            Err(e) => {
+                if !verify_failed_before {
+                    eprintln!("vantage gate: cannot check the rules this interval: {e}");
+                }
+                verify_failed_before = true;
             }
         }
     }
@@ -538,5 +601,28 @@ fn interval_record(
         dry_run: config.dry_run,
         filter,
         capacity,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[gate]\nbackend = \"iptables\"\n[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 10\nrefill_rate = 10\n";
+
+    fn parse(text: &str) -> GateConfig {
+        GateConfig::from_toml(text, "test.toml").unwrap()
+    }
+
+    #[test]
+    fn a_reload_may_change_listeners_and_parameters_but_not_the_backend() {
+        let running = parse(BASE);
+        let more = parse(&format!("{BASE}[[listeners]]\nport = 81\n"));
+        assert_eq!(reload_refusal(&running, &more), None);
+        let bigger = parse(&BASE.replace("bucket_size = 10", "bucket_size = 20"));
+        assert_eq!(reload_refusal(&running, &bigger), None);
+        let nft = parse(&BASE.replace("\"iptables\"", "\"nft\""));
+        let refusal = reload_refusal(&running, &nft).unwrap();
+        assert!(refusal.starts_with("backend changed"), "{refusal}");
     }
 }

@@ -61,11 +61,29 @@ pub fn decide_batch<F, E>(
     now: Nanos,
     packets: &[(u32, PacketClass)],
     dry_run: bool,
-    mut emit: E,
+    emit: E,
 ) -> GateCounts
 where
     F: SynFilter + ?Sized,
     E: FnMut(u32, GateAction),
+{
+    decide_batch_with(filter, now, packets, dry_run, emit, |_| {})
+}
+
+/// [`decide_batch`], also calling `on_syn(verdict)` with the filter's
+/// verdict of each SYN, in order (also in a dry run).
+pub fn decide_batch_with<F, E, S>(
+    filter: &mut F,
+    now: Nanos,
+    packets: &[(u32, PacketClass)],
+    dry_run: bool,
+    mut emit: E,
+    mut on_syn: S,
+) -> GateCounts
+where
+    F: SynFilter + ?Sized,
+    E: FnMut(u32, GateAction),
+    S: FnMut(Verdict),
 {
     let mut counts = GateCounts::default();
     for &(id, class) in packets {
@@ -77,6 +95,7 @@ where
                     Verdict::Drop => counts.dropped += 1,
                     Verdict::Reject => counts.rejected += 1,
                 }
+                on_syn(verdict);
                 emit(id, action_for(verdict, dry_run));
             }
             PacketClass::Pass(_) => {

@@ -11,6 +11,9 @@
 //! | metric | type | meaning (Abacus paper symbol) |
 //! |---|---|---|
 //! | `vantage_gate_syns_total{verdict="accept"\|"drop"\|"reject"}` | counter | SYNs to a listener by the filter's verdict (also in a dry run) |
+//! | `vantage_gate_listener_syns_total{listener="addr:port",verdict}` | counter | the same, per configured listener (`*:port` without an address) |
+//! | `vantage_gate_retransmitted_syns_total` | counter | SYNs whose 4-tuple the gate saw within the last 10 s (fixed table of 65,536 slots; a colliding newer SYN evicts an older) |
+//! | `vantage_gate_verdict_latency_seconds` | histogram | a batch's first packet read → its verdicts sent; buckets 1 µs … 10 ms |
 //! | `vantage_gate_packets_passed_total` | counter | queued packets that were not SYNs to a listener, accepted unchanged |
 //! | `vantage_gate_queue_overruns_total` | counter | packets the kernel could not hand to the gate and accepted unseen (fail-open) |
 //! | `vantage_gate_errors_total` | counter | verdicts the kernel refused, malformed messages, failed sends |
@@ -24,6 +27,7 @@
 //! | `vantage_gate_drop_threshold` | gauge | λ_thresh (greedy) |
 //! | `vantage_gate_drop_budget` | gauge | drops left this period (greedy) |
 //! | `vantage_gate_dry_run` | gauge | 1 in a dry run |
+//! | `vantage_gate_rules_intact` | gauge | 1 while the gate's rules are all in place, 0 once they vanished (then it stops) |
 //! | `vantage_gate_filter_info{kind}` | gauge | 1, labelled with the filter kind |
 //! | `vantage_gate_accept_queue_connections` | gauge | accept-queue length (`refill_rate = "measure"`) |
 //! | `vantage_gate_passive_opens_total` | counter | handshakes the kernel completed since the gate started (`"measure"`) |
@@ -68,6 +72,7 @@ pub struct GateMetrics {
     accept_queue: Option<Gauge>,
     passive_opens: Option<Counter>,
     passive_opens_seen: AtomicU64,
+    rules_intact: Gauge,
 }
 
 fn int(value: u64) -> i64 {
@@ -90,6 +95,22 @@ impl GateMetrics {
             "vantage_gate_syns",
             "SYNs to a protected listener, by the filter's verdict",
             counters.syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_listener_syns",
+            "SYNs to a protected listener, by listener and the filter's verdict",
+            counters.listener_syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_retransmitted_syns",
+            "SYNs whose 4-tuple the gate saw within the last 10 s (client retransmissions)",
+            counters.retransmitted_syns.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_gate_verdict_latency",
+            "Time from a batch's first packet read to its verdicts sent",
+            Unit::Seconds,
+            counters.verdict_latency.clone(),
         );
         registry.register(
             "vantage_gate_packets_passed",
@@ -190,6 +211,13 @@ impl GateMetrics {
             "1 when the gate computes verdicts but accepts every packet",
             dry,
         );
+        let rules_intact = Gauge::default();
+        rules_intact.set(1);
+        registry.register(
+            "vantage_gate_rules_intact",
+            "1 while the gate's rules are all in place, 0 once they vanished",
+            rules_intact.clone(),
+        );
         let filter_kind = Family::<Vec<(String, String)>, Gauge>::default();
         filter_kind
             .get_or_create(&vec![("kind".to_string(), kind.name().to_string())])
@@ -245,6 +273,7 @@ impl GateMetrics {
             accept_queue,
             passive_opens,
             passive_opens_seen: AtomicU64::new(u64::MAX),
+            rules_intact,
         };
         metrics.set_filter(initial);
         metrics
@@ -262,6 +291,11 @@ impl GateMetrics {
                 result: if applied { "ok" } else { "refused" }.to_string(),
             })
             .inc();
+    }
+
+    /// Whether the gate's rules are all in place.
+    pub fn set_rules_intact(&self, intact: bool) {
+        self.rules_intact.set(i64::from(intact));
     }
 
     /// Sets the filter gauges from a snapshot.
@@ -348,6 +382,9 @@ mod tests {
             ..GateCounts::default()
         });
         counters.overruns.inc_by(6);
+        counters.listener_syns("10.0.0.1:80")[1].inc_by(3);
+        counters.retransmitted_syns.inc_by(2);
+        counters.verdict_latency.observe(0.000_05);
         let metrics = GateMetrics::new(
             &counters,
             FilterKind::Abacus,
@@ -366,6 +403,15 @@ mod tests {
             "vantage_gate_packets_passed_total 5",
             "vantage_gate_queue_overruns_total 6",
             "vantage_gate_errors_total 0",
+            "vantage_gate_listener_syns_total{listener=\"10.0.0.1:80\",verdict=\"drop\"} 3",
+            "vantage_gate_listener_syns_total{listener=\"10.0.0.1:80\",verdict=\"accept\"} 0",
+            "vantage_gate_retransmitted_syns_total 2",
+            "# TYPE vantage_gate_verdict_latency_seconds histogram",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.000001\"} 0",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.00005\"} 1",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"0.01\"} 1",
+            "vantage_gate_verdict_latency_seconds_bucket{le=\"+Inf\"} 1",
+            "vantage_gate_verdict_latency_seconds_count 1",
             "vantage_gate_tokens 120",
             "vantage_gate_bucket_size_tokens 120",
             "vantage_gate_refill_rate 120.0",
@@ -373,6 +419,7 @@ mod tests {
             "vantage_gate_future_tokens ",
             "vantage_gate_chain_borrowed 0",
             "vantage_gate_dry_run 1",
+            "vantage_gate_rules_intact 1",
             "vantage_gate_filter_info{kind=\"abacus\"} 1",
             "vantage_gate_accept_queue_connections 7",
             "vantage_gate_passive_opens_total 12",

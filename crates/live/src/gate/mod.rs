@@ -16,8 +16,8 @@
 //! * [`worker`] — the verdict loop of one queue and the shared filter;
 //! * [`counters`] — the counters every worker and the metrics share;
 //! * [`cpu`] — CPU selection and pinning of the verdict threads;
-//! * [`rules`] — the iptables chain (REJECT on the mark, NFQUEUE with
-//!   bypass) and `clean`;
+//! * [`rules`] — the nft table or iptables chain (REJECT on the mark,
+//!   NFQUEUE with bypass), `verify`, `reload` and `clean`;
 //! * [`kernel`] — `/proc` counters for `refill_rate = "measure"`;
 //! * [`metrics`] — the gate's metrics, served by [`crate::metrics`];
 //! * [`log`] — JSON Lines per interval, readable by Certes;
@@ -54,12 +54,16 @@ pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 pub use daemon::{run, RunOptions, RunSummary};
 pub use decide::{action_for, decide_batch, GateAction};
 pub use packet::{classify, PacketClass, PassReason};
-pub use rules::{clean, CleanReport, GateRules};
+pub use rules::{clean, clean_with, describe, CleanReport, GateRules, RulesBackend, RulesStatus};
 pub use vantage_core::admission::syn::record::GateCounts;
 pub use worker::{queue_config, Gate, QueueWorker, WorkerReport};
 
 use vantage_core::admission::syn::FilterConfigError;
 use vantage_sys::nfqueue::NfqError;
+
+/// The exit status of `vantage gate run` when its rules vanished while it
+/// ran (any other error: 1).
+pub const EXIT_RULES_VANISHED: i32 = 3;
 
 /// Why the gate could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -80,8 +84,17 @@ pub enum GateError {
         #[source]
         source: NfqError,
     },
-    #[error("iptables: {0}")]
+    #[error("rules: {0}")]
     Rules(String),
+    /// The gate's rules were removed under it (`vantage gate clean
+    /// --force`, a firewall reload): it decides nothing any more, so it
+    /// stops ([`EXIT_RULES_VANISHED`]).
+    #[error("rules vanished: {what}; the gate decided no SYN any more and stopped")]
+    RulesVanished { what: String },
+    /// Another gate's rules are in this namespace: SYNs to the same
+    /// listeners would pass both, one behind the other.
+    #[error("other gates' rules are in this network namespace ({}): a second gate for the same listeners stacks in front of or behind them; stop that gate (or remove a killed one's rules with `vantage gate clean`), or allow it with --allow-stacking", others.join(", "))]
+    OtherGates { others: Vec<String> },
     #[error(transparent)]
     Metrics(#[from] crate::metrics::EndpointError),
     #[error("log {}: {source}", path.display())]

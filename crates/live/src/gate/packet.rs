@@ -16,6 +16,7 @@
 //! iptables `--syn` means: SYN set; ACK, RST and FIN clear. Malformed or
 //! truncated input is classified, never a panic.
 
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use etherparse::{IpNumber, Ipv4HeaderSlice, Ipv6HeaderSlice, TcpHeaderSlice};
@@ -55,32 +56,50 @@ pub enum PacketClass {
 
 /// Classifies a packet from its network header on (`PacketView::payload`).
 pub fn classify(payload: &[u8], listeners: &[Listener]) -> PacketClass {
-    let (destination, transport) = match payload.first().map(|b| b >> 4) {
-        Some(6) => match ipv6_transport(payload) {
-            Ok(found) => found,
-            Err(reason) => return PacketClass::Pass(reason),
-        },
-        _ => match ipv4_transport(payload) {
-            Ok(found) => found,
-            Err(reason) => return PacketClass::Pass(reason),
-        },
-    };
-    let Ok(tcp) = TcpHeaderSlice::from_slice(transport) else {
-        return PacketClass::Pass(PassReason::BadTcpHeader);
-    };
-    if !tcp.syn() || tcp.ack() || tcp.rst() || tcp.fin() {
-        return PacketClass::Pass(PassReason::NotSyn);
-    }
-    let port = tcp.destination_port();
-    if listeners.iter().any(|l| l.matches(destination, port)) {
-        PacketClass::Syn
-    } else {
-        PacketClass::Pass(PassReason::OtherListener)
+    match syn_origin(payload, listeners) {
+        Ok(_) => PacketClass::Syn,
+        Err(reason) => PacketClass::Pass(reason),
     }
 }
 
-/// The destination and the bytes after the IPv4 header of a TCP packet.
-fn ipv4_transport(payload: &[u8]) -> Result<(IpAddr, &[u8]), PassReason> {
+/// A SYN to a protected listener: which one, and its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynOrigin {
+    /// Index of the first listener it matches.
+    pub listener: usize,
+    /// A hash of (source, source port, destination, destination port):
+    /// the same for a client's retransmissions of the request.
+    pub key: u64,
+}
+
+/// [`classify`], with the listener and the connection of a SYN.
+pub fn syn_origin(payload: &[u8], listeners: &[Listener]) -> Result<SynOrigin, PassReason> {
+    let (source, destination, transport) = match payload.first().map(|b| b >> 4) {
+        Some(6) => ipv6_transport(payload)?,
+        _ => ipv4_transport(payload)?,
+    };
+    let Ok(tcp) = TcpHeaderSlice::from_slice(transport) else {
+        return Err(PassReason::BadTcpHeader);
+    };
+    if !tcp.syn() || tcp.ack() || tcp.rst() || tcp.fin() {
+        return Err(PassReason::NotSyn);
+    }
+    let port = tcp.destination_port();
+    let listener = listeners
+        .iter()
+        .position(|l| l.matches(destination, port))
+        .ok_or(PassReason::OtherListener)?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    (source, tcp.source_port(), destination, port).hash(&mut hasher);
+    Ok(SynOrigin {
+        listener,
+        key: hasher.finish(),
+    })
+}
+
+/// The source, the destination and the bytes after the IPv4 header of a
+/// TCP packet.
+fn ipv4_transport(payload: &[u8]) -> Result<(IpAddr, IpAddr, &[u8]), PassReason> {
     let ip = Ipv4HeaderSlice::from_slice(payload).map_err(|_| PassReason::NotIpv4)?;
     if ip.protocol() != IpNumber::TCP {
         return Err(PassReason::NotTcp);
@@ -90,22 +109,27 @@ fn ipv4_transport(payload: &[u8]) -> Result<(IpAddr, &[u8]), PassReason> {
     }
     let header_len = usize::from(ip.ihl()) * 4;
     let rest = payload.get(header_len..).ok_or(PassReason::BadTcpHeader)?;
-    Ok((IpAddr::V4(ip.destination_addr()), rest))
+    Ok((
+        IpAddr::V4(ip.source_addr()),
+        IpAddr::V4(ip.destination_addr()),
+        rest,
+    ))
 }
 
 /// Most IPv6 extension headers skipped before giving up.
 const MAX_EXTENSION_HEADERS: usize = 8;
 
-/// The destination and the bytes of the TCP header of an IPv6 packet,
-/// after any extension headers.
-fn ipv6_transport(payload: &[u8]) -> Result<(IpAddr, &[u8]), PassReason> {
+/// The source, the destination and the bytes of the TCP header of an
+/// IPv6 packet, after any extension headers.
+fn ipv6_transport(payload: &[u8]) -> Result<(IpAddr, IpAddr, &[u8]), PassReason> {
     let ip = Ipv6HeaderSlice::from_slice(payload).map_err(|_| PassReason::NotIpv4)?;
+    let source = IpAddr::V6(ip.source_addr());
     let destination = IpAddr::V6(ip.destination_addr());
     let mut next = ip.next_header();
     let mut rest = &payload[ip.slice().len()..];
     for _ in 0..MAX_EXTENSION_HEADERS {
         match next {
-            IpNumber::TCP => return Ok((destination, rest)),
+            IpNumber::TCP => return Ok((source, destination, rest)),
             IpNumber::IPV6_HEADER_HOP_BY_HOP
             | IpNumber::IPV6_ROUTE_HEADER
             | IpNumber::IPV6_DESTINATION_OPTIONS => {
@@ -269,6 +293,31 @@ mod tests {
     }
 
     const SERVER6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn a_syns_origin_names_its_listener_and_connection() {
+        let two = vec![
+            Listener {
+                address: None,
+                port: 81,
+            },
+            listeners()[0],
+        ];
+        let first = syn_origin(&built("S", SERVER, 80), &two).unwrap();
+        assert_eq!(first.listener, 1);
+        // A retransmission: the same key.
+        assert_eq!(
+            syn_origin(&hand_built_syn(80), &two).unwrap().key,
+            first.key
+        );
+        let other = syn_origin(&built("S", SERVER, 81), &two).unwrap();
+        assert_eq!(other.listener, 0);
+        assert_ne!(other.key, first.key);
+        assert_eq!(
+            syn_origin(&built("SA", SERVER, 80), &two),
+            Err(PassReason::NotSyn)
+        );
+    }
 
     fn built6(flags: &str, destination: [u8; 16], port: u16) -> Vec<u8> {
         let source = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];

@@ -54,10 +54,10 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use vantage_sys::iptables::{self as xtables, Family, IptablesError};
 use vantage_sys::nft::{self, NftError};
 
+pub use super::config::RulesBackend;
 use super::config::{GateConfig, Listener};
 use super::GateError;
 
@@ -85,17 +85,6 @@ pub fn owner_comment(pid: u32) -> String {
     format!("{OWNER_PREFIX}{pid}")
 }
 
-/// Which rule backend to use (the configuration's choice).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RulesBackend {
-    /// nftables when `nft` works here, iptables otherwise.
-    #[default]
-    Auto,
-    Nft,
-    Iptables,
-}
-
 /// The backend a gate's rules are installed with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
@@ -106,8 +95,8 @@ pub enum Backend {
 /// The errors of the rule commands, with what the gate was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
-    #[error("cannot run {program}: {source} (is it installed?)")]
-    Missing {
+    #[error("cannot run {program}: {}", spawn_failure(source))]
+    CannotRun {
         program: &'static str,
         #[source]
         source: std::io::Error,
@@ -122,6 +111,20 @@ pub enum RulesError {
     NftNotInstalled,
 }
 
+/// Why a rule command could not start, in an operator's words: a missing
+/// program is named as such, and so is descriptor exhaustion (which
+/// otherwise looks like a missing program).
+fn spawn_failure(error: &std::io::Error) -> String {
+    match error.raw_os_error() {
+        Some(libc::EMFILE) => format!("out of file descriptors (this process's limit): {error}"),
+        Some(libc::ENFILE) => format!("out of file descriptors (the system's limit): {error}"),
+        _ if error.kind() == std::io::ErrorKind::NotFound => {
+            format!("{error} (is it installed?)")
+        }
+        _ => error.to_string(),
+    }
+}
+
 impl From<RulesError> for GateError {
     fn from(error: RulesError) -> GateError {
         GateError::Rules(error.to_string())
@@ -130,7 +133,7 @@ impl From<RulesError> for GateError {
 
 fn from_xtables(family: Family, args: &[String], error: IptablesError) -> RulesError {
     match error {
-        IptablesError::Spawn { source, .. } => RulesError::Missing {
+        IptablesError::Spawn { source, .. } => RulesError::CannotRun {
             program: family.program_name(),
             source,
         },
@@ -143,7 +146,7 @@ fn from_xtables(family: Family, args: &[String], error: IptablesError) -> RulesE
 
 fn from_nft(command: &str, error: NftError) -> RulesError {
     match error {
-        NftError::Spawn { source, .. } => RulesError::Missing {
+        NftError::Spawn { source, .. } => RulesError::CannotRun {
             program: "nft",
             source,
         },
@@ -1035,6 +1038,42 @@ pub fn clean_with(force: bool) -> Result<CleanReport, GateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spawn_failure_says_missing_only_when_the_program_is() {
+        let missing = RulesError::CannotRun {
+            program: "iptables",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(
+            missing.to_string().ends_with("(is it installed?)"),
+            "{missing}"
+        );
+        for (errno, limit) in [
+            (libc::EMFILE, "this process's"),
+            (libc::ENFILE, "the system's"),
+        ] {
+            let exhausted = RulesError::CannotRun {
+                program: "nft",
+                source: std::io::Error::from_raw_os_error(errno),
+            };
+            let text = exhausted.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "cannot run nft: out of file descriptors ({limit} limit)"
+                )),
+                "{text}"
+            );
+            assert!(!text.contains("installed"), "{text}");
+        }
+        let rules: GateError = missing.into();
+        assert!(
+            rules
+                .to_string()
+                .starts_with("rules: cannot run iptables: "),
+            "{rules}"
+        );
+    }
 
     const CONFIG: &str = r#"
 [gate]

@@ -15,24 +15,31 @@
 //! its last packet, a core traded for latency (measured in
 //! `bench/gate/README.md`).
 //!
+//! Per batch the worker also counts each SYN by listener, recognises
+//! retransmitted SYNs ([`RetransmitTable`], shared, locked once per batch
+//! after the filter) and observes the verdict latency; all into counters
+//! and buffers made beforehand, so the loop does not allocate.
+//!
 //! Packets the kernel could not deliver (receive buffer full) are accepted
 //! unseen (fail-open) and not reported (`NETLINK_NO_ENOBUFS`); ids are
 //! consecutive per queue, so the gaps count them (*overruns*).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use vantage_core::admission::syn::{FilterConfigError, FilterSnapshot, SynFilter};
+use vantage_core::admission::syn::{
+    FilterConfigError, FilterSnapshot, RetransmitTable, SynFilter, Verdict as FilterVerdict,
+};
 use vantage_core::Nanos;
 use vantage_sys::nfqueue::{
     CopyMode, Message, NfqError, Queue, QueueConfig, Received, Verdict, VerdictBatch,
 };
 
 use super::config::Listener;
-use super::counters::GateCounters;
-use super::decide::{decide_batch, has_syn, GateAction};
-use super::packet::{classify, PacketClass, COPY_RANGE};
+use super::counters::{GateCounters, ListenerSyns};
+use super::decide::{decide_batch_with, has_syn, GateAction};
+use super::packet::{syn_origin, PacketClass, SynOrigin, COPY_RANGE};
 use super::GateError;
 use vantage_core::admission::syn::record::GateCounts;
 
@@ -45,10 +52,24 @@ pub const RECV_BUFFER_BYTES: usize = 8 << 20;
 /// How long a worker waits for packets before it looks at its stop flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
+/// A SYN whose 4-tuple was seen at most this long before counts as
+/// retransmitted (Linux retransmits after 1, 2 and 4 s).
+pub const RETRANSMIT_WINDOW: Nanos = Nanos::from_secs(10);
+
+/// The protected listeners and their SYN counters, index for index.
+#[derive(Debug)]
+pub struct ProtectedListeners {
+    pub listeners: Vec<Listener>,
+    pub syns: Vec<ListenerSyns>,
+}
+
 /// What every queue of one gate shares.
 pub struct Gate {
     filter: Mutex<Box<dyn SynFilter + Send>>,
-    listeners: Vec<Listener>,
+    /// Swapped whole by a reload; a worker takes the current set once per
+    /// batch (a reference count, no copy).
+    listeners: RwLock<Arc<ProtectedListeners>>,
+    retransmits: Mutex<RetransmitTable>,
     dry_run: bool,
     reject_mark: u32,
     start: Instant,
@@ -73,13 +94,16 @@ impl Gate {
         dry_run: bool,
         reject_mark: u32,
     ) -> Gate {
+        let counters = GateCounters::new();
+        let listeners = protected(&counters, &listeners);
         Gate {
             filter: Mutex::new(filter),
-            listeners,
+            listeners: RwLock::new(Arc::new(listeners)),
+            retransmits: Mutex::new(RetransmitTable::new(RETRANSMIT_WINDOW)),
             dry_run,
             reject_mark,
             start: Instant::now(),
-            counters: GateCounters::new(),
+            counters,
         }
     }
 
@@ -97,8 +121,23 @@ impl Gate {
         &self.counters
     }
 
-    pub fn listeners(&self) -> &[Listener] {
-        &self.listeners
+    /// The listeners whose SYNs the filter decides, as of now.
+    pub fn listeners(&self) -> Arc<ProtectedListeners> {
+        Arc::clone(
+            &self
+                .listeners
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    /// Replaces the listeners; the next batch of every worker uses them.
+    pub fn set_listeners(&self, listeners: &[Listener]) {
+        let listeners = Arc::new(protected(&self.counters, listeners));
+        *self
+            .listeners
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = listeners;
     }
 
     pub fn dry_run(&self) -> bool {
@@ -135,6 +174,16 @@ impl Gate {
     }
 }
 
+fn protected(counters: &GateCounters, listeners: &[Listener]) -> ProtectedListeners {
+    ProtectedListeners {
+        listeners: listeners.to_vec(),
+        syns: listeners
+            .iter()
+            .map(|l| counters.listener_syns(&l.to_string()))
+            .collect(),
+    }
+}
+
 /// How a gate's queue is opened: whole headers (128 bytes), fail-open,
 /// an 8 MiB receive buffer forced past `rmem_max`, no `ENOBUFS` reports.
 pub fn queue_config(queue_num: u16, queue_maxlen: u32) -> QueueConfig {
@@ -168,6 +217,10 @@ pub struct QueueWorker {
     queue: Queue,
     gate: Arc<Gate>,
     packets: Vec<(u32, PacketClass)>,
+    /// The origin of each SYN of `packets`, in order.
+    origins: Vec<SynOrigin>,
+    /// The filter's verdict of each SYN of `packets`, in order.
+    syn_verdicts: Vec<FilterVerdict>,
     verdicts: VerdictBatch,
     last_id: Option<u32>,
     report: WorkerReport,
@@ -197,6 +250,8 @@ impl QueueWorker {
             queue,
             gate,
             packets: Vec::with_capacity(MAX_BATCH + 64),
+            origins: Vec::with_capacity(MAX_BATCH + 64),
+            syn_verdicts: Vec::with_capacity(MAX_BATCH + 64),
             verdicts: VerdictBatch::new(queue_num),
             last_id: None,
             report: WorkerReport::default(),
@@ -306,8 +361,12 @@ impl QueueWorker {
         let budget = budget.clamp(1, MAX_BATCH);
         let mut wait = first_wait;
         self.packets.clear();
-        let listeners = self.gate.listeners();
+        self.origins.clear();
+        self.syn_verdicts.clear();
+        let protected = self.gate.listeners();
+        let listeners = &protected.listeners[..];
         let counters = self.gate.counters();
+        let mut first_read: Option<Instant> = None;
         let mut overruns = 0u64;
         let mut errors = 0u64;
         while self.packets.len() < budget {
@@ -341,8 +400,17 @@ impl QueueWorker {
                                     overruns += missed_packets(last, packet.packet_id);
                                 }
                                 self.last_id = Some(packet.packet_id);
-                                self.packets
-                                    .push((packet.packet_id, classify(packet.payload, listeners)));
+                                if first_read.is_none() {
+                                    first_read = Some(Instant::now());
+                                }
+                                let class = match syn_origin(packet.payload, listeners) {
+                                    Ok(origin) => {
+                                        self.origins.push(origin);
+                                        PacketClass::Syn
+                                    }
+                                    Err(reason) => PacketClass::Pass(reason),
+                                };
+                                self.packets.push((packet.packet_id, class));
                             }
                             Ok(Message::Error { .. }) => errors += 1,
                             Ok(Message::Ack { .. }) | Ok(Message::Other { .. }) => {}
@@ -367,8 +435,38 @@ impl QueueWorker {
             };
             let counts = if has_syn(&self.packets) {
                 let now = self.gate.now();
-                let mut filter = self.gate.lock_filter();
-                decide_batch(&mut **filter, now, &self.packets, dry_run, emit)
+                let syn_verdicts = &mut self.syn_verdicts;
+                let counts = {
+                    let mut filter = self.gate.lock_filter();
+                    decide_batch_with(&mut **filter, now, &self.packets, dry_run, emit, |v| {
+                        syn_verdicts.push(v)
+                    })
+                };
+                let mut retransmitted = 0u64;
+                {
+                    let mut table = self
+                        .gate
+                        .retransmits
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    for origin in &self.origins {
+                        retransmitted += u64::from(table.on_syn(origin.key, now));
+                    }
+                }
+                if retransmitted > 0 {
+                    counters.retransmitted_syns.inc_by(retransmitted);
+                }
+                for (origin, verdict) in self.origins.iter().zip(&self.syn_verdicts) {
+                    if let Some(syns) = protected.syns.get(origin.listener) {
+                        let index = match verdict {
+                            FilterVerdict::Accept => 0,
+                            FilterVerdict::Drop => 1,
+                            FilterVerdict::Reject => 2,
+                        };
+                        syns[index].inc();
+                    }
+                }
+                counts
             } else {
                 // No SYN: nothing to lock; every packet passes.
                 let mut emit = emit;
@@ -385,6 +483,9 @@ impl QueueWorker {
                 // and fail-open takes over; count it and go on.
                 errors += 1;
                 eprintln!("vantage gate: queue {}: {e}", self.queue.queue_num());
+            }
+            if let Some(at) = first_read {
+                counters.verdict_latency.observe(at.elapsed().as_secs_f64());
             }
             counters.add(&counts);
             self.report.counts.add(&counts);

@@ -20,6 +20,7 @@ mod capacity;
 mod greedy;
 mod params;
 pub mod record;
+mod retransmit;
 mod spec;
 mod token_bucket;
 
@@ -29,6 +30,7 @@ pub use capacity::{
 };
 pub use greedy::{GreedyConfig, PredictiveGreedy};
 pub use params::{AbacusWindow, FilterKind, FilterParams, DEFAULT_ARRIVAL_SMOOTHING};
+pub use retransmit::RetransmitTable;
 pub use spec::{
     FilterSpec, Refill, ValidFilter, DEFAULT_DELAY_COST, DEFAULT_FILTER_INTERVAL,
     DEFAULT_REJECT_COST,
