@@ -2,7 +2,8 @@
 //! per bin, percentiles of the estimated distribution, and the mid-stream
 //! start of Appendix B.
 
-use super::run::{bin_len, ratio, rel_err, CertesRow, Estimates, TrackPoint};
+use super::estimates::{bin_len, ratio, rel_err, Estimates};
+use super::results::{CertesRow, TrackPoint};
 use super::scenario::CertesScenario;
 use super::{
     MIN_BIN_TRANSACTIONS, MIN_PERCENTILE_TRANSACTIONS, RECOVERY_TOLERANCE, RETRY_SPREAD_MARGIN,

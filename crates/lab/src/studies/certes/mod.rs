@@ -52,11 +52,14 @@ use vantage_sim::syn::Effort;
 
 mod analysis;
 mod checks;
+mod estimates;
+mod results;
 mod run;
 mod scenario;
 
 pub use checks::{checks, rows_by_scenario};
-pub use run::{run, run_one, CertesResult, CertesRow, TrackPoint};
+pub use results::{CertesRow, TrackPoint};
+pub use run::{run, run_one, CertesResult};
 pub use scenario::{scenarios, steps, CertesScenario, PaperRow};
 
 /// The study's name on the command line.

@@ -48,8 +48,8 @@ mod run;
 mod scenario;
 
 pub use checks::{checks, table2, Table2Cell};
-pub use run::{run, scenarios, steps, Job, JobMeta, SbacRow};
-pub use scenario::{Kind, Pattern, SbacScenario, Step};
+pub use run::{run, scenarios, steps, SbacRow};
+pub use scenario::{Job, JobMeta, Kind, Pattern, SbacScenario, Step};
 
 /// The study's name on the command line.
 pub const NAME: &str = "sbac";

@@ -1,7 +1,6 @@
 //! The SBAC study's scenario file format (`scenarios/sbac/*.toml`): parsed,
 //! validated, and expanded into the runs of the session simulator.
 
-use super::run::{Job, JobMeta};
 use super::NAME;
 use serde::Deserialize;
 use serde::Serialize;
@@ -17,6 +16,33 @@ use vantage_sim::sessions::Strategy;
 use vantage_sim::syn::scenario::Checker;
 use vantage_sim::syn::scenario::ScenarioError;
 use vantage_sim::syn::Effort;
+
+/// What identifies a run in the results.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobMeta {
+    pub figure: String,
+    pub scenario: String,
+    pub strategy: String,
+    /// The ac-weight k (EWMA family).
+    pub weight: Option<f64>,
+    pub session_length_mean: f64,
+    /// The steady load; for a pattern its mean; for a step the load after.
+    pub load_pct: f64,
+    /// `steady`, a pattern's name, or `step-<from>-<to>`.
+    pub pattern: String,
+    pub think_time_s: f64,
+    pub retries: u32,
+    pub interval_s: f64,
+}
+
+/// One run to do.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The cell (row) this run is a repetition of, within its scenario.
+    pub cell: usize,
+    pub meta: JobMeta,
+    pub config: RunConfig,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
