@@ -1,7 +1,7 @@
 //! The Abacus study's results for people (a table per scenario) and
 //! machines (a CSV file per scenario).
 
-use super::right;
+use super::{right, summary_cells, SUMMARY_COLUMNS};
 use crate::LabError;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use std::collections::BTreeSet;
@@ -142,23 +142,13 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
         "value",
         "series_parameter",
         "series_value",
-        "requests",
-        "throughput_pct",
-        "delay_mean_s",
-        "delay_p50_s",
-        "delay_p95_s",
-        "delay_p99_s",
-        "cost_mean",
-        "timeouts_pct",
-        "rejects_pct",
-        "retransmissions_mean",
     ]
     .map(String::from)
     .to_vec();
+    header.extend(SUMMARY_COLUMNS.map(String::from));
     header.extend(extras.iter().cloned());
     w.write_record(&header)?;
     for row in &r.rows {
-        let m = &row.summary;
         let mut record = vec![
             row.study.clone(),
             row.figure.clone(),
@@ -168,17 +158,8 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
             num(row.value),
             row.series_parameter.clone().unwrap_or_default(),
             num(row.series_value),
-            m.requests.to_string(),
-            m.throughput_pct.to_string(),
-            m.delay_mean_s.to_string(),
-            m.delay_p50_s.to_string(),
-            m.delay_p95_s.to_string(),
-            m.delay_p99_s.to_string(),
-            m.cost_mean.to_string(),
-            m.timeouts_pct.to_string(),
-            m.rejects_pct.to_string(),
-            m.retransmissions_mean.to_string(),
         ];
+        record.extend(summary_cells(&row.summary));
         for key in &extras {
             record.push(row.extras.get(key).map_or(String::new(), |v| v.to_string()));
         }

@@ -13,11 +13,11 @@
 //!   scenario and profile (Figures 18, 19, 21, 25, 26).
 
 use super::right;
+use super::svg::{legend, Chart};
 use crate::report;
 use crate::studies::certes::{self, CertesResult, TrackPoint};
 use crate::{Check, LabError};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -304,8 +304,6 @@ fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
 
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
 fn line(
     chart: &mut Chart,
     track: &[&TrackPoint],
@@ -394,13 +392,7 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
             "Certes started mid-stream",
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight, None).map_err(err)?;
 
     let queue_hi = track
         .iter()
@@ -443,13 +435,7 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         .map_err(err)?
         .label("accept-queue limit")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], QUEUE));
-    lower
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut lower, SeriesLabelPosition::UpperRight, None).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

@@ -11,6 +11,7 @@
 //!   and one SVG per figure.
 
 use super::right;
+use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
 use crate::report;
 use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
 use crate::LabError;
@@ -194,17 +195,6 @@ impl<'a> From<&'a SbacRow> for CsvRow<'a> {
     }
 }
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-    RGBColor(127, 127, 127),
-];
-
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
@@ -263,10 +253,10 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
     root.fill(&WHITE).map_err(err)?;
     let areas = root.split_evenly((2, 2));
     let xs: Vec<f64> = rows.iter().map(|r| x_of(r)).collect();
-    let (x_lo, x_hi) = bounds(&xs);
+    let (x_lo, x_hi) = padded_bounds(&xs);
     for (area, (name, metric)) in areas.iter().zip(metrics) {
         let ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
-        let (mut y_lo, y_hi) = bounds(&ys);
+        let (mut y_lo, y_hi) = padded_bounds(&ys);
         y_lo = y_lo.min(0.0);
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{} — {}", s.figure, name), ("sans-serif", 14))
@@ -286,41 +276,17 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
             .draw()
             .map_err(err)?;
         for (i, label) in labels.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = PALETTE[i % PALETTE.len()];
             let mut points: Vec<(f64, f64)> = rows
                 .iter()
                 .filter(|r| &label_of(r) == label)
                 .map(|r| (x_of(r), metric(r)))
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
+            line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 10))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, Some(10)).map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())
-}
-
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.05).max(1e-3);
-    (lo - pad, hi + pad)
 }
