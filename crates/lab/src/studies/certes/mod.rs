@@ -43,8 +43,8 @@
 //! [`RECOVERY_TOLERANCE`] of the estimator started at time zero.
 
 use crate::report;
+use crate::study::runs_progress_bar;
 use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 use vantage_core::Nanos;
@@ -98,12 +98,7 @@ impl Study for CertesStudy {
         let effort = Effort {
             quick: options.quick,
         };
-        let bar = ProgressBar::new(steps(&scenarios)).with_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs certes (eta {eta})",
-            )
-            .expect("progress template is valid"),
-        );
+        let bar = runs_progress_bar(steps(&scenarios), NAME);
         let started = Instant::now();
         let results = run(&scenarios, effort, &|| bar.inc(1))?;
         bar.finish_and_clear();

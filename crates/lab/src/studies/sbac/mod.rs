@@ -37,8 +37,8 @@
 //! ([`vantage_sim::sessions`]) and the predictive controller's.
 
 use crate::report;
+use crate::study::runs_progress_bar;
 use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 use vantage_sim::syn::Effort;
@@ -118,12 +118,7 @@ fn run_scenarios(
         quick: options.quick,
     };
     let runs = steps(&scenarios, effort);
-    let bar = ProgressBar::new(runs).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs sbac (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
+    let bar = runs_progress_bar(runs, NAME);
     if !options.print_tables {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
