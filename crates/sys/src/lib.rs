@@ -1,12 +1,15 @@
 //! Linux plumbing shared by the live daemons and the testbed.
 //!
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
+//! * [`command`] — running a program to completion, a failure as a typed
+//!   error that carries the command line and its standard error;
 //! * [`iptables`] — finding and running `iptables`/`ip6tables`, failures as
 //!   typed errors that carry the command and its standard error;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
 //! * [`privilege`] — whether the process runs as root.
 
+pub mod command;
 pub mod iptables;
 pub mod nfqueue;
 pub mod privilege;
