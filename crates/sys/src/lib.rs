@@ -7,6 +7,7 @@
 //!   typed errors that carry the command and its standard error;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
+//! * [`socket`] — setting a socket option whose value is a C int;
 //! * [`privilege`] — whether the process runs as root.
 
 pub mod command;
@@ -14,3 +15,4 @@ pub mod iptables;
 pub mod nfqueue;
 pub mod privilege;
 pub mod proc_net;
+pub mod socket;
