@@ -4,12 +4,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::{Cell, Table};
 
 use super::error::ExperimentRunError;
 use super::plan::Experiment;
 use super::plot::plot;
 use super::results::{ExperimentReport, ResultRow};
+use crate::report::new_table;
 use crate::report::{right, summary_cells, SUMMARY_COLUMNS};
 
 /// `println!` into a `String`.
@@ -28,8 +29,7 @@ fn source_name(row: &ResultRow) -> String {
 }
 
 fn metrics_table(rows: &[&ResultRow]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "variant",
@@ -125,8 +125,7 @@ pub fn render_report(report: &ExperimentReport, x: &Experiment) -> String {
         outln!(out, "{}", metrics_table(&long));
     }
     // Live minus simulator on the same arrivals.
-    let mut diff = Table::new();
-    diff.load_preset(UTF8_FULL_CONDENSED);
+    let mut diff = new_table();
     diff.set_header(vec![
         "profile",
         "variant",

@@ -1,9 +1,10 @@
 //! The Abacus study's results for people (a table per scenario) and
 //! machines (a CSV file per scenario).
 
+use super::new_table;
 use super::{right, summary_cells, SUMMARY_COLUMNS};
 use crate::LabError;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::Cell;
 use std::collections::BTreeSet;
 use std::path::Path;
 use vantage_sim::syn::scenario::Scenario;
@@ -33,8 +34,7 @@ pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
         .iter()
         .flat_map(|x| x.extras.keys().cloned())
         .collect();
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     let mut header = vec!["profile".to_string(), "filter".to_string()];
     if s.series.is_some() {
         header.push(short(&s.series.as_ref().map(|a| a.parameter.clone())));
@@ -102,8 +102,7 @@ fn print_pivot(s: &Scenario, r: &ScenarioResult) {
             .filter(|x| x.profile == clients.name)
             .collect();
         let series: Vec<Option<f64>> = s.series_values();
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         let mut header = vec![format!("{} · {sweep_name} \\ {series_name}", clients.name)];
         header.extend(series.iter().map(|v| format!("cost @ {}", num(*v))));
         table.set_header(header);

@@ -12,12 +12,13 @@
 //!   `DIR/certes/paper-comparison.csv` (checks) and an SVG per plotted
 //!   scenario and profile (Figures 18, 19, 21, 25, 26).
 
+use super::new_table;
 use super::right;
 use super::svg::{legend, Chart};
 use crate::report;
 use crate::studies::certes::{self, CertesResult, TrackPoint};
 use crate::{Check, LabError};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::Cell;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -67,8 +68,7 @@ pub fn print_tables(results: &[CertesResult]) {
 }
 
 fn print_figure16(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "truth s",
@@ -131,8 +131,7 @@ fn print_figure16(group: &[&CertesResult]) {
 }
 
 fn print_tracking(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "tracking |err| 250 ms",
@@ -180,8 +179,7 @@ fn print_tracking(group: &[&CertesResult]) {
 }
 
 fn print_midstream(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "started at s",
@@ -215,8 +213,7 @@ fn print_midstream(group: &[&CertesResult]) {
 /// Figure 16 over the whole study, beside the paper's statements.
 fn print_summary(results: &[CertesResult]) {
     println!("## Figure 16 over all scenarios — ours beside the paper's\n");
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "scenario",
         "profile",

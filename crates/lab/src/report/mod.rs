@@ -13,7 +13,15 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use std::path::Path;
 use vantage_sim::syn::metrics::Summary;
 
-pub(crate) fn right(text: String) -> Cell {
+/// An empty table in the style every table for people uses.
+pub fn new_table() -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table
+}
+
+/// A right-aligned cell (numbers).
+pub fn right(text: String) -> Cell {
     Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
@@ -53,8 +61,7 @@ pub fn print_checks(checks: &[Check]) {
         return;
     }
     println!("## The paper's statements beside our results\n");
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "figure",
         "profile",

@@ -10,12 +10,13 @@
 //! * `--out DIR`: `DIR/sbac/<scenario>.csv`, `DIR/sbac/paper-comparison.csv`
 //!   and one SVG per figure.
 
+use super::new_table;
 use super::right;
 use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
 use crate::report;
 use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
 use crate::LabError;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::Cell;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -36,8 +37,7 @@ fn rows_of<'a>(outcome: &'a SbacOutcome, s: &SbacScenario) -> Vec<&'a SbacRow> {
 pub fn print_tables(outcome: &SbacOutcome) {
     for s in &outcome.scenarios {
         println!("## {} — {} ({})\n", s.figure, s.title, s.origin);
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         let mut header = vec!["strategy", "m", "load %", "pattern"];
         if s.retries.len() > 1 {
             header.push("retries");
@@ -100,8 +100,7 @@ pub fn print_tables(outcome: &SbacOutcome) {
     }
     if !outcome.table2.is_empty() {
         println!("## Table 2 — aborted sessions, % of admitted: paper | ours\n");
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         table.set_header(vec!["pattern", "strategy", "m = 5", "m = 15", "m = 50"]);
         for chunk in outcome.table2.chunks(3) {
             let mut cells = vec![Cell::new(&chunk[0].pattern), Cell::new(&chunk[0].strategy)];
