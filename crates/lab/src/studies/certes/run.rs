@@ -6,6 +6,7 @@ use super::estimates::Estimates;
 use super::results::{CertesRow, TrackPoint};
 use super::scenario::{CertesScenario, PaperRow};
 use rayon::prelude::*;
+use vantage_sim::seed::mix_seed;
 use vantage_sim::syn::scenario::ScenarioError;
 use vantage_sim::syn::Effort;
 use vantage_sim::webserver;
@@ -24,15 +25,6 @@ pub struct CertesResult {
     pub on_off: bool,
     /// Wall-clock seconds the run took.
     pub wall_s: f64,
-}
-
-pub(super) fn mix(mut h: u64, x: u64) -> u64 {
-    h ^= x
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(h << 6)
-        .wrapping_add(h >> 2);
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^ (h >> 31)
 }
 
 /// Runs every scenario under every population, in parallel; results come
@@ -68,7 +60,7 @@ pub fn run_one(
         key: key.to_string(),
         problem,
     };
-    let seed = mix(s.seed, index as u64 + 1);
+    let seed = mix_seed(s.seed, index as u64 + 1);
     let run = webserver::simulate(&system, seed).map_err(|e| fail(e.part, e.problem))?;
     let estimates = Estimates::compute(s, &run, &model, effort)
         .map_err(|e| fail("scenario.interval_ms", e.to_string()))?;

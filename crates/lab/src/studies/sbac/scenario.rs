@@ -9,6 +9,7 @@ use vantage_core::admission::session::HybridConfig;
 use vantage_core::admission::session::PredictiveConfig;
 use vantage_core::admission::session::SessionConfigError;
 use vantage_core::Nanos;
+use vantage_sim::seed::mix_seed;
 use vantage_sim::sessions::LoadPattern;
 use vantage_sim::sessions::RunConfig;
 use vantage_sim::sessions::Segment;
@@ -657,12 +658,12 @@ impl SbacScenario {
                                 None => (None, None),
                             };
                             // The first repetition keeps the seed a single run had.
-                            let first_seed = mix(mix(self.seed, index), mean.to_bits());
+                            let first_seed = mix_seed(mix_seed(self.seed, index), mean.to_bits());
                             for repetition in 0..repetitions {
                                 let seed = if repetition == 0 {
                                     first_seed
                                 } else {
-                                    mix(first_seed, u64::from(repetition))
+                                    mix_seed(first_seed, u64::from(repetition))
                                 };
                                 jobs.push(Job {
                                     cell,
@@ -713,12 +714,3 @@ impl SbacScenario {
 /// A run's load shape: pattern name, load %, segments (seconds, load %)
 /// after the warm-up, and for a step (seconds before it, settle seconds).
 type Shape = (String, f64, Vec<(f64, f64)>, Option<(f64, f64)>);
-
-fn mix(mut h: u64, x: u64) -> u64 {
-    h ^= x
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(h << 6)
-        .wrapping_add(h >> 2);
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^ (h >> 31)
-}
