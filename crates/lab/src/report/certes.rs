@@ -15,6 +15,7 @@
 use super::new_table;
 use super::right;
 use super::svg::{legend, Chart};
+use crate::error::create_dir;
 use crate::report;
 use crate::studies::certes::{self, CertesResult, TrackPoint};
 use crate::{Check, LabError};
@@ -253,10 +254,7 @@ pub fn write_outputs(
     checks: &[Check],
     dir: &Path,
 ) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     let path = dir.join("figure16.csv");
     let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
         path: path.to_path_buf(),

@@ -13,6 +13,7 @@
 use super::new_table;
 use super::right;
 use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
+use crate::error::create_dir;
 use crate::report;
 use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
 use crate::LabError;
@@ -119,10 +120,7 @@ pub fn print_tables(outcome: &SbacOutcome) {
 
 /// Writes the study's CSV and SVG files into `dir`.
 pub fn write_outputs(outcome: &SbacOutcome, dir: &Path) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     for s in &outcome.scenarios {
         let path = dir.join(format!("{}.csv", s.name));
         let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {

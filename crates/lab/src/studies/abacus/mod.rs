@@ -4,6 +4,7 @@
 
 pub mod checks;
 
+use crate::error::create_dir;
 use crate::report::{self, abacus as tables, abacus_plot};
 use crate::study::runs_progress_bar;
 use crate::{LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
@@ -140,10 +141,7 @@ fn write_outputs(
     checks: &[crate::Check],
     dir: &Path,
 ) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     for (s, r) in results {
         tables::write_csv(&dir.join(format!("{}.csv", s.figure)), r)?;
         abacus_plot::figure(dir, s, r)?;
