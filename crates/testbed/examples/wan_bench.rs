@@ -136,6 +136,18 @@ fn pin_thread(cpu: Option<usize>) {
     }
 }
 
+/// One `iovec` over each buffer, for `sendmmsg`/`recvmmsg`.
+fn iovecs<B: AsMut<[u8]>>(buffers: &mut [B]) -> Vec<libc::iovec> {
+    buffers
+        .iter_mut()
+        .map(|b| b.as_mut())
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect()
+}
+
 /// CPU time, in clock ticks, used so far by every process except this one,
 /// its children (`ip`, `iptables`) and kernel threads: what other work on
 /// the machine took while a trial ran.
@@ -236,13 +248,7 @@ fn send(total: u64, rate: u64, payload: usize) -> Result<SenderReport, String> {
             buffer[..8].copy_from_slice(&(sent + i as u64).to_le_bytes());
             buffer[8..16].copy_from_slice(&stamp.to_le_bytes());
         }
-        let mut iovecs: Vec<libc::iovec> = buffers[..count]
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
+        let mut iovecs = iovecs(&mut buffers[..count]);
         let mut messages: Vec<libc::mmsghdr> = iovecs
             .iter_mut()
             .map(|iov| {
@@ -313,13 +319,7 @@ fn receive(socket: UdpSocket, sender_done: &AtomicBool, limit: Duration) -> Rece
     let started = Instant::now();
     let mut last_activity = Instant::now();
     while started.elapsed() < limit {
-        let mut iovecs: Vec<libc::iovec> = buffers
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
+        let mut iovecs = iovecs(&mut buffers);
         let mut messages: Vec<libc::mmsghdr> = iovecs
             .iter_mut()
             .zip(controls.iter_mut())
