@@ -14,43 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [ "$(id -u)" -ne 0 ]; then
-  echo "bench/wan/run.sh: needs root (network namespaces, iptables, NFQUEUE)" >&2
-  exit 2
-fi
-for tool in ip iptables ethtool; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "bench/wan/run.sh: $tool is not installed" >&2
-    exit 2
-  fi
-done
+. bench/quiet.sh
+require_root bench/wan/run.sh "network namespaces, iptables, NFQUEUE"
+require_tools bench/wan/run.sh ip iptables ethtool
 
 cargo build --release -p vantage-testbed --example wan_bench
-
-# Busy share of all CPUs over one second, in percent.
-busy_percent() {
-  local a b
-  a=($(head -1 /proc/stat))
-  sleep 1
-  b=($(head -1 /proc/stat))
-  local busy=$(( (b[1]+b[2]+b[3]+b[6]+b[7]+b[8]) - (a[1]+a[2]+a[3]+a[6]+a[7]+a[8]) ))
-  local idle=$(( (b[4]+b[5]) - (a[4]+a[5]) ))
-  echo $(( 100 * busy / (busy + idle + 1) ))
-}
-
-# Other work on these cores shows up as delay in the emulator's releases, so
-# wait (at most 10 minutes) for the machine to be quiet, and say so if not.
-wait_for_quiet() {
-  local waited=0 busy
-  while busy=$(busy_percent); [ "$busy" -gt 10 ]; do
-    if [ "$waited" -ge 600 ]; then
-      echo "note: machine still ${busy}% busy after 10 minutes; measuring anyway" >&2
-      return
-    fi
-    waited=$((waited + 1))
-  done
-  echo "machine quiet (${busy}% busy) after waiting ${waited} s"
-}
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), kernel $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC')"
 runs=${RUNS:-3}

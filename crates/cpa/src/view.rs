@@ -538,6 +538,27 @@ fn unsigned(time: i64) -> Nanos {
     Nanos(time.max(0) as u64)
 }
 
+/// The departures `keep` accepts as (first byte, index), sorted, and the
+/// longest sequence span among them: what an overlap search scans.
+fn sorted_by_first_byte(
+    records: &[Record],
+    departures: &[u32],
+    keep: impl Fn(&Record) -> bool,
+) -> (Vec<(i64, u32)>, i64) {
+    let mut by_start: Vec<(i64, u32)> = departures
+        .iter()
+        .filter(|&&i| keep(&records[i as usize]))
+        .map(|&i| (records[i as usize].seq, i))
+        .collect();
+    by_start.sort();
+    let longest = by_start
+        .iter()
+        .map(|&(_, i)| records[i as usize].end - records[i as usize].seq)
+        .max()
+        .unwrap_or(0);
+    (by_start, longest)
+}
+
 /// Marks departures whose sequence space overlaps another departure of
 /// the same sender (re-sent bytes: no delay sample, Karn's rule).
 fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
@@ -610,17 +631,7 @@ fn match_captures(view: &mut ConnectionView, fallback: &Fallback) {
             })
             .collect();
         let resent = overlapped(records, &departures);
-        let mut by_start: Vec<(i64, u32)> = departures
-            .iter()
-            .filter(|&&i| records[i as usize].end > records[i as usize].seq)
-            .map(|&i| (records[i as usize].seq, i))
-            .collect();
-        by_start.sort();
-        let longest = by_start
-            .iter()
-            .map(|&(_, i)| records[i as usize].end - records[i as usize].seq)
-            .max()
-            .unwrap_or(0);
+        let (by_start, longest) = sorted_by_first_byte(records, &departures, |r| r.end > r.seq);
         let mut pure: HashMap<PureKey, Vec<u32>> = HashMap::new();
         let mut pure_arrivals: HashMap<PureKey, u32> = HashMap::new();
         for &i in &departures {
@@ -915,18 +926,7 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     let mut later_copy: HashMap<u32, Nanos> = HashMap::new();
     {
         let records = &view.records;
-        let mut by_start: Vec<(i64, u32)> = departures
-            .iter()
-            .copied()
-            .filter(|&i| records[i as usize].has_space())
-            .map(|i| (records[i as usize].seq, i))
-            .collect();
-        by_start.sort();
-        let longest = by_start
-            .iter()
-            .map(|&(_, i)| records[i as usize].end - records[i as usize].seq)
-            .max()
-            .unwrap_or(0);
+        let (by_start, longest) = sorted_by_first_byte(records, &departures, Record::has_space);
         let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
         for &(start, d) in &by_start {
             let departure = &records[d as usize];

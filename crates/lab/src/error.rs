@@ -43,3 +43,11 @@ pub enum LabError {
     #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
+
+/// Creates `dir` and its parents, an error naming it.
+pub(crate) fn create_dir(dir: &std::path::Path) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })
+}

@@ -3,6 +3,7 @@
 //! beside our measurements.
 
 use crate::LabError;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -79,4 +80,15 @@ pub trait Study: Sync {
             .collect();
         self.run(&files, options)
     }
+}
+
+/// The progress bar over a study's `runs` runs; `label` follows the count
+/// (a study's name, or `{msg}` for a message set as the runs go).
+pub(crate) fn runs_progress_bar(runs: u64, label: &str) -> ProgressBar {
+    ProgressBar::new(runs).with_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} runs {label} (eta {{eta}})"
+        ))
+        .expect("progress template is valid"),
+    )
 }

@@ -21,13 +21,13 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
 use vantage_live::synflood::SynFlood;
+use vantage_sys::command::{run_command, CommandError};
 use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 
 type Error = Box<dyn std::error::Error>;
@@ -82,16 +82,13 @@ fn parse_options() -> Result<Options, Error> {
 }
 
 fn run(program: &str, args: &[&str]) -> Result<String, Error> {
-    let output = Command::new(program).args(args).output()?;
-    if !output.status.success() {
-        return Err(format!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
+    match run_command(program, args) {
+        Ok(output) => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
+        Err(CommandError::Spawn { source, .. }) => Err(source.into()),
+        Err(CommandError::Failed { stderr, .. }) => {
+            Err(format!("{program} {}: {stderr}", args.join(" ")).into())
+        }
     }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn iptables(args: &[&str]) -> Result<String, Error> {

@@ -6,8 +6,11 @@
 //! * [`syn`] — clients retransmitting SYNs through a SYN filter (Abacus);
 //! * [`webserver`] — a web server and its clients (Certes);
 //! * [`sessions`] — session-based admission control (SBAC).
+//!
+//! [`seed`] derives each run's seed from its scenario's.
 
 pub mod engine;
+pub mod seed;
 pub mod sessions;
 pub mod syn;
 pub mod webserver;

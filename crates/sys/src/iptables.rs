@@ -1,15 +1,15 @@
 //! Running `iptables` and `ip6tables`: the one place that finds the
-//! program, runs it with the caller's arguments and turns a failure into an
-//! [`IptablesError`] naming the command line and quoting its standard error.
+//! program and runs it with the caller's arguments ([`crate::command`]
+//! turns a failure into an error naming the command line and quoting its
+//! standard error).
 //!
 //! Callers own their rules and their flags (`-w`, `-w 5`); this module adds
 //! no argument of its own. The command rather than a netlink library: rules
 //! are few, installed once, and the command works with both the legacy and
 //! the nf_tables back end.
 
-use std::io;
+use crate::command::{run_command, CommandError};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Which address family's tables a command changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,21 +29,7 @@ impl Family {
 }
 
 /// A command that could not start or that exited with a failure.
-#[derive(Debug, thiserror::Error)]
-pub enum IptablesError {
-    #[error("`{command}` could not start: {source}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("`{command}` failed (exit {status}): {stderr}")]
-    Failed {
-        command: String,
-        status: i32,
-        stderr: String,
-    },
-}
+pub type IptablesError = CommandError;
 
 /// Finds the program of `family` in `PATH`, then `/usr/sbin` and `/sbin`.
 pub fn find(family: Family) -> Option<PathBuf> {
@@ -64,22 +50,7 @@ fn is_executable(path: &Path) -> bool {
 /// Runs `program args…` (a path, or a name looked up in `PATH`) to
 /// completion and returns its standard output.
 pub fn run<S: AsRef<str>>(program: &Path, args: &[S]) -> Result<String, IptablesError> {
-    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-    let command = format!("{} {}", program.display(), args.join(" "));
-    let output = Command::new(program)
-        .args(&args)
-        .output()
-        .map_err(|source| IptablesError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    if !output.status.success() {
-        return Err(IptablesError::Failed {
-            command,
-            status: output.status.code().unwrap_or(-1),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
+    let output = run_command(program, args)?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 

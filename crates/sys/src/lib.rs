@@ -1,6 +1,8 @@
 //! Linux plumbing shared by the live daemons and the testbed.
 //!
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
+//! * [`command`] — running a program to completion, a failure as a typed
+//!   error that carries the command line and its standard error;
 //! * [`iptables`] — finding and running `iptables`/`ip6tables`, failures as
 //!   typed errors that carry the command and its standard error;
 //! * [`nft`] — running `nft`, a script as one transaction, failures as
@@ -8,11 +10,14 @@
 //! * [`process`] — whether a recorded owner pid is alive;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
+//! * [`socket`] — setting a socket option whose value is a C int;
 //! * [`privilege`] — whether the process runs as root.
 
+pub mod command;
 pub mod iptables;
 pub mod nfqueue;
 pub mod nft;
 pub mod privilege;
 pub mod proc_net;
 pub mod process;
+pub mod socket;

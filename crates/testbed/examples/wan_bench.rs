@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 
 use vantage_core::Nanos;
 use vantage_sys::privilege::is_root;
+use vantage_sys::socket::set_int_option;
+use vantage_testbed::load::client::realtime_ns;
 use vantage_testbed::netns::NetnsError;
 use vantage_testbed::topology::{Topology, TopologySpec, SERVER_ADDR};
 use vantage_testbed::wan::clock::thread_cpu_time;
@@ -69,11 +71,9 @@ fn parse_options() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
-        let invalid = |v: &str| format!("{flag}: invalid value {v:?}");
         match flag.as_str() {
             "--rates" => {
-                let v = value()?;
+                let v = args.next().ok_or(format!("{flag} needs a value"))?;
                 options.rates = v
                     .split(',')
                     .map(|r| {
@@ -83,54 +83,38 @@ fn parse_options() -> Result<Options, String> {
                             .filter(|r| (1..=5_000_000).contains(r))
                     })
                     .collect::<Option<Vec<u64>>>()
-                    .ok_or_else(|| invalid(&v))?;
+                    .ok_or_else(|| format!("{flag}: invalid value {v:?}"))?;
             }
             "--seconds" => {
-                let v = value()?;
-                options.seconds = v
-                    .parse()
-                    .ok()
-                    .filter(|s| (0.1..=60.0).contains(s))
-                    .ok_or_else(|| invalid(&v))?;
+                options.seconds = number(&flag, args.next(), |s| (0.1..=60.0).contains(s))?
             }
             "--delay-ms" => {
-                let v = value()?;
-                options.delay_ms = v
-                    .parse()
-                    .ok()
-                    .filter(|d| (0.0..=1000.0).contains(d))
-                    .ok_or_else(|| invalid(&v))?;
+                options.delay_ms = number(&flag, args.next(), |d| (0.0..=1000.0).contains(d))?
             }
             "--payload" => {
-                let v = value()?;
-                options.payload = v
-                    .parse()
-                    .ok()
-                    .filter(|p| (16..=1400).contains(p))
-                    .ok_or_else(|| invalid(&v))?;
+                options.payload = number(&flag, args.next(), |p| (16..=1400).contains(p))?
             }
-            "--refine" => {
-                let v = value()?;
-                options.refine = v
-                    .parse()
-                    .ok()
-                    .filter(|r| *r <= 10)
-                    .ok_or_else(|| invalid(&v))?;
-            }
-            "--spin-us" => {
-                let v = value()?;
-                options.spin_us = v
-                    .parse()
-                    .ok()
-                    .filter(|s| *s <= 10_000)
-                    .ok_or_else(|| invalid(&v))?;
-            }
+            "--refine" => options.refine = number(&flag, args.next(), |r| *r <= 10)?,
+            "--spin-us" => options.spin_us = number(&flag, args.next(), |s| *s <= 10_000)?,
             "--no-pin" => options.pin = false,
             "--no-emulator" => options.no_emulator = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
     Ok(options)
+}
+
+/// The value after `flag`, parsed and accepted by `ok`.
+fn number<T: std::str::FromStr>(
+    flag: &str,
+    value: Option<String>,
+    ok: impl Fn(&T) -> bool,
+) -> Result<T, String> {
+    let v = value.ok_or(format!("{flag} needs a value"))?;
+    v.parse()
+        .ok()
+        .filter(ok)
+        .ok_or_else(|| format!("{flag}: invalid value {v:?}"))
 }
 
 fn cpus() -> usize {
@@ -152,32 +136,16 @@ fn pin_thread(cpu: Option<usize>) {
     }
 }
 
-fn realtime_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> Result<(), String> {
-    // SAFETY: valid descriptor and a c_int value with its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!("setsockopt: {}", std::io::Error::last_os_error()))
-    }
+/// One `iovec` over each buffer, for `sendmmsg`/`recvmmsg`.
+fn iovecs<B: AsMut<[u8]>>(buffers: &mut [B]) -> Vec<libc::iovec> {
+    buffers
+        .iter_mut()
+        .map(|b| b.as_mut())
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect()
 }
 
 /// CPU time, in clock ticks, used so far by every process except this one,
@@ -275,18 +243,12 @@ fn send(total: u64, rate: u64, payload: usize) -> Result<SenderReport, String> {
             }
             continue;
         }
-        let stamp = realtime_now_ns();
+        let stamp = realtime_ns();
         for (i, buffer) in buffers.iter_mut().enumerate().take(count) {
             buffer[..8].copy_from_slice(&(sent + i as u64).to_le_bytes());
             buffer[8..16].copy_from_slice(&stamp.to_le_bytes());
         }
-        let mut iovecs: Vec<libc::iovec> = buffers[..count]
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
+        let mut iovecs = iovecs(&mut buffers[..count]);
         let mut messages: Vec<libc::mmsghdr> = iovecs
             .iter_mut()
             .map(|iov| {
@@ -357,13 +319,7 @@ fn receive(socket: UdpSocket, sender_done: &AtomicBool, limit: Duration) -> Rece
     let started = Instant::now();
     let mut last_activity = Instant::now();
     while started.elapsed() < limit {
-        let mut iovecs: Vec<libc::iovec> = buffers
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
+        let mut iovecs = iovecs(&mut buffers);
         let mut messages: Vec<libc::mmsghdr> = iovecs
             .iter_mut()
             .zip(controls.iter_mut())
@@ -550,9 +506,9 @@ fn run_one(topology: &Topology, options: &Options, rate: u64) -> Result<Outcome,
         .spawn("udp-receiver", move || -> Result<ReceiverReport, String> {
             pin_thread(load_cpu);
             let socket = UdpSocket::bind((SERVER_ADDR, PORT)).map_err(|e| e.to_string())?;
-            let fd = socket.as_raw_fd();
-            let setup = set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 256 << 20)
-                .and_then(|()| set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1));
+            let setup = set_int_option(&socket, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 256 << 20)
+                .and_then(|()| set_int_option(&socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1))
+                .map_err(|e| format!("setsockopt: {e}"));
             let _ = ready_tx.send(setup.clone());
             setup?;
             Ok(receive(socket, &receiver_done, limit))

@@ -13,22 +13,13 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use nix::sched::{setns, CloneFlags};
+use vantage_sys::command::{run_command, CommandError};
 
 /// Errors from namespace and `ip`/`sysctl` operations, naming the command.
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
-    #[error("`{command}` could not start: {source}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("`{command}` failed (exit {status}): {stderr}")]
-    Failed {
-        command: String,
-        status: i32,
-        stderr: String,
-    },
+    #[error(transparent)]
+    Command(#[from] CommandError),
     #[error("cannot enter network namespace {name}: {source}")]
     Enter {
         name: String,
@@ -37,30 +28,9 @@ pub enum NetnsError {
     },
 }
 
-/// Runs a command to completion and returns its output, or an error that
-/// quotes the command line and its standard error.
-pub fn run_command(program: &str, args: &[&str]) -> Result<Output, NetnsError> {
-    let command = format!("{program} {}", args.join(" "));
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|source| NetnsError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    if !output.status.success() {
-        return Err(NetnsError::Failed {
-            command,
-            status: output.status.code().unwrap_or(-1),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(output)
-}
-
 /// Runs `ip <args>` in the caller's namespace.
 pub fn ip(args: &[&str]) -> Result<Output, NetnsError> {
-    run_command("ip", args)
+    Ok(run_command("ip", args)?)
 }
 
 /// A named network namespace. Dropping the value does not delete the
@@ -127,10 +97,12 @@ impl Netns {
         let value = value.to_string();
         self.run(move || std::fs::write(&path, value))
             .and_then(|written| {
-                written.map_err(|source| NetnsError::Failed {
-                    command: format!("sysctl -w {key}"),
-                    status: -1,
-                    stderr: source.to_string(),
+                written.map_err(|source| {
+                    NetnsError::Command(CommandError::Failed {
+                        command: format!("sysctl -w {key}"),
+                        status: -1,
+                        stderr: source.to_string(),
+                    })
                 })
             })
     }
@@ -140,12 +112,13 @@ impl Netns {
         let path = format!("/proc/sys/{}", key.replace('.', "/"));
         self.run(move || std::fs::read_to_string(&path))
             .and_then(|read| {
-                read.map(|s| s.trim().to_string())
-                    .map_err(|source| NetnsError::Failed {
+                read.map(|s| s.trim().to_string()).map_err(|source| {
+                    NetnsError::Command(CommandError::Failed {
                         command: format!("sysctl {key}"),
                         status: -1,
                         stderr: source.to_string(),
                     })
+                })
             })
     }
 

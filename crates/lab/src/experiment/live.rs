@@ -30,6 +30,22 @@ fn vantage_binary() -> std::io::Result<PathBuf> {
     })
 }
 
+/// The options of a testbed run writing into `dir`, with a watchdog that
+/// runs `vantage testbed clean` for the run's tag once this process is gone
+/// (`vantage` is the binary to run).
+pub fn watched_run_options(dir: PathBuf, vantage: PathBuf) -> RunOptions {
+    RunOptions {
+        dir,
+        tag: None,
+        watchdog: Some((
+            vantage,
+            ["testbed", "clean", "--tag", "{tag}", "--after-parent-exit"]
+                .map(String::from)
+                .to_vec(),
+        )),
+    }
+}
+
 /// One live run: the testbed run, then its records as a tally.
 pub fn live_row(
     run: &PlannedRun,
@@ -45,16 +61,7 @@ pub fn live_row(
         what: "finding the vantage binary",
         message: e.to_string(),
     })?;
-    let options = RunOptions {
-        dir: dir.clone(),
-        tag: None,
-        watchdog: Some((
-            exe,
-            ["testbed", "clean", "--tag", "{tag}", "--after-parent-exit"]
-                .map(String::from)
-                .to_vec(),
-        )),
-    };
+    let options = watched_run_options(dir.clone(), exe);
     let what = format!("{} {} · {}", run.variant.id, run.variant.label, run.profile);
     let on_event = |event: RunEvent| match event {
         RunEvent::Phase(p) => progress.status(format!("{what}: {p}")),

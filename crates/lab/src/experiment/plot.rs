@@ -8,17 +8,7 @@ use plotters::prelude::*;
 use super::error::ExperimentRunError;
 use super::plan::Experiment;
 use super::results::{ExperimentReport, ResultRow};
-
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-    RGBColor(127, 127, 127),
-];
+use crate::report::svg::PALETTE;
 
 fn plot_error<E: std::fmt::Display>(e: E) -> ExperimentRunError {
     ExperimentRunError::Plot(e.to_string())
@@ -70,7 +60,7 @@ pub fn plot(
             .draw()
             .map_err(plot_error)?;
         for (i, variant) in x.variants.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = PALETTE[i % PALETTE.len()];
             let point = |source: &str| {
                 rows.iter()
                     .find(|r| r.variant == variant.id && r.source == source)

@@ -4,22 +4,20 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
 
 use super::error::ExperimentRunError;
 use super::plan::Experiment;
 use super::plot::plot;
 use super::results::{ExperimentReport, ResultRow};
+use crate::report::new_table;
+use crate::report::{right, summary_cells, SUMMARY_COLUMNS};
 
 /// `println!` into a `String`.
 macro_rules! outln {
     ($out:expr, $($arg:tt)*) => {{
         let _ = writeln!($out, $($arg)*);
     }};
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
 }
 
 fn source_name(row: &ResultRow) -> String {
@@ -31,8 +29,7 @@ fn source_name(row: &ResultRow) -> String {
 }
 
 fn metrics_table(rows: &[&ResultRow]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "variant",
@@ -128,8 +125,7 @@ pub fn render_report(report: &ExperimentReport, x: &Experiment) -> String {
         outln!(out, "{}", metrics_table(&long));
     }
     // Live minus simulator on the same arrivals.
-    let mut diff = Table::new();
-    diff.load_preset(UTF8_FULL_CONDENSED);
+    let mut diff = new_table();
     diff.set_header(vec![
         "profile",
         "variant",
@@ -278,28 +274,10 @@ pub fn write_outputs(
             path: csv_path.clone(),
             source,
         })?;
-    w.write_record([
-        "profile",
-        "variant",
-        "label",
-        "source",
-        "model",
-        "requests",
-        "throughput_pct",
-        "delay_mean_s",
-        "delay_p50_s",
-        "delay_p95_s",
-        "delay_p99_s",
-        "cost_mean",
-        "timeouts_pct",
-        "rejects_pct",
-        "retransmissions_mean",
-        "attempts",
-        "http_ok_pct",
-        "other",
-        "dir",
-        "error",
-    ])?;
+    let mut header = vec!["profile", "variant", "label", "source", "model"];
+    header.extend(SUMMARY_COLUMNS);
+    header.extend(["attempts", "http_ok_pct", "other", "dir", "error"]);
+    w.write_record(&header)?;
     for row in &report.rows {
         let mut record = vec![
             row.profile.clone(),
@@ -309,19 +287,8 @@ pub fn write_outputs(
             row.model.clone().unwrap_or_default(),
         ];
         match &row.summary {
-            Some(m) => record.extend([
-                m.requests.to_string(),
-                m.throughput_pct.to_string(),
-                m.delay_mean_s.to_string(),
-                m.delay_p50_s.to_string(),
-                m.delay_p95_s.to_string(),
-                m.delay_p99_s.to_string(),
-                m.cost_mean.to_string(),
-                m.timeouts_pct.to_string(),
-                m.rejects_pct.to_string(),
-                m.retransmissions_mean.to_string(),
-            ]),
-            None => record.extend(std::iter::repeat_n(String::new(), 10)),
+            Some(m) => record.extend(summary_cells(m)),
+            None => record.extend(std::iter::repeat_n(String::new(), SUMMARY_COLUMNS.len())),
         }
         match &row.outcomes {
             Some(o) => record.extend([

@@ -23,7 +23,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use rayon::prelude::*;
 use serde::Serialize;
 use vantage_sim::syn::metrics::Summary;
@@ -35,6 +35,7 @@ use super::plan::Experiment;
 use super::results::sim_row;
 use super::simulate::simulate_model;
 use super::workload::{workload_stats, WorkloadStats};
+use crate::report::{new_table, right};
 
 /// `println!` into a `String`.
 macro_rules! outln {
@@ -277,10 +278,6 @@ fn summarize(x: &Experiment, comparisons: &[SeedComparison]) -> Vec<SweepSummary
     out
 }
 
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
-
 /// The two tables for people.
 pub fn render_sweep(report: &SweepReport) -> String {
     let mut out = String::new();
@@ -289,8 +286,7 @@ pub fn render_sweep(report: &SweepReport) -> String {
         "Seed sweep of {}: seeds 1–{}, {:.0} s of arrivals each, the simulator on each seed's arrivals\n",
         report.file, report.seeds, report.duration_s
     );
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     let mut header = vec![
         "profile".to_string(),
         "candidate vs baseline".to_string(),
@@ -336,8 +332,7 @@ pub fn render_sweep(report: &SweepReport) -> String {
         out,
         "Seeds whose arrivals best match the model's moments (chosen on the arrivals alone):\n"
     );
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "seed",
         "mean /s",

@@ -1,9 +1,10 @@
 //! The Abacus study's results for people (a table per scenario) and
 //! machines (a CSV file per scenario).
 
-use super::right;
+use super::new_table;
+use super::{right, summary_cells, SUMMARY_COLUMNS};
 use crate::LabError;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::Cell;
 use std::collections::BTreeSet;
 use std::path::Path;
 use vantage_sim::syn::scenario::Scenario;
@@ -33,8 +34,7 @@ pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
         .iter()
         .flat_map(|x| x.extras.keys().cloned())
         .collect();
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     let mut header = vec!["profile".to_string(), "filter".to_string()];
     if s.series.is_some() {
         header.push(short(&s.series.as_ref().map(|a| a.parameter.clone())));
@@ -102,8 +102,7 @@ fn print_pivot(s: &Scenario, r: &ScenarioResult) {
             .filter(|x| x.profile == clients.name)
             .collect();
         let series: Vec<Option<f64>> = s.series_values();
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         let mut header = vec![format!("{} · {sweep_name} \\ {series_name}", clients.name)];
         header.extend(series.iter().map(|v| format!("cost @ {}", num(*v))));
         table.set_header(header);
@@ -142,23 +141,13 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
         "value",
         "series_parameter",
         "series_value",
-        "requests",
-        "throughput_pct",
-        "delay_mean_s",
-        "delay_p50_s",
-        "delay_p95_s",
-        "delay_p99_s",
-        "cost_mean",
-        "timeouts_pct",
-        "rejects_pct",
-        "retransmissions_mean",
     ]
     .map(String::from)
     .to_vec();
+    header.extend(SUMMARY_COLUMNS.map(String::from));
     header.extend(extras.iter().cloned());
     w.write_record(&header)?;
     for row in &r.rows {
-        let m = &row.summary;
         let mut record = vec![
             row.study.clone(),
             row.figure.clone(),
@@ -168,17 +157,8 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
             num(row.value),
             row.series_parameter.clone().unwrap_or_default(),
             num(row.series_value),
-            m.requests.to_string(),
-            m.throughput_pct.to_string(),
-            m.delay_mean_s.to_string(),
-            m.delay_p50_s.to_string(),
-            m.delay_p95_s.to_string(),
-            m.delay_p99_s.to_string(),
-            m.cost_mean.to_string(),
-            m.timeouts_pct.to_string(),
-            m.rejects_pct.to_string(),
-            m.retransmissions_mean.to_string(),
         ];
+        record.extend(summary_cells(&row.summary));
         for key in &extras {
             record.push(row.extras.get(key).map_or(String::new(), |v| v.to_string()));
         }

@@ -2,21 +2,15 @@
 //! (one line per filter, or per series value), and for Figures 4 and 5 the
 //! arrivals and drops over time.
 
+use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
 use crate::LabError;
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 use vantage_sim::syn::scenario::{Kind, Scenario};
 use vantage_sim::syn::{Row, ScenarioResult};
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-];
+/// The first six colours of the palette: the figures' lines cycle through six.
+const COLORS: &[RGBColor] = PALETTE.split_at(6).0;
 
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
@@ -84,7 +78,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
         .iter()
         .map(|&v| if log_x { v.max(1.0).log2() } else { v })
         .collect();
-    let (x_lo, x_hi) = bounds(&xs);
+    let (x_lo, x_hi) = padded_bounds(&xs);
     let panels = if by_series { 1 } else { 3 };
     let root = SVGBackend::new(path, (420 * panels as u32, 360)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
@@ -96,7 +90,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
     };
     for (area, (name, metric)) in areas.iter().zip(shown) {
         let ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
-        let (y_lo, y_hi) = bounds(&ys);
+        let (y_lo, y_hi) = padded_bounds(&ys);
         let x_label = if log_x {
             format!("log2 {}", axis.parameter)
         } else {
@@ -124,14 +118,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
                     Some((if log_x { x.max(1.0).log2() } else { x }, metric(r)))
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
+            line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
         }
         // Throughput falls with the swept value, delay and cost rise: keep
         // the legend in the corner the lines leave free.
@@ -140,7 +127,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
         } else {
             SeriesLabelPosition::UpperLeft
         };
-        legend(&mut chart, corner)?;
+        legend(&mut chart, corner, None).map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())
@@ -205,33 +192,8 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
                 .label(name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, None).map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())
-}
-
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
-fn legend<'a, 'b: 'a>(
-    chart: &mut Chart<'a, 'b>,
-    position: SeriesLabelPosition,
-) -> Result<(), LabError> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)
-}
-
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.05).max(1e-3);
-    (lo - pad, hi + pad)
 }

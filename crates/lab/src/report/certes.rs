@@ -12,12 +12,14 @@
 //!   `DIR/certes/paper-comparison.csv` (checks) and an SVG per plotted
 //!   scenario and profile (Figures 18, 19, 21, 25, 26).
 
+use super::new_table;
 use super::right;
+use super::svg::{legend, Chart};
+use crate::error::create_dir;
 use crate::report;
 use crate::studies::certes::{self, CertesResult, TrackPoint};
 use crate::{Check, LabError};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
-use plotters::coord::types::RangedCoordf64;
+use comfy_table::Cell;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -67,8 +69,7 @@ pub fn print_tables(results: &[CertesResult]) {
 }
 
 fn print_figure16(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "truth s",
@@ -131,8 +132,7 @@ fn print_figure16(group: &[&CertesResult]) {
 }
 
 fn print_tracking(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "tracking |err| 250 ms",
@@ -180,8 +180,7 @@ fn print_tracking(group: &[&CertesResult]) {
 }
 
 fn print_midstream(group: &[&CertesResult]) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "profile",
         "started at s",
@@ -215,8 +214,7 @@ fn print_midstream(group: &[&CertesResult]) {
 /// Figure 16 over the whole study, beside the paper's statements.
 fn print_summary(results: &[CertesResult]) {
     println!("## Figure 16 over all scenarios — ours beside the paper's\n");
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "scenario",
         "profile",
@@ -256,10 +254,7 @@ pub fn write_outputs(
     checks: &[Check],
     dir: &Path,
 ) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     let path = dir.join("figure16.csv");
     let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
         path: path.to_path_buf(),
@@ -303,8 +298,6 @@ const QUEUE: RGBColor = RGBColor(148, 103, 189);
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
-
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 fn line(
     chart: &mut Chart,
@@ -394,13 +387,7 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
             "Certes started mid-stream",
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight, None).map_err(err)?;
 
     let queue_hi = track
         .iter()
@@ -443,13 +430,7 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         .map_err(err)?
         .label("accept-queue limit")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], QUEUE));
-    lower
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut lower, SeriesLabelPosition::UpperRight, None).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

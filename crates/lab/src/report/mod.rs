@@ -6,13 +6,53 @@ pub mod abacus;
 pub mod abacus_plot;
 pub mod certes;
 pub mod sbac;
+pub(crate) mod svg;
 
 use crate::{Check, LabError, StudyOutcome};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use std::path::Path;
+use vantage_sim::syn::metrics::Summary;
 
-pub(crate) fn right(text: String) -> Cell {
+/// An empty table in the style every table for people uses.
+pub fn new_table() -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table
+}
+
+/// A right-aligned cell (numbers).
+pub fn right(text: String) -> Cell {
     Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// The CSV columns of a Section 6 summary, in the order of [`summary_cells`].
+pub(crate) const SUMMARY_COLUMNS: [&str; 10] = [
+    "requests",
+    "throughput_pct",
+    "delay_mean_s",
+    "delay_p50_s",
+    "delay_p95_s",
+    "delay_p99_s",
+    "cost_mean",
+    "timeouts_pct",
+    "rejects_pct",
+    "retransmissions_mean",
+];
+
+/// A Section 6 summary as CSV cells, under [`SUMMARY_COLUMNS`].
+pub(crate) fn summary_cells(m: &Summary) -> [String; 10] {
+    [
+        m.requests.to_string(),
+        m.throughput_pct.to_string(),
+        m.delay_mean_s.to_string(),
+        m.delay_p50_s.to_string(),
+        m.delay_p95_s.to_string(),
+        m.delay_p99_s.to_string(),
+        m.cost_mean.to_string(),
+        m.timeouts_pct.to_string(),
+        m.rejects_pct.to_string(),
+        m.retransmissions_mean.to_string(),
+    ]
 }
 
 /// Prints the paper-versus-ours table.
@@ -21,8 +61,7 @@ pub fn print_checks(checks: &[Check]) {
         return;
     }
     println!("## The paper's statements beside our results\n");
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
+    let mut table = new_table();
     table.set_header(vec![
         "figure",
         "profile",

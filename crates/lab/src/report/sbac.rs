@@ -10,11 +10,14 @@
 //! * `--out DIR`: `DIR/sbac/<scenario>.csv`, `DIR/sbac/paper-comparison.csv`
 //!   and one SVG per figure.
 
+use super::new_table;
 use super::right;
+use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
+use crate::error::create_dir;
 use crate::report;
 use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
 use crate::LabError;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use comfy_table::Cell;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -35,8 +38,7 @@ fn rows_of<'a>(outcome: &'a SbacOutcome, s: &SbacScenario) -> Vec<&'a SbacRow> {
 pub fn print_tables(outcome: &SbacOutcome) {
     for s in &outcome.scenarios {
         println!("## {} — {} ({})\n", s.figure, s.title, s.origin);
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         let mut header = vec!["strategy", "m", "load %", "pattern"];
         if s.retries.len() > 1 {
             header.push("retries");
@@ -99,8 +101,7 @@ pub fn print_tables(outcome: &SbacOutcome) {
     }
     if !outcome.table2.is_empty() {
         println!("## Table 2 — aborted sessions, % of admitted: paper | ours\n");
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED);
+        let mut table = new_table();
         table.set_header(vec!["pattern", "strategy", "m = 5", "m = 15", "m = 50"]);
         for chunk in outcome.table2.chunks(3) {
             let mut cells = vec![Cell::new(&chunk[0].pattern), Cell::new(&chunk[0].strategy)];
@@ -119,10 +120,7 @@ pub fn print_tables(outcome: &SbacOutcome) {
 
 /// Writes the study's CSV and SVG files into `dir`.
 pub fn write_outputs(outcome: &SbacOutcome, dir: &Path) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     for s in &outcome.scenarios {
         let path = dir.join(format!("{}.csv", s.name));
         let mut w = csv::Writer::from_path(&path).map_err(|source| LabError::Write {
@@ -194,17 +192,6 @@ impl<'a> From<&'a SbacRow> for CsvRow<'a> {
     }
 }
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-    RGBColor(127, 127, 127),
-];
-
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
@@ -263,10 +250,10 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
     root.fill(&WHITE).map_err(err)?;
     let areas = root.split_evenly((2, 2));
     let xs: Vec<f64> = rows.iter().map(|r| x_of(r)).collect();
-    let (x_lo, x_hi) = bounds(&xs);
+    let (x_lo, x_hi) = padded_bounds(&xs);
     for (area, (name, metric)) in areas.iter().zip(metrics) {
         let ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
-        let (mut y_lo, y_hi) = bounds(&ys);
+        let (mut y_lo, y_hi) = padded_bounds(&ys);
         y_lo = y_lo.min(0.0);
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{} — {}", s.figure, name), ("sans-serif", 14))
@@ -286,41 +273,17 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
             .draw()
             .map_err(err)?;
         for (i, label) in labels.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = PALETTE[i % PALETTE.len()];
             let mut points: Vec<(f64, f64)> = rows
                 .iter()
                 .filter(|r| &label_of(r) == label)
                 .map(|r| (x_of(r), metric(r)))
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
+            line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 10))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, Some(10)).map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())
-}
-
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.05).max(1e-3);
-    (lo - pad, hi + pad)
 }

@@ -9,6 +9,7 @@
 //! pooled over repetitions in repetition order, so a run is reproducible
 //! bit for bit whatever the number of threads.
 
+use crate::seed::mix_seed;
 use crate::syn::filters::FilterKind;
 use crate::syn::metrics::{Summary, Tally};
 use crate::syn::run::{simulate, Bin, Recording, RunResult};
@@ -92,15 +93,6 @@ pub fn steps(s: &Scenario, effort: Effort) -> u64 {
         * u64::from(effort.repetitions(s))
 }
 
-fn mix(mut h: u64, x: u64) -> u64 {
-    h ^= x
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(h << 6)
-        .wrapping_add(h >> 2);
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^ (h >> 31)
-}
-
 /// What one repetition of one filter leaves for pooling.
 struct RepResult {
     tally: Tally,
@@ -138,17 +130,17 @@ pub fn execute(
         for (si, series) in s.series_values().into_iter().enumerate() {
             for (vi, value) in s.sweep_values().into_iter().enumerate() {
                 let point = s.point(series, value)?;
-                let mut traffic_key = mix(mix(s.seed, ci as u64), 0xA11CE);
+                let mut traffic_key = mix_seed(mix_seed(s.seed, ci as u64), 0xA11CE);
                 if series_moves_workload {
-                    traffic_key = mix(traffic_key, si as u64 + 1);
+                    traffic_key = mix_seed(traffic_key, si as u64 + 1);
                 }
                 if sweep_moves_workload {
-                    traffic_key = mix(traffic_key, (vi as u64 + 1) << 20);
+                    traffic_key = mix_seed(traffic_key, (vi as u64 + 1) << 20);
                 }
                 let reps: Vec<Result<Vec<RepResult>, ScenarioError>> = (0..repetitions)
                     .into_par_iter()
                     .map(|rep| {
-                        let seed = mix(traffic_key, u64::from(rep));
+                        let seed = mix_seed(traffic_key, u64::from(rep));
                         let mut rng = ChaCha8Rng::seed_from_u64(seed);
                         let first_syns =
                             point.workload.first_syns(horizon, &mut rng).map_err(|e| {
@@ -167,7 +159,7 @@ pub fn execute(
                                     problem: e.to_string(),
                                 }
                             })?;
-                            let mut client_rng = ChaCha8Rng::seed_from_u64(mix(seed, 0xC11E));
+                            let mut client_rng = ChaCha8Rng::seed_from_u64(mix_seed(seed, 0xC11E));
                             let r: RunResult = simulate(
                                 filter.as_mut(),
                                 clients,

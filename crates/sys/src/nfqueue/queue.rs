@@ -9,6 +9,7 @@ use super::wire::{
     encode_config, encode_verdict, ConfigCommand, ConfigMessage, CopyMode, Message, Messages,
     Verdict, CONFIG_FLAG_FAIL_OPEN,
 };
+use crate::socket::set_int_option;
 
 /// Largest buffer handed to one `send`: stays well under the default
 /// `net.core.wmem_default` so the kernel never refuses it with `EMSGSIZE`.
@@ -153,24 +154,6 @@ impl AsRawFd for Queue {
 impl AsFd for Queue {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
-    }
-}
-
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> std::io::Result<()> {
-    // SAFETY: `value` is a live c_int and its size is passed alongside.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -326,16 +309,12 @@ impl Queue {
     /// kernel reports afterwards (it doubles the request for bookkeeping).
     pub fn set_recv_buffer_force(&self, bytes: usize) -> Result<usize, NfqError> {
         let value = bytes.min(i32::MAX as usize / 2) as i32;
-        setsockopt_int(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            value,
-        )
-        .map_err(|source| NfqError::Io {
-            operation: format!("setsockopt(SO_RCVBUFFORCE, {bytes})"),
-            source,
-        })?;
+        set_int_option(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).map_err(
+            |source| NfqError::Io {
+                operation: format!("setsockopt(SO_RCVBUFFORCE, {bytes})"),
+                source,
+            },
+        )?;
         self.recv_buffer_size()
     }
 
@@ -343,15 +322,11 @@ impl Queue {
     /// `net.core.rmem_max`. Returns the size the kernel reports afterwards.
     pub fn set_recv_buffer(&self, bytes: usize) -> Result<usize, NfqError> {
         let value = bytes.min(i32::MAX as usize / 2) as i32;
-        setsockopt_int(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            value,
-        )
-        .map_err(|source| NfqError::Io {
-            operation: format!("setsockopt(SO_RCVBUF, {bytes})"),
-            source,
+        set_int_option(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF, value).map_err(|source| {
+            NfqError::Io {
+                operation: format!("setsockopt(SO_RCVBUF, {bytes})"),
+                source,
+            }
         })?;
         self.recv_buffer_size()
     }
@@ -368,8 +343,8 @@ impl Queue {
 
     /// Sets or clears `NETLINK_NO_ENOBUFS`.
     pub fn set_no_enobufs(&self, on: bool) -> Result<(), NfqError> {
-        setsockopt_int(
-            self.fd.as_raw_fd(),
+        set_int_option(
+            &self.fd,
             libc::SOL_NETLINK,
             libc::NETLINK_NO_ENOBUFS,
             i32::from(on),

@@ -53,6 +53,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, timeout_at, Instant};
 use vantage_core::Nanos;
+use vantage_sys::socket::set_int_option;
 
 use super::arrivals::{ArrivalConfig, ArrivalError};
 use super::record::{ConnectionRecord, Outcome};
@@ -344,29 +345,6 @@ pub fn tcp_total_retransmissions(fd: RawFd) -> Option<u32> {
     let needed =
         std::mem::offset_of!(libc::tcp_info, tcpi_total_retrans) + std::mem::size_of::<u32>();
     (status == 0 && length as usize >= needed).then_some(info.tcpi_total_retrans)
-}
-
-fn set_int_option(
-    socket: &Socket,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live c_int and its exact size.
-    let status = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// Runs the load described by `config` against `target` and returns one

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::load::client::realtime_ns;
 use serde::Serialize;
 use vantage_sys::proc_net::{
     read_thread_namespace_counters, ProcNetError, LISTEN_DROPS, LISTEN_OVERFLOWS, PASSIVE_OPENS,
@@ -95,14 +96,6 @@ impl CounterRecord {
         writer.flush()?;
         Ok(())
     }
-}
-
-/// Nanoseconds since the UNIX epoch, from CLOCK_REALTIME.
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// Samples the calling thread's namespace every `interval` until `stop` is

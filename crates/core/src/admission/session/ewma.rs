@@ -8,7 +8,9 @@
 //! Departure: none in the rule. The ac-interval length is the driver's: the
 //! controller is told when an interval ends and how long it was.
 
-use super::{check, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError};
+use super::{
+    check, check_threshold, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError,
+};
 use crate::Nanos;
 
 /// Parameters of the EWMA family.
@@ -38,12 +40,7 @@ impl EwmaConfig {
     }
 
     pub fn validate(&self) -> Result<(), SessionConfigError> {
-        check(
-            self.threshold > 0.0 && self.threshold <= 1.0,
-            "threshold",
-            "in (0, 1]",
-            self.threshold,
-        )?;
+        check_threshold(self.threshold)?;
         check(
             self.weight > 0.0 && self.weight <= 1.0,
             "weight",
@@ -128,14 +125,7 @@ impl SessionAdmission for EwmaController {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn interval(utilization_pct: u64) -> IntervalMeasurement {
-        IntervalMeasurement {
-            elapsed: Nanos::from_secs(1),
-            busy: Nanos::from_millis(10 * utilization_pct),
-            ..Default::default()
-        }
-    }
+    use crate::admission::session::busy_second;
 
     #[test]
     fn recurrence_matches_section_7() {
@@ -149,7 +139,7 @@ mod tests {
         assert!(c.admit_new_session(Nanos::ZERO));
         let mut expected = 0.95;
         for (i, u) in [100u64, 100, 40, 100, 100, 100, 0].into_iter().enumerate() {
-            c.on_interval(Nanos::from_secs(i as u64 + 1), &interval(u));
+            c.on_interval(Nanos::from_secs(i as u64 + 1), &busy_second(u));
             expected = 0.7 * expected + 0.3 * (u as f64 / 100.0);
             assert!((c.predicted_utilization() - expected).abs() < 1e-12);
             assert_eq!(
@@ -164,9 +154,9 @@ mod tests {
     #[test]
     fn responsive_follows_the_last_interval_only() {
         let mut c = EwmaController::new(EwmaConfig::responsive()).unwrap();
-        c.on_interval(Nanos::from_secs(1), &interval(96));
+        c.on_interval(Nanos::from_secs(1), &busy_second(96));
         assert!(!c.admit_new_session(Nanos::from_secs(1)));
-        c.on_interval(Nanos::from_secs(2), &interval(95));
+        c.on_interval(Nanos::from_secs(2), &busy_second(95));
         assert!(c.admit_new_session(Nanos::from_secs(2)));
     }
 
@@ -178,13 +168,13 @@ mod tests {
         let mut stable = EwmaController::new(EwmaConfig::stable()).unwrap();
         let mut responsive = EwmaController::new(EwmaConfig::responsive()).unwrap();
         for i in 1..=20u64 {
-            stable.on_interval(Nanos::from_secs(i), &interval(100));
-            responsive.on_interval(Nanos::from_secs(i), &interval(100));
+            stable.on_interval(Nanos::from_secs(i), &busy_second(100));
+            responsive.on_interval(Nanos::from_secs(i), &busy_second(100));
             assert!(!stable.admit_new_session(Nanos::from_secs(i)));
             assert!(!responsive.admit_new_session(Nanos::from_secs(i)));
         }
-        stable.on_interval(Nanos::from_secs(21), &interval(80));
-        responsive.on_interval(Nanos::from_secs(21), &interval(80));
+        stable.on_interval(Nanos::from_secs(21), &busy_second(80));
+        responsive.on_interval(Nanos::from_secs(21), &busy_second(80));
         assert!(!stable.admit_new_session(Nanos::from_secs(21)));
         assert!(responsive.admit_new_session(Nanos::from_secs(21)));
         // Conversely, a single burst after calm closes only the responsive
@@ -192,11 +182,11 @@ mod tests {
         let mut stable = EwmaController::new(EwmaConfig::stable()).unwrap();
         let mut responsive = EwmaController::new(EwmaConfig::responsive()).unwrap();
         for i in 1..=20u64 {
-            stable.on_interval(Nanos::from_secs(i), &interval(70));
-            responsive.on_interval(Nanos::from_secs(i), &interval(70));
+            stable.on_interval(Nanos::from_secs(i), &busy_second(70));
+            responsive.on_interval(Nanos::from_secs(i), &busy_second(70));
         }
-        stable.on_interval(Nanos::from_secs(21), &interval(100));
-        responsive.on_interval(Nanos::from_secs(21), &interval(100));
+        stable.on_interval(Nanos::from_secs(21), &busy_second(100));
+        responsive.on_interval(Nanos::from_secs(21), &busy_second(100));
         assert!(stable.admit_new_session(Nanos::from_secs(21)));
         assert!(!responsive.admit_new_session(Nanos::from_secs(21)));
     }

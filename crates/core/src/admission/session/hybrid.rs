@@ -20,7 +20,8 @@
 
 use super::ewma::Predictor;
 use super::{
-    check, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError, SessionCounters,
+    check, check_threshold, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError,
+    SessionCounters,
 };
 use crate::Nanos;
 
@@ -48,12 +49,7 @@ impl Default for HybridConfig {
 
 impl HybridConfig {
     pub fn validate(&self) -> Result<(), SessionConfigError> {
-        check(
-            self.threshold > 0.0 && self.threshold <= 1.0,
-            "threshold",
-            "in (0, 1]",
-            self.threshold,
-        )?;
+        check_threshold(self.threshold)?;
         let tenths = self.initial_weight * 10.0;
         check(
             (1.0..=10.0).contains(&tenths) && (tenths - tenths.round()).abs() < 1e-9,
@@ -165,14 +161,7 @@ impl SessionAdmission for HybridController {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn quiet(utilization_pct: u64) -> IntervalMeasurement {
-        IntervalMeasurement {
-            elapsed: Nanos::from_secs(1),
-            busy: Nanos::from_millis(10 * utilization_pct),
-            ..Default::default()
-        }
-    }
+    use crate::admission::session::busy_second;
 
     #[test]
     fn trouble_makes_it_responsive_and_quiet_cycles_relax_it() {
@@ -182,7 +171,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(h.weight(), 0.1);
-        let mut troubled = quiet(100);
+        let mut troubled = busy_second(100);
         troubled.aborted_requests = 1;
         h.on_interval(Nanos::from_secs(1), &troubled);
         assert_eq!(h.weight(), 1.0);
@@ -191,18 +180,18 @@ mod tests {
         assert_eq!(h.ac_cycle_intervals(), 3);
         // Two quiet intervals: not yet a whole ac_cycle.
         for t in 2..=3 {
-            h.on_interval(Nanos::from_secs(t), &quiet(50));
+            h.on_interval(Nanos::from_secs(t), &busy_second(50));
             assert_eq!(h.weight(), 1.0);
         }
-        h.on_interval(Nanos::from_secs(4), &quiet(50));
+        h.on_interval(Nanos::from_secs(4), &busy_second(50));
         assert!((h.weight() - 0.9).abs() < 1e-12);
         // Nine more cycles bring it to ac-stable, and no further.
         for t in 0..(3 * 12) {
-            h.on_interval(Nanos::from_secs(5 + t), &quiet(50));
+            h.on_interval(Nanos::from_secs(5 + t), &busy_second(50));
         }
         assert_eq!(h.weight(), 0.1);
         // A refused connection is trouble too.
-        let mut refused = quiet(90);
+        let mut refused = busy_second(90);
         refused.refused_connections = 2;
         h.on_interval(Nanos::from_secs(60), &refused);
         assert_eq!(h.weight(), 1.0);
@@ -212,7 +201,7 @@ mod tests {
     #[test]
     fn ac_cycle_is_inter_request_time_times_session_length() {
         let mut h = HybridController::new(HybridConfig::default()).unwrap();
-        let mut m = quiet(80);
+        let mut m = busy_second(80);
         // 10 sessions, 150 requests: SesLength 15; gaps of 5 s on average.
         m.admitted_sessions = 10;
         m.session_requests = 150;

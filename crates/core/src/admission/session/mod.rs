@@ -147,6 +147,26 @@ pub(crate) fn check(
     crate::OutOfRange::check(ok, parameter, expected, value)
 }
 
+/// U_ac, the utilization every controller admits below: in (0, 1].
+pub(crate) fn check_threshold(threshold: f64) -> Result<(), SessionConfigError> {
+    check(
+        threshold > 0.0 && threshold <= 1.0,
+        "threshold",
+        "in (0, 1]",
+        threshold,
+    )
+}
+
+/// A one-second interval busy `utilization_pct` % of the time, nothing else.
+#[cfg(test)]
+pub(crate) fn busy_second(utilization_pct: u64) -> IntervalMeasurement {
+    IntervalMeasurement {
+        elapsed: Nanos::from_secs(1),
+        busy: Nanos::from_millis(10 * utilization_pct),
+        ..Default::default()
+    }
+}
+
 /// Running totals C_s and C_r of Section 12, and the inter-request gaps.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct SessionCounters {

@@ -49,7 +49,8 @@
 
 use super::overhead::{rejection_overhead_pct, session_capacity, session_quota_per_s};
 use super::{
-    check, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError, SessionCounters,
+    check, check_threshold, Decision, IntervalMeasurement, SessionAdmission, SessionConfigError,
+    SessionCounters,
 };
 use crate::Nanos;
 use std::collections::VecDeque;
@@ -82,12 +83,7 @@ impl Default for PredictiveConfig {
 
 impl PredictiveConfig {
     pub fn validate(&self) -> Result<(), SessionConfigError> {
-        check(
-            self.threshold > 0.0 && self.threshold <= 1.0,
-            "threshold",
-            "in (0, 1]",
-            self.threshold,
-        )?;
+        check_threshold(self.threshold)?;
         check(
             self.carry_intervals <= 1000,
             "carry_intervals",

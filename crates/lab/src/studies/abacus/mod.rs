@@ -4,9 +4,10 @@
 
 pub mod checks;
 
+use crate::error::create_dir;
 use crate::report::{self, abacus as tables, abacus_plot};
+use crate::study::runs_progress_bar;
 use crate::{LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
@@ -110,12 +111,7 @@ fn run_scenarios(
         quick: options.quick,
     };
     let total: u64 = scenarios.iter().map(|s| steps(s, effort)).sum();
-    let bar = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs {msg} (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
+    let bar = runs_progress_bar(total, "{msg}");
     let mut results = Vec::new();
     for s in scenarios {
         bar.set_message(format!("{} {}", s.study, s.figure));
@@ -145,10 +141,7 @@ fn write_outputs(
     checks: &[crate::Check],
     dir: &Path,
 ) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     for (s, r) in results {
         tables::write_csv(&dir.join(format!("{}.csv", s.figure)), r)?;
         abacus_plot::figure(dir, s, r)?;

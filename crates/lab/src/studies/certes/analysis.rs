@@ -2,7 +2,8 @@
 //! per bin, percentiles of the estimated distribution, and the mid-stream
 //! start of Appendix B.
 
-use super::run::{bin_len, ratio, rel_err, CertesRow, Estimates, TrackPoint};
+use super::estimates::{bin_len, ratio, rel_err, Estimates};
+use super::results::{CertesRow, TrackPoint};
 use super::scenario::CertesScenario;
 use super::{
     MIN_BIN_TRANSACTIONS, MIN_PERCENTILE_TRANSACTIONS, RECOVERY_TOLERANCE, RETRY_SPREAD_MARGIN,
@@ -14,40 +15,78 @@ use vantage_sim::syn::Effort;
 use vantage_sim::webserver::WebRun;
 use vantage_sim::webserver::WebServerConfig;
 
+/// Sums over a span of intervals: the truth, the server's counters, and the
+/// baselines weighted by completed connections.
+#[derive(Default)]
+struct IntervalSums {
+    truth_total: u128,
+    truth_n: u64,
+    truth_gave_up: u64,
+    syn_to_end: u128,
+    application: u128,
+    completed: u64,
+    dropped: u64,
+    offered: u64,
+    mm1: f64,
+    mm1_weight: f64,
+    sliding_window: f64,
+    sliding_window_weight: f64,
+}
+
+impl IntervalSums {
+    fn over(run: &WebRun, est: &Estimates, intervals: std::ops::Range<usize>) -> IntervalSums {
+        let mut s = IntervalSums::default();
+        for i in intervals {
+            let t = &run.truth[i];
+            s.truth_total += u128::from(t.total.0);
+            s.truth_n += t.transactions();
+            s.truth_gave_up += t.gave_up;
+            let c = &run.counters[i];
+            s.syn_to_end += u128::from(c.syn_to_end_sum.0);
+            s.application += u128::from(run.extras[i].application_sum.0);
+            s.completed += c.completed;
+            s.dropped += c.dropped;
+            s.offered += c.offered();
+            let w = c.completed as f64;
+            if let Some(v) = est.mm1[i] {
+                s.mm1 += v.0 as f64 * w;
+                s.mm1_weight += w;
+            }
+            if let Some(v) = est.sliding_window[i] {
+                s.sliding_window += v.0 as f64 * w;
+                s.sliding_window_weight += w;
+            }
+        }
+        s
+    }
+}
+
 pub(super) fn track(system: &WebServerConfig, run: &WebRun, est: &Estimates) -> Vec<TrackPoint> {
     let per = bin_len(run);
     let mut out = Vec::with_capacity(run.len() / per + 1);
     let late_from = est.late_start.unwrap_or(usize::MAX);
     for start in (0..run.len()).step_by(per) {
         let range = start..(start + per).min(run.len());
-        let (mut truth_total, mut truth_n) = (0u128, 0u64);
+        let IntervalSums {
+            truth_total,
+            truth_n,
+            syn_to_end: ste,
+            application: app,
+            completed,
+            dropped,
+            offered,
+            mm1,
+            mm1_weight: mm1_w,
+            sliding_window: sw,
+            sliding_window_weight: sw_w,
+            ..
+        } = IntervalSums::over(run, est, range.clone());
         let (mut c_total, mut c_n, mut l_total, mut l_n) = (0.0, 0.0, 0.0, 0.0);
-        let (mut ste, mut app, mut completed, mut dropped, mut offered) =
-            (0u128, 0u128, 0u64, 0u64, 0u64);
-        let (mut mm1, mut mm1_w, mut sw, mut sw_w) = (0.0, 0.0, 0.0, 0.0);
-        for i in range.clone() {
-            let t = &run.truth[i];
-            truth_total += u128::from(t.total.0);
-            truth_n += t.transactions();
+        for i in range {
             c_total += est.total[i];
             c_n += est.transactions[i];
             l_total += est.late_total[i];
             l_n += est.late_transactions[i];
-            let c = &run.counters[i];
-            ste += u128::from(c.syn_to_end_sum.0);
-            app += u128::from(run.extras[i].application_sum.0);
-            completed += c.completed;
-            dropped += c.dropped;
-            offered += c.offered();
-            let w = c.completed as f64;
-            if let Some(v) = est.mm1[i] {
-                mm1 += v.0 as f64 * w;
-                mm1_w += w;
-            }
-            if let Some(v) = est.sliding_window[i] {
-                sw += v.0 as f64 * w;
-                sw_w += w;
-            }
         }
         let secs = |v: Option<f64>| v.map(|x| x / 1e9);
         let time = Nanos(start as u64 * run.interval.0);
@@ -209,30 +248,20 @@ pub(super) fn analyse(
     track: &[TrackPoint],
     effort: Effort,
 ) -> CertesRow {
-    let (mut truth_total, mut truth_n, mut truth_gave_up) = (0u128, 0u64, 0u64);
-    let (mut ste, mut app, mut completed, mut dropped, mut offered) =
-        (0u128, 0u128, 0u64, 0u64, 0u64);
-    let (mut mm1, mut mm1_w, mut sw, mut sw_w) = (0.0, 0.0, 0.0, 0.0);
-    for (i, c) in run.counters.iter().enumerate() {
-        let t = &run.truth[i];
-        truth_total += u128::from(t.total.0);
-        truth_n += t.transactions();
-        truth_gave_up += t.gave_up;
-        ste += u128::from(c.syn_to_end_sum.0);
-        app += u128::from(run.extras[i].application_sum.0);
-        completed += c.completed;
-        dropped += c.dropped;
-        offered += c.offered();
-        let w = c.completed as f64;
-        if let Some(v) = est.mm1[i] {
-            mm1 += v.0 as f64 * w;
-            mm1_w += w;
-        }
-        if let Some(v) = est.sliding_window[i] {
-            sw += v.0 as f64 * w;
-            sw_w += w;
-        }
-    }
+    let IntervalSums {
+        truth_total,
+        truth_n,
+        truth_gave_up,
+        syn_to_end: ste,
+        application: app,
+        completed,
+        dropped,
+        offered,
+        mm1,
+        mm1_weight: mm1_w,
+        sliding_window: sw,
+        sliding_window_weight: sw_w,
+    } = IntervalSums::over(run, est, 0..run.counters.len());
     let certes_total: f64 = est.total.iter().sum();
     let certes_n: f64 = est.transactions.iter().sum();
     let certes_gave_up: f64 = est.gave_up.iter().sum();

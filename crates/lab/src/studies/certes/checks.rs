@@ -1,6 +1,7 @@
 //! The paper's stated results beside ours, per scenario and population.
 
-use super::run::{CertesResult, CertesRow};
+use super::results::CertesRow;
+use super::run::CertesResult;
 use super::{
     APPLICATION_PAPER_MIN_ERROR, CERTES_BOUND, PAPER_ALL_TESTS_BOUND, RECOVERY_TOLERANCE,
     SYN_TO_END_PAPER_MIN_ERROR,

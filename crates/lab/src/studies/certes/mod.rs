@@ -43,8 +43,8 @@
 //! [`RECOVERY_TOLERANCE`] of the estimator started at time zero.
 
 use crate::report;
+use crate::study::runs_progress_bar;
 use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 use vantage_core::Nanos;
@@ -52,11 +52,14 @@ use vantage_sim::syn::Effort;
 
 mod analysis;
 mod checks;
+mod estimates;
+mod results;
 mod run;
 mod scenario;
 
 pub use checks::{checks, rows_by_scenario};
-pub use run::{run, run_one, CertesResult, CertesRow, TrackPoint};
+pub use results::{CertesRow, TrackPoint};
+pub use run::{run, run_one, CertesResult};
 pub use scenario::{scenarios, steps, CertesScenario, PaperRow};
 
 /// The study's name on the command line.
@@ -95,12 +98,7 @@ impl Study for CertesStudy {
         let effort = Effort {
             quick: options.quick,
         };
-        let bar = ProgressBar::new(steps(&scenarios)).with_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs certes (eta {eta})",
-            )
-            .expect("progress template is valid"),
-        );
+        let bar = runs_progress_bar(steps(&scenarios), NAME);
         let started = Instant::now();
         let results = run(&scenarios, effort, &|| bar.inc(1))?;
         bar.finish_and_clear();

@@ -37,8 +37,8 @@
 //! ([`vantage_sim::sessions`]) and the predictive controller's.
 
 use crate::report;
+use crate::study::runs_progress_bar;
 use crate::{Check, LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Instant;
 use vantage_sim::syn::Effort;
@@ -48,8 +48,8 @@ mod run;
 mod scenario;
 
 pub use checks::{checks, table2, Table2Cell};
-pub use run::{run, scenarios, steps, Job, JobMeta, SbacRow};
-pub use scenario::{Kind, Pattern, SbacScenario, Step};
+pub use run::{run, scenarios, steps, SbacRow};
+pub use scenario::{Job, JobMeta, Kind, Pattern, SbacScenario, Step};
 
 /// The study's name on the command line.
 pub const NAME: &str = "sbac";
@@ -118,12 +118,7 @@ fn run_scenarios(
         quick: options.quick,
     };
     let runs = steps(&scenarios, effort);
-    let bar = ProgressBar::new(runs).with_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs sbac (eta {eta})",
-        )
-        .expect("progress template is valid"),
-    );
+    let bar = runs_progress_bar(runs, NAME);
     if !options.print_tables {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }

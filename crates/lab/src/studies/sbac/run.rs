@@ -1,42 +1,14 @@
 //! Runs every job of the scenarios in the session simulator, in parallel,
 //! results in job order whatever the number of threads.
 
-use super::scenario::SbacScenario;
+use super::scenario::{Job, JobMeta, SbacScenario};
 use super::SCENARIO_FILES;
 use rayon::prelude::*;
 use serde::Serialize;
 use vantage_sim::sessions;
-use vantage_sim::sessions::RunConfig;
 use vantage_sim::sessions::RunOutcome;
 use vantage_sim::syn::scenario::ScenarioError;
 use vantage_sim::syn::Effort;
-
-/// What identifies a run in the results.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobMeta {
-    pub figure: String,
-    pub scenario: String,
-    pub strategy: String,
-    /// The ac-weight k (EWMA family).
-    pub weight: Option<f64>,
-    pub session_length_mean: f64,
-    /// The steady load; for a pattern its mean; for a step the load after.
-    pub load_pct: f64,
-    /// `steady`, a pattern's name, or `step-<from>-<to>`.
-    pub pattern: String,
-    pub think_time_s: f64,
-    pub retries: u32,
-    pub interval_s: f64,
-}
-
-/// One run to do.
-#[derive(Clone, Debug)]
-pub struct Job {
-    /// The cell (row) this run is a repetition of, within its scenario.
-    pub cell: usize,
-    pub meta: JobMeta,
-    pub config: RunConfig,
-}
 
 /// One result row: what was run and what it measured.
 #[derive(Clone, Debug, Serialize)]

@@ -1,7 +1,6 @@
 //! The SBAC study's scenario file format (`scenarios/sbac/*.toml`): parsed,
 //! validated, and expanded into the runs of the session simulator.
 
-use super::run::{Job, JobMeta};
 use super::NAME;
 use serde::Deserialize;
 use serde::Serialize;
@@ -10,6 +9,7 @@ use vantage_core::admission::session::HybridConfig;
 use vantage_core::admission::session::PredictiveConfig;
 use vantage_core::admission::session::SessionConfigError;
 use vantage_core::Nanos;
+use vantage_sim::seed::mix_seed;
 use vantage_sim::sessions::LoadPattern;
 use vantage_sim::sessions::RunConfig;
 use vantage_sim::sessions::Segment;
@@ -17,6 +17,33 @@ use vantage_sim::sessions::Strategy;
 use vantage_sim::syn::scenario::Checker;
 use vantage_sim::syn::scenario::ScenarioError;
 use vantage_sim::syn::Effort;
+
+/// What identifies a run in the results.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobMeta {
+    pub figure: String,
+    pub scenario: String,
+    pub strategy: String,
+    /// The ac-weight k (EWMA family).
+    pub weight: Option<f64>,
+    pub session_length_mean: f64,
+    /// The steady load; for a pattern its mean; for a step the load after.
+    pub load_pct: f64,
+    /// `steady`, a pattern's name, or `step-<from>-<to>`.
+    pub pattern: String,
+    pub think_time_s: f64,
+    pub retries: u32,
+    pub interval_s: f64,
+}
+
+/// One run to do.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The cell (row) this run is a repetition of, within its scenario.
+    pub cell: usize,
+    pub meta: JobMeta,
+    pub config: RunConfig,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -631,12 +658,12 @@ impl SbacScenario {
                                 None => (None, None),
                             };
                             // The first repetition keeps the seed a single run had.
-                            let first_seed = mix(mix(self.seed, index), mean.to_bits());
+                            let first_seed = mix_seed(mix_seed(self.seed, index), mean.to_bits());
                             for repetition in 0..repetitions {
                                 let seed = if repetition == 0 {
                                     first_seed
                                 } else {
-                                    mix(first_seed, u64::from(repetition))
+                                    mix_seed(first_seed, u64::from(repetition))
                                 };
                                 jobs.push(Job {
                                     cell,
@@ -687,12 +714,3 @@ impl SbacScenario {
 /// A run's load shape: pattern name, load %, segments (seconds, load %)
 /// after the warm-up, and for a step (seconds before it, settle seconds).
 type Shape = (String, f64, Vec<(f64, f64)>, Option<(f64, f64)>);
-
-fn mix(mut h: u64, x: u64) -> u64 {
-    h ^= x
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(h << 6)
-        .wrapping_add(h >> 2);
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^ (h >> 31)
-}
