@@ -225,7 +225,7 @@ fn run(cli: Cli) -> Result<()> {
 /// Writes vantage(1) and one page per subcommand (`vantage-gate-run.1`, …)
 /// into `dir`, or prints vantage(1).
 fn man_pages(dir: Option<&std::path::Path>) -> Result<()> {
-    let command = Cli::command();
+    let command = Cli::command().disable_help_subcommand(true);
     match dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)
