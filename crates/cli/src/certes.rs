@@ -59,12 +59,7 @@ struct EstimateArgs {
     /// Counters file: CSV or JSON Lines, one row per interval (or per
     /// reading, with --cumulative); columns in docs/certes.md. `-` reads
     /// standard input (give --format).
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with = "trace",
-        required_unless_present_any = ["trace", "input"]
-    )]
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
     counters: Option<PathBuf>,
     /// Format of the counters file (default: from its extension, .csv or
     /// .jsonl/.ndjson/.json).
@@ -199,7 +194,9 @@ fn estimate(args: EstimateArgs) -> Result<()> {
             }
             capture_input(path, args.server, args.by, &config)?
         }
-        _ => bail!("give one input: --counters FILE or --trace FILE"),
+        _ => bail!(
+            "give one input: FILE (a capture or a counters file), --counters FILE or --trace FILE"
+        ),
     };
 
     let report = estimate_input(&input, &fresh, args.frustration_timeout);

@@ -58,7 +58,7 @@ pub struct CpaArgs {
 pub fn run(args: CpaArgs) -> Result<()> {
     let server = args.capture.or(args.server);
     if server.is_none() && args.client.is_none() {
-        bail!("give at least one capture: --server FILE and/or --client FILE");
+        bail!("give at least one capture: FILE (or --server FILE) and/or --client FILE");
     }
     if args.svg.is_some() && args.explain.is_none() {
         bail!("--svg writes the plots of the transaction --explain N names; add --explain");

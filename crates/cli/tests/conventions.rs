@@ -159,6 +159,9 @@ fn cpa_takes_the_server_capture_positionally_or_by_flag() {
     assert!(positional.stdout == flag.stdout, "the same output");
     let both = vantage(&["cpa", &capture, "--server", &capture]);
     assert!(!both.status.success(), "a capture given twice is refused");
+    let none = vantage(&["cpa"]);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(err.contains("FILE (or --server FILE)"), "{err}");
 }
 
 #[test]
@@ -223,6 +226,12 @@ fn certes_estimate_tells_a_capture_from_a_counters_file() {
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("--by"));
     let twice = vantage(&["certes", "estimate", counters, "--counters", counters]);
     assert!(!twice.status.success(), "an input given twice is refused");
+    let none = vantage(&["certes", "estimate"]);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        err.contains("FILE (a capture or a counters file)") && err.contains("--trace"),
+        "{err}"
+    );
 }
 
 fn json_lines(output: &Output) -> Vec<Value> {
