@@ -5,8 +5,9 @@
 //! `vantage_core::certes::ingest`, a capture by `vantage_trace::certes`,
 //! and `vantage_core::certes::summary` runs the model and summarizes.
 //! Output: a per-interval table (idle intervals left out), or `--json`
-//! (JSON Lines: one object per interval, then one `{"summary": …}` line),
-//! `--csv FILE` (every interval), and the summary.
+//! (one document: `intervals` and `summary`), or `--jsonl` (one object per
+//! interval, then one `{"summary": …}` line), `--csv FILE` (every
+//! interval), and the summary.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -46,24 +47,27 @@ enum CountersFormat {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("counters_input").args(["input", "counters"])))]
+#[command(group(clap::ArgGroup::new("trace_input").args(["input", "trace"])))]
 struct EstimateArgs {
+    /// A server-side capture (.pcap, .pcapng, .cap, .gz) or a counters file
+    /// (.csv, .jsonl, .ndjson, .json), told apart by extension, else by
+    /// content. `-` reads standard input: counters with --format, else a
+    /// capture.
+    #[arg(value_name = "FILE", conflicts_with_all = ["counters", "trace"])]
+    input: Option<PathBuf>,
     /// Counters file: CSV or JSON Lines, one row per interval (or per
     /// reading, with --cumulative); columns in docs/certes.md. `-` reads
     /// standard input (give --format).
-    #[arg(
-        long,
-        value_name = "FILE",
-        conflicts_with = "trace",
-        required_unless_present = "trace"
-    )]
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
     counters: Option<PathBuf>,
     /// Format of the counters file (default: from its extension, .csv or
     /// .jsonl/.ndjson/.json).
-    #[arg(long, value_enum, requires = "counters")]
+    #[arg(long, value_enum, requires = "counters_input")]
     format: Option<CountersFormat>,
     /// The counters file holds running totals (readings), not per-interval
     /// counts.
-    #[arg(long, requires = "counters")]
+    #[arg(long, requires = "counters_input")]
     cumulative: bool,
     /// Packet capture taken at the server (pcap, pcapng, gzip; `-` for
     /// standard input).
@@ -91,15 +95,18 @@ struct EstimateArgs {
     undamped: bool,
     /// Trace input: the listener, ADDR:PORT, ADDR or :PORT (default: every
     /// listener that answered a SYN in the capture).
-    #[arg(long, value_name = "ADDR:PORT", requires = "trace")]
+    #[arg(long, value_name = "ADDR:PORT", requires = "trace_input")]
     server: Option<ServerFilter>,
     /// Trace input: one estimator per class (Section 3.2.4): `listener` or
     /// `source-prefix/N`.
-    #[arg(long, value_name = "CLASSES", requires = "trace")]
+    #[arg(long, value_name = "CLASSES", requires = "trace_input")]
     by: Option<ClassBy>,
+    /// One JSON document: `intervals` (one object each) and `summary`.
+    #[arg(long, conflicts_with = "jsonl")]
+    json: bool,
     /// One JSON object per interval (JSON Lines), then a summary line.
     #[arg(long)]
-    json: bool,
+    jsonl: bool,
     /// Also write every interval to this CSV file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -163,12 +170,33 @@ fn estimate(args: EstimateArgs) -> Result<()> {
     // recursion's critical failure rate.
     let fresh = Certes::new(config.clone()).context("cannot run the model with these options")?;
 
-    let input = match (&args.counters, &args.trace) {
+    let (counters, trace) = match args.input {
+        Some(path) if is_capture(&path, args.format.is_some())? => (None, Some(path)),
+        Some(path) => (Some(path), None),
+        None => (args.counters, args.trace),
+    };
+    let input = match (&counters, &trace) {
         (Some(path), None) => {
+            if args.server.is_some() || args.by.is_some() {
+                bail!(
+                    "--server and --by apply to a capture, and {} is a counters file",
+                    path.display()
+                );
+            }
             read_counters_file(path, args.format, args.cumulative, args.interval)?
         }
-        (None, Some(path)) => capture_input(path, args.server, args.by, &config)?,
-        _ => bail!("give one input: --counters FILE or --trace FILE"),
+        (None, Some(path)) => {
+            if args.format.is_some() || args.cumulative {
+                bail!(
+                    "--format and --cumulative apply to a counters file, and {} is a capture",
+                    path.display()
+                );
+            }
+            capture_input(path, args.server, args.by, &config)?
+        }
+        _ => bail!(
+            "give one input: FILE (a capture or a counters file), --counters FILE or --trace FILE"
+        ),
     };
 
     let report = estimate_input(&input, &fresh, args.frustration_timeout);
@@ -177,6 +205,9 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         write_csv(path, rows)?;
     }
     if args.json {
+        let document = serde_json::json!({ "intervals": rows, "summary": report.summary });
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    } else if args.jsonl {
         let mut out = String::new();
         for row in rows {
             out.push_str(&serde_json::to_string(row)?);
@@ -192,6 +223,38 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         print_summary(&report.summary);
     }
     Ok(())
+}
+
+/// Whether a positional input is a capture rather than a counters file: by
+/// extension, else by its first bytes (pcap, pcapng or gzip magic). `-` is a
+/// capture unless `--format` was given.
+fn is_capture(path: &Path, format_given: bool) -> Result<bool> {
+    if path.as_os_str() == "-" {
+        return Ok(!format_given);
+    }
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("pcap" | "pcapng" | "cap" | "gz") => return Ok(true),
+        Some("csv" | "jsonl" | "ndjson" | "json") => return Ok(false),
+        _ => {}
+    }
+    let mut magic = [0u8; 4];
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let read = std::io::Read::read(&mut file, &mut magic)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(matches!(
+        &magic[..read],
+        [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d]
+            | [0x0a, 0x0d, 0x0d, 0x0a]
+            | [0x1f, 0x8b, ..]
+    ))
 }
 
 /// Opens a counters file (`-`: standard input) and hands it to

@@ -1,6 +1,11 @@
 //! `vantage cpa`: critical-path analysis of TCP/HTTP transactions in packet
 //! traces (tcpeval).
 //!
+//! Input: the server capture is positional (`vantage cpa FILE`, or
+//! `--server FILE`), the client capture `--client FILE`. Output: tables,
+//! `--json` (one document: `transactions` and `summary`) or `--jsonl` (one
+//! transaction per line).
+//!
 //! Exit status: 0 on success, 1 on an error, [`CUT_OFF_EXIT_STATUS`] when an
 //! input stops mid-record (everything before the cut was analysed and
 //! printed, and a warning names the byte offset).
@@ -10,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use vantage_cpa::{analyze, plot, report, Inputs, Options, SizeClasses};
+use vantage_cpa::{analyze, plot, report, Analysis, Inputs, Options, SizeClasses};
 
 /// Exit status when an input capture was cut off mid-record.
 pub const CUT_OFF_EXIT_STATUS: i32 = 3;
@@ -18,7 +23,10 @@ pub const CUT_OFF_EXIT_STATUS: i32 = 3;
 #[derive(clap::Args)]
 pub struct CpaArgs {
     /// Capture taken at the server (pcap, pcapng, gzip; `-` for stdin).
-    #[arg(long)]
+    #[arg(value_name = "FILE", conflicts_with = "server")]
+    capture: Option<PathBuf>,
+    /// The server capture, as a flag (same as FILE).
+    #[arg(long, value_name = "FILE")]
     server: Option<PathBuf>,
     /// Capture taken at the client, of the same transactions.
     #[arg(long)]
@@ -31,9 +39,14 @@ pub struct CpaArgs {
     /// read from the first flight, else 10).
     #[arg(long)]
     initial_window: Option<u32>,
-    /// One JSON object per transaction (JSON Lines) instead of tables.
-    #[arg(long)]
+    /// One JSON document instead of tables: `transactions` (one object
+    /// each) and `summary` (the analysis's counts).
+    #[arg(long, conflicts_with = "jsonl")]
     json: bool,
+    /// One JSON object per transaction, one per line (JSON Lines), instead
+    /// of tables.
+    #[arg(long)]
+    jsonl: bool,
     /// Print transaction N's critical path arc by arc.
     #[arg(long, value_name = "N")]
     explain: Option<usize>,
@@ -43,14 +56,15 @@ pub struct CpaArgs {
 }
 
 pub fn run(args: CpaArgs) -> Result<()> {
-    if args.server.is_none() && args.client.is_none() {
-        bail!("give at least one capture: --server FILE and/or --client FILE");
+    let server = args.capture.or(args.server);
+    if server.is_none() && args.client.is_none() {
+        bail!("give at least one capture: FILE (or --server FILE) and/or --client FILE");
     }
     if args.svg.is_some() && args.explain.is_none() {
         bail!("--svg writes the plots of the transaction --explain N names; add --explain");
     }
     let inputs = Inputs {
-        server: args.server,
+        server,
         client: args.client,
     };
     let mut options = Options::default();
@@ -72,6 +86,11 @@ pub fn run(args: CpaArgs) -> Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     let packets: u64 = analysis.stats.inputs.iter().map(|i| i.packets).sum();
     if args.json {
+        println!("{}", json_document(&analysis)?);
+        if let Some(line) = report::failures_line(&analysis) {
+            eprint!("{line}");
+        }
+    } else if args.jsonl {
         print!("{}", report::json_lines(&analysis));
         if let Some(line) = report::failures_line(&analysis) {
             eprint!("{line}");
@@ -135,7 +154,22 @@ pub fn run(args: CpaArgs) -> Result<()> {
         std::io::stdout()
             .flush()
             .context("cannot write standard output")?;
-        std::process::exit(CUT_OFF_EXIT_STATUS);
+        return Err(crate::ExitStatus(CUT_OFF_EXIT_STATUS).into());
     }
     Ok(())
+}
+
+/// `--json`: the transactions (the objects of `--jsonl`) and the analysis's
+/// counts as one pretty-printed document.
+fn json_document(analysis: &Analysis) -> Result<String> {
+    let transactions: Vec<report::JsonTransaction> = analysis
+        .transactions
+        .iter()
+        .map(report::JsonTransaction::of)
+        .collect();
+    let document = serde_json::json!({
+        "transactions": transactions,
+        "summary": analysis.stats,
+    });
+    Ok(serde_json::to_string_pretty(&document)?)
 }

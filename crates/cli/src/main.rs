@@ -10,15 +10,26 @@
 //!   one-machine network testbed.
 //! * `vantage wan` — the testbed's WAN emulator on its own.
 //! * `vantage cpa` — critical-path analysis of packet traces.
+//! * `vantage certes estimate` — client-perceived response time from
+//!   server counters or a capture.
+//! * `vantage completions SHELL`, `vantage man [DIR]` — shell completions
+//!   and manual pages, generated from these definitions.
+//!
+//! Conventions shared by every subcommand: inputs are positional (old
+//! flags kept as aliases); `--json` prints one JSON document, `--jsonl` a
+//! stream of JSON Lines; times in machine output are seconds (`_s`). A
+//! reader that leaves early (`| head`) ends nothing: the run finishes,
+//! writes its files and exits with its own status (see `stdout_relay`).
 
 mod certes;
 mod cpa;
 mod gate;
+mod stdout_relay;
 mod testbed;
 mod wan;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use vantage_core::tcp::{syn_schedule, ClientMix};
 use vantage_lab::{studies, RunOptions, ScenarioFile, Study, StudyOutcome};
@@ -70,6 +81,19 @@ enum Command {
     /// Certes: client-perceived response time — SYN retries and give-ups
     /// included — estimated from server counters or a server-side capture.
     Certes(certes::CertesArgs),
+    /// Print the completion script for a shell (e.g. `vantage completions
+    /// bash > /etc/bash_completion.d/vantage`).
+    Completions {
+        /// Shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages, one per subcommand, into DIR (e.g.
+    /// `vantage man /usr/local/share/man/man1`); without DIR, print
+    /// vantage(1).
+    Man {
+        /// Directory for the pages (created if missing).
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -89,11 +113,26 @@ struct OutputArgs {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if let Err(err) = run(cli) {
-        eprintln!("vantage: error: {}", error_chain(&err));
-        std::process::exit(1);
-    }
+    let relay = stdout_relay::StdoutRelay::start();
+    let status = match Cli::try_parse() {
+        Ok(cli) => match run(cli) {
+            Ok(()) => 0,
+            Err(err) if err.is::<ExitStatus>() => {
+                err.downcast_ref::<ExitStatus>().map_or(1, |s| s.0)
+            }
+            Err(err) => {
+                eprintln!("vantage: error: {}", error_chain(&err));
+                1
+            }
+        },
+        Err(err) => {
+            // --help and --version print here too (status 0).
+            let _ = err.print();
+            err.exit_code()
+        }
+    };
+    drop(relay);
+    std::process::exit(status);
 }
 
 /// The error and its causes, each cause added only when the message does not
@@ -109,6 +148,19 @@ fn error_chain(err: &anyhow::Error) -> String {
     }
     message
 }
+
+/// An error already reported on standard error, that only sets the exit
+/// status (e.g. `cpa` on a cut-off capture).
+#[derive(Debug)]
+pub struct ExitStatus(pub i32);
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for ExitStatus {}
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -146,6 +198,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Wan(args) => wan::run(args),
         Command::Cpa(args) => cpa::run(args),
         Command::Certes(args) => certes::run(args),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "vantage", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => man_pages(dir.as_deref()),
         Command::Profiles => {
             for name in syn_schedule::BUILTIN_PROFILES {
                 println!("{}", vantage_core::tcp::SynProfile::builtin(name)?);
@@ -162,6 +220,25 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Writes vantage(1) and one page per subcommand (`vantage-gate-run.1`, …)
+/// into `dir`, or prints vantage(1).
+fn man_pages(dir: Option<&std::path::Path>) -> Result<()> {
+    let command = Cli::command().disable_help_subcommand(true);
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("cannot write the manual pages in {}", dir.display()))?;
+            println!("manual pages written in {}", dir.display());
+        }
+        None => clap_mangen::Man::new(command)
+            .render(&mut std::io::stdout())
+            .context("cannot write standard output")?,
+    }
+    Ok(())
 }
 
 fn threads(output: &OutputArgs) -> Result<()> {

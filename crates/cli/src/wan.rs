@@ -72,7 +72,8 @@ pub struct WanArgs {
     /// yourself).
     #[arg(long)]
     pub no_rules: bool,
-    /// Print the statistics as JSON instead of a table.
+    /// Print the statistics as one JSON document instead of a table
+    /// (times in seconds).
     #[arg(long)]
     pub json: bool,
     /// Seed of the loss and jitter draws (same seed, same fates).
@@ -173,7 +174,10 @@ pub fn run(args: WanArgs) -> Result<()> {
     }
     let stats = stats?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json_in_seconds(&stats)?)?
+        );
     } else {
         print_stats(&stats);
     }
@@ -235,4 +239,19 @@ fn print_stats(stats: &WanStats) {
         "release lateness mean {:.1} µs, max {:.1} µs · {:.1} s elapsed, {:.2} s CPU",
         stats.release_lateness_mean_us, stats.release_lateness_max_us, stats.elapsed_s, stats.cpu_s
     );
+}
+
+/// The statistics as JSON with every time in seconds: the release lateness,
+/// kept in µs by the emulator, becomes `release_lateness_{mean,p99,max}_s`.
+fn json_in_seconds(stats: &WanStats) -> Result<serde_json::Value> {
+    let mut value = serde_json::to_value(stats)?;
+    if let Some(object) = value.as_object_mut() {
+        for name in ["mean", "p99", "max"] {
+            let micros = format!("release_lateness_{name}_us");
+            if let Some(us) = object.remove(&micros).and_then(|v| v.as_f64()) {
+                object.insert(format!("release_lateness_{name}_s"), (us * 1e-6).into());
+            }
+        }
+    }
+    Ok(value)
 }

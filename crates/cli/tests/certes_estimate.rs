@@ -46,10 +46,10 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Runs with `--json`; returns the interval objects and the summary.
+/// Runs with `--jsonl`; returns the interval objects and the summary.
 fn json_run(args: &[&str]) -> (Vec<Value>, Value) {
     let mut all = args.to_vec();
-    all.push("--json");
+    all.push("--jsonl");
     let out = vantage(&all);
     assert!(
         out.status.success(),

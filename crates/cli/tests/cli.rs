@@ -219,7 +219,7 @@ fn cpa_reports_truncation_by_offset_and_analyzes_whole_files() {
         data.join("server.pcap").to_str().unwrap(),
         "--client",
         data.join("client0.pcap").to_str().unwrap(),
-        "--json",
+        "--jsonl",
     ]);
     assert!(
         out.status.success(),

@@ -437,7 +437,7 @@ fn certes_reads_a_gate_log() {
         log.to_str().unwrap(),
         "--interval",
         "250ms",
-        "--json",
+        "--jsonl",
     ]);
     assert!(
         out.status.success(),
@@ -462,7 +462,7 @@ fn certes_reads_a_gate_log() {
         log.to_str().unwrap(),
         "--interval",
         "250ms",
-        "--json",
+        "--jsonl",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -543,7 +543,7 @@ fn tbf_reject_accepts_the_bucket_then_refuses_with_a_reset() {
         log.to_str().unwrap(),
         "--interval",
         "250ms",
-        "--json",
+        "--jsonl",
     ]);
     assert!(
         out.status.success(),
