@@ -19,12 +19,11 @@
 //! flags kept as aliases); `--json` prints one JSON document, `--jsonl` a
 //! stream of JSON Lines; times in machine output are seconds (`_s`). A
 //! reader that leaves early (`| head`) ends nothing: the run finishes,
-//! writes its files and exits with its own status (see `stdout_relay`).
+//! writes its files and exits with its own status (see `vantage_sys::stdout_relay`).
 
 mod certes;
 mod cpa;
 mod gate;
-mod stdout_relay;
 mod testbed;
 mod wan;
 
@@ -113,7 +112,7 @@ struct OutputArgs {
 }
 
 fn main() {
-    let relay = stdout_relay::StdoutRelay::start();
+    let relay = vantage_sys::stdout_relay::StdoutRelay::start();
     let status = match Cli::try_parse() {
         Ok(cli) => match run(cli) {
             Ok(()) => 0,

@@ -11,7 +11,9 @@
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
 //! * [`socket`] — setting a socket option whose value is a C int;
-//! * [`privilege`] — whether the process runs as root.
+//! * [`privilege`] — whether the process runs as root;
+//! * [`stdout_relay`] — standard output that a reader who leaves early
+//!   cannot break (`vantage … | head`).
 
 pub mod command;
 pub mod iptables;
@@ -21,3 +23,4 @@ pub mod privilege;
 pub mod proc_net;
 pub mod process;
 pub mod socket;
+pub mod stdout_relay;
