@@ -19,6 +19,7 @@ use vantage_core::certes::summary::{
     estimate_each, format_seconds, ClassSummary, IntervalRow, Summary,
 };
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
+use vantage_core::config::CappedReader;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
 use vantage_trace::certes::capture_input;
@@ -238,12 +239,13 @@ fn read_counters_file(
             }
         }
     };
+    let cap = vantage_core::config::MAX_COUNTERS_BYTES;
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
+        Box::new(BufReader::new(CappedReader::new(std::io::stdin(), cap)))
     } else {
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        Box::new(BufReader::new(file))
+        Box::new(BufReader::new(CappedReader::new(file, cap)))
     };
     Ok(ingest::read_counters(
         reader, &name, format, cumulative, interval,

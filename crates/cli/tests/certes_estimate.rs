@@ -589,3 +589,42 @@ fn capture_without_drops_classes_and_server_filter() {
     let err = error_of(&["certes", "estimate", "--trace", &file, "--by", "colour"]);
     assert!(err.contains("source-prefix/N"), "{err}");
 }
+
+#[test]
+fn hostile_counters_inputs_are_refused_with_clear_messages() {
+    let dir = temp_dir("hostile");
+    // An endless input: refused at the size cap, not read to its end.
+    let err = error_of(&[
+        "certes",
+        "estimate",
+        "--counters",
+        "/dev/zero",
+        "--format",
+        "jsonl",
+    ]);
+    assert!(err.contains("larger than 256 MiB"), "{err}");
+    // Two classes over 3,996,001 intervals: past the class-interval cap.
+    let path = write(
+        &dir,
+        "far.csv",
+        "t_start_s,class,dropped,accepted,completed,syn_to_end_sum_s\n0,a,1,1,1,0.1\n999000,a,1,1,1,0.1\n0,b,1,1,1,0.1\n",
+    );
+    let err = error_of(&["certes", "estimate", "--counters", &path]);
+    assert!(
+        err.contains(
+            "2 classes (by the `class` column) × 3996001 intervals is more than the 4000000"
+        ),
+        "{err}"
+    );
+    // A sum beyond what a nanosecond count holds.
+    let path = write(
+        &dir,
+        "sum.csv",
+        "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,1,1,1e12\n",
+    );
+    let err = error_of(&["certes", "estimate", "--counters", &path]);
+    assert!(
+        err.contains("column `syn_to_end_sum_s`: 1000000000000 s is more than"),
+        "{err}"
+    );
+}
