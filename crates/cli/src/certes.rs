@@ -209,6 +209,24 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         print_table(&shown, idle, input.classed(), trace);
         print_summary(&summary);
     }
+    if let Some(notes) = &input.capture_notes {
+        if notes.connections_evicted > 0 {
+            eprintln!(
+                "vantage: warning: {} connections ({} of them half-open) finished early to keep the connection table within its cap; their SYNs are counted",
+                notes.connections_evicted, notes.connections_evicted_half_open
+            );
+        }
+        if let Some(message) = &notes.cut_off {
+            eprintln!(
+                "vantage: warning: {message}; the {} complete packets before it were read",
+                notes.packets
+            );
+            std::io::stdout()
+                .flush()
+                .context("cannot write standard output")?;
+            std::process::exit(crate::cpa::CUT_OFF_EXIT_STATUS);
+        }
+    }
     Ok(())
 }
 
@@ -455,6 +473,16 @@ fn print_class_summary(s: &ClassSummary, indent: &str) {
             x.gave_up,
             x.refused,
             x.unresolved
+        );
+        println!(
+            "{indent}  failures: {} ({}): {} refused, {} reset by the server after accepting (left out of the mean), {} aborted by the client (their wait is in the mean), {} gave up (their wait is in the mean)",
+            x.failures,
+            x.error_rate
+                .map_or("-".to_string(), |r| format!("error rate {:.2} %", 100.0 * r)),
+            x.refused,
+            x.reset,
+            x.aborted,
+            x.gave_up
         );
         let model: Vec<String> = s
             .estimate_completed_by_retries

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use vantage_trace::synth::{syn_options, Pcap, Record, Tcp, ACK, FIN, PSH, SYN};
+use vantage_trace::synth::{syn_options, Pcap, Record, Tcp, ACK, FIN, PSH, RST, SYN};
 
 fn vantage(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vantage"))
@@ -627,4 +627,143 @@ fn hostile_counters_inputs_are_refused_with_clear_messages() {
         err.contains("column `syn_to_end_sum_s`: 1000000000000 s is more than"),
         "{err}"
     );
+}
+
+/// A served connection (0.12 s), one the server resets right after
+/// accepting it, one refused, and one the client aborts 5 s after its SYN:
+/// the reset and the refusal are failures left out of the mean, the abort
+/// a failure whose wait is in it, and the mean is not pulled down by the
+/// reset's 0.5 s "completion".
+#[test]
+fn resets_refusals_and_aborts_are_failures_not_fast_completions() {
+    let dir = temp_dir("failures");
+    let server = ("10.0.0.2", 80);
+    let served = Exchange {
+        port: 43_000,
+        server_port: 80,
+        syns: vec![10.0],
+        answered: true,
+        syn_to_end: 100.0,
+        rtt: 20.0,
+    };
+    // Accepted, request sent, then reset by the server (t in ms).
+    let accepted_then = |port: u16, start: f64| {
+        let client = ("10.0.3.9", port);
+        let isn = 1000 + u32::from(port);
+        vec![
+            (
+                start,
+                Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1)),
+            ),
+            (
+                start + 0.05,
+                Tcp::new(server, client, SERVER_ISN, isn + 1, SYN | ACK),
+            ),
+            (
+                start + 20.05,
+                Tcp::new(client, server, isn + 1, SERVER_ISN + 1, ACK),
+            ),
+            (
+                start + 20.06,
+                Tcp::new(client, server, isn + 1, SERVER_ISN + 1, ACK | PSH)
+                    .payload(100)
+                    .ip_id(2),
+            ),
+        ]
+    };
+    let reset_client = ("10.0.3.9", 43_001);
+    let mut all = script(&served);
+    all.extend(accepted_then(43_001, 200.0));
+    all.push((
+        220.5,
+        Tcp::new(server, reset_client, SERVER_ISN + 1, 0, RST),
+    ));
+    let refused_client = ("10.0.3.9", 43_002);
+    all.push((
+        300.0,
+        Tcp::new(refused_client, server, 1000 + 43_002, 0, SYN).options(syn_options(1460, 7, 1)),
+    ));
+    all.push((
+        300.1,
+        Tcp::new(server, refused_client, 0, 1000 + 43_002 + 1, RST | ACK),
+    ));
+    let abort_client = ("10.0.3.9", 43_003);
+    all.extend(accepted_then(43_003, 400.0));
+    all.push((
+        5400.0,
+        Tcp::new(
+            abort_client,
+            server,
+            1000 + 43_003 + 101,
+            SERVER_ISN + 1,
+            RST,
+        )
+        .ip_id(3),
+    ));
+    all.push((
+        8000.0,
+        Tcp::new(("10.0.9.9", 5000), ("10.0.9.8", 6000), 1, 1, ACK),
+    ));
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pcap = Pcap {
+        nanosecond: true,
+        ..Pcap::ethernet()
+    };
+    let records: Vec<Record> = all
+        .iter()
+        .map(|(ms, tcp)| Record::new(ORIGIN_NS + (ms * 1e6).round() as u64, tcp.ethernet()))
+        .collect();
+    let bytes = pcap.file(&records);
+    let file = dir.join("failures.pcap");
+    std::fs::write(&file, &bytes).unwrap();
+    let file = file.to_str().unwrap();
+
+    let (_, summary) = json_run(&["certes", "estimate", "--trace", file, "--server", ":80"]);
+    let exact = &summary["exact"];
+    assert_eq!(exact["completed"], 2, "{summary}");
+    assert_eq!(exact["aborted"], 1);
+    assert_eq!(exact["reset"], 1);
+    assert_eq!(exact["refused"], 1);
+    assert_eq!(exact["gave_up"], 0);
+    assert_eq!(exact["failures"], 3);
+    assert!(close(&exact["error_rate"], 0.75), "{summary}");
+    // (0.12 + 5.02) / 2: the reset is not a 0.52 s transaction.
+    assert!(close(&exact["mean_s"], 2.57), "{summary}");
+    // The server's counters: three accepted, two completed.
+    assert_eq!(summary["accepted"], 3);
+    assert_eq!(summary["completed"], 2);
+    assert!(close(&summary["syn_to_end_mean_s"], (0.1 + 5.0) / 2.0));
+
+    let out = vantage(&["certes", "estimate", "--trace", file, "--server", ":80"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("failures: 3 (error rate 75.00 %): 1 refused, 1 reset by the server"),
+        "{text}"
+    );
+
+    // Cut off in the middle of the last record: every complete packet is
+    // read, a warning names the offset, and the exit status says so.
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--trace",
+        cut.to_str().unwrap(),
+        "--server",
+        ":80",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("cut.pcap: byte "), "{stderr}");
+    assert!(
+        stderr.contains("complete packets before it were read"),
+        "{stderr}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["exact"]["failures"], 3, "{summary}");
+    assert!(summary["summary"]["trace"]["cut_off"].is_string());
 }

@@ -124,6 +124,9 @@ pub fn capture_input(
         listeners,
         connections_without_syn: trace.stats.without_syn,
         connections_to_other_servers: trace.stats.other_servers,
+        connections_evicted: trace.stats.evicted,
+        connections_evicted_half_open: trace.stats.evicted_half_open,
+        cut_off: trace.stats.cut_off.clone(),
         ..CaptureNotes::default()
     };
     let observed_error = |source| CaptureInputError::Observed {

@@ -169,4 +169,12 @@ pub struct CaptureNotes {
     /// Accepted connections ended at first SYN + FTO (never served or
     /// closed; see `observed::end_abandoned`).
     pub abandoned: u64,
+    /// Connections the table finished early to stay within its cap (of
+    /// them, half-open): their SYNs are counted, their END may be missing.
+    pub connections_evicted: u64,
+    pub connections_evicted_half_open: u64,
+    /// The capture stops mid-record: what and at which byte offset (every
+    /// complete packet before it was read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_off: Option<String>,
 }

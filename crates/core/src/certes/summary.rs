@@ -86,6 +86,16 @@ pub struct ExactSummary {
     pub completed: u64,
     pub gave_up: u64,
     pub refused: u64,
+    /// Accepted, then reset by the server before any response: left out of
+    /// the mean.
+    pub reset: u64,
+    /// Of the completed, reset by their client before any response (their
+    /// wait is in the mean).
+    pub aborted: u64,
+    /// Refused + reset + aborted + gave up.
+    pub failures: u64,
+    /// Failures / (completed + gave up + refused + reset).
+    pub error_rate: Option<f64>,
     /// Outcome unknown at the end of the capture: left out.
     pub unresolved: u64,
     pub p50_s: Option<f64>,
@@ -324,6 +334,8 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         merged.completed += other.completed;
         merged.gave_up += other.gave_up;
         merged.refused += other.refused;
+        merged.reset += other.reset;
+        merged.aborted += other.aborted;
         merged.unresolved += other.unresolved;
         merged.total_time += other.total_time;
     }
@@ -346,6 +358,10 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         completed: merged.completed,
         gave_up: merged.gave_up,
         refused: merged.refused,
+        reset: merged.reset,
+        aborted: merged.aborted,
+        failures: merged.failures(),
+        error_rate: merged.error_rate(),
         unresolved: merged.unresolved,
         p50_s: secs(merged.percentile(0.5)),
         p90_s: secs(merged.percentile(0.9)),
