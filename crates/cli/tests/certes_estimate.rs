@@ -767,3 +767,61 @@ fn resets_refusals_and_aborts_are_failures_not_fast_completions() {
     assert_eq!(summary["summary"]["exact"]["failures"], 3, "{summary}");
     assert!(summary["summary"]["trace"]["cut_off"].is_string());
 }
+
+/// 200,000 unanswered SYNs from distinct ports, 0.1 ms apart: more
+/// connections than the table holds. Every SYN is counted as a drop, the
+/// evictions are reported, and without `--server` the message counts the
+/// SYNs instead of saying none was captured.
+#[test]
+fn a_flood_of_unanswered_syns_is_counted_and_its_evictions_reported() {
+    let dir = temp_dir("flood");
+    let server = ("10.0.0.2", 80);
+    let syns = 200_000u32;
+    let records: Vec<Record> = (0..syns)
+        .map(|i| {
+            let client = ("10.0.3.9", 1024 + (i % 64_000) as u16);
+            let source = if i < 64_000 {
+                client
+            } else if i < 128_000 {
+                ("10.0.3.10", client.1)
+            } else if i < 192_000 {
+                ("10.0.3.11", client.1)
+            } else {
+                ("10.0.3.12", client.1)
+            };
+            let tcp = Tcp::new(source, server, 1000 + i, 0, SYN).options(syn_options(1460, 7, 1));
+            Record::new(ORIGIN_NS + u64::from(i) * 100_000, tcp.ethernet())
+        })
+        .collect();
+    let pcap = Pcap {
+        nanosecond: true,
+        ..Pcap::ethernet()
+    };
+    let path = dir.join("flood.pcap");
+    std::fs::write(&path, pcap.file(&records)).unwrap();
+    let file = path.to_str().unwrap();
+
+    let err = error_of(&["certes", "estimate", "--trace", file]);
+    assert!(!err.contains("no SYN captured"), "{err}");
+    assert!(err.contains("200000 connections opened by a SYN"), "{err}");
+
+    let out = vantage(&[
+        "certes", "estimate", "--trace", file, "--server", ":80", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("half-open) finished early to keep the connection table within its cap"),
+        "{stderr}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let summary = &summary["summary"];
+    assert_eq!(summary["dropped"], u64::from(syns), "{summary}");
+    assert!(summary["trace"]["connections_evicted"].as_u64().unwrap() > 0);
+    assert_eq!(summary["trace"]["connections"], u64::from(syns));
+}
