@@ -178,7 +178,7 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
             E::from(ConfigError::Syntax {
                 origin: self.origin.to_string(),
                 line,
-                message: e.message().trim_end().to_string(),
+                message: shorten_quoted(e.message().trim_end()),
                 excerpt: line.map(|line| excerpt(self.text, line)),
             })
         })
@@ -190,7 +190,7 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
             origin: self.origin.to_string(),
             line: self.line_of_key(key),
             key: key.to_string(),
-            problem,
+            problem: shorten_quoted(&problem),
         })
     }
 
@@ -315,6 +315,39 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Line `line` (1-based) of `text`, cut at [`MAX_ECHOED_CHARS`] characters.
+/// `text` with every `quoted` or "quoted" span cut to its first
+/// [`MAX_ECHOED_CHARS`] characters: messages quote what the file holds (an
+/// unknown key, a value), which may be a line of megabytes.
+fn shorten_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4 * MAX_ECHOED_CHARS));
+    let mut quote: Option<char> = None;
+    let mut quoted = 0usize;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            Some(_) => {
+                quoted += 1;
+                if quoted <= MAX_ECHOED_CHARS {
+                    out.push(c);
+                } else if quoted == MAX_ECHOED_CHARS + 1 {
+                    out.push('…');
+                }
+            }
+            None => {
+                if c == '`' || c == '"' {
+                    quote = Some(c);
+                    quoted = 0;
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
 fn excerpt(text: &str, line: usize) -> String {
     let full = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
     let mut cut: String = full.chars().take(MAX_ECHOED_CHARS).collect();
@@ -451,6 +484,18 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
         let e = c.deserialize::<Small>().unwrap_err();
         assert_eq!(e.line(), Some(2), "{e}");
         assert!(e.to_string().ends_with("  | [oops"), "{e}");
+        // A key of 5,000 characters is quoted by its first 200.
+        let long = format!("{} = 1\n", "k".repeat(5000));
+        let c: Checker = Checker::new("s.toml", &long);
+        let text = c.deserialize::<Small>().unwrap_err().to_string();
+        assert!(text.chars().count() < 3 * MAX_ECHOED_CHARS + 100, "{text}");
+        assert!(
+            text.contains(&format!("`{}…`", "k".repeat(MAX_ECHOED_CHARS))),
+            "{text}"
+        );
+        let c: Checker = Checker::new("s.toml", "a = 1\n");
+        let e = c.fail("a", format!("names unknown \"{}\"", "v".repeat(5000)));
+        assert!(e.to_string().chars().count() < 300, "{e}");
     }
 
     #[test]
