@@ -9,7 +9,7 @@
 //! interval, then one `{"summary": …}` line), `--csv FILE` (every
 //! interval), and the summary.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -17,9 +17,10 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use vantage_core::certes::ingest;
 use vantage_core::certes::input::EstimateInput;
 use vantage_core::certes::summary::{
-    estimate_input, format_seconds, ClassSummary, IntervalRow, Summary,
+    estimate_each, format_seconds, ClassSummary, IntervalRow, Summary,
 };
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
+use vantage_core::config::CappedReader;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
 use vantage_trace::certes::capture_input;
@@ -199,28 +200,73 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         ),
     };
 
-    let report = estimate_input(&input, &fresh, args.frustration_timeout);
-    let rows = &report.rows;
-    if let Some(path) = &args.csv {
-        write_csv(path, rows)?;
+    // Rows go out as they are made: only the table's non-idle rows are
+    // kept, so memory does not grow with idle intervals.
+    let trace = input.classes.first().is_some_and(|c| c.exact.is_some());
+    let mut csv = match &args.csv {
+        Some(path) => Some(CsvRows::create(path, trace)?),
+        None => None,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut shown = Vec::new();
+    let mut idle = 0usize;
+    // `--json` is one document, written as the rows come: the intervals
+    // array first, the summary last.
+    if args.json {
+        out.write_all(b"{\"intervals\":[")?;
+    }
+    let mut first = true;
+    let summary = estimate_each(&input, &fresh, args.frustration_timeout, |row| {
+        if let Some(csv) = &mut csv {
+            csv.write(&row)?;
+        }
+        if args.json {
+            if !std::mem::take(&mut first) {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut out, &row)?;
+        } else if args.jsonl {
+            serde_json::to_writer(&mut out, &row)?;
+            out.write_all(b"\n")?;
+        } else if row.idle() {
+            idle += 1;
+        } else {
+            shown.push(row);
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    if let Some(csv) = csv {
+        csv.finish()?;
     }
     if args.json {
-        let document = serde_json::json!({ "intervals": rows, "summary": report.summary });
-        println!("{}", serde_json::to_string_pretty(&document)?);
+        out.write_all(b"],\"summary\":")?;
+        serde_json::to_writer(&mut out, &summary)?;
+        out.write_all(b"}\n")?;
+        out.flush()?;
     } else if args.jsonl {
-        let mut out = String::new();
-        for row in rows {
-            out.push_str(&serde_json::to_string(row)?);
-            out.push('\n');
-        }
-        out.push_str(&serde_json::to_string(
-            &serde_json::json!({ "summary": report.summary }),
-        )?);
-        out.push('\n');
-        print!("{out}");
+        serde_json::to_writer(&mut out, &serde_json::json!({ "summary": summary }))?;
+        out.write_all(b"\n")?;
+        out.flush()?;
     } else {
-        print_table(rows, input.classed());
-        print_summary(&report.summary);
+        drop(out);
+        print_table(&shown, idle, input.classed(), trace);
+        print_summary(&summary);
+    }
+    if let Some(notes) = &input.capture_notes {
+        if notes.connections_evicted > 0 {
+            eprintln!(
+                "vantage: warning: {} connections ({} of them half-open) finished early to keep the connection table within its cap; their SYNs are counted",
+                notes.connections_evicted, notes.connections_evicted_half_open
+            );
+        }
+        if let Some(message) = &notes.cut_off {
+            eprintln!(
+                "vantage: warning: {message}; the {} complete packets before it were read",
+                notes.packets
+            );
+            return Err(crate::ExitStatus(crate::cpa::CUT_OFF_EXIT_STATUS).into());
+        }
     }
     Ok(())
 }
@@ -284,12 +330,13 @@ fn read_counters_file(
             }
         }
     };
+    let cap = vantage_core::config::MAX_COUNTERS_BYTES;
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
+        Box::new(BufReader::new(CappedReader::new(std::io::stdin(), cap)))
     } else {
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        Box::new(BufReader::new(file))
+        Box::new(BufReader::new(CappedReader::new(file, cap)))
     };
     Ok(ingest::read_counters(
         reader, &name, format, cumulative, interval,
@@ -299,37 +346,51 @@ fn read_counters_file(
 // ---------------------------------------------------------------------------
 // Output
 
-fn write_csv(path: &Path, rows: &[IntervalRow]) -> Result<()> {
-    let mut writer =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
-    let mut header = vec![
-        "t_start_s",
-        "class",
-        "dropped",
-        "accepted",
-        "completed",
-        "drop_rate",
-        "gave_up",
-        "estimate_mean_s",
-        "syn_to_end_mean_s",
-        "rtt_mean_s",
-        "conn_fail_mean_s",
-        "p50_s",
-        "p90_s",
-        "p99_s",
-    ];
-    let trace = rows.first().is_some_and(|r| r.exact_completed.is_some());
-    if trace {
-        header.extend([
-            "exact_mean_s",
-            "exact_completed",
-            "exact_gave_up",
-            "exact_conn_fail_mean_s",
-        ]);
+/// `--csv`: every interval, written as it comes.
+struct CsvRows {
+    writer: csv::Writer<std::fs::File>,
+    path: PathBuf,
+    trace: bool,
+}
+
+impl CsvRows {
+    fn create(path: &Path, trace: bool) -> Result<CsvRows> {
+        let mut writer = csv::Writer::from_path(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut header = vec![
+            "t_start_s",
+            "class",
+            "dropped",
+            "accepted",
+            "completed",
+            "drop_rate",
+            "gave_up",
+            "estimate_mean_s",
+            "syn_to_end_mean_s",
+            "rtt_mean_s",
+            "conn_fail_mean_s",
+            "p50_s",
+            "p90_s",
+            "p99_s",
+        ];
+        if trace {
+            header.extend([
+                "exact_mean_s",
+                "exact_completed",
+                "exact_gave_up",
+                "exact_conn_fail_mean_s",
+            ]);
+        }
+        writer.write_record(&header)?;
+        Ok(CsvRows {
+            writer,
+            path: path.to_path_buf(),
+            trace,
+        })
     }
-    writer.write_record(&header)?;
-    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-    for r in rows {
+
+    fn write(&mut self, r: &IntervalRow) -> Result<()> {
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         let mut record = vec![
             r.t_start_s.to_string(),
             r.class.clone().unwrap_or_default(),
@@ -346,7 +407,7 @@ fn write_csv(path: &Path, rows: &[IntervalRow]) -> Result<()> {
             opt(r.p90_s),
             opt(r.p99_s),
         ];
-        if trace {
+        if self.trace {
             record.extend([
                 opt(r.exact_mean_s.flatten()),
                 r.exact_completed.unwrap_or(0).to_string(),
@@ -354,12 +415,16 @@ fn write_csv(path: &Path, rows: &[IntervalRow]) -> Result<()> {
                 opt(r.exact_conn_fail_mean_s.flatten()),
             ]);
         }
-        writer.write_record(&record)?;
+        self.writer
+            .write_record(&record)
+            .with_context(|| format!("cannot write {}", self.path.display()))
     }
-    writer
-        .flush()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+
+    fn finish(mut self) -> Result<()> {
+        self.writer
+            .flush()
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
 }
 
 fn right(text: String) -> Cell {
@@ -370,8 +435,8 @@ fn fixed(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-fn print_table(rows: &[IntervalRow], classed: bool) {
-    let trace = rows.first().is_some_and(|r| r.exact_completed.is_some());
+/// The non-idle rows, and how many idle ones were left out.
+fn print_table(rows: &[IntervalRow], idle: usize, classed: bool, trace: bool) {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     let mut header = vec!["t s"];
@@ -395,7 +460,7 @@ fn print_table(rows: &[IntervalRow], classed: bool) {
     }
     table.set_header(header);
     let mut shown = 0;
-    for r in rows.iter().filter(|r| !r.idle()) {
+    for r in rows {
         shown += 1;
         let mut cells = vec![right(format!("{:.3}", r.t_start_s))];
         if classed {
@@ -422,7 +487,6 @@ fn print_table(rows: &[IntervalRow], classed: bool) {
     if shown > 0 {
         println!("{table}");
     }
-    let idle = rows.len() - shown;
     if idle > 0 {
         let rows = if idle == 1 { "row" } else { "rows" };
         println!("({idle} {rows} of idle intervals not shown; --json or --csv has them all)");
@@ -482,6 +546,16 @@ fn print_class_summary(s: &ClassSummary, indent: &str) {
             x.gave_up,
             x.refused,
             x.unresolved
+        );
+        println!(
+            "{indent}  failures: {} ({}): {} refused, {} reset by the server after accepting (left out of the mean), {} aborted by the client (their wait is in the mean), {} gave up (their wait is in the mean)",
+            x.failures,
+            x.error_rate
+                .map_or("-".to_string(), |r| format!("error rate {:.2} %", 100.0 * r)),
+            x.refused,
+            x.reset,
+            x.aborted,
+            x.gave_up
         );
         let model: Vec<String> = s
             .estimate_completed_by_retries

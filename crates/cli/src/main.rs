@@ -165,8 +165,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Sim { scenario, output } => {
             threads(&output)?;
-            let text = std::fs::read_to_string(&scenario)
-                .with_context(|| format!("cannot read scenario {}", scenario.display()))?;
+            let text = read_text(&scenario, "scenario")?;
             let origin = scenario.display().to_string();
             let study = studies::for_file(&text, &origin)?;
             let file = ScenarioFile {
@@ -238,6 +237,15 @@ fn man_pages(dir: Option<&std::path::Path>) -> Result<()> {
             .context("cannot write standard output")?,
     }
     Ok(())
+}
+
+/// Reads a configuration, scenario or spec file of at most
+/// `vantage_core::config::MAX_CONFIG_BYTES`; `what` names it in errors.
+fn read_text(path: &std::path::Path, what: &str) -> Result<String> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    vantage_core::config::read_capped(file, vantage_core::config::MAX_CONFIG_BYTES)
+        .with_context(|| format!("cannot read {what} {}", path.display()))
 }
 
 fn threads(output: &OutputArgs) -> Result<()> {

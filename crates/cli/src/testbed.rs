@@ -107,8 +107,7 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             Ok(())
         }
         TestbedCommand::Run { spec, out, json } => {
-            let text = std::fs::read_to_string(&spec)
-                .with_context(|| format!("cannot read testbed spec {}", spec.display()))?;
+            let text = crate::read_text(&spec, "testbed spec")?;
             let parsed = TestbedSpec::from_toml(&text, &spec.display().to_string())?;
             let stamp = timestamp();
             let dir = out.join(format!("{}-{stamp}", parsed.name));

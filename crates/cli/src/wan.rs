@@ -83,8 +83,7 @@ pub struct WanArgs {
 
 fn config_from_args(args: &WanArgs) -> Result<WanConfig> {
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read WAN configuration {}", path.display()))?;
+        let text = crate::read_text(path, "WAN configuration")?;
         return Ok(WanConfig::from_toml(&text, &path.display().to_string())?);
     }
     let link = LinkConfig {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use vantage_trace::synth::{syn_options, Pcap, Record, Tcp, ACK, FIN, PSH, SYN};
+use vantage_trace::synth::{syn_options, Pcap, Record, Tcp, ACK, FIN, PSH, RST, SYN};
 
 fn vantage(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vantage"))
@@ -588,4 +588,240 @@ fn capture_without_drops_classes_and_server_filter() {
     );
     let err = error_of(&["certes", "estimate", "--trace", &file, "--by", "colour"]);
     assert!(err.contains("source-prefix/N"), "{err}");
+}
+
+#[test]
+fn hostile_counters_inputs_are_refused_with_clear_messages() {
+    let dir = temp_dir("hostile");
+    // An endless input: refused at the size cap, not read to its end.
+    let err = error_of(&[
+        "certes",
+        "estimate",
+        "--counters",
+        "/dev/zero",
+        "--format",
+        "jsonl",
+    ]);
+    assert!(err.contains("larger than 256 MiB"), "{err}");
+    // Two classes over 3,996,001 intervals: past the class-interval cap.
+    let path = write(
+        &dir,
+        "far.csv",
+        "t_start_s,class,dropped,accepted,completed,syn_to_end_sum_s\n0,a,1,1,1,0.1\n999000,a,1,1,1,0.1\n0,b,1,1,1,0.1\n",
+    );
+    let err = error_of(&["certes", "estimate", "--counters", &path]);
+    assert!(
+        err.contains(
+            "2 classes (by the `class` column) × 3996001 intervals is more than the 4000000"
+        ),
+        "{err}"
+    );
+    // A sum beyond what a nanosecond count holds.
+    let path = write(
+        &dir,
+        "sum.csv",
+        "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,1,1,1e12\n",
+    );
+    let err = error_of(&["certes", "estimate", "--counters", &path]);
+    assert!(
+        err.contains("column `syn_to_end_sum_s`: 1000000000000 s is more than"),
+        "{err}"
+    );
+}
+
+/// A served connection (0.12 s), one the server resets right after
+/// accepting it, one refused, and one the client aborts 5 s after its SYN:
+/// the reset and the refusal are failures left out of the mean, the abort
+/// a failure whose wait is in it, and the mean is not pulled down by the
+/// reset's 0.5 s "completion".
+#[test]
+fn resets_refusals_and_aborts_are_failures_not_fast_completions() {
+    let dir = temp_dir("failures");
+    let server = ("10.0.0.2", 80);
+    let served = Exchange {
+        port: 43_000,
+        server_port: 80,
+        syns: vec![10.0],
+        answered: true,
+        syn_to_end: 100.0,
+        rtt: 20.0,
+    };
+    // Accepted, request sent, then reset by the server (t in ms).
+    let accepted_then = |port: u16, start: f64| {
+        let client = ("10.0.3.9", port);
+        let isn = 1000 + u32::from(port);
+        vec![
+            (
+                start,
+                Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1)),
+            ),
+            (
+                start + 0.05,
+                Tcp::new(server, client, SERVER_ISN, isn + 1, SYN | ACK),
+            ),
+            (
+                start + 20.05,
+                Tcp::new(client, server, isn + 1, SERVER_ISN + 1, ACK),
+            ),
+            (
+                start + 20.06,
+                Tcp::new(client, server, isn + 1, SERVER_ISN + 1, ACK | PSH)
+                    .payload(100)
+                    .ip_id(2),
+            ),
+        ]
+    };
+    let reset_client = ("10.0.3.9", 43_001);
+    let mut all = script(&served);
+    all.extend(accepted_then(43_001, 200.0));
+    all.push((
+        220.5,
+        Tcp::new(server, reset_client, SERVER_ISN + 1, 0, RST),
+    ));
+    let refused_client = ("10.0.3.9", 43_002);
+    all.push((
+        300.0,
+        Tcp::new(refused_client, server, 1000 + 43_002, 0, SYN).options(syn_options(1460, 7, 1)),
+    ));
+    all.push((
+        300.1,
+        Tcp::new(server, refused_client, 0, 1000 + 43_002 + 1, RST | ACK),
+    ));
+    let abort_client = ("10.0.3.9", 43_003);
+    all.extend(accepted_then(43_003, 400.0));
+    all.push((
+        5400.0,
+        Tcp::new(
+            abort_client,
+            server,
+            1000 + 43_003 + 101,
+            SERVER_ISN + 1,
+            RST,
+        )
+        .ip_id(3),
+    ));
+    all.push((
+        8000.0,
+        Tcp::new(("10.0.9.9", 5000), ("10.0.9.8", 6000), 1, 1, ACK),
+    ));
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pcap = Pcap {
+        nanosecond: true,
+        ..Pcap::ethernet()
+    };
+    let records: Vec<Record> = all
+        .iter()
+        .map(|(ms, tcp)| Record::new(ORIGIN_NS + (ms * 1e6).round() as u64, tcp.ethernet()))
+        .collect();
+    let bytes = pcap.file(&records);
+    let file = dir.join("failures.pcap");
+    std::fs::write(&file, &bytes).unwrap();
+    let file = file.to_str().unwrap();
+
+    let (_, summary) = json_run(&["certes", "estimate", "--trace", file, "--server", ":80"]);
+    let exact = &summary["exact"];
+    assert_eq!(exact["completed"], 2, "{summary}");
+    assert_eq!(exact["aborted"], 1);
+    assert_eq!(exact["reset"], 1);
+    assert_eq!(exact["refused"], 1);
+    assert_eq!(exact["gave_up"], 0);
+    assert_eq!(exact["failures"], 3);
+    assert!(close(&exact["error_rate"], 0.75), "{summary}");
+    // (0.12 + 5.02) / 2: the reset is not a 0.52 s transaction.
+    assert!(close(&exact["mean_s"], 2.57), "{summary}");
+    // The server's counters: three accepted, two completed.
+    assert_eq!(summary["accepted"], 3);
+    assert_eq!(summary["completed"], 2);
+    assert!(close(&summary["syn_to_end_mean_s"], (0.1 + 5.0) / 2.0));
+
+    let out = vantage(&["certes", "estimate", "--trace", file, "--server", ":80"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("failures: 3 (error rate 75.00 %): 1 refused, 1 reset by the server"),
+        "{text}"
+    );
+
+    // Cut off in the middle of the last record: every complete packet is
+    // read, a warning names the offset, and the exit status says so.
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let out = vantage(&[
+        "certes",
+        "estimate",
+        "--trace",
+        cut.to_str().unwrap(),
+        "--server",
+        ":80",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("cut.pcap: byte "), "{stderr}");
+    assert!(
+        stderr.contains("complete packets before it were read"),
+        "{stderr}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["summary"]["exact"]["failures"], 3, "{summary}");
+    assert!(summary["summary"]["trace"]["cut_off"].is_string());
+}
+
+/// 200,000 unanswered SYNs from distinct ports, 0.1 ms apart: more
+/// connections than the table holds. Every SYN is counted as a drop, the
+/// evictions are reported, and without `--server` the message counts the
+/// SYNs instead of saying none was captured.
+#[test]
+fn a_flood_of_unanswered_syns_is_counted_and_its_evictions_reported() {
+    let dir = temp_dir("flood");
+    let server = ("10.0.0.2", 80);
+    let syns = 200_000u32;
+    let records: Vec<Record> = (0..syns)
+        .map(|i| {
+            let client = ("10.0.3.9", 1024 + (i % 64_000) as u16);
+            let source = if i < 64_000 {
+                client
+            } else if i < 128_000 {
+                ("10.0.3.10", client.1)
+            } else if i < 192_000 {
+                ("10.0.3.11", client.1)
+            } else {
+                ("10.0.3.12", client.1)
+            };
+            let tcp = Tcp::new(source, server, 1000 + i, 0, SYN).options(syn_options(1460, 7, 1));
+            Record::new(ORIGIN_NS + u64::from(i) * 100_000, tcp.ethernet())
+        })
+        .collect();
+    let pcap = Pcap {
+        nanosecond: true,
+        ..Pcap::ethernet()
+    };
+    let path = dir.join("flood.pcap");
+    std::fs::write(&path, pcap.file(&records)).unwrap();
+    let file = path.to_str().unwrap();
+
+    let err = error_of(&["certes", "estimate", "--trace", file]);
+    assert!(!err.contains("no SYN captured"), "{err}");
+    assert!(err.contains("200000 connections opened by a SYN"), "{err}");
+
+    let out = vantage(&[
+        "certes", "estimate", "--trace", file, "--server", ":80", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("half-open) finished early to keep the connection table within its cap"),
+        "{stderr}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let summary = &summary["summary"];
+    assert_eq!(summary["dropped"], u64::from(syns), "{summary}");
+    assert!(summary["trace"]["connections_evicted"].as_u64().unwrap() > 0);
+    assert_eq!(summary["trace"]["connections"], u64::from(syns));
 }

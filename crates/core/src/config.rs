@@ -15,6 +15,85 @@ use toml_edit::{ImDocument, Item, Value};
 /// Most characters of an offending line echoed in a syntax error.
 pub const MAX_ECHOED_CHARS: usize = 200;
 
+/// Largest configuration, scenario or spec file read (16 MiB): the
+/// largest shipped is a few kilobytes.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Largest counters file read (256 MiB: some 4 million rows, as many as
+/// one estimate run takes intervals).
+pub const MAX_COUNTERS_BYTES: u64 = 256 << 20;
+
+/// Why [`read_capped`] gave no text.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadCappedError {
+    #[error("larger than {}, the most this tool reads for such a file", size(*cap))]
+    TooLarge { cap: u64 },
+    #[error("not UTF-8 text (byte {offset})")]
+    NotText { offset: usize },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Reads a whole text file of at most `cap` bytes from an opened reader;
+/// a larger one (or an endless one, `/dev/zero`) is refused after `cap`
+/// bytes, never read to its end.
+pub fn read_capped(reader: impl std::io::Read, cap: u64) -> Result<String, ReadCappedError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    reader.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(ReadCappedError::TooLarge { cap });
+    }
+    String::from_utf8(bytes).map_err(|e| ReadCappedError::NotText {
+        offset: e.utf8_error().valid_up_to(),
+    })
+}
+
+/// A reader that fails once more than `cap` bytes were read through it:
+/// for files read a line at a time.
+pub struct CappedReader<R> {
+    inner: R,
+    left: u64,
+    cap: u64,
+}
+
+impl<R> CappedReader<R> {
+    pub fn new(inner: R, cap: u64) -> CappedReader<R> {
+        CappedReader {
+            inner,
+            left: cap,
+            cap,
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        // One byte beyond the cap tells a file of exactly `cap` bytes from
+        // a longer one.
+        let wanted = (buf.len() as u64).min(self.left.saturating_add(1)) as usize;
+        let n = self.inner.read(&mut buf[..wanted])?;
+        if n as u64 > self.left {
+            return Err(std::io::Error::other(ReadCappedError::TooLarge {
+                cap: self.cap,
+            }));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 /// A configuration file that cannot be used, with where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
@@ -99,7 +178,7 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
             E::from(ConfigError::Syntax {
                 origin: self.origin.to_string(),
                 line,
-                message: e.message().trim_end().to_string(),
+                message: shorten_quoted(e.message().trim_end()),
                 excerpt: line.map(|line| excerpt(self.text, line)),
             })
         })
@@ -111,7 +190,7 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
             origin: self.origin.to_string(),
             line: self.line_of_key(key),
             key: key.to_string(),
-            problem,
+            problem: shorten_quoted(&problem),
         })
     }
 
@@ -236,6 +315,39 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Line `line` (1-based) of `text`, cut at [`MAX_ECHOED_CHARS`] characters.
+/// `text` with every `quoted` or "quoted" span cut to its first
+/// [`MAX_ECHOED_CHARS`] characters: messages quote what the file holds (an
+/// unknown key, a value), which may be a line of megabytes.
+fn shorten_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4 * MAX_ECHOED_CHARS));
+    let mut quote: Option<char> = None;
+    let mut quoted = 0usize;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            Some(_) => {
+                quoted += 1;
+                if quoted <= MAX_ECHOED_CHARS {
+                    out.push(c);
+                } else if quoted == MAX_ECHOED_CHARS + 1 {
+                    out.push('…');
+                }
+            }
+            None => {
+                if c == '`' || c == '"' {
+                    quote = Some(c);
+                    quoted = 0;
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
 fn excerpt(text: &str, line: usize) -> String {
     let full = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
     let mut cut: String = full.chars().take(MAX_ECHOED_CHARS).collect();
@@ -247,6 +359,33 @@ fn excerpt(text: &str, line: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn text_files_are_read_up_to_a_cap() {
+        assert_eq!(read_capped("a = 1\n".as_bytes(), 6).unwrap(), "a = 1\n");
+        let err = read_capped("a = 1\n".as_bytes(), 5).unwrap_err();
+        assert!(matches!(err, ReadCappedError::TooLarge { cap: 5 }));
+        // An endless input is refused after the cap.
+        let err = read_capped(std::io::repeat(0), MAX_CONFIG_BYTES).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "larger than 16 MiB, the most this tool reads for such a file"
+        );
+        let err = read_capped(&[b'a', 0xff][..], 10).unwrap_err();
+        assert_eq!(err.to_string(), "not UTF-8 text (byte 1)");
+        use std::io::Read;
+        let mut text = String::new();
+        let mut capped = CappedReader::new("abcdef".as_bytes(), 6);
+        capped.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "abcdef");
+        let mut capped = CappedReader::new(std::io::repeat(b'a'), 1000);
+        let err = capped.read_to_string(&mut String::new()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("larger than 1000 bytes"),
+            "{err}"
+        );
+    }
+
     use super::*;
 
     const TEXT: &str = r#"[scenario]
@@ -345,6 +484,18 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
         let e = c.deserialize::<Small>().unwrap_err();
         assert_eq!(e.line(), Some(2), "{e}");
         assert!(e.to_string().ends_with("  | [oops"), "{e}");
+        // A key of 5,000 characters is quoted by its first 200.
+        let long = format!("{} = 1\n", "k".repeat(5000));
+        let c: Checker = Checker::new("s.toml", &long);
+        let text = c.deserialize::<Small>().unwrap_err().to_string();
+        assert!(text.chars().count() < 3 * MAX_ECHOED_CHARS + 100, "{text}");
+        assert!(
+            text.contains(&format!("`{}…`", "k".repeat(MAX_ECHOED_CHARS))),
+            "{text}"
+        );
+        let c: Checker = Checker::new("s.toml", "a = 1\n");
+        let e = c.fail("a", format!("names unknown \"{}\"", "v".repeat(5000)));
+        assert!(e.to_string().chars().count() < 300, "{e}");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use vantage_core::certes::input::{observe_class, CaptureNotes, ClassInput, EstimateInput};
+use vantage_core::certes::input::{
+    check_class_intervals, observe_class, CaptureNotes, ClassInput, EstimateInput,
+    TooManyClassIntervals,
+};
 use vantage_core::certes::observed::{ExactConfig, ObservedError};
 use vantage_core::certes::CertesConfig;
 
@@ -26,6 +29,12 @@ pub enum CaptureInputError {
     /// No SYN to a selected listener; the message says what was seen.
     #[error("{0}")]
     NoConnection(String),
+    /// More classes × intervals than one run takes.
+    #[error("{path}: {source}")]
+    TooLarge {
+        path: String,
+        source: TooManyClassIntervals,
+    },
     /// The interval grid or the exact figures' configuration.
     #[error(transparent)]
     Setup(ObservedError),
@@ -95,12 +104,29 @@ pub fn capture_input(
         Some(by) => trace.observations_by_class(by),
         None => BTreeMap::from([(String::new(), trace.observations())]),
     };
+    let key = match by {
+        Some(ClassBy::Listener) => "--by listener".to_string(),
+        Some(ClassBy::SourcePrefix(bits)) => format!("--by source-prefix/{bits}"),
+        None => "none".to_string(),
+    };
+    let intervals_through_end = grid
+        .checked_count_through(capture_end)
+        .map_err(CaptureInputError::Setup)?;
+    check_class_intervals(classes_observed.len(), intervals_through_end, &key).map_err(
+        |source| CaptureInputError::TooLarge {
+            path: name.clone(),
+            source,
+        },
+    )?;
     let mut notes = CaptureNotes {
         packets: trace.stats.packets,
         connections: trace.handshakes.len() as u64,
         listeners,
         connections_without_syn: trace.stats.without_syn,
         connections_to_other_servers: trace.stats.other_servers,
+        connections_evicted: trace.stats.evicted,
+        connections_evicted_half_open: trace.stats.evicted_half_open,
+        cut_off: trace.stats.cut_off.clone(),
         ..CaptureNotes::default()
     };
     let observed_error = |source| CaptureInputError::Observed {
@@ -117,11 +143,11 @@ pub fn capture_input(
         notes.syns_after_answer += counted.stats.syns_after_answer;
         notes.rtt_missing += counted.stats.rtt_missing;
         intervals = counted.intervals.len();
-        classes.push(ClassInput {
+        classes.push(ClassInput::from_dense(
             class,
-            counters: counted.intervals,
-            exact: Some(observed.exact),
-        });
+            counted.intervals,
+            Some(observed.exact),
+        ));
     }
     Ok(EstimateInput {
         description: name,

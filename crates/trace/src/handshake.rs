@@ -59,7 +59,7 @@ use serde::Serialize;
 use vantage_core::certes::input::observe_class;
 use vantage_core::certes::observed::{
     compare, estimate_intervals, Comparison, ConnectionObservation, ExactConfig, ExactFigures,
-    IntervalGrid, ObservedCounters, ObservedError,
+    Failure, IntervalGrid, ObservedCounters, ObservedError,
 };
 use vantage_core::certes::{CertesConfig, CertesError, Estimate};
 use vantage_core::Nanos;
@@ -216,6 +216,8 @@ pub struct Handshake {
     pub client_fin: Option<Nanos>,
     /// First RST, either way, after the first SYN-ACK.
     pub reset: Option<Nanos>,
+    /// The server sent that first RST.
+    pub reset_by_server: bool,
     /// END (see the module docs); `None` when the capture stopped first.
     pub end: Option<Nanos>,
     /// Data segments the server sent, and how many of them re-sent data.
@@ -247,6 +249,7 @@ impl Handshake {
             server_fin: None,
             client_fin: None,
             reset: None,
+            reset_by_server: false,
             end: None,
             data_segments: 0,
             data_retransmissions: 0,
@@ -279,8 +282,8 @@ impl Handshake {
                     if flags.fin() {
                         h.client_fin.get_or_insert(t);
                     }
-                    if flags.rst() {
-                        h.reset.get_or_insert(t);
+                    if flags.rst() && h.reset.is_none() {
+                        h.reset = Some(t);
                     }
                 }
                 Direction::FromResponder => {
@@ -304,8 +307,9 @@ impl Handshake {
                     if flags.fin() {
                         h.server_fin.get_or_insert(t);
                     }
-                    if flags.rst() {
-                        h.reset.get_or_insert(t);
+                    if flags.rst() && h.reset.is_none() {
+                        h.reset = Some(t);
+                        h.reset_by_server = true;
                     }
                 }
             }
@@ -350,6 +354,20 @@ impl Handshake {
             .min()
     }
 
+    /// An accepted connection ended by a RST before the server sent any
+    /// data: reset by the server or aborted by the client.
+    pub fn failure(&self) -> Option<Failure> {
+        let reset = self.reset?;
+        if self.end != Some(reset) || self.last_data.is_some() {
+            return None;
+        }
+        Some(if self.reset_by_server {
+            Failure::Reset
+        } else {
+            Failure::Aborted
+        })
+    }
+
     /// Retransmitted SYNs before the answered one.
     pub fn retries(&self) -> Option<usize> {
         self.answered
@@ -366,6 +384,7 @@ impl Handshake {
             segments_sent: self.data_segments,
             segments_retransmitted: self.data_retransmissions,
             class: None,
+            failure: self.failure(),
         }
     }
 }
@@ -385,6 +404,14 @@ pub struct HandshakeStats {
     pub other_servers: u64,
     /// Packets stamped earlier than the packet before them.
     pub timestamp_regressions: u64,
+    /// Connections the table finished early to stay within
+    /// [`TableConfig::max_connections`], and of them half-open.
+    pub evicted: u64,
+    pub evicted_half_open: u64,
+    /// The capture stops mid-record: what and at which byte offset (every
+    /// complete packet before it was read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_off: Option<String>,
 }
 
 /// The connections to the selected listener(s) in one capture.
@@ -496,6 +523,8 @@ impl HandshakeCollector {
     pub fn finish(mut self) -> HandshakeTrace {
         self.table.finish_all();
         self.drain();
+        self.stats.evicted = self.table.stats().evicted;
+        self.stats.evicted_half_open = self.table.stats().evicted_half_open;
         let listeners: BTreeSet<Endpoint> = self
             .all
             .iter()
@@ -534,7 +563,18 @@ pub fn handshakes_from_reader(
     config: &HandshakeConfig,
 ) -> Result<HandshakeTrace, TraceError> {
     let mut collector = HandshakeCollector::new(*config);
-    while let Some(packet) = reader.next_packet()? {
+    loop {
+        let packet = match reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => break,
+            // Every complete packet before the cut is used; the stats
+            // carry the warning.
+            Err(error) if error.is_cut_off() => {
+                collector.stats.cut_off = Some(error.to_string());
+                break;
+            }
+            Err(error) => return Err(error),
+        };
         match decode(&packet) {
             Ok(segment) => collector.observe(&segment),
             Err(reason) => {

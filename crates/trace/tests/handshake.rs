@@ -498,7 +498,11 @@ fn real_traces_give_consistent_observations() {
         let completed: u64 = counters.intervals.iter().map(|i| i.completed).sum();
         assert_eq!(completed, figures.completed, "{}", path.display());
         assert_eq!(
-            figures.completed + figures.gave_up + figures.refused + figures.unresolved,
+            figures.completed
+                + figures.gave_up
+                + figures.refused
+                + figures.reset
+                + figures.unresolved,
             observations.len() as u64
         );
     }

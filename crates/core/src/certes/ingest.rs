@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::admission::syn::record::IntervalRecord;
 
 use super::counters::{CumulativeCounters, IntervalCounters};
-use super::input::{ClassInput, EstimateInput};
+use super::input::{check_class_intervals, ClassInput, EstimateInput};
 use super::observed::MAX_INTERVALS;
 use super::summary::format_seconds;
 use crate::Nanos;
@@ -204,6 +204,23 @@ impl Where<'_> {
         }
     }
 
+    /// A sum of seconds, refused beyond what a nanosecond count holds
+    /// (about 584 years) rather than saturated.
+    fn duration(&self, column: &str, value: &CellValue) -> Result<Nanos, CountersError> {
+        let number = match value {
+            CellValue::Text(t) => t.trim().parse::<f64>().ok(),
+            CellValue::Json(v) => v.as_f64(),
+        };
+        let largest = Nanos::MAX.as_secs_f64();
+        if let Some(seconds) = number.filter(|s| s.is_finite() && *s >= largest) {
+            return Err(self.error(
+                column,
+                format!("{seconds} s is more than the {largest:.0} s a nanosecond count holds"),
+            ));
+        }
+        Ok(Nanos::from_secs_f64(self.seconds(column, value, false)?))
+    }
+
     fn boolean(&self, column: &str, value: &CellValue) -> Result<bool, CountersError> {
         let parsed = match value {
             CellValue::Text(t) => match t.trim() {
@@ -236,13 +253,8 @@ impl Where<'_> {
     ) -> Result<bool, CountersError> {
         match column {
             "completed" => row.values.completed = self.count(column, value)?,
-            "syn_to_end_sum_s" => {
-                row.values.syn_to_end_sum =
-                    Nanos::from_secs_f64(self.seconds(column, value, false)?)
-            }
-            "rtt_sum_s" => {
-                row.values.rtt_sum = Nanos::from_secs_f64(self.seconds(column, value, false)?)
-            }
+            "syn_to_end_sum_s" => row.values.syn_to_end_sum = self.duration(column, value)?,
+            "rtt_sum_s" => row.values.rtt_sum = self.duration(column, value)?,
             "segments_sent" => row.values.segments_sent = self.count(column, value)?,
             "segments_retransmitted" => {
                 row.values.segments_retransmitted = self.count(column, value)?
@@ -601,9 +613,10 @@ fn align(
     }
 
     let mut intervals = 0usize;
-    let mut series_intervals: Vec<(String, Vec<(u64, IntervalCounters)>)> = Vec::new();
+    let mut totals = Totals::default();
+    let mut classes = Vec::new();
     for (class, series) in per_class {
-        let mut counted: Vec<(u64, IntervalCounters)> = Vec::new();
+        let mut counted: Vec<(usize, IntervalCounters)> = Vec::new();
         if cumulative {
             for pair in series.windows(2) {
                 let ((start, earlier), (end, later)) = (pair[0], pair[1]);
@@ -631,36 +644,40 @@ fn align(
                             column: column_of_counter(e.counter),
                             problem: format!(
                                 "went backwards from {} (line {}) to {}{}; counters restarted?",
-                                e.previous,
+                                in_column_unit(e.counter, e.previous),
                                 earlier.line,
-                                e.current,
+                                in_column_unit(e.counter, e.current),
                                 class_suffix(&class)
                             ),
                         })?;
-                counted.push((start, difference));
+                totals.add(name, later.line, &difference)?;
+                counted.push((start as usize, difference));
             }
         } else {
             for (index, row) in series {
                 let v = &row.values;
-                counted.push((
-                    index,
-                    IntervalCounters {
-                        dropped: v.dropped,
-                        accepted: v.accepted,
-                        completed: v.completed,
-                        syn_to_end_sum: v.syn_to_end_sum,
-                        rtt_sum: v.rtt_sum,
-                        syn_to_end_histogram: None,
-                        segments_sent: v.segments_sent,
-                        segments_retransmitted: v.segments_retransmitted,
-                    },
-                ));
+                let counters = IntervalCounters {
+                    dropped: v.dropped,
+                    accepted: v.accepted,
+                    completed: v.completed,
+                    syn_to_end_sum: v.syn_to_end_sum,
+                    rtt_sum: v.rtt_sum,
+                    syn_to_end_histogram: None,
+                    segments_sent: v.segments_sent,
+                    segments_retransmitted: v.segments_retransmitted,
+                };
+                totals.add(name, row.line, &counters)?;
+                counted.push((index as usize, counters));
             }
         }
         if let Some((last, _)) = counted.last() {
-            intervals = intervals.max(*last as usize + 1);
+            intervals = intervals.max(*last + 1);
         }
-        series_intervals.push((class, counted));
+        classes.push(ClassInput {
+            class,
+            counters: counted,
+            exact: None,
+        });
     }
     if intervals == 0 {
         return Err(CountersError::File {
@@ -668,18 +685,12 @@ fn align(
             problem: "a cumulative file needs at least two readings".to_string(),
         });
     }
-    let mut classes = Vec::new();
-    for (class, counted) in series_intervals {
-        let mut counters = vec![IntervalCounters::default(); intervals];
-        for (index, c) in counted {
-            counters[index as usize] = c;
+    check_class_intervals(classes.len(), intervals, "the `class` column").map_err(|e| {
+        CountersError::File {
+            file: name.to_string(),
+            problem: e.to_string(),
         }
-        classes.push(ClassInput {
-            class,
-            counters,
-            exact: None,
-        });
-    }
+    })?;
     Ok(EstimateInput {
         description: name.to_string(),
         t0_s: t0,
@@ -688,6 +699,80 @@ fn align(
         classes,
         capture_notes: None,
     })
+}
+
+/// The whole file's sums of every counter, which the summary adds up:
+/// refused when one would pass 2^64 − 1 rather than wrap.
+#[derive(Default)]
+struct Totals {
+    dropped: u64,
+    accepted: u64,
+    offered: u64,
+    completed: u64,
+    syn_to_end_sum: u64,
+    rtt_sum: u64,
+    segments_sent: u64,
+    segments_retransmitted: u64,
+}
+
+impl Totals {
+    fn add(&mut self, file: &str, line: u64, c: &IntervalCounters) -> Result<(), CountersError> {
+        let too_large = |column: &str, total: u64, value: String| {
+            CountersError::Cell {
+            file: file.to_string(),
+            line,
+            column: column.to_string(),
+            problem: format!(
+                "{value} brings the file's total to more than a 64-bit counter holds (total so far {total}); the counts cannot be added up"
+            ),
+        }
+        };
+        let count = |column: &str, total: &mut u64, value: u64| {
+            *total = total
+                .checked_add(value)
+                .ok_or_else(|| too_large(column, *total, value.to_string()))?;
+            Ok::<(), CountersError>(())
+        };
+        let seconds = |column: &str, total: &mut u64, value: Nanos| {
+            *total = total.checked_add(value.0).ok_or_else(|| {
+                too_large(
+                    column,
+                    *total,
+                    format!("{} s", Nanos(value.0).as_secs_f64()),
+                )
+            })?;
+            Ok::<(), CountersError>(())
+        };
+        let offered = c
+            .dropped
+            .checked_add(c.accepted)
+            .ok_or_else(|| too_large("accepted", c.dropped, c.accepted.to_string()))?;
+        count("dropped", &mut self.dropped, c.dropped)?;
+        count("accepted", &mut self.accepted, c.accepted)?;
+        count("accepted", &mut self.offered, offered)?;
+        count("completed", &mut self.completed, c.completed)?;
+        seconds(
+            "syn_to_end_sum_s",
+            &mut self.syn_to_end_sum,
+            c.syn_to_end_sum,
+        )?;
+        seconds("rtt_sum_s", &mut self.rtt_sum, c.rtt_sum)?;
+        count("segments_sent", &mut self.segments_sent, c.segments_sent)?;
+        count(
+            "segments_retransmitted",
+            &mut self.segments_retransmitted,
+            c.segments_retransmitted,
+        )?;
+        Ok(())
+    }
+}
+
+/// A counter's value in its file column's unit: seconds for the sums.
+fn in_column_unit(counter: &str, value: u64) -> String {
+    match counter {
+        "syn_to_end_sum" | "rtt_sum" => format!("{} s", Nanos(value).as_secs_f64()),
+        _ => value.to_string(),
+    }
 }
 
 fn class_suffix(class: &str) -> String {
@@ -709,6 +794,7 @@ fn column_of_counter(counter: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certes::input::MAX_CLASS_INTERVALS;
 
     fn read(
         text: &str,
@@ -734,10 +820,12 @@ mod tests {
         .unwrap();
         assert_eq!(input.intervals, 4);
         assert_eq!(input.classes.len(), 1);
-        let counters = &input.classes[0].counters;
-        assert_eq!((counters[0].dropped, counters[0].accepted), (1, 4));
-        assert_eq!(counters[1], IntervalCounters::default());
-        assert_eq!(counters[3].syn_to_end_sum, Nanos::from_millis(400));
+        let class = &input.classes[0];
+        assert_eq!((class.at(0).dropped, class.at(0).accepted), (1, 4));
+        assert_eq!(*class.at(1), IntervalCounters::default());
+        assert_eq!(class.at(3).syn_to_end_sum, Nanos::from_millis(400));
+        // The gap takes no room.
+        assert_eq!(class.counters.len(), 2);
     }
 
     #[test]
@@ -747,7 +835,7 @@ mod tests {
         let input = read(text, CountersFormat::Jsonl, true).unwrap();
         assert_eq!(input.t0_s, 10.0);
         assert_eq!(input.classes[0].class, "a");
-        let c = &input.classes[0].counters[0];
+        let c = input.classes[0].at(0);
         assert_eq!((c.dropped, c.accepted, c.completed), (2, 4, 3));
         assert_eq!(c.syn_to_end_sum, Nanos::from_millis(500));
     }
@@ -757,9 +845,9 @@ mod tests {
         let text = "{\"time_s\":5,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{}}\n\
                     {\"time_s\":5.25,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{},\"dry_run\":true}\n";
         let input = read(text, CountersFormat::Jsonl, false).unwrap();
-        let counters = &input.classes[0].counters;
-        assert_eq!((counters[0].dropped, counters[0].accepted), (3, 11));
-        assert_eq!((counters[1].dropped, counters[1].accepted), (0, 14));
+        let class = &input.classes[0];
+        assert_eq!((class.at(0).dropped, class.at(0).accepted), (3, 11));
+        assert_eq!((class.at(1).dropped, class.at(1).accepted), (0, 14));
     }
 
     #[test]
@@ -791,5 +879,76 @@ mod tests {
         );
         let err = read("", CountersFormat::Jsonl, false).unwrap_err();
         assert_eq!(err.to_string(), "counters: no rows");
+    }
+
+    #[test]
+    fn far_apart_rows_take_no_room_and_classes_times_intervals_is_capped() {
+        // 83 bytes, two rows 999,000 s apart: 3,996,001 intervals of 250 ms.
+        let text = "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,1,1,0.1\n999000,1,1,1,0.1\n";
+        let input = read(text, CountersFormat::Csv, false).unwrap();
+        assert_eq!(input.intervals, 3_996_001);
+        assert_eq!(input.classes[0].counters.len(), 2);
+        // Two classes over the same span: 8 M class-intervals.
+        let text = "t_start_s,class,dropped,accepted,completed,syn_to_end_sum_s\n\
+                    0,a,1,1,1,0.1\n999000,a,1,1,1,0.1\n0,b,1,1,1,0.1\n";
+        let err = read(text, CountersFormat::Csv, false).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("2 classes (by the `class` column) × 3996001 intervals")
+                && message.contains(&MAX_CLASS_INTERVALS.to_string()),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn sums_that_would_wrap_or_saturate_are_refused_with_the_value() {
+        let big = u64::MAX - 5;
+        let text = format!(
+            "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,{big},0,0,0\n1,10,0,0,0\n"
+        );
+        let err = read(&text, CountersFormat::Csv, false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("counters, line 3, column `dropped`: 10 brings the file's total to more than a 64-bit counter holds (total so far {big}); the counts cannot be added up")
+        );
+        let text =
+            format!("interval,dropped,accepted,completed,syn_to_end_sum_s\n0,{big},{big},0,0\n");
+        let err = read(&text, CountersFormat::Csv, false).unwrap_err();
+        assert!(err.to_string().contains("column `accepted`"), "{err}");
+        for value in ["1e12", "1e11"] {
+            let text =
+                format!("interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,1,1,{value}\n");
+            let err = read(&text, CountersFormat::Csv, false).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains("column `syn_to_end_sum_s`")
+                    && message
+                        .contains("s is more than the 18446744074 s a nanosecond count holds"),
+                "{message}"
+            );
+        }
+        // Sums that fit one by one but not together.
+        let text =
+            "interval,dropped,accepted,completed,syn_to_end_sum_s\n0,1,1,1,1e10\n1,1,1,1,1e10\n";
+        let err = read(text, CountersFormat::Csv, false).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("counters, line 3, column `syn_to_end_sum_s`: 10000000000 s brings"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_backwards_sum_is_reported_in_the_column_unit() {
+        let err = read(
+            "t_start_s,dropped,accepted,completed,syn_to_end_sum_s\n0,1,10,1,2.5\n0.25,1,11,2,1.25\n",
+            CountersFormat::Csv,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "counters, line 3, column `syn_to_end_sum_s`: went backwards from 2.5 s (line 2) to 1.25 s; counters restarted?"
+        );
     }
 }

@@ -16,10 +16,90 @@ use crate::Nanos;
 pub struct ClassInput {
     /// Empty when the input has no classes.
     pub class: String,
-    /// One entry per interval of the run.
-    pub counters: Vec<IntervalCounters>,
+    /// The intervals that saw anything, as (index, counters) in order of
+    /// index; every other interval of the run is empty. Idle runs take no
+    /// room, however long.
+    pub counters: Vec<(usize, IntervalCounters)>,
     /// Capture input: the exact figures over the same intervals.
     pub exact: Option<ExactFigures>,
+}
+
+/// An interval where nothing happened.
+pub static EMPTY_INTERVAL: IntervalCounters = IntervalCounters {
+    dropped: 0,
+    accepted: 0,
+    completed: 0,
+    syn_to_end_sum: Nanos::ZERO,
+    rtt_sum: Nanos::ZERO,
+    syn_to_end_histogram: None,
+    segments_sent: 0,
+    segments_retransmitted: 0,
+};
+
+impl ClassInput {
+    /// The counters of interval `index` (empty when not listed).
+    pub fn at(&self, index: usize) -> &IntervalCounters {
+        match self.counters.binary_search_by_key(&index, |(i, _)| *i) {
+            Ok(position) => &self.counters[position].1,
+            Err(_) => &EMPTY_INTERVAL,
+        }
+    }
+
+    /// A class from one entry per interval (empty ones are left out).
+    pub fn from_dense(
+        class: String,
+        counters: Vec<IntervalCounters>,
+        exact: Option<ExactFigures>,
+    ) -> ClassInput {
+        let empty = IntervalCounters::default();
+        ClassInput {
+            class,
+            counters: counters
+                .into_iter()
+                .enumerate()
+                .filter(|(_, c)| *c != empty)
+                .collect(),
+            exact,
+        }
+    }
+}
+
+/// Most classes × intervals one estimate run takes: every interval of
+/// every class is a row of the output (a counters file of a few bytes
+/// could otherwise ask for years of intervals, or a `--by` key for one
+/// class per client).
+pub const MAX_CLASS_INTERVALS: u64 = 4_000_000;
+
+/// Refuses a run of `classes` × `intervals` beyond
+/// [`MAX_CLASS_INTERVALS`]; `key` names what splits the input into
+/// classes (a column, a `--by` key).
+pub fn check_class_intervals(
+    classes: usize,
+    intervals: usize,
+    key: &str,
+) -> Result<(), TooManyClassIntervals> {
+    let cells = (classes as u64).saturating_mul(intervals as u64);
+    if cells > MAX_CLASS_INTERVALS {
+        return Err(TooManyClassIntervals {
+            classes,
+            intervals,
+            key: key.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A run larger than [`MAX_CLASS_INTERVALS`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{classes} classes (by {key}) × {intervals} intervals is more than the {limit} class-intervals \
+     one run takes (MAX_CLASS_INTERVALS); use a longer interval, fewer classes or a shorter input",
+    limit = MAX_CLASS_INTERVALS
+)]
+pub struct TooManyClassIntervals {
+    pub classes: usize,
+    pub intervals: usize,
+    pub key: String,
 }
 
 /// One class of observed connections on the grid: what the server would
@@ -89,4 +169,12 @@ pub struct CaptureNotes {
     /// Accepted connections ended at first SYN + FTO (never served or
     /// closed; see `observed::end_abandoned`).
     pub abandoned: u64,
+    /// Connections the table finished early to stay within its cap (of
+    /// them, half-open): their SYNs are counted, their END may be missing.
+    pub connections_evicted: u64,
+    pub connections_evicted_half_open: u64,
+    /// The capture stops mid-record: what and at which byte offset (every
+    /// complete packet before it was read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_off: Option<String>,
 }

@@ -47,6 +47,17 @@
 //!   Certes transactions: the client learns at once and does not retry. The
 //!   SYNs before the refused one count as drops; the connection is left out
 //!   of the exact figures and counted.
+//! * **Failures** of accepted connections ([`Failure`]), ended by a RST
+//!   before the server sent any response. **Reset** by the server (an
+//!   overloaded server accepting and shedding): the client got no
+//!   service, so the connection is no fast completion — it is ACCEPTED but
+//!   not COMPLETED, left out of the sums and the exact mean, and counted.
+//!   **Aborted** by the client: its client waited from its first SYN to its
+//!   RST, and that wait enters as a completion with END at the RST (Eq. 1,
+//!   like a give-up's wait), counted as a failure too. Give-ups, refusals,
+//!   resets and aborts make the error rate ([`ExactFigures::error_rate`]).
+//!   An accepted connection still open at first SYN + FTO is abandoned
+//!   (below) whatever ended it later.
 //! * SYNs that arrive **after the answered one** (the client re-sent its
 //!   SYN because the SYN-ACK was lost or late) are neither drops nor
 //!   accepts: the paper's kernel counts ACCEPTED once per connection. Their
@@ -92,6 +103,21 @@ pub struct ConnectionObservation {
     /// class at a time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// The connection was accepted and ended by a RST before the server
+    /// sent any response (its END is the RST).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// How an accepted connection failed before any response (see the module
+/// docs for how each enters the figures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failure {
+    /// The server reset it (an overloaded server shedding connections).
+    Reset,
+    /// The client reset it.
+    Aborted,
 }
 
 impl ConnectionObservation {
@@ -139,6 +165,9 @@ impl ConnectionObservation {
                 }
                 Some(_) => {}
             }
+        }
+        if self.failure.is_some() && self.end.is_none() {
+            return Err(bad("a failure but no END".into()));
         }
         if self.segments_retransmitted > self.segments_sent {
             return Err(bad(format!(
@@ -268,6 +297,12 @@ pub struct BucketStats {
     pub accepted_without_end: u64,
     /// Completed connections without a measured RTT (counted as zero).
     pub rtt_missing: u64,
+    /// Accepted connections the server reset before any response: not
+    /// COMPLETED.
+    pub reset: u64,
+    /// Of the completed connections, those the client reset before any
+    /// response.
+    pub aborted: u64,
 }
 
 /// Per-interval counters built from observations.
@@ -349,7 +384,14 @@ pub fn bucket(
         stats.accepted += 1;
         stats.syns_after_answer += (o.syn_arrivals.len() - answered - 1) as u64;
         let credited = match o.end {
+            Some(_) if o.failure == Some(Failure::Reset) => {
+                stats.reset += 1;
+                &mut intervals[slot(answered_at)]
+            }
             Some(end) => {
+                if o.failure == Some(Failure::Aborted) {
+                    stats.aborted += 1;
+                }
                 let c = &mut intervals[slot(end)];
                 let syn_to_end = end - answered_at;
                 c.completed += 1;
@@ -419,6 +461,9 @@ pub fn end_abandoned(
         let ended_before = o.end.is_some_and(|end| end <= abandoned);
         if !ended_before && abandoned <= capture_end && abandoned >= answered_at {
             o.end = Some(abandoned);
+            // Gone at FTO: whatever ended the connection later, its client
+            // saw no failure but its own frustration.
+            o.failure = None;
             ended += 1;
         }
     }
@@ -493,6 +538,9 @@ pub enum ExactOutcome {
     GaveUp,
     /// Refused with a RST: not a Certes transaction.
     Refused,
+    /// Accepted, then reset by the server before any response: not a
+    /// Certes transaction.
+    Reset,
     /// Outcome unknown when the capture stopped.
     Unresolved,
 }
@@ -565,9 +613,14 @@ pub struct ExactFigures {
     pub connections: Vec<ExactConnection>,
     /// Same intervals as [`bucket`] gives for the same arguments.
     pub intervals: Vec<ExactInterval>,
+    /// Of these, `aborted` were reset by their client before any response.
     pub completed: u64,
     pub gave_up: u64,
     pub refused: u64,
+    /// Accepted, then reset by the server before any response.
+    pub reset: u64,
+    /// Completed connections the client reset before any response.
+    pub aborted: u64,
     pub unresolved: u64,
     /// Σ CLIENT_RT over completed and gave-up connections.
     pub total_time: Nanos,
@@ -577,6 +630,18 @@ impl ExactFigures {
     /// Completed plus gave-up connections.
     pub fn transactions(&self) -> u64 {
         self.completed + self.gave_up
+    }
+
+    /// Connections that failed their client: refused, reset by the server,
+    /// aborted by the client, or given up.
+    pub fn failures(&self) -> u64 {
+        self.refused + self.reset + self.aborted + self.gave_up
+    }
+
+    /// Failures among the connections whose outcome is known.
+    pub fn error_rate(&self) -> Option<f64> {
+        let resolved = self.completed + self.gave_up + self.refused + self.reset;
+        (resolved > 0).then(|| self.failures() as f64 / resolved as f64)
     }
 
     /// Mean CLIENT_RT over every transaction of the capture.
@@ -621,6 +686,8 @@ pub fn exact(
         completed: 0,
         gave_up: 0,
         refused: 0,
+        reset: 0,
+        aborted: 0,
         unresolved: 0,
         total_time: Nanos::ZERO,
     };
@@ -641,7 +708,14 @@ pub fn exact(
             interval: None,
         };
         match (o.answered, o.end) {
+            (Some(_), Some(_)) if o.failure == Some(Failure::Reset) => {
+                connection.outcome = ExactOutcome::Reset;
+                figures.reset += 1;
+            }
             (Some(answered), Some(end)) => {
+                if o.failure == Some(Failure::Aborted) {
+                    figures.aborted += 1;
+                }
                 let answered_at = o.syn_arrivals[answered];
                 let conn_fail = answered_at - first_syn;
                 let syn_to_end = end - answered_at;

@@ -8,9 +8,9 @@
 use serde::Serialize;
 
 use super::counters::IntervalCounters;
-use super::input::{CaptureNotes, ClassInput, EstimateInput};
-use super::model::{transaction_weighted_mean, Certes, Estimate, NetworkLoss};
-use super::observed::{compare, ExactFigures};
+use super::input::{CaptureNotes, ClassInput, EstimateInput, EMPTY_INTERVAL};
+use super::model::{Certes, Estimate, NetworkLoss};
+use super::observed::ExactFigures;
 use crate::Nanos;
 
 /// One interval of one class, as printed and serialized.
@@ -86,6 +86,16 @@ pub struct ExactSummary {
     pub completed: u64,
     pub gave_up: u64,
     pub refused: u64,
+    /// Accepted, then reset by the server before any response: left out of
+    /// the mean.
+    pub reset: u64,
+    /// Of the completed, reset by their client before any response (their
+    /// wait is in the mean).
+    pub aborted: u64,
+    /// Refused + reset + aborted + gave up.
+    pub failures: u64,
+    /// Failures / (completed + gave up + refused + reset).
+    pub error_rate: Option<f64>,
     /// Outcome unknown at the end of the capture: left out.
     pub unresolved: u64,
     pub p50_s: Option<f64>,
@@ -129,38 +139,44 @@ pub fn estimate_input(
     fresh: &Certes,
     frustration_timeout: Nanos,
 ) -> EstimateReport {
-    let results: Vec<Vec<Estimate>> = input
+    let mut rows = Vec::with_capacity(input.intervals * input.classes.len());
+    let summary = estimate_each(input, fresh, frustration_timeout, |row| {
+        rows.push(row);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let summary = match summary {
+        Ok(summary) => summary,
+        Err(never) => match never {},
+    };
+    EstimateReport { rows, summary }
+}
+
+/// Like [`estimate_input`], handing each row to `each` as it is made
+/// (interval by interval, classes in order within an interval) instead of
+/// keeping them: memory does not grow with the number of intervals beyond
+/// the input itself. Stops at the first error `each` returns.
+pub fn estimate_each<E>(
+    input: &EstimateInput,
+    fresh: &Certes,
+    frustration_timeout: Nanos,
+    mut each: impl FnMut(IntervalRow) -> Result<(), E>,
+) -> Result<Summary, E> {
+    let classed = input.classed();
+    let interval = fresh.config().interval;
+    let mut estimators: Vec<Certes> = input.classes.iter().map(|_| fresh.clone()).collect();
+    let mut cursors: Vec<IntervalCursor> = input
         .classes
         .iter()
-        .map(|class| {
-            let mut certes = fresh.clone();
-            class
-                .counters
-                .iter()
-                .map(|c| certes.on_interval(c))
-                .collect()
-        })
+        .map(|_| IntervalCursor::default())
         .collect();
-    let interval = fresh.config().interval;
-    EstimateReport {
-        rows: rows(input, &results, interval),
-        summary: summarize(input, &results, fresh, frustration_timeout),
-    }
-}
-
-fn secs(n: Option<Nanos>) -> Option<f64> {
-    n.map(Nanos::as_secs_f64)
-}
-
-fn rows(input: &EstimateInput, results: &[Vec<Estimate>], interval: Nanos) -> Vec<IntervalRow> {
-    let classed = input.classed();
-    let mut rows = Vec::with_capacity(input.intervals * input.classes.len());
+    let mut tallies: Vec<Tally> = input.classes.iter().map(|_| Tally::default()).collect();
     for i in 0..input.intervals {
-        for (class, estimates) in input.classes.iter().zip(results) {
-            let c = &class.counters[i];
-            let e = &estimates[i];
+        for (k, class) in input.classes.iter().enumerate() {
+            let c = cursors[k].at(&class.counters, i);
+            let e = estimators[k].on_interval(c);
+            tallies[k].add(c, &e);
             let exact = class.exact.as_ref().map(|x| &x.intervals[i]);
-            rows.push(IntervalRow {
+            each(IntervalRow {
                 t_start_s: round9(input.t0_s + (i as f64) * interval.as_secs_f64()),
                 class: classed.then(|| class.class.clone()),
                 dropped: c.dropped,
@@ -179,10 +195,81 @@ fn rows(input: &EstimateInput, results: &[Vec<Estimate>], interval: Nanos) -> Ve
                 exact_completed: exact.map(|x| x.completed),
                 exact_gave_up: exact.map(|x| x.gave_up),
                 exact_conn_fail_mean_s: exact.map(|x| secs(x.conn_fail_mean())),
-            });
+            })?;
         }
     }
-    rows
+    Ok(summarize(input, tallies, fresh, frustration_timeout))
+}
+
+/// Walks one class's non-empty intervals in order of index.
+#[derive(Default)]
+struct IntervalCursor {
+    next: usize,
+}
+
+impl IntervalCursor {
+    /// The counters of interval `index` (empty when not listed); indices
+    /// must be asked in increasing order.
+    fn at<'a>(
+        &mut self,
+        counters: &'a [(usize, IntervalCounters)],
+        index: usize,
+    ) -> &'a IntervalCounters {
+        while counters.get(self.next).is_some_and(|(i, _)| *i < index) {
+            self.next += 1;
+        }
+        match counters.get(self.next) {
+            Some((i, c)) if *i == index => c,
+            _ => &EMPTY_INTERVAL,
+        }
+    }
+}
+
+/// What a class summary needs from the intervals, added up in interval
+/// order (the floating-point sums in the order a list of the estimates
+/// would give them).
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    counters: IntervalCounters,
+    /// Σ Eq. 4 numerators, ns.
+    total_time_nanos: f64,
+    transactions: f64,
+    gave_up: f64,
+    completed_by_attempt: Vec<f64>,
+}
+
+impl Tally {
+    fn add(&mut self, c: &IntervalCounters, e: &Estimate) {
+        let total = &mut self.counters;
+        total.dropped += c.dropped;
+        total.accepted += c.accepted;
+        total.completed += c.completed;
+        total.syn_to_end_sum += c.syn_to_end_sum;
+        total.rtt_sum += c.rtt_sum;
+        self.total_time_nanos += e.total_time_nanos();
+        self.transactions += e.transactions();
+        self.gave_up += e.gave_up;
+        if self.completed_by_attempt.len() < e.completed_by_attempt.len() {
+            self.completed_by_attempt
+                .resize(e.completed_by_attempt.len(), 0.0);
+        }
+        for (slot, n) in self
+            .completed_by_attempt
+            .iter_mut()
+            .zip(&e.completed_by_attempt)
+        {
+            *slot += n;
+        }
+    }
+
+    /// Σ numerators / Σ transactions (Eq. 4 over the whole input), ns.
+    fn mean_nanos(&self) -> Option<f64> {
+        (self.transactions > 0.0).then(|| self.total_time_nanos / self.transactions)
+    }
+}
+
+fn secs(n: Option<Nanos>) -> Option<f64> {
+    n.map(Nanos::as_secs_f64)
 }
 
 /// Rounds away binary noise (0.1 + 0.2) so times print as written.
@@ -200,42 +287,26 @@ pub fn format_seconds(n: Nanos) -> String {
     }
 }
 
-fn class_summary(
-    class: Option<String>,
-    inputs: &[&ClassInput],
-    estimates: &[&Vec<Estimate>],
-) -> ClassSummary {
-    let mut total = IntervalCounters::default();
-    for input in inputs {
-        for c in &input.counters {
-            total.dropped += c.dropped;
-            total.accepted += c.accepted;
-            total.completed += c.completed;
-            total.syn_to_end_sum += c.syn_to_end_sum;
-            total.rtt_sum += c.rtt_sum;
-        }
-    }
-    let all: Vec<Estimate> = estimates.iter().flat_map(|e| e.iter().cloned()).collect();
-    let mut by_retries: Vec<f64> = Vec::new();
-    for e in &all {
-        if by_retries.len() < e.completed_by_attempt.len() {
-            by_retries.resize(e.completed_by_attempt.len(), 0.0);
-        }
-        for (slot, n) in by_retries.iter_mut().zip(&e.completed_by_attempt) {
-            *slot += n;
-        }
-    }
+fn class_summary(class: Option<String>, inputs: &[&ClassInput], tally: &Tally) -> ClassSummary {
+    let total = &tally.counters;
+    let mut by_retries = tally.completed_by_attempt.clone();
     by_retries
         .iter_mut()
         .for_each(|n| *n = (*n * 100.0).round() / 100.0);
     while by_retries.last().is_some_and(|n| *n == 0.0) {
         by_retries.pop();
     }
-    let gave_up: f64 = all.iter().map(|e| e.gave_up).sum();
     let exacts: Vec<&ExactFigures> = inputs.iter().filter_map(|i| i.exact.as_ref()).collect();
     let (exact, relative_difference) = match exact_summary(&exacts) {
         None => (None, None),
-        Some((summary, merged)) => (Some(summary), compare(&all, &merged).relative_difference),
+        Some((summary, merged)) => {
+            let estimate_mean = tally.mean_nanos().map(|mean| Nanos(mean.round() as u64));
+            let relative_difference = match (estimate_mean, merged.mean()) {
+                (Some(e), Some(x)) if x.0 > 0 => Some((e.0 as f64 - x.0 as f64) / x.0 as f64),
+                _ => None,
+            };
+            (Some(summary), relative_difference)
+        }
     };
     ClassSummary {
         class,
@@ -244,10 +315,10 @@ fn class_summary(
         accepted: total.accepted,
         drop_rate: total.drop_rate(),
         completed: total.completed,
-        gave_up: (gave_up * 100.0).round() / 100.0,
+        gave_up: (tally.gave_up * 100.0).round() / 100.0,
         syn_to_end_mean_s: secs(total.syn_to_end_mean()),
         rtt_mean_s: secs(total.rtt_mean()),
-        estimate_mean_s: transaction_weighted_mean(&all).map(|nanos| nanos / 1e9),
+        estimate_mean_s: tally.mean_nanos().map(|nanos| nanos / 1e9),
         estimate_completed_by_retries: by_retries,
         exact,
         relative_difference,
@@ -263,6 +334,8 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         merged.completed += other.completed;
         merged.gave_up += other.gave_up;
         merged.refused += other.refused;
+        merged.reset += other.reset;
+        merged.aborted += other.aborted;
         merged.unresolved += other.unresolved;
         merged.total_time += other.total_time;
     }
@@ -285,6 +358,10 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         completed: merged.completed,
         gave_up: merged.gave_up,
         refused: merged.refused,
+        reset: merged.reset,
+        aborted: merged.aborted,
+        failures: merged.failures(),
+        error_rate: merged.error_rate(),
         unresolved: merged.unresolved,
         p50_s: secs(merged.percentile(0.5)),
         p90_s: secs(merged.percentile(0.9)),
@@ -304,23 +381,35 @@ fn network_loss_name(loss: NetworkLoss) -> String {
 
 fn summarize(
     input: &EstimateInput,
-    results: &[Vec<Estimate>],
+    tallies: Vec<Tally>,
     certes: &Certes,
     frustration_timeout: Nanos,
 ) -> Summary {
     let config = certes.config();
     let all_inputs: Vec<&ClassInput> = input.classes.iter().collect();
-    let all_results: Vec<&Vec<Estimate>> = results.iter().collect();
-    let total = class_summary(None, &all_inputs, &all_results);
-    let classes = if input.classed() {
-        input
+    let (total, classes) = if input.classed() {
+        // The whole input's sums run class after class, as one list of
+        // every class's estimates would: the model again, per class.
+        let mut all = Tally::default();
+        for class in &input.classes {
+            let mut certes = certes.clone();
+            let mut cursor = IntervalCursor::default();
+            for i in 0..input.intervals {
+                let c = cursor.at(&class.counters, i);
+                let e = certes.on_interval(c);
+                all.add(c, &e);
+            }
+        }
+        let classes = input
             .classes
             .iter()
-            .zip(results)
-            .map(|(c, r)| class_summary(Some(c.class.clone()), &[c], &[r]))
-            .collect()
+            .zip(&tallies)
+            .map(|(c, tally)| class_summary(Some(c.class.clone()), &[c], tally))
+            .collect();
+        (class_summary(None, &all_inputs, &all), classes)
     } else {
-        Vec::new()
+        let tally = tallies.into_iter().next().unwrap_or_default();
+        (class_summary(None, &all_inputs, &tally), Vec::new())
     };
     Summary {
         input: input.description.clone(),
@@ -360,7 +449,7 @@ mod tests {
             intervals: 3,
             classes: vec![ClassInput {
                 class: String::new(),
-                counters: vec![counters; 3],
+                counters: vec![(0, counters.clone()), (1, counters.clone()), (2, counters)],
                 exact: None,
             }],
             capture_notes: None,

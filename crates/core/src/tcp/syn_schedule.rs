@@ -48,6 +48,10 @@ pub enum ProfileError {
     BadWeight { name: String, weight: f64 },
     #[error("client mixture is empty")]
     EmptyMix,
+    #[error(
+        "client mixture: the weights sum to {total}, too large to normalize (largest weight {largest:e}); scale them down"
+    )]
+    WeightsOverflow { total: f64, largest: f64 },
 }
 
 /// One client operating system's SYN retransmission behaviour.
@@ -303,6 +307,10 @@ impl ClientMix {
             }
         }
         let total: f64 = entries.iter().map(|(_, w)| w).sum();
+        if !total.is_finite() {
+            let largest = entries.iter().map(|(_, w)| *w).fold(0.0, f64::max);
+            return Err(ProfileError::WeightsOverflow { total, largest });
+        }
         Ok(ClientMix {
             name: name.to_string(),
             entries: entries.into_iter().map(|(p, w)| (p, w / total)).collect(),
@@ -472,8 +480,12 @@ mod tests {
         let err = ClientMix::builtin("beos").unwrap_err();
         assert!(err.to_string().contains("beos") && err.to_string().contains("linux-6.5"));
         let p = SynProfile::builtin("windows-7").unwrap();
-        let err = ClientMix::new("m", vec![(p, -1.0)]).unwrap_err();
+        let err = ClientMix::new("m", vec![(p.clone(), -1.0)]).unwrap_err();
         assert!(matches!(err, ProfileError::BadWeight { .. }));
+        let huge = vec![(p.clone(), 1e308), (p, 1e308)];
+        let err = ClientMix::new("m", huge).unwrap_err();
+        assert!(matches!(err, ProfileError::WeightsOverflow { .. }));
+        assert!(err.to_string().contains("1e308"), "{err}");
         let mut bad = SynProfile::builtin("windows-7").unwrap();
         bad.give_up = Nanos::from_secs(9);
         assert!(matches!(

@@ -304,10 +304,15 @@ impl Experiment {
     /// `quick` applies its `[quick]` section.
     pub fn load(path: &Path, quick: bool) -> Result<Experiment, ExperimentError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
-            origin: file.clone(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::File::open(path)
+            .map_err(vantage_core::config::ReadCappedError::from)
+            .and_then(|f| {
+                vantage_core::config::read_capped(f, vantage_core::config::MAX_CONFIG_BYTES)
+            })
+            .map_err(|e| ExperimentError {
+                origin: file.clone(),
+                message: format!("cannot read: {e}"),
+            })?;
         Experiment::from_toml(&text, &file, quick)
     }
 

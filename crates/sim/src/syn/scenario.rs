@@ -36,6 +36,8 @@
 //! parameter = "workload.std_dev"
 //! values = [10, 40, 70, 100]
 //! ```
+//!
+//! An axis lists at most [`MAX_AXIS_VALUES`] values (each is a run).
 
 use crate::syn::filters::{AbacusWindow, FilterKind, FilterParams};
 use crate::syn::network::Network;
@@ -508,6 +510,9 @@ fn filter(c: &Checker, f: &FilterSpec) -> Result<(FilterParams, Option<f64>), Sc
     Ok((valid.params, valid.bucket_refill_secs))
 }
 
+/// Most values a `[sweep]` or `[series]` may list.
+pub const MAX_AXIS_VALUES: usize = 1_000;
+
 /// A `[sweep]` or `[series]` table.
 fn axis(c: &Checker, a: &Option<Axis>, name: &str) -> Result<Option<Sweep>, ScenarioError> {
     match a {
@@ -525,6 +530,15 @@ fn axis(c: &Checker, a: &Option<Axis>, name: &str) -> Result<Option<Sweep>, Scen
             }
             if a.values.is_empty() {
                 return Err(c.fail(&format!("{name}.values"), "is empty".into()));
+            }
+            if a.values.len() > MAX_AXIS_VALUES {
+                return Err(c.fail(
+                    &format!("{name}.values"),
+                    format!(
+                        "has {} values, more than the {MAX_AXIS_VALUES} one axis may have (each is a run of the simulator)",
+                        a.values.len()
+                    ),
+                ));
             }
             Ok(Some(Sweep {
                 parameter: a.parameter.clone(),
@@ -636,6 +650,24 @@ values = [10, 40]
             .to_string();
         assert!(
             err.contains("scenario.horizon_s") && err.contains("between"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_sweep_longer_than_the_cap_is_refused() {
+        let values: Vec<String> = (0..=MAX_AXIS_VALUES)
+            .map(|v| (v % 90 + 10).to_string())
+            .collect();
+        let text = MINIMAL.replace(
+            "values = [10, 40]",
+            &format!("values = [{}]", values.join(", ")),
+        );
+        let err = Scenario::from_toml(&text, "long.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`sweep.values` has 1001 values, more than the 1000"),
             "{err}"
         );
     }

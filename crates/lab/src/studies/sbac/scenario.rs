@@ -492,8 +492,19 @@ impl SbacScenario {
         let step = match (&file.step, m.kind) {
             (Some(st), Kind::Step) => {
                 let before_s = c.range("step.before_s", st.before_s, 1.0, 1e6)?;
-                let after_s = c.range("step.after_s", st.after_s, 1.0, 1e6)?;
-                let settle_s = c.range("step.settle_s", st.settle_s, 0.0, after_s - 2.0)?;
+                // The settling time leaves at least 2 s of measurement after
+                // the step, so `after_s` below 2 s leaves no valid settle_s.
+                let after_s = c.range("step.after_s", st.after_s, 2.0, 1e6)?;
+                let settle_s = st.settle_s;
+                if !(settle_s.is_finite() && (0.0..=after_s - 2.0).contains(&settle_s)) {
+                    return Err(c.fail(
+                        "step.settle_s",
+                        format!(
+                            "must be between 0 and {} (`step.after_s` {after_s} s less the 2 s measured after settling), got {settle_s}",
+                            after_s - 2.0
+                        ),
+                    ));
+                }
                 let quick_after_s = match st.quick_after_s {
                     Some(q) => c.range("step.quick_after_s", q, settle_s + 2.0, 1e6)?,
                     None => after_s,
@@ -714,3 +725,29 @@ impl SbacScenario {
 /// A run's load shape: pattern name, load %, segments (seconds, load %)
 /// after the warm-up, and for a step (seconds before it, settle seconds).
 type Shape = (String, f64, Vec<(f64, f64)>, Option<(f64, f64)>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEP: &str = include_str!("../../../../../scenarios/sbac/step-overload.toml");
+
+    #[test]
+    fn settle_time_error_names_the_bound_it_comes_from() {
+        let text = STEP.replace("settle_s = 60", "settle_s = 700");
+        let err = SbacScenario::from_toml(&text, "s.toml").unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("`step.settle_s` must be between 0 and 598 (`step.after_s` 600 s"),
+            "{message}"
+        );
+        let text = STEP.replace("after_s = 600", "after_s = 1.5");
+        let err = SbacScenario::from_toml(&text, "s.toml").unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("`step.after_s` must be between 2 and"),
+            "{message}"
+        );
+        assert!(!message.contains("-0.5"), "{message}");
+    }
+}
