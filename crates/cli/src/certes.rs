@@ -13,16 +13,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use vantage_core::certes::ingest;
 use vantage_core::certes::input::EstimateInput;
-use vantage_core::certes::summary::{
-    estimate_each, format_seconds, ClassSummary, IntervalRow, Summary,
-};
+use vantage_core::certes::summary::estimate_each;
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
 use vantage_core::config::CappedReader;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
+use vantage_lab::report::certes_estimate::{self, CsvRows};
 use vantage_trace::certes::capture_input;
 use vantage_trace::handshake::{ClassBy, ServerFilter};
 
@@ -250,8 +248,11 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         out.flush()?;
     } else {
         drop(out);
-        print_table(&shown, idle, input.classed(), trace);
-        print_summary(&summary);
+        print!(
+            "{}",
+            certes_estimate::render_table(&shown, idle, input.classed(), trace)
+        );
+        print!("{}", certes_estimate::render_summary(&summary));
     }
     if let Some(notes) = &input.capture_notes {
         if notes.connections_evicted > 0 {
@@ -341,263 +342,6 @@ fn read_counters_file(
     Ok(ingest::read_counters(
         reader, &name, format, cumulative, interval,
     )?)
-}
-
-// ---------------------------------------------------------------------------
-// Output
-
-/// `--csv`: every interval, written as it comes.
-struct CsvRows {
-    writer: csv::Writer<std::fs::File>,
-    path: PathBuf,
-    trace: bool,
-}
-
-impl CsvRows {
-    fn create(path: &Path, trace: bool) -> Result<CsvRows> {
-        let mut writer = csv::Writer::from_path(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let mut header = vec![
-            "t_start_s",
-            "class",
-            "dropped",
-            "accepted",
-            "completed",
-            "drop_rate",
-            "gave_up",
-            "estimate_mean_s",
-            "syn_to_end_mean_s",
-            "rtt_mean_s",
-            "conn_fail_mean_s",
-            "p50_s",
-            "p90_s",
-            "p99_s",
-        ];
-        if trace {
-            header.extend([
-                "exact_mean_s",
-                "exact_completed",
-                "exact_gave_up",
-                "exact_conn_fail_mean_s",
-            ]);
-        }
-        writer.write_record(&header)?;
-        Ok(CsvRows {
-            writer,
-            path: path.to_path_buf(),
-            trace,
-        })
-    }
-
-    fn write(&mut self, r: &IntervalRow) -> Result<()> {
-        let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-        let mut record = vec![
-            r.t_start_s.to_string(),
-            r.class.clone().unwrap_or_default(),
-            r.dropped.to_string(),
-            r.accepted.to_string(),
-            r.completed.to_string(),
-            r.drop_rate.to_string(),
-            r.gave_up.to_string(),
-            opt(r.estimate_mean_s),
-            opt(r.syn_to_end_mean_s),
-            opt(r.rtt_mean_s),
-            opt(r.conn_fail_mean_s),
-            opt(r.p50_s),
-            opt(r.p90_s),
-            opt(r.p99_s),
-        ];
-        if self.trace {
-            record.extend([
-                opt(r.exact_mean_s.flatten()),
-                r.exact_completed.unwrap_or(0).to_string(),
-                r.exact_gave_up.unwrap_or(0).to_string(),
-                opt(r.exact_conn_fail_mean_s.flatten()),
-            ]);
-        }
-        self.writer
-            .write_record(&record)
-            .with_context(|| format!("cannot write {}", self.path.display()))
-    }
-
-    fn finish(mut self) -> Result<()> {
-        self.writer
-            .flush()
-            .with_context(|| format!("cannot write {}", self.path.display()))
-    }
-}
-
-fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
-}
-
-fn fixed(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
-}
-
-/// The non-idle rows, and how many idle ones were left out.
-fn print_table(rows: &[IntervalRow], idle: usize, classed: bool, trace: bool) {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["t s"];
-    if classed {
-        header.push("class");
-    }
-    header.extend([
-        "dropped",
-        "accepted",
-        "completed",
-        "drop %",
-        "gave up",
-        "SYN-to-END s",
-        "RTT ms",
-        "CONN-FAIL s",
-        "estimate s",
-        "p90 s",
-    ]);
-    if trace {
-        header.extend(["exact s", "exact gave up"]);
-    }
-    table.set_header(header);
-    let mut shown = 0;
-    for r in rows {
-        shown += 1;
-        let mut cells = vec![right(format!("{:.3}", r.t_start_s))];
-        if classed {
-            cells.push(Cell::new(r.class.clone().unwrap_or_default()));
-        }
-        cells.extend([
-            right(r.dropped.to_string()),
-            right(r.accepted.to_string()),
-            right(r.completed.to_string()),
-            right(format!("{:.1}", 100.0 * r.drop_rate)),
-            right(format!("{:.2}", r.gave_up)),
-            right(fixed(r.syn_to_end_mean_s, 3)),
-            right(fixed(r.rtt_mean_s.map(|s| s * 1e3), 1)),
-            right(fixed(r.conn_fail_mean_s, 3)),
-            right(fixed(r.estimate_mean_s, 3)),
-            right(fixed(r.p90_s, 3)),
-        ]);
-        if trace {
-            cells.push(right(fixed(r.exact_mean_s.flatten(), 3)));
-            cells.push(right(r.exact_gave_up.unwrap_or(0).to_string()));
-        }
-        table.add_row(cells);
-    }
-    if shown > 0 {
-        println!("{table}");
-    }
-    if idle > 0 {
-        let rows = if idle == 1 { "row" } else { "rows" };
-        println!("({idle} {rows} of idle intervals not shown; --json or --csv has them all)");
-    }
-}
-
-fn print_class_summary(s: &ClassSummary, indent: &str) {
-    let pct = |x: f64| format!("{:.2} %", 100.0 * x);
-    println!(
-        "{indent}SYNs: {} offered, {} dropped (drop rate {}), {} accepted",
-        s.offered,
-        s.dropped,
-        pct(s.drop_rate),
-        s.accepted
-    );
-    println!(
-        "{indent}connections completed: {}; clients the model says gave up: {:.2}",
-        s.completed, s.gave_up
-    );
-    println!(
-        "{indent}SYN-to-END mean (what server-side latency metrics report): {}",
-        fixed(s.syn_to_end_mean_s, 4)
-            + if s.syn_to_end_mean_s.is_some() {
-                " s"
-            } else {
-                ""
-            }
-    );
-    println!(
-        "{indent}RTT mean: {}",
-        fixed(s.rtt_mean_s.map(|v| v * 1e3), 2) + if s.rtt_mean_s.is_some() { " ms" } else { "" }
-    );
-    println!(
-        "{indent}Certes estimate, mean client-perceived time: {}",
-        fixed(s.estimate_mean_s, 4)
-            + if s.estimate_mean_s.is_some() {
-                " s"
-            } else {
-                ""
-            }
-    );
-    if let Some(x) = &s.exact {
-        println!(
-            "{indent}exact, from each connection's own SYNs:      {}{}",
-            fixed(x.mean_s, 4) + if x.mean_s.is_some() { " s" } else { "" },
-            s.relative_difference.map_or(String::new(), |d| format!(
-                "  (estimate − exact: {:+.2} %)",
-                100.0 * d
-            ))
-        );
-        println!(
-            "{indent}  exact p50 / p90 / p99: {} / {} / {} s; {} completed, {} gave up, {} refused, {} unresolved at the end of the capture (left out)",
-            fixed(x.p50_s, 3),
-            fixed(x.p90_s, 3),
-            fixed(x.p99_s, 3),
-            x.completed,
-            x.gave_up,
-            x.refused,
-            x.unresolved
-        );
-        println!(
-            "{indent}  failures: {} ({}): {} refused, {} reset by the server after accepting (left out of the mean), {} aborted by the client (their wait is in the mean), {} gave up (their wait is in the mean)",
-            x.failures,
-            x.error_rate
-                .map_or("-".to_string(), |r| format!("error rate {:.2} %", 100.0 * r)),
-            x.refused,
-            x.reset,
-            x.aborted,
-            x.gave_up
-        );
-        let model: Vec<String> = s
-            .estimate_completed_by_retries
-            .iter()
-            .map(|n| format!("{n:.1}"))
-            .collect();
-        let exact: Vec<String> = x.completed_by_retries.iter().map(u64::to_string).collect();
-        println!(
-            "{indent}  completed after 0, 1, 2, … retries: exact [{}], model [{}]",
-            exact.join(", "),
-            model.join(", ")
-        );
-    }
-}
-
-fn print_summary(s: &Summary) {
-    println!(
-        "\nSummary — {} ({} intervals of {}; profile {}, frustration timeout {}, network loss {})",
-        s.input,
-        s.intervals,
-        format_seconds(Nanos::from_secs_f64(s.interval_s)),
-        s.profile,
-        format_seconds(Nanos::from_secs_f64(s.frustration_timeout_s)),
-        s.network_loss
-    );
-    print_class_summary(&s.total, "  ");
-    for class in &s.classes {
-        println!("  class {}:", class.class.as_deref().unwrap_or(""));
-        print_class_summary(class, "    ");
-    }
-    if let Some(t) = &s.trace {
-        println!(
-            "  capture: {} packets; {} connections to {}; skipped: {} without a captured SYN, {} to other servers; {} SYNs re-sent after their SYN-ACK; {} completed without a measured RTT",
-            t.packets,
-            t.connections,
-            if t.listeners.is_empty() { "-".to_string() } else { t.listeners.join(", ") },
-            t.connections_without_syn,
-            t.connections_to_other_servers,
-            t.syns_after_answer,
-            t.rtt_missing
-        );
-    }
 }
 
 #[cfg(test)]

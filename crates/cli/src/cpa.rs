@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use vantage_cpa::{analyze, plot, report, Analysis, Inputs, Options, SizeClasses};
+use vantage_cpa::{analyze, plot, report, Inputs, Options, SizeClasses};
 
 /// Exit status when an input capture was cut off mid-record.
 pub const CUT_OFF_EXIT_STATUS: i32 = 3;
@@ -86,7 +86,7 @@ pub fn run(args: CpaArgs) -> Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     let packets: u64 = analysis.stats.inputs.iter().map(|i| i.packets).sum();
     if args.json {
-        println!("{}", json_document(&analysis)?);
+        println!("{}", report::json_document(&analysis)?);
         if let Some(line) = report::failures_line(&analysis) {
             eprint!("{line}");
         }
@@ -157,19 +157,4 @@ pub fn run(args: CpaArgs) -> Result<()> {
         return Err(crate::ExitStatus(CUT_OFF_EXIT_STATUS).into());
     }
     Ok(())
-}
-
-/// `--json`: the transactions (the objects of `--jsonl`) and the analysis's
-/// counts as one pretty-printed document.
-fn json_document(analysis: &Analysis) -> Result<String> {
-    let transactions: Vec<report::JsonTransaction> = analysis
-        .transactions
-        .iter()
-        .map(report::JsonTransaction::of)
-        .collect();
-    let document = serde_json::json!({
-        "transactions": transactions,
-        "summary": analysis.stats,
-    });
-    Ok(serde_json::to_string_pretty(&document)?)
 }

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use vantage_lab::experiment::live::watched_run_options;
 use vantage_lab::experiment::seed_sweep::{check_seed_count, render_sweep, seed_sweep};
 use vantage_lab::experiment::{
     report, run_experiment, Experiment, ExperimentOutcome, LiveOptions, Progress,
 };
-use vantage_testbed::run::{self, RunError, RunEvent, RunOptions};
+use vantage_testbed::run::{self, RunError, RunEvent};
 use vantage_testbed::spec::TestbedSpec;
 use vantage_testbed::{topology, watchdog};
 
@@ -124,16 +125,7 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                     .context("cannot install the Ctrl-C handler")?;
             }
             let exe = std::env::current_exe().context("cannot find the vantage binary")?;
-            let options = RunOptions {
-                dir: dir.clone(),
-                tag: None,
-                watchdog: Some((
-                    exe,
-                    ["testbed", "clean", "--tag", "{tag}", "--after-parent-exit"]
-                        .map(String::from)
-                        .to_vec(),
-                )),
-            };
+            let options = watched_run_options(dir.clone(), exe);
             let bar = ProgressBar::new_spinner();
             bar.enable_steady_tick(Duration::from_millis(200));
             bar.set_style(

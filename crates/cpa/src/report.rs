@@ -408,6 +408,21 @@ pub fn failures_line(analysis: &Analysis) -> Option<String> {
     ))
 }
 
+/// `vantage cpa --json`: the transactions (the objects of `--jsonl`) and
+/// the analysis's counts as one pretty-printed document.
+pub fn json_document(analysis: &Analysis) -> Result<String, serde_json::Error> {
+    let transactions: Vec<JsonTransaction> = analysis
+        .transactions
+        .iter()
+        .map(JsonTransaction::of)
+        .collect();
+    let document = serde_json::json!({
+        "transactions": transactions,
+        "summary": analysis.stats,
+    });
+    serde_json::to_string_pretty(&document)
+}
+
 /// The JSON object of one transaction (one line of `--json`).
 #[derive(Clone, Debug, Serialize)]
 pub struct JsonTransaction<'a> {

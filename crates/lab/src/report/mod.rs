@@ -5,6 +5,7 @@
 pub mod abacus;
 pub mod abacus_plot;
 pub mod certes;
+pub mod certes_estimate;
 pub mod sbac;
 pub(crate) mod svg;
 
