@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use vantage_core::admission::syn::record::{GateCounts, IntervalRecord};
+use vantage_core::config::{CappedReader, MAX_COUNTERS_BYTES};
 
 /// Totals of a gate log, summed over its lines.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -37,12 +38,18 @@ pub enum GateLogError {
 /// Sums the interval records of a gate log; an unreadable file or a line
 /// that is not a record is an error naming the line.
 pub fn gate_log_totals(path: &Path) -> Result<GateLogTotals, GateLogError> {
-    let text = std::fs::read_to_string(path).map_err(|source| GateLogError::Read {
+    use std::io::BufRead;
+    let read_error = |source| GateLogError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    // A log is read a line at a time, and no more than a counters file.
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let reader = std::io::BufReader::new(CappedReader::new(file, MAX_COUNTERS_BYTES));
     let mut totals = GateLogTotals::default();
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(read_error)?;
+        let line = line.as_str();
         if line.trim().is_empty() {
             continue;
         }

@@ -238,10 +238,16 @@ impl GateConfig {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read_error = |source| ConfigError::Read {
             origin: origin.clone(),
             source,
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let text = vantage_core::config::read_capped(file, vantage_core::config::MAX_CONFIG_BYTES)
+            .map_err(|e| match e {
+                vantage_core::config::ReadCappedError::Io(source) => read_error(source),
+                other => read_error(std::io::Error::other(other)),
+            })?;
         GateConfig::from_toml(&text, &origin)
     }
 
