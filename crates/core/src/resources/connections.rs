@@ -324,7 +324,7 @@ mod tests {
             m.mark_idle(id, Nanos::from_secs(id), 0);
         }
         m.remove(1); // reused
-        // 10 connections reach the high mark; close down to 7.
+                     // 10 connections reach the high mark; close down to 7.
         let closed = m.connections_to_close(Nanos::from_secs(10), usage(10));
         assert_eq!(closed, vec![0, 2, 3]);
         assert!(!m.is_reclaiming());
@@ -430,7 +430,7 @@ mod tests {
             let mut now = Nanos::ZERO;
             let mut idle_since: HashMap<u64, Nanos> = HashMap::new();
             for (id, op, step_ms) in ops {
-                now = now + Nanos::from_millis(step_ms);
+                now += Nanos::from_millis(step_ms);
                 match op {
                     0 => {
                         if let Some(evicted) = m.mark_idle(id, now, 4_096) {

@@ -20,6 +20,4 @@ pub use connections::{
 pub use receive_buffer::{
     IntervalObservation, ReceiveBufferTuner, ReceiveDecision, ReceiveTunerParams,
 };
-pub use send_buffer::{
-    max_min_proportional, CouplingParams, SendBufferAllocator, SendBufferError,
-};
+pub use send_buffer::{max_min_proportional, CouplingParams, SendBufferAllocator, SendBufferError};

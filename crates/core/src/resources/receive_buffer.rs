@@ -291,7 +291,7 @@ mod tests {
             let mut t = ReceiveBufferTuner::new(params, 65_536).unwrap();
             let mut now = Nanos::ZERO;
             for (peak, received, loss, step_ms) in steps {
-                now = now + Nanos::from_millis(step_ms);
+                now += Nanos::from_millis(step_ms);
                 t.end_interval(now, &seen(peak, received, loss));
                 prop_assert!(t.advertised_bytes() >= params.min_bytes);
                 prop_assert!(t.advertised_bytes() <= params.max_bytes);

@@ -124,7 +124,10 @@ mod tests {
     fn window_caps_when_loss_vanishes() {
         // 64 segments over 0.1 s = 640 segments/s
         assert_eq!(segments_per_sec(&path(0.1, 0.4, 0.0, 64.0)).unwrap(), 640.0);
-        assert_eq!(segments_per_sec(&path(0.1, 0.4, 1e-9, 64.0)).unwrap(), 640.0);
+        assert_eq!(
+            segments_per_sec(&path(0.1, 0.4, 1e-9, 64.0)).unwrap(),
+            640.0
+        );
         // 79.43 segments/s · 1460 bytes
         let bytes = bytes_per_sec(&path(0.1, 0.4, 0.01, 1e6), 1460).unwrap();
         assert!((bytes - 79.431 * 1460.0).abs() < 2.0);
