@@ -265,11 +265,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_parameters() {
-        let mut params = SurgeParams::default();
-        params.tail_fraction = 1.5;
+        let params = SurgeParams {
+            tail_fraction: 1.5,
+            ..SurgeParams::default()
+        };
         assert!(Surge::new(params).is_err());
-        let mut params = SurgeParams::default();
-        params.tail_shape = 0.0;
+        let params = SurgeParams {
+            tail_shape: 0.0,
+            ..SurgeParams::default()
+        };
         assert!(Surge::new(params).is_err());
     }
 }
