@@ -5,9 +5,11 @@
 //!
 //! * [`syn`] — clients retransmitting SYNs through a SYN filter (Abacus);
 //! * [`webserver`] — a web server and its clients (Certes);
-//! * [`sessions`] — session-based admission control (SBAC).
+//! * [`sessions`] — session-based admission control (SBAC);
+//! * [`proxy`] — TCP flows through a proxy (the proxy thesis).
 
 pub mod engine;
+pub mod proxy;
 pub mod sessions;
 pub mod syn;
 pub mod webserver;
