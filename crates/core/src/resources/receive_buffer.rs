@@ -8,8 +8,8 @@
 //!
 //! * loss: B_i = α·U_i·B_{i−1} when U_i > T_u; β·B_{i−1} when U_i < T_l;
 //!   otherwise B_{i−1};
-//! * no loss: α·B_{i−1} when U_i < T_l and ρ_i ≥ ρ_{i−1}; β·B_{i−1} when
-//!   U_i < T_l and ρ_i < ρ_{i−1}; B_{i−1} when U_i ≥ T_l.
+//! * no loss: α·B_{i−1} when U_i < T_l and the rate rises; β·B_{i−1} when
+//!   U_i < T_l and it falls; B_{i−1} otherwise (see below for "rises").
 //!
 //! The thesis's list writes "U_i < T_u" for the first loss rule. Its text
 //! says the buffer grows when occupancy comes "close to 100 %" (the sender
@@ -17,6 +17,14 @@
 //! lower"; with `<` both loss rules would hold at once below T_l. We read
 //! it as U_i > T_u, and hold between the thresholds. The first interval
 //! has no previous rate and counts as rising.
+//!
+//! A measured rate is noisy (an interval after a loss is faster than the
+//! one with the loss): read literally, ρ_i ≥ ρ_{i−1} holds in about half
+//! of the intervals of a flow the buffer does not limit, and the buffer
+//! doubles without bound. So the rate counts as rising only above the
+//! highest rate since the buffer last grew, and as falling only below the
+//! previous interval's, each by more than `rate_margin` (10 %); in between
+//! the buffer holds, as the text says for a buffer already large enough.
 //!
 //! A decrease is advertised at once but the memory is released only
 //! `decrease_delay` (0.5 s) later, so that segments already sent into the
@@ -36,6 +44,9 @@ pub struct ReceiveTunerParams {
     pub low_threshold: f64,
     /// T_u: high utilization threshold.
     pub high_threshold: f64,
+    /// How far ρ_i must be above the best rate since the last growth to
+    /// count as rising, or below ρ_{i−1} to count as falling (a fraction).
+    pub rate_margin: f64,
     /// How long after advertising a smaller window the memory is freed.
     pub decrease_delay: Nanos,
     pub min_bytes: u64,
@@ -49,6 +60,7 @@ impl Default for ReceiveTunerParams {
             shrink: 0.9,
             low_threshold: 0.4,
             high_threshold: 0.8,
+            rate_margin: 0.1,
             decrease_delay: Nanos::from_millis(500),
             min_bytes: 4096,
             max_bytes: 16 << 20,
@@ -77,6 +89,12 @@ impl ReceiveTunerParams {
             "thresholds",
             "0 < T_l < T_u ≤ 1",
             format!("{} / {}", self.low_threshold, self.high_threshold),
+        )?;
+        OutOfRange::check(
+            self.rate_margin >= 0.0 && self.rate_margin.is_finite(),
+            "rate_margin",
+            "a non-negative fraction",
+            self.rate_margin,
         )?;
         OutOfRange::check(
             0 < self.min_bytes && self.min_bytes <= self.max_bytes,
@@ -113,6 +131,7 @@ pub struct ReceiveBufferTuner {
     advertised: u64,
     pending_decrease: Option<Nanos>,
     held: u64,
+    best_received_since_growth: Option<u64>,
     previous_received: Option<u64>,
 }
 
@@ -125,6 +144,7 @@ impl ReceiveBufferTuner {
             advertised: initial,
             pending_decrease: None,
             held: initial,
+            best_received_since_growth: None,
             previous_received: None,
         })
     }
@@ -160,11 +180,18 @@ impl ReceiveBufferTuner {
         let p = self.params;
         let previous = self.advertised as f64;
         let utilization = seen.peak_stored_bytes as f64 / previous;
-        let rate_rising = match self.previous_received {
-            Some(before) => seen.received_bytes >= before,
+        let rate_rising = match self.best_received_since_growth {
+            Some(best) => seen.received_bytes as f64 > best as f64 * (1.0 + p.rate_margin),
             None => true,
         };
+        let rate_falling = self.previous_received.is_some_and(|previous| {
+            (seen.received_bytes as f64) < previous as f64 * (1.0 - p.rate_margin)
+        });
         self.previous_received = Some(seen.received_bytes);
+        let best = self
+            .best_received_since_growth
+            .map_or(seen.received_bytes, |b| b.max(seen.received_bytes));
+        self.best_received_since_growth = Some(best);
         let target = if seen.loss {
             if utilization > p.high_threshold {
                 p.growth * utilization * previous
@@ -176,14 +203,17 @@ impl ReceiveBufferTuner {
         } else if utilization < p.low_threshold {
             if rate_rising {
                 p.growth * previous
-            } else {
+            } else if rate_falling {
                 p.shrink * previous
+            } else {
+                previous
             }
         } else {
             previous
         };
         let target = (target.round() as u64).clamp(p.min_bytes, p.max_bytes);
         if target > self.advertised {
+            self.best_received_since_growth = Some(seen.received_bytes);
             self.advertised = target;
             self.held = self.held.max(target);
             self.pending_decrease = None;
@@ -261,8 +291,14 @@ mod tests {
             ReceiveDecision::Grow
         );
         assert_eq!(t.advertised_bytes(), 40_000);
+        // 59 000 is neither above 1.1·60 000 nor below 0.9·60 000.
         assert_eq!(
             t.end_interval(Nanos::from_secs(3), &seen(1_000, 59_000, false)),
+            ReceiveDecision::Hold
+        );
+        // 50 000 < 0.9·59 000 = 53 100: falling.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(1_000, 50_000, false)),
             ReceiveDecision::Shrink
         );
         assert_eq!(t.advertised_bytes(), 36_000);
@@ -271,6 +307,18 @@ mod tests {
             t.end_interval(Nanos::from_secs(4), &seen(20_000, 10, false)),
             ReceiveDecision::Hold
         );
+    }
+
+    #[test]
+    fn a_flat_rate_is_not_rising() {
+        let mut t = tuner(10_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        // 54 000 < 1.1·50 000: not rising, and not falling either.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(1_000, 54_000, false)),
+            ReceiveDecision::Hold
+        );
+        assert_eq!(t.advertised_bytes(), 20_000);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! [`vantage_core::resources`].
 //!
 //! * [`flow`] — a round-based TCP Reno flow whose window both socket
-//!   buffers cap, checked against the Padhye et al. formula.
+//!   buffers cap, checked against the Padhye et al. formula;
+//! * [`single_path`] — one transfer on one path under E-ATBT or the
+//!   receive-buffer tuner (Section 4.1, Figures 6 and 7).
 
 pub mod flow;
+pub mod single_path;
 
 pub use flow::{FlowPath, RenoFlow, Round};
