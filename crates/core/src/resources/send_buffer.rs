@@ -28,31 +28,36 @@ pub fn max_min_proportional(demands: &[u64], pool: u64) -> Vec<u64> {
     if total <= u128::from(pool) {
         return demands.to_vec();
     }
-    let count = demands.len() as f64;
-    let equal_share = pool as f64 / count;
-    let mut assigned: Vec<f64> = demands
+    // The rounds of re-assignment end with every connection either at its
+    // demand or at S + λ·d_i (S the equal share, λ the proportional
+    // excess per byte of demand), and the satisfied ones are exactly those
+    // with the smallest demands. So sort the demands and find how many are
+    // satisfied: O(n log n) instead of rounds over every connection.
+    let count = demands.len();
+    let equal_share = pool as f64 / count as f64;
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|&i| demands[i]);
+    let mut satisfied = order
         .iter()
-        .map(|&d| (d as f64).min(equal_share))
+        .take_while(|&&i| demands[i] as f64 <= equal_share)
+        .count();
+    let mut satisfied_sum: f64 = order[..satisfied].iter().map(|&i| demands[i] as f64).sum();
+    let mut wanting: f64 = order[satisfied..].iter().map(|&i| demands[i] as f64).sum();
+    let lambda = loop {
+        let unsatisfied = (count - satisfied) as f64;
+        let lambda = (pool as f64 - satisfied_sum - unsatisfied * equal_share) / wanting;
+        let smallest = demands[order[satisfied]] as f64;
+        if satisfied + 1 == count || equal_share + lambda * smallest < smallest {
+            break lambda;
+        }
+        satisfied_sum += smallest;
+        wanting -= smallest;
+        satisfied += 1;
+    };
+    let assigned: Vec<f64> = demands
+        .iter()
+        .map(|&d| (equal_share + lambda * d as f64).min(d as f64))
         .collect();
-    // Each round either satisfies one more connection or hands out all of
-    // the excess, so at most `demands.len()` rounds run.
-    for _ in 0..=demands.len() {
-        let excess = pool as f64 - assigned.iter().sum::<f64>();
-        let wanting: f64 = demands
-            .iter()
-            .zip(&assigned)
-            .filter(|(&d, &a)| a < d as f64)
-            .map(|(&d, _)| d as f64)
-            .sum();
-        if excess <= 0.5 || wanting == 0.0 {
-            break;
-        }
-        for (a, &d) in assigned.iter_mut().zip(demands) {
-            if *a < d as f64 {
-                *a = (*a + excess * d as f64 / wanting).min(d as f64);
-            }
-        }
-    }
     let mut bytes: Vec<u64> = assigned.iter().map(|&a| a.floor() as u64).collect();
     // Floating-point sums may overshoot by a byte or two: trim the largest.
     let mut sum: u128 = bytes.iter().map(|&b| u128::from(b)).sum();
@@ -193,20 +198,23 @@ impl SendBufferAllocator {
         removed
     }
 
-    /// Reports a connection's peak send-buffer occupancy over the last
-    /// interval (Section 3.1.3) and re-assigns.
-    pub fn observe_peak_occupancy(&mut self, id: u64, peak_bytes: u64) {
+    /// Reports connections' peak send-buffer occupancy over the last
+    /// interval, as (id, bytes) (Section 3.1.3), and re-assigns once.
+    pub fn observe_peak_occupancy(&mut self, observations: &[(u64, u64)]) {
         let params = self.coupling;
-        let Some(connection) = self.connections.get_mut(&id) else {
-            return;
-        };
-        let assigned = connection.assigned.max(1) as f64;
-        let utilization = peak_bytes as f64 / assigned;
-        if utilization < params.under_used_below {
-            let cap = ((peak_bytes as f64 * params.headroom).ceil() as u64).max(params.min_bytes);
-            connection.coupling_cap = Some(cap);
-        } else if utilization >= params.lift_at {
-            connection.coupling_cap = None;
+        for &(id, peak_bytes) in observations {
+            let Some(connection) = self.connections.get_mut(&id) else {
+                continue;
+            };
+            let assigned = connection.assigned.max(1) as f64;
+            let utilization = peak_bytes as f64 / assigned;
+            if utilization < params.under_used_below {
+                let cap =
+                    ((peak_bytes as f64 * params.headroom).ceil() as u64).max(params.min_bytes);
+                connection.coupling_cap = Some(cap);
+            } else if utilization >= params.lift_at {
+                connection.coupling_cap = None;
+            }
         }
         self.reassign();
     }
@@ -318,10 +326,10 @@ mod tests {
         allocator.set_path(1, &path).unwrap();
         allocator.set_path(2, &path).unwrap();
         assert_eq!(allocator.assigned(1), Some(50_000));
-        allocator.observe_peak_occupancy(1, 10_000);
+        allocator.observe_peak_occupancy(&[(1, 10_000)]);
         assert_eq!(allocator.assigned(1), Some(20_000));
         assert_eq!(allocator.assigned(2), Some(80_000));
-        allocator.observe_peak_occupancy(1, 19_000);
+        allocator.observe_peak_occupancy(&[(1, 19_000)]);
         assert_eq!(allocator.assigned(1), Some(50_000));
         assert!(allocator.remove(1));
         assert_eq!(allocator.assigned(2), Some(100_000));

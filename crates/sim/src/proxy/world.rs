@@ -148,7 +148,7 @@ fn flow_path(link: &LinkClass, mss: u32) -> FlowPath {
 
 /// The initial receive buffer of a tuned upstream connection, and what a
 /// new one must find free in the pool.
-const TUNED_INITIAL_BYTES: u64 = 16 * 1024;
+const TUNED_INITIAL_BYTES: u64 = 64 * 1024;
 const AUTOTUNE_SEND_MAX: u64 = 4 << 20;
 const AUTOTUNE_RECEIVE_INITIAL: u64 = 128 * 1024;
 const AUTOTUNE_RECEIVE_MAX: u64 = 6 << 20;
@@ -576,9 +576,8 @@ impl<R: Rng + ?Sized> World<'_, R> {
             max_window_segments: (self.config.remote_buffer_bytes / u64::from(path.mss)).max(1)
                 as f64,
         };
-        if self.allocator.set_path(conn, &estimate).is_ok() {
-            self.refresh_send_buffers();
-        }
+        // A connection the allocator cannot hold gets no buffer (one segment).
+        let _ = self.allocator.set_path(conn, &estimate);
     }
 
     fn refresh_send_buffers(&mut self) {
@@ -599,27 +598,32 @@ impl<R: Rng + ?Sized> World<'_, R> {
             Side::Client(_) => {
                 let ready = if t.hit { t.bytes } else { t.upstream_delivered };
                 let data = ready.saturating_sub(t.downstream_delivered);
-                let buffer = match self.config.scheme {
-                    Scheme::LinuxAutotuning => AUTOTUNE_SEND_MAX,
-                    _ => c.buffer,
-                };
+                let buffer = self.send_buffer(conn, c);
                 let limit = buffer.min(self.config.remote_buffer_bytes) / mss;
                 Some((data.div_ceil(mss), limit.max(1)))
             }
             Side::Server(_) => {
                 let data = t.bytes.saturating_sub(t.upstream_delivered);
-                let down_buffer =
-                    t.client_conn
-                        .and_then(|d| self.connections.get(&d))
-                        .map_or(0, |d| match self.config.scheme {
-                            Scheme::LinuxAutotuning => AUTOTUNE_SEND_MAX,
-                            _ => d.buffer,
-                        });
+                let down_buffer = t
+                    .client_conn
+                    .and_then(|id| Some((id, self.connections.get(&id)?)))
+                    .map_or(0, |(id, d)| self.send_buffer(id, d));
                 let held = backlog.saturating_sub(down_buffer);
                 let receive = self.effective_receive_buffer(c);
                 let space = receive.saturating_sub(held);
                 Some((data.div_ceil(mss), space / mss))
             }
+        }
+    }
+
+    /// The proxy's send buffer of a downstream connection now.
+    fn send_buffer(&self, id: u64, c: &Connection) -> u64 {
+        match self.config.scheme {
+            Scheme::LinuxAutotuning => AUTOTUNE_SEND_MAX,
+            Scheme::Ssbt | Scheme::SsbtWithConnectionManagement => {
+                self.allocator.assigned(id).unwrap_or(0)
+            }
+            Scheme::Fixed { .. } => c.buffer,
         }
     }
 
@@ -759,7 +763,6 @@ impl<R: Rng + ?Sized> World<'_, R> {
             None => return,
         };
         if self.allocator.remove(conn) {
-            self.refresh_send_buffers();
             if let Some(c) = self.connections.get_mut(&conn) {
                 c.buffer = 0;
             }
@@ -793,9 +796,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
                 if self.clients[client].conn == Some(conn) {
                     self.clients[client].conn = None;
                 }
-                if self.allocator.remove(conn) {
-                    self.refresh_send_buffers();
-                }
+                self.allocator.remove(conn);
             }
             Side::Server(server) => {
                 if let Some(ids) = self.idle_servers.get_mut(&server) {
@@ -842,7 +843,6 @@ impl<R: Rng + ?Sized> World<'_, R> {
                             loss: c.interval_loss,
                         },
                     );
-                    c.buffer = tuner.held_bytes();
                 }
                 if let (Side::Client(_), Some(index)) = (c.side, c.transfer) {
                     let t = &self.transfers[index];
@@ -851,13 +851,15 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     observations.push((id, queued.min(c.buffer)));
                 }
             }
-            for (id, peak) in observations {
-                self.allocator.observe_peak_occupancy(id, peak);
-            }
+            self.allocator.observe_peak_occupancy(&observations);
             self.refresh_send_buffers();
         }
         self.update_pool_state();
+        let scale = self.receive_scale;
         for c in self.connections.values_mut() {
+            if let Some(tuner) = &c.tuner {
+                c.buffer = (tuner.held_bytes() as f64 * scale) as u64;
+            }
             c.interval_peak_stored = 0;
             c.interval_received = 0;
             c.interval_loss = false;
