@@ -6,6 +6,7 @@ pub mod abacus;
 pub mod abacus_plot;
 pub mod certes;
 pub mod sbac;
+pub mod ssbt;
 
 use crate::{Check, LabError, StudyOutcome};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
