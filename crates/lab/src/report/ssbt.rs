@@ -142,6 +142,25 @@ pub fn print_tables(outcome: &SsbtOutcome) {
     }
 }
 
+/// The closing note: why each statement that does not hold does not.
+pub fn print_notes(checks: &[crate::Check]) {
+    let failing: Vec<&crate::Check> = checks.iter().filter(|c| !c.holds).collect();
+    if failing.is_empty() {
+        return;
+    }
+    println!("Statements that do not hold in our runs:\n");
+    for c in failing {
+        println!(
+            "* {} ({}): {}\n  {}",
+            c.figure,
+            c.profile,
+            c.claim,
+            crate::studies::ssbt::note(c)
+        );
+    }
+    println!();
+}
+
 /// A flat CSV record of one proxy run.
 #[derive(Serialize)]
 struct ProxyCsv<'a> {

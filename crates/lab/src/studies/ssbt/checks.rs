@@ -314,15 +314,14 @@ fn split_ratio(rows: &SsbtRows, out: &mut Vec<Check>) {
     pairs.dedup();
     pairs.sort_unstable();
     pairs.dedup();
+    // A pair whose throughput does not depend on the split (its buffers
+    // fit every split) has no best split.
     let best_split = |scheme: &str| {
-        fig.iter()
-            .filter(|r| r.scheme == scheme)
-            .max_by(|a, b| {
-                a.result
-                    .client_side_bytes_per_sec
-                    .total_cmp(&b.result.client_side_bytes_per_sec)
-            })
-            .map(|r| r.split.clone())
+        let runs: Vec<&&ProxyRow> = fig.iter().filter(|r| r.scheme == scheme).collect();
+        let rate = |r: &&&ProxyRow| r.result.client_side_bytes_per_sec;
+        let low = runs.iter().map(rate).fold(f64::INFINITY, f64::min);
+        let best = runs.iter().max_by(|a, b| rate(a).total_cmp(&rate(b)))?;
+        (rate(best) > low * 1.01).then(|| best.split.clone())
     };
     let bests: Vec<(String, String)> = pairs
         .iter()
@@ -396,6 +395,25 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
             managed.result.mean_transfer_secs < plain.result.mean_transfer_secs,
         ));
     }
+    if let (Some(managed), Some(linux)) = (
+        find(&fig, "SSBT+Conn", total, split),
+        find(&fig, "Linux autotuning", total, split),
+    ) {
+        out.push(check(
+            "2026",
+            "N_max = 600",
+            "beyond the paper: SSBT + Conn beats Linux autotuning when connections are scarce",
+            "—",
+            format!(
+                "SSBT+Conn {} / {:.2} s, autotuning {} / {:.2} s",
+                rate(managed.result.client_side_bytes_per_sec),
+                managed.result.mean_transfer_secs,
+                rate(linux.result.client_side_bytes_per_sec),
+                linux.result.mean_transfer_secs
+            ),
+            managed.result.client_side_bytes_per_sec > linux.result.client_side_bytes_per_sec,
+        ));
+    }
     let fig9 = figure_rows(rows, "Fig. 9");
     let fixed_mean = |rows: &[&ProxyRow]| {
         let values: Vec<f64> = rows
@@ -414,5 +432,29 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
             format!("mean {} vs {}", rate(small), rate(big)),
             small < big,
         ));
+    }
+}
+
+/// Why a statement may not hold in our runs: the closing note printed
+/// after the table for each one that does not.
+pub fn note(check: &Check) -> &'static str {
+    let claim = check.claim.as_str();
+    if claim.contains("Linux autotuning") {
+        "Linux charges memory for queued data only and grows each buffer to twice what \
+         a round delivered, so a small pool rarely binds and no connection waits for \
+         buffer; SSBT reserves what E-ATBT assigns. Without connection management \
+         autotuning keeps idle keep-alive connections, which is where SSBT + Conn wins."
+    } else if claim.contains("follows") {
+        "At high loss the window is a few segments and the tuner's floor and its ×2 \
+         growth on a rising rate keep the buffer a few times above the stored data."
+    } else if claim.contains("split") {
+        "With buffers that fit every split the throughput does not depend on it; only \
+         pools that bind show a best split."
+    } else if claim.contains("rarely active") {
+        "Our throughputs come from the Padhye formula, not the thesis's reference [28]; \
+         slow links make transfers, and so the active share, longer."
+    } else {
+        "The ordering depends on the workload draw at this horizon; the full run \
+         (1000 s, as the thesis) is the one to judge."
     }
 }

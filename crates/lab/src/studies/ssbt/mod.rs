@@ -34,7 +34,7 @@ mod checks;
 mod run;
 mod scenario;
 
-pub use checks::{checks, LOW_UTILIZATION, STAYS_HIGH};
+pub use checks::{checks, note, LOW_UTILIZATION, STAYS_HIGH};
 pub use run::{proxy_runs, run, ActiveRow, ProxyRow, SeriesRow, SsbtRows};
 pub use scenario::{Kind, SchemeName, SsbtScenario};
 
@@ -93,6 +93,7 @@ impl Study for SsbtStudy {
         if options.print_tables {
             report::ssbt::print_tables(&outcome);
             report::print_checks(&outcome.checks);
+            report::ssbt::print_notes(&outcome.checks);
             let holds = outcome.checks.iter().filter(|c| c.holds).count();
             println!(
                 "{} proxy runs in {:.1} s; {holds} of {} statements of the thesis hold.",
