@@ -28,9 +28,11 @@
 //!   together (once per interval) when they exceed the receive pool — the
 //!   thesis does not say how the pool bounds the tuner; a new connection
 //!   needs only a free slot;
-//! * SSBT + connection management: idle connections closed oldest first
-//!   when the connection count nears N_max (high mark N_max − 5 %, low
-//!   mark N_max − 10 %, none idle for less than 1 s);
+//! * SSBT + connection management: once per interval, idle connections
+//!   closed oldest first when open connections plus waiting requests near
+//!   N_max (high mark N_max − 5 %, low mark N_max − 10 %, none idle for
+//!   less than 1 s); idle buffers are not shrunk, as SSBT already gives an
+//!   idle connection's send buffer back;
 //! * Linux autotuning (today's default, not in the thesis): send buffer
 //!   twice the congestion window (up to 4 MB), receive buffer grown to
 //!   twice what one round delivered (dynamic right-sizing, up to 6 MB);
@@ -152,7 +154,9 @@ const TUNED_INITIAL_BYTES: u64 = 64 * 1024;
 const AUTOTUNE_SEND_MAX: u64 = 4 << 20;
 const AUTOTUNE_RECEIVE_INITIAL: u64 = 128 * 1024;
 const AUTOTUNE_RECEIVE_MAX: u64 = 6 << 20;
-/// Cap on requests waiting for resources: one per client and page object.
+/// Cap on requests waiting for resources; a request beyond it is dropped
+/// (never started, never counted). Clients wait for their own request, so
+/// the queue holds at most one per client and stays far below the cap.
 const MAX_WAITING: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
