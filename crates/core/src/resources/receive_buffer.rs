@@ -26,6 +26,10 @@
 //! previous interval's, each by more than `rate_margin` (10 %); in between
 //! the buffer holds, as the text says for a buffer already large enough.
 //!
+//! An interval in which nothing arrived (an idle keep-alive connection)
+//! says nothing about the sender: the buffer holds and the rate history is
+//! kept.
+//!
 //! A decrease is advertised at once but the memory is released only
 //! `decrease_delay` (0.5 s) later, so that segments already sent into the
 //! old window still fit; an increase takes effect at once and cancels a
@@ -177,6 +181,9 @@ impl ReceiveBufferTuner {
     /// Ends an interval at `now` with what was observed in it.
     pub fn end_interval(&mut self, now: Nanos, seen: &IntervalObservation) -> ReceiveDecision {
         self.advance(now);
+        if seen.received_bytes == 0 && seen.peak_stored_bytes == 0 && !seen.loss {
+            return ReceiveDecision::Hold;
+        }
         let p = self.params;
         let previous = self.advertised as f64;
         let utilization = seen.peak_stored_bytes as f64 / previous;
@@ -319,6 +326,22 @@ mod tests {
             ReceiveDecision::Hold
         );
         assert_eq!(t.advertised_bytes(), 20_000);
+    }
+
+    #[test]
+    fn an_idle_interval_changes_nothing() {
+        let mut t = tuner(10_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(0, 0, false)),
+            ReceiveDecision::Hold
+        );
+        assert_eq!(t.advertised_bytes(), 20_000);
+        // The rate history is that of the last active interval.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(1_000, 50_000, false)),
+            ReceiveDecision::Hold
+        );
     }
 
     #[test]

@@ -447,6 +447,11 @@ pub fn note(check: &Check) -> &'static str {
     } else if claim.contains("follows") {
         "At high loss the window is a few segments and the tuner's floor and its ×2 \
          growth on a rising rate keep the buffer a few times above the stored data."
+    } else if claim.contains("total buffer is small") && claim.starts_with("SSBT") {
+        "Idle keep-alive upstream connections keep their tuned receive buffers, and \
+         the tuned buffers are scaled down together when they exceed a small receive \
+         pool; the thesis shrinks idle buffers only in its connection management, \
+         which Figure 9 leaves off."
     } else if claim.contains("split") {
         "With buffers that fit every split the throughput does not depend on it; only \
          pools that bind show a best split."
