@@ -445,8 +445,9 @@ pub fn note(check: &Check) -> &'static str {
          buffer; SSBT reserves what E-ATBT assigns. Without connection management \
          autotuning keeps idle keep-alive connections, which is where SSBT + Conn wins."
     } else if claim.contains("follows") {
-        "At high loss the window is a few segments and the tuner's floor and its ×2 \
-         growth on a rising rate keep the buffer a few times above the stored data."
+        "Over a long run the buffer drifts above the stored data: an interval without \
+         loss whose rate beats the best since the last growth doubles it, while an \
+         interval with loss and low occupancy takes only 10 % off (β = 0.9)."
     } else if claim.contains("total buffer is small") && claim.starts_with("SSBT") {
         "Idle keep-alive upstream connections keep their tuned receive buffers, and \
          the tuned buffers are scaled down together when they exceed a small receive \
