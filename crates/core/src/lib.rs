@@ -20,6 +20,7 @@ pub mod admission;
 pub mod certes;
 pub mod config;
 mod out_of_range;
+pub mod resources;
 pub mod tcp;
 pub mod time;
 pub mod traffic;

@@ -5,12 +5,18 @@
 pub mod abacus;
 pub mod certes;
 pub mod sbac;
+pub mod ssbt;
 
 use crate::{LabError, Study};
 
 /// Every study, in the order `vantage reproduce` runs them.
-pub fn all() -> [&'static dyn Study; 3] {
-    [&abacus::AbacusStudy, &certes::CertesStudy, &sbac::SbacStudy]
+pub fn all() -> [&'static dyn Study; 4] {
+    [
+        &abacus::AbacusStudy,
+        &certes::CertesStudy,
+        &sbac::SbacStudy,
+        &ssbt::SsbtStudy,
+    ]
 }
 
 /// The study called `name`.

@@ -1,0 +1,376 @@
+//! Receive-buffer tuning (proxy thesis, Section 3.1.2; the delayed
+//! decrease of Section 5.1).
+//!
+//! Once per interval the receiver reports the peak occupancy of the
+//! buffer (U_i, as a fraction of the buffer B_{i−1}), the bytes received
+//! (the rate ρ_i) and whether a segment was lost (data waited behind a
+//! hole). With α = 2.0, β = 0.9, T_l = 0.4, T_u = 0.8 by default:
+//!
+//! * loss: B_i = α·U_i·B_{i−1} when U_i > T_u; β·B_{i−1} when U_i < T_l;
+//!   otherwise B_{i−1};
+//! * no loss: α·B_{i−1} when U_i < T_l and the rate rises; β·B_{i−1} when
+//!   U_i < T_l and it falls; B_{i−1} otherwise (see below for "rises").
+//!
+//! The thesis's list writes "U_i < T_u" for the first loss rule. Its text
+//! says the buffer grows when occupancy comes "close to 100 %" (the sender
+//! is then limited by the buffer) and shrinks when it stays "substantially
+//! lower"; with `<` both loss rules would hold at once below T_l. We read
+//! it as U_i > T_u, and hold between the thresholds. The first interval
+//! has no previous rate and counts as rising.
+//!
+//! A measured rate is noisy (an interval after a loss is faster than the
+//! one with the loss): read literally, ρ_i ≥ ρ_{i−1} holds in about half
+//! of the intervals of a flow the buffer does not limit, and the buffer
+//! doubles without bound. So the rate counts as rising only above the
+//! highest rate since the buffer last grew, and as falling only below the
+//! previous interval's, each by more than `rate_margin` (10 %); in between
+//! the buffer holds, as the text says for a buffer already large enough.
+//!
+//! An interval in which nothing arrived (an idle keep-alive connection)
+//! says nothing about the sender: the buffer holds and the rate history is
+//! kept.
+//!
+//! A decrease is advertised at once but the memory is released only
+//! `decrease_delay` (0.5 s) later, so that segments already sent into the
+//! old window still fit; an increase takes effect at once and cancels a
+//! pending decrease. Buffers stay within [min_bytes, max_bytes].
+
+use crate::{Nanos, OutOfRange};
+
+/// The tuner's constants.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReceiveTunerParams {
+    /// α: growth factor.
+    pub growth: f64,
+    /// β: shrink factor.
+    pub shrink: f64,
+    /// T_l: low utilization threshold.
+    pub low_threshold: f64,
+    /// T_u: high utilization threshold.
+    pub high_threshold: f64,
+    /// How far ρ_i must be above the best rate since the last growth to
+    /// count as rising, or below ρ_{i−1} to count as falling (a fraction).
+    pub rate_margin: f64,
+    /// How long after advertising a smaller window the memory is freed.
+    pub decrease_delay: Nanos,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for ReceiveTunerParams {
+    fn default() -> Self {
+        ReceiveTunerParams {
+            growth: 2.0,
+            shrink: 0.9,
+            low_threshold: 0.4,
+            high_threshold: 0.8,
+            rate_margin: 0.1,
+            decrease_delay: Nanos::from_millis(500),
+            min_bytes: 4096,
+            max_bytes: 16 << 20,
+        }
+    }
+}
+
+impl ReceiveTunerParams {
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        OutOfRange::check(
+            self.growth > 1.0 && self.growth.is_finite(),
+            "growth (α)",
+            "above 1",
+            self.growth,
+        )?;
+        OutOfRange::check(
+            self.shrink > 0.0 && self.shrink < 1.0,
+            "shrink (β)",
+            "in (0, 1)",
+            self.shrink,
+        )?;
+        OutOfRange::check(
+            0.0 < self.low_threshold
+                && self.low_threshold < self.high_threshold
+                && self.high_threshold <= 1.0,
+            "thresholds",
+            "0 < T_l < T_u ≤ 1",
+            format!("{} / {}", self.low_threshold, self.high_threshold),
+        )?;
+        OutOfRange::check(
+            self.rate_margin >= 0.0 && self.rate_margin.is_finite(),
+            "rate_margin",
+            "a non-negative fraction",
+            self.rate_margin,
+        )?;
+        OutOfRange::check(
+            0 < self.min_bytes && self.min_bytes <= self.max_bytes,
+            "buffer bounds",
+            "0 < min_bytes ≤ max_bytes",
+            format!("{} / {}", self.min_bytes, self.max_bytes),
+        )
+    }
+}
+
+/// What the receiver saw during one interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalObservation {
+    /// Peak bytes held in the buffer (in order and out of order).
+    pub peak_stored_bytes: u64,
+    /// Bytes delivered in the interval.
+    pub received_bytes: u64,
+    /// Whether a segment was lost (a hole held data back).
+    pub loss: bool,
+}
+
+/// Which rule an interval applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReceiveDecision {
+    Grow,
+    Shrink,
+    Hold,
+}
+
+/// Per-connection receive-buffer state.
+#[derive(Clone, Debug)]
+pub struct ReceiveBufferTuner {
+    params: ReceiveTunerParams,
+    advertised: u64,
+    pending_decrease: Option<Nanos>,
+    held: u64,
+    best_received_since_growth: Option<u64>,
+    previous_received: Option<u64>,
+}
+
+impl ReceiveBufferTuner {
+    pub fn new(params: ReceiveTunerParams, initial_bytes: u64) -> Result<Self, OutOfRange> {
+        params.validate()?;
+        let initial = initial_bytes.clamp(params.min_bytes, params.max_bytes);
+        Ok(ReceiveBufferTuner {
+            params,
+            advertised: initial,
+            pending_decrease: None,
+            held: initial,
+            best_received_since_growth: None,
+            previous_received: None,
+        })
+    }
+
+    /// The buffer size the sender is told (the window limit).
+    pub fn advertised_bytes(&self) -> u64 {
+        self.advertised
+    }
+
+    /// Memory held for the buffer: the old size until a decrease is due.
+    pub fn held_bytes(&self) -> u64 {
+        self.held
+    }
+
+    /// When a pending decrease releases memory, if one is pending.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.pending_decrease
+    }
+
+    /// Applies a pending decrease whose time has come.
+    pub fn advance(&mut self, now: Nanos) {
+        if let Some(due) = self.pending_decrease {
+            if now >= due {
+                self.held = self.advertised;
+                self.pending_decrease = None;
+            }
+        }
+    }
+
+    /// Ends an interval at `now` with what was observed in it.
+    pub fn end_interval(&mut self, now: Nanos, seen: &IntervalObservation) -> ReceiveDecision {
+        self.advance(now);
+        if seen.received_bytes == 0 && seen.peak_stored_bytes == 0 && !seen.loss {
+            return ReceiveDecision::Hold;
+        }
+        let p = self.params;
+        let previous = self.advertised as f64;
+        let utilization = seen.peak_stored_bytes as f64 / previous;
+        let rate_rising = match self.best_received_since_growth {
+            Some(best) => seen.received_bytes as f64 > best as f64 * (1.0 + p.rate_margin),
+            None => true,
+        };
+        let rate_falling = self.previous_received.is_some_and(|previous| {
+            (seen.received_bytes as f64) < previous as f64 * (1.0 - p.rate_margin)
+        });
+        self.previous_received = Some(seen.received_bytes);
+        let best = self
+            .best_received_since_growth
+            .map_or(seen.received_bytes, |b| b.max(seen.received_bytes));
+        self.best_received_since_growth = Some(best);
+        let target = if seen.loss {
+            if utilization > p.high_threshold {
+                p.growth * utilization * previous
+            } else if utilization < p.low_threshold {
+                p.shrink * previous
+            } else {
+                previous
+            }
+        } else if utilization < p.low_threshold {
+            if rate_rising {
+                p.growth * previous
+            } else if rate_falling {
+                p.shrink * previous
+            } else {
+                previous
+            }
+        } else {
+            previous
+        };
+        let target = (target.round() as u64).clamp(p.min_bytes, p.max_bytes);
+        if target > self.advertised {
+            self.best_received_since_growth = Some(seen.received_bytes);
+            self.advertised = target;
+            self.held = self.held.max(target);
+            self.pending_decrease = None;
+            ReceiveDecision::Grow
+        } else if target < self.advertised {
+            self.advertised = target;
+            self.pending_decrease = Some(now + p.decrease_delay);
+            ReceiveDecision::Shrink
+        } else {
+            ReceiveDecision::Hold
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tuner(initial: u64) -> ReceiveBufferTuner {
+        ReceiveBufferTuner::new(ReceiveTunerParams::default(), initial).unwrap()
+    }
+
+    fn seen(peak: u64, received: u64, loss: bool) -> IntervalObservation {
+        IntervalObservation {
+            peak_stored_bytes: peak,
+            received_bytes: received,
+            loss,
+        }
+    }
+
+    #[test]
+    fn loss_with_a_full_buffer_grows_to_twice_the_peak() {
+        let mut t = tuner(100_000);
+        // U = 0.9 > T_u: B = 2.0·0.9·100 000 = 180 000
+        let d = t.end_interval(Nanos::from_secs(1), &seen(90_000, 1, true));
+        assert_eq!(d, ReceiveDecision::Grow);
+        assert_eq!(t.advertised_bytes(), 180_000);
+        assert_eq!(t.held_bytes(), 180_000);
+    }
+
+    #[test]
+    fn loss_between_the_thresholds_holds() {
+        let mut t = tuner(100_000);
+        let d = t.end_interval(Nanos::from_secs(1), &seen(60_000, 1, true));
+        assert_eq!(d, ReceiveDecision::Hold);
+        assert_eq!(t.advertised_bytes(), 100_000);
+    }
+
+    #[test]
+    fn a_decrease_frees_memory_half_a_second_later() {
+        let mut t = tuner(100_000);
+        // U = 0.1 < T_l with loss: B = 0.9·100 000 = 90 000
+        t.end_interval(Nanos::from_secs(1), &seen(10_000, 1, true));
+        assert_eq!(t.advertised_bytes(), 90_000);
+        assert_eq!(t.held_bytes(), 100_000);
+        assert_eq!(t.poll_timeout(), Some(Nanos::from_millis(1_500)));
+        t.advance(Nanos::from_millis(1_499));
+        assert_eq!(t.held_bytes(), 100_000);
+        t.advance(Nanos::from_millis(1_500));
+        assert_eq!(t.held_bytes(), 90_000);
+        assert_eq!(t.poll_timeout(), None);
+    }
+
+    #[test]
+    fn without_loss_grows_while_the_rate_rises_and_shrinks_when_it_falls() {
+        let mut t = tuner(10_000);
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false)),
+            ReceiveDecision::Grow
+        );
+        assert_eq!(t.advertised_bytes(), 20_000);
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(1_000, 60_000, false)),
+            ReceiveDecision::Grow
+        );
+        assert_eq!(t.advertised_bytes(), 40_000);
+        // 59 000 is neither above 1.1·60 000 nor below 0.9·60 000.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(1_000, 59_000, false)),
+            ReceiveDecision::Hold
+        );
+        // 50 000 < 0.9·59 000 = 53 100: falling.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(1_000, 50_000, false)),
+            ReceiveDecision::Shrink
+        );
+        assert_eq!(t.advertised_bytes(), 36_000);
+        // U = 20 000 / 36 000 = 0.56 ≥ T_l: the application is the limit.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(4), &seen(20_000, 10, false)),
+            ReceiveDecision::Hold
+        );
+    }
+
+    #[test]
+    fn a_flat_rate_is_not_rising() {
+        let mut t = tuner(10_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        // 54 000 < 1.1·50 000: not rising, and not falling either.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(1_000, 54_000, false)),
+            ReceiveDecision::Hold
+        );
+        assert_eq!(t.advertised_bytes(), 20_000);
+    }
+
+    #[test]
+    fn an_idle_interval_changes_nothing() {
+        let mut t = tuner(10_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(0, 0, false)),
+            ReceiveDecision::Hold
+        );
+        assert_eq!(t.advertised_bytes(), 20_000);
+        // The rate history is that of the last active interval.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(1_000, 50_000, false)),
+            ReceiveDecision::Hold
+        );
+    }
+
+    #[test]
+    fn an_increase_cancels_a_pending_decrease() {
+        let mut t = tuner(100_000);
+        t.end_interval(Nanos::from_secs(1), &seen(10_000, 1, true));
+        t.end_interval(Nanos::from_millis(1_200), &seen(85_000, 1, true));
+        assert_eq!(t.poll_timeout(), None);
+        assert_eq!(t.held_bytes(), t.advertised_bytes());
+    }
+
+    proptest! {
+        #[test]
+        fn stays_within_bounds_and_holds_at_least_what_it_advertises(
+            steps in proptest::collection::vec((0u64..40_000_000, 0u64..1_000_000, any::<bool>(), 1u64..3_000), 1..60),
+        ) {
+            let params = ReceiveTunerParams::default();
+            let mut t = ReceiveBufferTuner::new(params, 65_536).unwrap();
+            let mut now = Nanos::ZERO;
+            for (peak, received, loss, step_ms) in steps {
+                now += Nanos::from_millis(step_ms);
+                t.end_interval(now, &seen(peak, received, loss));
+                prop_assert!(t.advertised_bytes() >= params.min_bytes);
+                prop_assert!(t.advertised_bytes() <= params.max_bytes);
+                prop_assert!(t.held_bytes() >= t.advertised_bytes());
+                if let Some(due) = t.poll_timeout() {
+                    prop_assert!(due > now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! E-ATBT send-buffer allocation (proxy thesis, Section 3.1.1).
+//!
+//! Each connection's demand is its expected throughput ρ̄_i (the Padhye et
+//! al. formula, [`crate::tcp::throughput`]) times its RTT: B_i = ρ̄_i·rtt_i.
+//! When the demands exceed the pool, the pool is shared max-min fairly with
+//! *proportional* re-assignment of the excess: every connection first gets
+//! the smaller of its demand and an equal share; what the satisfied ones
+//! leave is handed to the others in proportion to their demands, capped at
+//! each demand, until nothing is left or everyone is satisfied.
+//!
+//! Up/down coupling (Section 3.1.3): a connection whose send buffer stayed
+//! under-used for an interval (its upstream feeds it more slowly than its
+//! path drains) has its demand capped near what it used, so the buffer goes
+//! to others; the cap is lifted once it fills its assignment again.
+//! The thesis gives no numbers for this rule; ours are
+//! [`CouplingParams::default`].
+
+use std::collections::BTreeMap;
+
+use crate::tcp::throughput::{self, PathEstimate};
+use crate::OutOfRange;
+
+/// Splits `pool` bytes among `demands` (bytes): max-min fair with
+/// proportional re-assignment of the excess. The result has one entry per
+/// demand, never more than that demand, and sums to at most `pool`.
+pub fn max_min_proportional(demands: &[u64], pool: u64) -> Vec<u64> {
+    let total: u128 = demands.iter().map(|&d| u128::from(d)).sum();
+    if total <= u128::from(pool) {
+        return demands.to_vec();
+    }
+    // The rounds of re-assignment end with every connection either at its
+    // demand or at S + λ·d_i (S the equal share, λ the proportional
+    // excess per byte of demand), and the satisfied ones are exactly those
+    // with the smallest demands. So sort the demands and find how many are
+    // satisfied: O(n log n) instead of rounds over every connection.
+    let count = demands.len();
+    let equal_share = pool as f64 / count as f64;
+    let mut order: Vec<usize> = (0..count).collect();
+    order.sort_by_key(|&i| demands[i]);
+    let mut satisfied = order
+        .iter()
+        .take_while(|&&i| demands[i] as f64 <= equal_share)
+        .count();
+    let mut satisfied_sum: f64 = order[..satisfied].iter().map(|&i| demands[i] as f64).sum();
+    let mut wanting: f64 = order[satisfied..].iter().map(|&i| demands[i] as f64).sum();
+    let lambda = loop {
+        let unsatisfied = (count - satisfied) as f64;
+        let lambda = (pool as f64 - satisfied_sum - unsatisfied * equal_share) / wanting;
+        let smallest = demands[order[satisfied]] as f64;
+        if satisfied + 1 == count || equal_share + lambda * smallest < smallest {
+            break lambda;
+        }
+        satisfied_sum += smallest;
+        wanting -= smallest;
+        satisfied += 1;
+    };
+    let assigned: Vec<f64> = demands
+        .iter()
+        .map(|&d| (equal_share + lambda * d as f64).min(d as f64))
+        .collect();
+    let mut bytes: Vec<u64> = assigned.iter().map(|&a| a.floor() as u64).collect();
+    // Floating-point sums may overshoot by a byte or two: trim the largest.
+    let mut sum: u128 = bytes.iter().map(|&b| u128::from(b)).sum();
+    while sum > u128::from(pool) {
+        if let Some(largest) = bytes.iter_mut().max() {
+            let cut = (*largest).min((sum - u128::from(pool)) as u64);
+            *largest -= cut;
+            sum -= u128::from(cut);
+        }
+    }
+    bytes
+}
+
+/// Demand B = ρ̄·rtt in bytes for a path, segments of `mss` bytes.
+pub fn demand_bytes(path: &PathEstimate, mss: u32) -> Result<u64, OutOfRange> {
+    let rate = throughput::bytes_per_sec(path, mss)?;
+    Ok((rate * path.rtt_secs).ceil() as u64)
+}
+
+/// The under-use rule of Section 3.1.3.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CouplingParams {
+    /// An interval whose peak occupancy is below this fraction of the
+    /// assignment counts as under-used.
+    pub under_used_below: f64,
+    /// The cap set on an under-used connection, as a multiple of its peak
+    /// occupancy.
+    pub headroom: f64,
+    /// An interval whose peak occupancy reaches this fraction lifts the cap.
+    pub lift_at: f64,
+    /// No cap goes below this many bytes.
+    pub min_bytes: u64,
+}
+
+impl Default for CouplingParams {
+    fn default() -> Self {
+        CouplingParams {
+            under_used_below: 0.5,
+            headroom: 2.0,
+            lift_at: 0.8,
+            min_bytes: 4096,
+        }
+    }
+}
+
+/// Why the allocator refused a call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SendBufferError {
+    #[error("send buffer allocator: {0}")]
+    OutOfRange(#[from] OutOfRange),
+    #[error("send buffer allocator holds {cap} connections, its cap")]
+    Full { cap: usize },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Connection {
+    demand: u64,
+    coupling_cap: Option<u64>,
+    assigned: u64,
+}
+
+/// E-ATBT over a pool of send-buffer memory, keyed by connection id.
+///
+/// Holds at most `max_connections` entries; adding one more is refused with
+/// [`SendBufferError::Full`].
+#[derive(Clone, Debug)]
+pub struct SendBufferAllocator {
+    pool_bytes: u64,
+    mss: u32,
+    max_connections: usize,
+    coupling: CouplingParams,
+    connections: BTreeMap<u64, Connection>,
+}
+
+impl SendBufferAllocator {
+    pub fn new(
+        pool_bytes: u64,
+        mss: u32,
+        max_connections: usize,
+        coupling: CouplingParams,
+    ) -> Result<Self, SendBufferError> {
+        OutOfRange::check(mss > 0, "mss", "a positive number of bytes", mss)?;
+        OutOfRange::check(
+            coupling.under_used_below > 0.0
+                && coupling.under_used_below <= coupling.lift_at
+                && coupling.lift_at <= 1.0,
+            "coupling thresholds",
+            "0 < under_used_below ≤ lift_at ≤ 1",
+            format!("{} / {}", coupling.under_used_below, coupling.lift_at),
+        )?;
+        OutOfRange::check(
+            coupling.headroom >= 1.0,
+            "coupling headroom",
+            "at least 1",
+            coupling.headroom,
+        )?;
+        Ok(SendBufferAllocator {
+            pool_bytes,
+            mss,
+            max_connections,
+            coupling,
+            connections: BTreeMap::new(),
+        })
+    }
+
+    /// Sets (or updates) a connection's path estimate and re-assigns.
+    pub fn set_path(&mut self, id: u64, path: &PathEstimate) -> Result<(), SendBufferError> {
+        let demand = demand_bytes(path, self.mss)?;
+        let at_cap = self.connections.len() >= self.max_connections;
+        match self.connections.get_mut(&id) {
+            Some(connection) => connection.demand = demand,
+            None if at_cap => {
+                return Err(SendBufferError::Full {
+                    cap: self.max_connections,
+                })
+            }
+            None => {
+                self.connections.insert(
+                    id,
+                    Connection {
+                        demand,
+                        coupling_cap: None,
+                        assigned: 0,
+                    },
+                );
+            }
+        }
+        self.reassign();
+        Ok(())
+    }
+
+    /// Forgets a connection (closed) and re-assigns its share.
+    pub fn remove(&mut self, id: u64) -> bool {
+        let removed = self.connections.remove(&id).is_some();
+        if removed {
+            self.reassign();
+        }
+        removed
+    }
+
+    /// Reports connections' peak send-buffer occupancy over the last
+    /// interval, as (id, bytes) (Section 3.1.3), and re-assigns once.
+    pub fn observe_peak_occupancy(&mut self, observations: &[(u64, u64)]) {
+        let params = self.coupling;
+        for &(id, peak_bytes) in observations {
+            let Some(connection) = self.connections.get_mut(&id) else {
+                continue;
+            };
+            let assigned = connection.assigned.max(1) as f64;
+            let utilization = peak_bytes as f64 / assigned;
+            if utilization < params.under_used_below {
+                let cap =
+                    ((peak_bytes as f64 * params.headroom).ceil() as u64).max(params.min_bytes);
+                connection.coupling_cap = Some(cap);
+            } else if utilization >= params.lift_at {
+                connection.coupling_cap = None;
+            }
+        }
+        self.reassign();
+    }
+
+    /// Bytes assigned to a connection, if it is known.
+    pub fn assigned(&self, id: u64) -> Option<u64> {
+        self.connections.get(&id).map(|c| c.assigned)
+    }
+
+    /// The demand E-ATBT computed for a connection (before coupling caps).
+    pub fn demand(&self, id: u64) -> Option<u64> {
+        self.connections.get(&id).map(|c| c.demand)
+    }
+
+    pub fn total_assigned(&self) -> u64 {
+        self.connections.values().map(|c| c.assigned).sum()
+    }
+
+    pub fn pool_bytes(&self) -> u64 {
+        self.pool_bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty()
+    }
+
+    fn reassign(&mut self) {
+        let demands: Vec<u64> = self
+            .connections
+            .values()
+            .map(|c| c.coupling_cap.map_or(c.demand, |cap| cap.min(c.demand)))
+            .collect();
+        let shares = max_min_proportional(&demands, self.pool_bytes);
+        for (connection, share) in self.connections.values_mut().zip(shares) {
+            connection.assigned = share;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn demands_that_fit_are_met() {
+        assert_eq!(max_min_proportional(&[10, 20, 30], 100), vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn excess_goes_in_proportion_to_demand() {
+        // Equal share 300/3 = 100: the first needs 40, leaving 60 excess,
+        // split 200:400 = 20 and 40 between the other two.
+        assert_eq!(
+            max_min_proportional(&[40, 200, 400], 300),
+            vec![40, 120, 140]
+        );
+    }
+
+    #[test]
+    fn a_small_demand_above_the_share_keeps_the_equal_share() {
+        // Share 50 each; nobody is satisfied; nothing is left to re-assign.
+        assert_eq!(max_min_proportional(&[60, 1000], 100), vec![50, 50]);
+    }
+
+    #[test]
+    fn demand_is_throughput_times_rtt() {
+        let path = PathEstimate {
+            rtt_secs: 0.1,
+            rto_secs: 0.4,
+            loss: 0.01,
+            max_window_segments: 1e6,
+        };
+        // 79.431 segments/s · 1460 bytes · 0.1 s = 11 596.9 bytes
+        assert_eq!(demand_bytes(&path, 1460).unwrap(), 11_597);
+    }
+
+    #[test]
+    fn higher_loss_gets_a_smaller_buffer() {
+        let mut allocator =
+            SendBufferAllocator::new(1 << 30, 1460, 16, CouplingParams::default()).unwrap();
+        for (id, loss) in [(1, 0.01), (2, 0.001), (3, 0.0001)] {
+            let path = PathEstimate {
+                rtt_secs: 0.2,
+                rto_secs: 1.0,
+                loss,
+                max_window_segments: 1e6,
+            };
+            allocator.set_path(id, &path).unwrap();
+        }
+        let a = |id| allocator.assigned(id).unwrap();
+        assert!(a(1) < a(2) && a(2) < a(3));
+    }
+
+    #[test]
+    fn under_used_connections_give_buffer_back() {
+        let mut allocator =
+            SendBufferAllocator::new(100_000, 1460, 16, CouplingParams::default()).unwrap();
+        let path = PathEstimate {
+            rtt_secs: 0.2,
+            rto_secs: 1.0,
+            loss: 0.0001,
+            max_window_segments: 1e6,
+        };
+        allocator.set_path(1, &path).unwrap();
+        allocator.set_path(2, &path).unwrap();
+        assert_eq!(allocator.assigned(1), Some(50_000));
+        allocator.observe_peak_occupancy(&[(1, 10_000)]);
+        assert_eq!(allocator.assigned(1), Some(20_000));
+        assert_eq!(allocator.assigned(2), Some(80_000));
+        allocator.observe_peak_occupancy(&[(1, 19_000)]);
+        assert_eq!(allocator.assigned(1), Some(50_000));
+        assert!(allocator.remove(1));
+        assert_eq!(allocator.assigned(2), Some(100_000));
+    }
+
+    #[test]
+    fn refuses_beyond_its_cap() {
+        let mut allocator =
+            SendBufferAllocator::new(100_000, 1460, 1, CouplingParams::default()).unwrap();
+        let path = PathEstimate {
+            rtt_secs: 0.2,
+            rto_secs: 1.0,
+            loss: 0.01,
+            max_window_segments: 100.0,
+        };
+        allocator.set_path(1, &path).unwrap();
+        allocator.set_path(1, &path).unwrap();
+        assert_eq!(
+            allocator.set_path(2, &path),
+            Err(SendBufferError::Full { cap: 1 })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn allocation_properties(
+            demands in proptest::collection::vec(0u64..10_000_000, 1..40),
+            pool in 0u64..50_000_000,
+        ) {
+            let shares = max_min_proportional(&demands, pool);
+            let n = demands.len() as u64;
+            let sum: u64 = shares.iter().sum();
+            prop_assert!(sum <= pool);
+            let total: u64 = demands.iter().sum();
+            if total <= pool {
+                prop_assert_eq!(&shares, &demands);
+            } else {
+                // Work-conserving up to rounding.
+                prop_assert!(sum + n + 1 >= pool);
+            }
+            let equal_share = pool / n;
+            for (&a, &d) in shares.iter().zip(&demands) {
+                prop_assert!(a <= d);
+                // Nobody short of its demand sits below the equal share.
+                prop_assert!(a + 2 >= d.min(equal_share));
+            }
+            // No connection below its demand while another gets more than
+            // its share in proportion: among those short of their demand,
+            // the extra above the equal share is proportional to demand.
+            let short: Vec<(u64, u64)> = shares
+                .iter()
+                .zip(&demands)
+                .filter(|(&a, &d)| a + 1 < d)
+                .map(|(&a, &d)| (a, d))
+                .collect();
+            for &(a1, d1) in &short {
+                for &(a2, d2) in &short {
+                    let extra1 = a1 as f64 - pool as f64 / n as f64;
+                    let extra2 = a2 as f64 - pool as f64 / n as f64;
+                    prop_assert!((extra1 * d2 as f64 - extra2 * d1 as f64).abs()
+                        <= 2.0 * (d1.max(d2) as f64) + 1e-6);
+                    if d1 <= d2 {
+                        prop_assert!(a1 <= a2 + 1);
+                    }
+                }
+            }
+        }
+    }
+}
