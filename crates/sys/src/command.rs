@@ -2,9 +2,9 @@
 //! it, captures its output and turns a failure into a [`CommandError`]
 //! naming the command line and quoting its standard error.
 
-use std::io;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 /// A command that could not start or that exited with a failure.
 #[derive(Debug, thiserror::Error)]
@@ -35,11 +35,61 @@ pub fn run_command<P: AsRef<Path>, S: AsRef<str>>(
     let command = format!("{} {}", program.display(), args.join(" "));
     let output = Command::new(program)
         .args(&args)
+        .stdin(Stdio::null())
         .output()
         .map_err(|source| CommandError::Spawn {
             command: command.clone(),
             source,
         })?;
+    checked(command, output)
+}
+
+/// [`run_command`] with `input` on the program's standard input.
+pub fn run_command_with_input<P: AsRef<Path>, S: AsRef<str>>(
+    program: P,
+    args: &[S],
+    input: &str,
+) -> Result<Output, CommandError> {
+    let program = program.as_ref();
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let command = format!("{} {}", program.display(), args.join(" "));
+    let spawn_error = |source| CommandError::Spawn {
+        command: command.clone(),
+        source,
+    };
+    let mut child = Command::new(program)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A program that exits early closes the pipe: its status tells why.
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let output = child.wait_with_output().map_err(spawn_error)?;
+    checked(command, output)
+}
+
+/// The first executable `name` in `PATH`, then `/usr/sbin` and `/sbin`
+/// (where Debian puts the netfilter tools, often outside a user's `PATH`).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn checked(command: String, output: Output) -> Result<Output, CommandError> {
     if !output.status.success() {
         return Err(CommandError::Failed {
             command,

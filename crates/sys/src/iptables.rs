@@ -8,7 +8,7 @@
 //! are few, installed once, and the command works with both the legacy and
 //! the nf_tables back end.
 
-use crate::command::{run_command, CommandError};
+use crate::command::{find_program, run_command, CommandError};
 use std::path::{Path, PathBuf};
 
 /// Which address family's tables a command changes.
@@ -33,18 +33,7 @@ pub type IptablesError = CommandError;
 
 /// Finds the program of `family` in `PATH`, then `/usr/sbin` and `/sbin`.
 pub fn find(family: Family) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join(family.program_name()))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    find_program(family.program_name())
 }
 
 /// Runs `program args…` (a path, or a name looked up in `PATH`) to

@@ -9,56 +9,22 @@
 //! kernel has every expression the script uses (a `queue` statement needs
 //! `nft_queue`), without changing anything.
 
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
+use crate::command::{find_program, run_command, run_command_with_input};
 
 /// A command that could not start or that exited with a failure.
-#[derive(Debug, thiserror::Error)]
-pub enum NftError {
-    #[error("`{command}` could not start: {source}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("`{command}` failed (exit {status}): {stderr}")]
-    Failed {
-        command: String,
-        status: i32,
-        stderr: String,
-    },
-}
+pub type NftError = crate::command::CommandError;
 
 /// Finds `nft` in `PATH`, then `/usr/sbin` and `/sbin`.
 pub fn find() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|dir| dir.join("nft"))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    find_program("nft")
 }
 
 /// Runs `program args…` to completion and returns its standard output.
 pub fn run<S: AsRef<str>>(program: &Path, args: &[S]) -> Result<String, NftError> {
-    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
-    let command = format!("{} {}", program.display(), args.join(" "));
-    let output = Command::new(program)
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| NftError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    finish(command, output)
+    let output = run_command(program, args)?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Runs `program -f -` (with `-c` when `check_only`) with `script` on its
@@ -69,34 +35,7 @@ pub fn run_script(program: &Path, script: &str, check_only: bool) -> Result<Stri
     } else {
         &["-f", "-"]
     };
-    let command = format!("{} {}", program.display(), args.join(" "));
-    let spawn_error = |source| NftError::Spawn {
-        command: command.clone(),
-        source,
-    };
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A program that exits early closes the pipe: its status tells why.
-        let _ = stdin.write_all(script.as_bytes());
-    }
-    let output = child.wait_with_output().map_err(spawn_error)?;
-    finish(command, output)
-}
-
-fn finish(command: String, output: std::process::Output) -> Result<String, NftError> {
-    if !output.status.success() {
-        return Err(NftError::Failed {
-            command,
-            status: output.status.code().unwrap_or(-1),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
+    let output = run_command_with_input(program, args, script)?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
