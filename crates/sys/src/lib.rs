@@ -1,5 +1,6 @@
 //! Linux plumbing shared by the live daemons and the testbed.
 //!
+//! * [`capabilities`] — which capabilities the process holds;
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
 //! * [`command`] — running a program to completion, a failure as a typed
 //!   error that carries the command line and its standard error;
@@ -15,6 +16,7 @@
 //! * [`stdout_relay`] — standard output that a reader who leaves early
 //!   cannot break (`vantage … | head`).
 
+pub mod capabilities;
 pub mod command;
 pub mod iptables;
 pub mod nfqueue;

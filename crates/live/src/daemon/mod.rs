@@ -5,7 +5,6 @@
 //! ([`log_file`]). Each daemon (the gate first) keeps its own loop and
 //! looks at the flags there; nothing here decides anything.
 
-pub mod capabilities;
 pub mod descriptors;
 pub mod log_file;
 pub mod notify;

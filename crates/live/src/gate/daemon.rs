@@ -64,11 +64,11 @@ use super::metrics::GateMetrics;
 use super::rules::{GateRules, RulesStatus};
 use super::worker::{queue_config, Gate, QueueWorker, WorkerReport};
 use super::GateError;
-use crate::daemon::capabilities::{self, CAP_NET_ADMIN};
 use crate::daemon::{
     connection_cap, descriptor_limit, notify, DescriptorReserve, NotifyState, ReadyFile, Signals,
 };
 use crate::metrics::{Format, Limits, MetricsServer, Render};
+use vantage_sys::capabilities::{self, CAP_NET_ADMIN};
 
 /// How long the main thread sleeps at most between looks at the flags and
 /// the workers.
