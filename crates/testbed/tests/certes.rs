@@ -73,21 +73,23 @@ fn trace_estimate_exact_figure_and_client_truth_agree() {
     let dropped: u64 = capture.counters.intervals.iter().map(|c| c.dropped).sum();
     let report = format!(
         "clients: {} transactions ({} gave up), mean {truth_mean:.3} s; exact: {} completed, {} gave up, \
-         {} unresolved, mean {exact_mean:.3} s; Certes: {:.1} transactions, mean {estimate:.3} s; \
+         {} reset, {} unresolved, mean {exact_mean:.3} s; Certes: {:.1} transactions, mean {estimate:.3} s; \
          {dropped} SYNs dropped",
         truth.len(),
         gave_up,
         exact.completed,
         exact.gave_up,
+        exact.reset,
         exact.unresolved,
         capture.comparison.estimate_transactions,
     );
     eprintln!("{report}");
     assert!(dropped > 500, "the accept queue must overflow: {report}");
-    // Every client transaction is seen by the server's capture.
+    // Every client transaction is seen by the server's capture: completed,
+    // given up, or reset by the server (a failure, left out of the mean).
     assert_eq!(exact.unresolved, 0, "{report}");
     assert_eq!(
-        (exact.completed + exact.gave_up) as usize,
+        (exact.completed + exact.gave_up + exact.reset) as usize,
         truth.len(),
         "{report}"
     );
