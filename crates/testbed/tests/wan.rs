@@ -298,11 +298,16 @@ fn connect_time_is_twice_the_one_way_delay() {
              release lateness mean {:.1} µs max {:.1} µs",
             stats.release_lateness_mean_us, stats.release_lateness_max_us
         );
+        // The emulator never releases early, so no connect beats 2 × delay;
+        // scheduling (another process on the two cores) only adds time, so
+        // the fastest connect is the one that shows the emulated delay.
+        let fastest_ms = connect_ms[0];
         assert!(
-            (median_ms - 2.0 * delay_ms).abs() <= 1.0,
-            "delay {delay_ms} ms: median connect time {median_ms:.3} ms, expected {} ± 1 ms \
+            fastest_ms >= 2.0 * delay_ms - 0.05 && fastest_ms <= 2.0 * delay_ms + 1.0,
+            "delay {delay_ms} ms: fastest connect {fastest_ms:.3} ms, expected {} to {} ms \
              (all: {connect_ms:?})",
-            2.0 * delay_ms
+            2.0 * delay_ms,
+            2.0 * delay_ms + 1.0
         );
         assert!(!stats.kernel_interfered(), "{stats:?}");
         let link = &stats.links[0];
