@@ -137,7 +137,7 @@ impl Study for CertesStudy {
 /// and our default bound.
 pub const CERTES_BOUND: f64 = 0.025;
 /// The paper's bound over all 16 tests.
-pub const PAPER_ALL_TESTS_BOUND: f64 = 0.074;
+pub use vantage_core::certes::PAPER_ALL_TESTS_BOUND;
 /// SYN-to-END's smallest error in the paper (it is low by 5 % to > 80 %).
 pub const SYN_TO_END_PAPER_MIN_ERROR: f64 = 0.05;
 /// Apache's smallest error in the paper.
