@@ -12,6 +12,7 @@
 //!   and one SVG per figure.
 
 use super::right;
+use super::svg::{padded_bounds, PALETTE};
 use crate::report;
 use crate::studies::ssbt::{Kind, ProxyRow, SsbtOutcome, SsbtScenario};
 use crate::LabError;
@@ -250,17 +251,6 @@ pub fn write_outputs(outcome: &SsbtOutcome, dir: &Path) -> Result<(), LabError> 
     Ok(())
 }
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(140, 86, 75),
-    RGBColor(127, 127, 127),
-];
-
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
@@ -356,8 +346,8 @@ fn plot(dir: &Path, s: &SsbtScenario, outcome: &SsbtOutcome) -> Result<(), LabEr
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
         .collect();
-    let (x_lo, x_hi) = bounds(&xs);
-    let (_, y_hi) = bounds(&ys);
+    let (x_lo, x_hi) = padded_bounds(&xs);
+    let (_, y_hi) = padded_bounds(&ys);
     let root = SVGBackend::new(&path, (1000, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
@@ -375,7 +365,7 @@ fn plot(dir: &Path, s: &SsbtScenario, outcome: &SsbtOutcome) -> Result<(), LabEr
         .map_err(err)?;
     for (i, (label, points)) in lines.iter_mut().enumerate() {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = COLORS[i % COLORS.len()];
+        let color = PALETTE[i % PALETTE.len()];
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             .map_err(err)?
@@ -392,14 +382,4 @@ fn plot(dir: &Path, s: &SsbtScenario, outcome: &SsbtOutcome) -> Result<(), LabEr
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
-}
-
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    let pad = ((hi - lo) * 0.05).max(1e-3);
-    (lo - pad, hi + pad)
 }
