@@ -18,13 +18,21 @@
 //! it as U_i > T_u, and hold between the thresholds. The first interval
 //! has no previous rate and counts as rising.
 //!
-//! A measured rate is noisy (an interval after a loss is faster than the
-//! one with the loss): read literally, ρ_i ≥ ρ_{i−1} holds in about half
-//! of the intervals of a flow the buffer does not limit, and the buffer
-//! doubles without bound. So the rate counts as rising only above the
-//! highest rate since the buffer last grew, and as falling only below the
-//! previous interval's, each by more than `rate_margin` (10 %); in between
-//! the buffer holds, as the text says for a buffer already large enough.
+//! Without loss the text tells the two cases apart "by increasing the
+//! assigned receive socket buffer and monitoring the change in
+//! throughput": the rate test is the outcome of a growth. Between growths
+//! the rate changes for the sender's own reasons (congestion avoidance
+//! raises it every round, a loss halves it), so comparing every interval
+//! with the one before doubles a buffer that limits nothing each time the
+//! window recovers from a loss, and the buffer drifts far above the data
+//! it ever holds. So an interval without loss grows the buffer only while
+//! a probe is open: the first active interval opens one, a growth whose
+//! next interval delivered more than `rate_margin` (10 %) above the rate
+//! it was decided at keeps it open, anything else (a growth that did not
+//! pay, an interval with loss) closes it; from then on the loss rules,
+//! which measure the window directly, size the buffer. Without an open
+//! probe the buffer shrinks by β when ρ_i falls more than `rate_margin`
+//! below ρ_{i−1}, and otherwise holds.
 //!
 //! An interval in which nothing arrived (an idle keep-alive connection)
 //! says nothing about the sender: the buffer holds and the rate history is
@@ -48,8 +56,8 @@ pub struct ReceiveTunerParams {
     pub low_threshold: f64,
     /// T_u: high utilization threshold.
     pub high_threshold: f64,
-    /// How far ρ_i must be above the best rate since the last growth to
-    /// count as rising, or below ρ_{i−1} to count as falling (a fraction).
+    /// How far ρ_i must be above the rate a growth was decided at to count
+    /// as rising, or below ρ_{i−1} to count as falling (a fraction).
     pub rate_margin: f64,
     /// How long after advertising a smaller window the memory is freed.
     pub decrease_delay: Nanos,
@@ -135,7 +143,10 @@ pub struct ReceiveBufferTuner {
     advertised: u64,
     pending_decrease: Option<Nanos>,
     held: u64,
-    best_received_since_growth: Option<u64>,
+    /// While a probe is open: the bytes received in the interval whose
+    /// growth is being tested (None before the first active interval).
+    probe_baseline: Option<u64>,
+    probing: bool,
     previous_received: Option<u64>,
 }
 
@@ -148,7 +159,8 @@ impl ReceiveBufferTuner {
             advertised: initial,
             pending_decrease: None,
             held: initial,
-            best_received_since_growth: None,
+            probe_baseline: None,
+            probing: true,
             previous_received: None,
         })
     }
@@ -187,18 +199,18 @@ impl ReceiveBufferTuner {
         let p = self.params;
         let previous = self.advertised as f64;
         let utilization = seen.peak_stored_bytes as f64 / previous;
-        let rate_rising = match self.best_received_since_growth {
-            Some(best) => seen.received_bytes as f64 > best as f64 * (1.0 + p.rate_margin),
-            None => true,
-        };
+        let rate_rising = self.probing
+            && match self.probe_baseline {
+                Some(base) => seen.received_bytes as f64 > base as f64 * (1.0 + p.rate_margin),
+                None => true,
+            };
         let rate_falling = self.previous_received.is_some_and(|previous| {
             (seen.received_bytes as f64) < previous as f64 * (1.0 - p.rate_margin)
         });
         self.previous_received = Some(seen.received_bytes);
-        let best = self
-            .best_received_since_growth
-            .map_or(seen.received_bytes, |b| b.max(seen.received_bytes));
-        self.best_received_since_growth = Some(best);
+        // Whatever this interval decides, the open probe (if any) has its
+        // answer; only a growth without loss opens the next one.
+        self.probing = false;
         let target = if seen.loss {
             if utilization > p.high_threshold {
                 p.growth * utilization * previous
@@ -209,6 +221,8 @@ impl ReceiveBufferTuner {
             }
         } else if utilization < p.low_threshold {
             if rate_rising {
+                self.probing = true;
+                self.probe_baseline = Some(seen.received_bytes);
                 p.growth * previous
             } else if rate_falling {
                 p.shrink * previous
@@ -220,7 +234,6 @@ impl ReceiveBufferTuner {
         };
         let target = (target.round() as u64).clamp(p.min_bytes, p.max_bytes);
         if target > self.advertised {
-            self.best_received_since_growth = Some(seen.received_bytes);
             self.advertised = target;
             self.held = self.held.max(target);
             self.pending_decrease = None;
@@ -326,6 +339,48 @@ mod tests {
             ReceiveDecision::Hold
         );
         assert_eq!(t.advertised_bytes(), 20_000);
+    }
+
+    #[test]
+    fn a_rate_that_rises_after_a_growth_that_did_not_pay_grows_nothing() {
+        let mut t = tuner(10_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        assert_eq!(t.advertised_bytes(), 20_000);
+        // The growth did not raise the rate: the probe closes.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(1_000, 50_000, false)),
+            ReceiveDecision::Hold
+        );
+        // Congestion avoidance raises the rate; the buffer is not the cause.
+        for (second, received) in [(3, 60_000), (4, 70_000), (5, 80_000)] {
+            assert_eq!(
+                t.end_interval(Nanos::from_secs(second), &seen(1_000, received, false)),
+                ReceiveDecision::Hold
+            );
+        }
+        assert_eq!(t.advertised_bytes(), 20_000);
+    }
+
+    #[test]
+    fn an_interval_with_loss_closes_the_probe() {
+        let mut t = tuner(100_000);
+        t.end_interval(Nanos::from_secs(1), &seen(1_000, 50_000, false));
+        assert_eq!(t.advertised_bytes(), 200_000);
+        // U = 100 000 / 200 000 = 0.5: hold, and the probe is answered.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(2), &seen(100_000, 90_000, true)),
+            ReceiveDecision::Hold
+        );
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(3), &seen(0, 120_000, false)),
+            ReceiveDecision::Hold
+        );
+        // With loss and a full buffer it grows to twice the peak.
+        assert_eq!(
+            t.end_interval(Nanos::from_secs(4), &seen(180_000, 120_000, true)),
+            ReceiveDecision::Grow
+        );
+        assert_eq!(t.advertised_bytes(), 360_000);
     }
 
     #[test]
