@@ -24,19 +24,28 @@
 //! * fixed (the traditional one): every connection reserves a fixed send
 //!   (downstream) or receive (upstream) buffer from its pool while open;
 //! * SSBT: downstream send buffers from E-ATBT over the send pool, with the
-//!   up/down coupling; upstream receive buffers from the tuner, scaled down
-//!   together (once per interval) when they exceed the receive pool — the
-//!   thesis does not say how the pool bounds the tuner; a new connection
-//!   needs only a free slot;
-//! * SSBT + connection management: once per interval, idle connections
-//!   closed oldest first when open connections plus waiting requests near
-//!   N_max (high mark N_max − 5 %, low mark N_max − 10 %, none idle for
-//!   less than 1 s); idle buffers are not shrunk, as SSBT already gives an
-//!   idle connection's send buffer back;
+//!   up/down coupling; upstream receive buffers from the tuner, the receive
+//!   pool shared among them once per interval by the same max-min rule with
+//!   proportional re-assignment as the send pool (the thesis does not say
+//!   how the pool bounds the tuner); a new connection needs only a free
+//!   slot and starts with what is free of its initial buffer. The tuner
+//!   sees as stored data the in-order data waiting for the downstream send
+//!   buffer plus, during a repair, the out-of-order data (Section 3.1.2).
+//!   An idle connection keeps no send buffer (E-ATBT serves no demand) and
+//!   its receive buffer shrinks by Section 3.2's idle shrinking (halved
+//!   every `idle_buffer_half_life`); reused, it takes back what its tuner
+//!   holds. The thesis lists the shrinking under connection management;
+//!   we run it with SSBT too, since it closes nothing and without it idle
+//!   keep-alive connections hold tuned buffers a small pool needs;
+//! * SSBT + connection management: the same, and once per interval idle
+//!   connections closed oldest first when open connections plus waiting
+//!   requests near N_max (high mark N_max − 5 %, low mark N_max − 10 %,
+//!   none idle for less than 1 s);
 //! * Linux autotuning (today's default, not in the thesis): send buffer
 //!   twice the congestion window (up to 4 MB), receive buffer grown to
 //!   twice what one round delivered (dynamic right-sizing, up to 6 MB);
-//!   memory is charged for data in flight or held out of order only, and
+//!   memory is charged for data in flight or held in the receive buffer
+//!   only, and
 //!   when that exceeds the pool (tcp_mem pressure) receive buffers stop
 //!   growing until the next interval.
 //!
@@ -47,8 +56,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rand::Rng;
 use vantage_core::resources::{
-    ConnectionManager, ConnectionManagerParams, CouplingParams, IntervalObservation,
-    ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
+    max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
+    IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
+    SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::traffic::surge::{InlineObject, Surge, SurgeParams};
@@ -75,6 +85,9 @@ pub struct WorldConfig {
     pub hit_ratio: f64,
     /// T_p: idle persistent connections close after this.
     pub persistent_timeout: Nanos,
+    /// SSBT: an idle connection's receive buffer halves every this long
+    /// (None: idle buffers are kept).
+    pub idle_buffer_half_life: Option<Nanos>,
     /// N_max: connections open at the proxy, both sides together.
     pub max_connections: usize,
     pub total_buffer_bytes: u64,
@@ -106,6 +119,12 @@ pub struct WorldResult {
     pub mean_assigned_buffer_bytes: f64,
     /// Idle connections closed to free resources.
     pub closed_for_resources: u64,
+    /// Mean over intervals of the receive buffer held by idle upstream
+    /// connections, bytes.
+    pub mean_idle_receive_buffer_bytes: f64,
+    /// Mean over intervals of the receive buffer of upstream connections
+    /// with a transfer, bytes.
+    pub mean_active_receive_buffer_bytes: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -151,6 +170,8 @@ fn flow_path(link: &LinkClass, mss: u32) -> FlowPath {
 /// The initial receive buffer of a tuned upstream connection, and what a
 /// new one must find free in the pool.
 const TUNED_INITIAL_BYTES: u64 = 64 * 1024;
+/// What an idle tuned connection keeps at least (the tuner's floor).
+const MIN_IDLE_BUFFER: u64 = 4096;
 const AUTOTUNE_SEND_MAX: u64 = 4 << 20;
 const AUTOTUNE_RECEIVE_INITIAL: u64 = 128 * 1024;
 const AUTOTUNE_RECEIVE_MAX: u64 = 6 << 20;
@@ -234,10 +255,10 @@ struct World<'a, R: Rng + ?Sized> {
     buffer_samples: f64,
     buffer_sum: f64,
     closed_for_resources: u64,
+    idle_receive_sum: f64,
+    active_receive_sum: f64,
     client_connections: u64,
     server_connections: u64,
-    /// Factor that fits the tuned receive buffers into the pool (per tick).
-    receive_scale: f64,
     /// Autotuning's memory pressure (per tick).
     pressure: bool,
 }
@@ -269,6 +290,10 @@ pub fn run<R: Rng + ?Sized>(config: &WorldConfig, rng: &mut R) -> Result<WorldRe
     let receive_pool = config.total_buffer_bytes - send_pool;
     let n_max = config.max_connections as u64;
     let manages = config.scheme == Scheme::SsbtWithConnectionManagement;
+    let tuned = matches!(
+        config.scheme,
+        Scheme::Ssbt | Scheme::SsbtWithConnectionManagement
+    );
     let never = Threshold {
         high: u64::MAX,
         low: u64::MAX,
@@ -288,8 +313,8 @@ pub fn run<R: Rng + ?Sized>(config: &WorldConfig, rng: &mut R) -> Result<WorldRe
         persistent_timeout: Some(config.persistent_timeout),
         min_idle_age: Nanos::from_secs(1),
         max_closes_per_interval: config.max_connections.max(1),
-        buffer_half_life: None,
-        min_idle_buffer: 0,
+        buffer_half_life: config.idle_buffer_half_life.filter(|_| tuned),
+        min_idle_buffer: MIN_IDLE_BUFFER,
         max_idle: config.max_connections.max(1),
     })?;
     let allocator = SendBufferAllocator::new(
@@ -338,9 +363,10 @@ pub fn run<R: Rng + ?Sized>(config: &WorldConfig, rng: &mut R) -> Result<WorldRe
         buffer_samples: 0.0,
         buffer_sum: 0.0,
         closed_for_resources: 0,
+        idle_receive_sum: 0.0,
+        active_receive_sum: 0.0,
         client_connections: 0,
         server_connections: 0,
-        receive_scale: 1.0,
         pressure: false,
     };
     world.simulate()?;
@@ -354,6 +380,8 @@ pub fn run<R: Rng + ?Sized>(config: &WorldConfig, rng: &mut R) -> Result<WorldRe
         mean_wait_secs: world.wait_secs / world.started.max(1) as f64,
         mean_assigned_buffer_bytes: world.buffer_sum / world.buffer_samples.max(1.0),
         closed_for_resources: world.closed_for_resources,
+        mean_idle_receive_buffer_bytes: world.idle_receive_sum / world.buffer_samples.max(1.0),
+        mean_active_receive_buffer_bytes: world.active_receive_sum / world.buffer_samples.max(1.0),
     })
 }
 
@@ -467,7 +495,8 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     ..ReceiveTunerParams::default()
                 };
                 let tuner = ReceiveBufferTuner::new(params, TUNED_INITIAL_BYTES)?;
-                (tuner.held_bytes(), Some(tuner))
+                let free = self.free_receive_pool();
+                (tuner.held_bytes().min(free), Some(tuner))
             }
         };
         let id = self.next_conn;
@@ -534,6 +563,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
             let conn = match reuse {
                 Some(id) => {
                     self.manager.remove(id);
+                    self.regrow_receive_buffer(id);
                     setup += Nanos(rtt.0 / 2);
                     id
                 }
@@ -597,7 +627,6 @@ impl<R: Rng + ?Sized> World<'_, R> {
         let c = self.connections.get(&conn)?;
         let t = &self.transfers[c.transfer?];
         let mss = u64::from(self.config.mss);
-        let backlog = t.upstream_delivered.saturating_sub(t.downstream_delivered);
         match c.side {
             Side::Client(_) => {
                 let ready = if t.hit { t.bytes } else { t.upstream_delivered };
@@ -608,16 +637,24 @@ impl<R: Rng + ?Sized> World<'_, R> {
             }
             Side::Server(_) => {
                 let data = t.bytes.saturating_sub(t.upstream_delivered);
-                let down_buffer = t
-                    .client_conn
-                    .and_then(|id| Some((id, self.connections.get(&id)?)))
-                    .map_or(0, |(id, d)| self.send_buffer(id, d));
-                let held = backlog.saturating_sub(down_buffer);
+                let held = self.in_order_held(t);
                 let receive = self.effective_receive_buffer(c);
                 let space = receive.saturating_sub(held);
                 Some((data.div_ceil(mss), space / mss))
             }
         }
+    }
+
+    /// In-order data an upstream connection's receive buffer holds for the
+    /// relay: what the upstream delivered that the downstream send buffer
+    /// has no room for yet.
+    fn in_order_held(&self, t: &Transfer) -> u64 {
+        let backlog = t.upstream_delivered.saturating_sub(t.downstream_delivered);
+        let down_buffer = t
+            .client_conn
+            .and_then(|id| Some((id, self.connections.get(&id)?)))
+            .map_or(0, |(id, d)| self.send_buffer(id, d));
+        backlog.saturating_sub(down_buffer)
     }
 
     /// The proxy's send buffer of a downstream connection now.
@@ -633,7 +670,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
 
     fn effective_receive_buffer(&self, c: &Connection) -> u64 {
         match &c.tuner {
-            Some(tuner) => (tuner.advertised_bytes() as f64 * self.receive_scale) as u64,
+            Some(tuner) => tuner.advertised_bytes().min(c.buffer),
             None => c.buffer,
         }
     }
@@ -643,6 +680,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
             return;
         };
         let mss = u64::from(self.config.mss);
+        let held = self.upstream_held(conn);
         let Some(c) = self.connections.get_mut(&conn) else {
             return;
         };
@@ -656,10 +694,21 @@ impl<R: Rng + ?Sized> World<'_, R> {
             c.interval_loss = true;
             c.interval_peak_stored = c
                 .interval_peak_stored
-                .max(round.out_of_order_segments * mss);
+                .max(held + round.out_of_order_segments * mss);
         }
         self.events
             .schedule(now + round.duration, Event::RoundEnd(conn));
+    }
+
+    /// In-order data held by an upstream connection (0 for others).
+    fn upstream_held(&self, conn: u64) -> u64 {
+        let Some(c) = self.connections.get(&conn) else {
+            return 0;
+        };
+        match (c.side, c.transfer) {
+            (Side::Server(_), Some(index)) => self.in_order_held(&self.transfers[index]),
+            _ => 0,
+        }
     }
 
     fn end_round(&mut self, now: Nanos, conn: u64) -> Result<(), WorldError> {
@@ -686,6 +735,10 @@ impl<R: Rng + ?Sized> World<'_, R> {
                             c.buffer = grown;
                         }
                     }
+                }
+                let held = self.upstream_held(conn);
+                if let Some(c) = self.connections.get_mut(&conn) {
+                    c.interval_peak_stored = c.interval_peak_stored.max(held);
                 }
                 let t = &self.transfers[index];
                 let done = t.upstream_delivered >= t.bytes;
@@ -731,17 +784,53 @@ impl<R: Rng + ?Sized> World<'_, R> {
             })
             .sum();
         self.pressure = charged > self.config.total_buffer_bytes;
-        let advertised: u64 = self
+    }
+
+    /// Shares the receive pool among the tuned upstream connections as
+    /// E-ATBT shares the send pool (max-min with proportional
+    /// re-assignment): an active connection asks for the memory its tuner
+    /// holds, an idle one for what idle shrinking leaves it.
+    fn grant_receive_buffers(&mut self, now: Nanos) {
+        let mut ids = Vec::new();
+        let mut demands = Vec::new();
+        for (&id, c) in &self.connections {
+            let Some(tuner) = &c.tuner else { continue };
+            let demand = match self.manager.idle_buffer_bytes(id, now) {
+                Some(idle) => idle,
+                None => tuner.held_bytes(),
+            };
+            ids.push(id);
+            demands.push(demand);
+        }
+        let grants = max_min_proportional(&demands, self.receive_pool);
+        for (id, grant) in ids.into_iter().zip(grants) {
+            if let Some(c) = self.connections.get_mut(&id) {
+                c.buffer = grant;
+            }
+        }
+    }
+
+    /// Receive-pool memory no tuned connection holds now.
+    fn free_receive_pool(&self) -> u64 {
+        let granted: u64 = self
             .connections
             .values()
-            .filter_map(|c| c.tuner.as_ref())
-            .map(|t| t.advertised_bytes())
+            .filter(|c| c.tuner.is_some())
+            .map(|c| c.buffer)
             .sum();
-        self.receive_scale = if advertised > self.receive_pool {
-            self.receive_pool as f64 / advertised as f64
-        } else {
-            1.0
-        };
+        self.receive_pool.saturating_sub(granted)
+    }
+
+    /// A tuned connection that starts a transfer takes back what its tuner
+    /// holds, as far as the free pool allows (the next interval's sharing
+    /// evens it out).
+    fn regrow_receive_buffer(&mut self, conn: u64) {
+        let free = self.free_receive_pool();
+        if let Some(c) = self.connections.get_mut(&conn) {
+            if let Some(tuner) = &c.tuner {
+                c.buffer = tuner.held_bytes().min(c.buffer.saturating_add(free));
+            }
+        }
     }
 
     fn finish_upstream(&mut self, now: Nanos, conn: u64, server: usize) {
@@ -859,17 +948,23 @@ impl<R: Rng + ?Sized> World<'_, R> {
             self.refresh_send_buffers();
         }
         self.update_pool_state();
-        let scale = self.receive_scale;
+        self.grant_receive_buffers(now);
         for c in self.connections.values_mut() {
-            if let Some(tuner) = &c.tuner {
-                c.buffer = (tuner.held_bytes() as f64 * scale) as u64;
-            }
             c.interval_peak_stored = 0;
             c.interval_received = 0;
             c.interval_loss = false;
         }
         let assigned: u64 = self.connections.values().map(|c| c.buffer).sum();
         self.buffer_sum += assigned as f64;
+        for c in self.connections.values() {
+            if matches!(c.side, Side::Server(_)) {
+                if c.transfer.is_some() {
+                    self.active_receive_sum += c.buffer as f64;
+                } else {
+                    self.idle_receive_sum += c.buffer as f64;
+                }
+            }
+        }
         self.buffer_samples += 1.0;
         self.retry_waiting(now);
         // Wake flows that stalled on a full buffer.
@@ -898,6 +993,7 @@ mod tests {
             servers: 108,
             hit_ratio: 0.5,
             persistent_timeout: Nanos::from_secs(15),
+            idle_buffer_half_life: Some(Nanos::from_secs(2)),
             max_connections,
             total_buffer_bytes,
             send_fraction: 0.5,
@@ -942,6 +1038,26 @@ mod tests {
         assert!(
             starved.mean_wait_secs > fitting.mean_wait_secs,
             "{starved:?} {fitting:?}"
+        );
+    }
+
+    #[test]
+    fn idle_connections_give_receive_buffer_back_to_active_ones() {
+        let shrinking = config(Scheme::Ssbt, 10 << 20, 846);
+        let keeping = WorldConfig {
+            idle_buffer_half_life: None,
+            ..shrinking.clone()
+        };
+        let shrunk = run_with(&shrinking, 8);
+        let kept = run_with(&keeping, 8);
+        assert!(
+            shrunk.mean_idle_receive_buffer_bytes < 0.5 * kept.mean_idle_receive_buffer_bytes,
+            "{shrunk:?} {kept:?}"
+        );
+        // What idle connections give back, active (and reused) ones get.
+        assert!(
+            shrunk.mean_active_receive_buffer_bytes > kept.mean_active_receive_buffer_bytes,
+            "{shrunk:?} {kept:?}"
         );
     }
 

@@ -163,6 +163,8 @@ fn proxy_jobs(s: &SsbtScenario, quick: bool) -> Vec<ProxyJob> {
                     servers: p.servers as usize,
                     hit_ratio: p.hit_ratio,
                     persistent_timeout: Nanos::from_secs_f64(p.persistent_timeout_s),
+                    idle_buffer_half_life: (p.idle_buffer_half_life_s > 0.0)
+                        .then(|| Nanos::from_secs_f64(p.idle_buffer_half_life_s)),
                     max_connections: p.max_connections as usize,
                     total_buffer_bytes: (total * 1024.0 * 1024.0) as u64,
                     send_fraction: split[0] / (split[0] + split[1]),

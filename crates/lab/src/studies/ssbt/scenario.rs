@@ -104,6 +104,14 @@ pub struct Proxy {
     pub horizon_s: f64,
     pub quick_horizon_s: f64,
     pub max_file_mb: f64,
+    /// SSBT: an idle connection's receive buffer halves every this long
+    /// (Section 3.2); 0 turns the shrinking off.
+    #[serde(default = "default_idle_buffer_half_life_s")]
+    pub idle_buffer_half_life_s: f64,
+}
+
+fn default_idle_buffer_half_life_s() -> f64 {
+    2.0
 }
 
 /// One validated scenario file.
