@@ -440,19 +440,21 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
 pub fn note(check: &Check) -> &'static str {
     let claim = check.claim.as_str();
     if claim.contains("Linux autotuning") {
-        "Linux charges memory for queued data only and grows each buffer to twice what \
-         a round delivered, so a small pool rarely binds and no connection waits for \
-         buffer; SSBT reserves what E-ATBT assigns. Without connection management \
-         autotuning keeps idle keep-alive connections, which is where SSBT + Conn wins."
+        "E-ATBT caps each downstream send buffer at the expected mean window ρ̄·rtt, \
+         so a window never reaches the top of its sawtooth, and the tuner resizes a \
+         receive buffer once per second while most documents finish within a few \
+         round trips on the initial 64 KB; modelled Linux grows both buffers every \
+         round and charges memory only for data queued, so neither a cap nor a small \
+         pool binds it. SSBT wins where connections are scarce (SSBT + Conn at \
+         N_max = 600), since autotuning keeps idle keep-alive connections."
     } else if claim.contains("follows") {
-        "Over a long run the buffer drifts above the stored data: an interval without \
-         loss whose rate beats the best since the last growth doubles it, while an \
-         interval with loss and low occupancy takes only 10 % off (β = 0.9)."
+        "The loss rules hold the buffer between 1/T_u and 1/T_l times the window a \
+         loss shows; a ratio outside [1, 4] means growths without loss (probes that \
+         paid) outweighed what the losses measured."
     } else if claim.contains("total buffer is small") && claim.starts_with("SSBT") {
-        "Idle keep-alive upstream connections keep their tuned receive buffers, and \
-         the tuned buffers are scaled down together when they exceed a small receive \
-         pool; the thesis shrinks idle buffers only in its connection management, \
-         which Figure 9 leaves off."
+        "The receive pool is shared max-min among the tuned buffers of active \
+         upstream connections (idle ones shrink); in a small pool the fast paths get \
+         less than their tuner asks, and their documents take longer."
     } else if claim.contains("split") {
         "With buffers that fit every split the throughput does not depend on it; only \
          pools that bind show a best split."
