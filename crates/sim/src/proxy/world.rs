@@ -94,6 +94,10 @@ pub struct WorldConfig {
     /// Fraction of the total buffer for send buffers (0.5 splits 1:1).
     pub send_fraction: f64,
     pub scheme: Scheme,
+    /// SSBT: feed E-ATBT what a proxy can measure (loss as retransmitted
+    /// over sent segments, smoothed RTT, the connection's RTO) instead of
+    /// the path's true p and RTT.
+    pub estimated_paths: bool,
     pub horizon: Nanos,
     pub mss: u32,
     pub remote_buffer_bytes: u64,
@@ -200,6 +204,11 @@ struct Connection {
     interval_peak_stored: u64,
     interval_received: u64,
     interval_loss: bool,
+    /// Segments sent and lost over the connection's life.
+    sent_segments: u64,
+    lost_segments: u64,
+    /// Smoothed RTT from rounds without a time-out (gain 1/8), seconds.
+    smoothed_rtt_secs: Option<f64>,
 }
 
 struct Transfer {
@@ -518,6 +527,9 @@ impl<R: Rng + ?Sized> World<'_, R> {
                 interval_peak_stored: 0,
                 interval_received: 0,
                 interval_loss: false,
+                sent_segments: 0,
+                lost_segments: 0,
+                smoothed_rtt_secs: None,
             },
         );
         Ok(id)
@@ -602,16 +614,40 @@ impl<R: Rng + ?Sized> World<'_, R> {
         let Some(c) = self.connections.get(&conn) else {
             return;
         };
-        let path = *c.flow.path();
-        let estimate = PathEstimate {
-            rtt_secs: path.rtt.as_secs_f64(),
-            rto_secs: path.rto.as_secs_f64(),
-            loss: path.loss,
-            max_window_segments: (self.config.remote_buffer_bytes / u64::from(path.mss)).max(1)
-                as f64,
-        };
+        let estimate = self.path_estimate(c);
         // A connection the allocator cannot hold gets no buffer (one segment).
         let _ = self.allocator.set_path(conn, &estimate);
+    }
+
+    /// E-ATBT's (p, rtt, rto) for a downstream connection: the path's true
+    /// values, or with `estimated_paths` what the proxy measured — loss as
+    /// segments lost over segments sent (0 before any loss), the smoothed
+    /// RTT (the handshake's before the first round) and the RTO its TCP
+    /// uses.
+    fn path_estimate(&self, c: &Connection) -> PathEstimate {
+        let path = *c.flow.path();
+        let max_window_segments =
+            (self.config.remote_buffer_bytes / u64::from(path.mss)).max(1) as f64;
+        if !self.config.estimated_paths {
+            return PathEstimate {
+                rtt_secs: path.rtt.as_secs_f64(),
+                rto_secs: path.rto.as_secs_f64(),
+                loss: path.loss,
+                max_window_segments,
+            };
+        }
+        PathEstimate {
+            rtt_secs: c
+                .smoothed_rtt_secs
+                .unwrap_or_else(|| path.rtt.as_secs_f64()),
+            rto_secs: path.rto.as_secs_f64(),
+            loss: if c.sent_segments == 0 {
+                0.0
+            } else {
+                c.lost_segments as f64 / c.sent_segments as f64
+            },
+            max_window_segments,
+        }
     }
 
     fn refresh_send_buffers(&mut self) {
@@ -688,6 +724,15 @@ impl<R: Rng + ?Sized> World<'_, R> {
             return;
         }
         let round = c.flow.round_with_data(limit, data, self.rng);
+        c.sent_segments += round.sent_segments;
+        c.lost_segments += round.lost_segments;
+        if !round.timeout {
+            let sample = round.duration.as_secs_f64();
+            c.smoothed_rtt_secs = Some(
+                c.smoothed_rtt_secs
+                    .map_or(sample, |srtt| srtt + (sample - srtt) / 8.0),
+            );
+        }
         c.in_round = true;
         c.round_delivered = (round.sent_segments - round.lost_segments) * mss;
         if round.loss {
@@ -944,6 +989,15 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     observations.push((id, queued.min(c.buffer)));
                 }
             }
+            if self.config.estimated_paths {
+                let estimates: Vec<(u64, PathEstimate)> = self
+                    .connections
+                    .iter()
+                    .filter(|(_, c)| matches!(c.side, Side::Client(_)) && c.transfer.is_some())
+                    .map(|(&id, c)| (id, self.path_estimate(c)))
+                    .collect();
+                self.allocator.update_paths(&estimates)?;
+            }
             self.allocator.observe_peak_occupancy(&observations);
             self.refresh_send_buffers();
         }
@@ -998,6 +1052,7 @@ mod tests {
             total_buffer_bytes,
             send_fraction: 0.5,
             scheme,
+            estimated_paths: false,
             horizon: Nanos::from_secs(60),
             mss: 1460,
             remote_buffer_bytes: 4 << 20,

@@ -122,6 +122,7 @@ fn proxy_jobs(s: &SsbtScenario, quick: bool) -> Vec<ProxyJob> {
         p.horizon_s
     };
     let mut schemes: Vec<(String, Scheme, Option<f64>, Option<f64>)> = Vec::new();
+    let estimated_label = "SSBT (estimated p, rtt)";
     for name in &p.schemes {
         match name {
             SchemeName::Fixed => {
@@ -140,6 +141,9 @@ fn proxy_jobs(s: &SsbtScenario, quick: bool) -> Vec<ProxyJob> {
                 }
             }
             SchemeName::Ssbt => schemes.push(("SSBT".into(), Scheme::Ssbt, None, None)),
+            SchemeName::SsbtEstimated => {
+                schemes.push((estimated_label.into(), Scheme::Ssbt, None, None))
+            }
             SchemeName::SsbtConn => schemes.push((
                 "SSBT+Conn".into(),
                 Scheme::SsbtWithConnectionManagement,
@@ -169,6 +173,7 @@ fn proxy_jobs(s: &SsbtScenario, quick: bool) -> Vec<ProxyJob> {
                     total_buffer_bytes: (total * 1024.0 * 1024.0) as u64,
                     send_fraction: split[0] / (split[0] + split[1]),
                     scheme: *scheme,
+                    estimated_paths: label == estimated_label,
                     horizon: Nanos::from_secs_f64(horizon),
                     mss: MSS,
                     remote_buffer_bytes: 4 << 20,

@@ -27,6 +27,8 @@ pub enum Kind {
 pub enum SchemeName {
     Fixed,
     Ssbt,
+    /// SSBT with E-ATBT fed measured (p, rtt, rto), not the path's.
+    SsbtEstimated,
     SsbtConn,
     Autotuning,
 }
