@@ -225,7 +225,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
             ));
         }
     }
-    if let Some(s) = ssbt_small {
+    if let Some(s) = ssbt_small.filter(|_| !fixed_small.is_empty()) {
         let fixed = median(
             fixed_small
                 .iter()
@@ -266,6 +266,8 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
             ),
             s.result.mean_transfer_secs < fixed_time,
         ));
+    }
+    if let Some(s) = ssbt_small {
         if let Some(linux) = find(&fig, "Linux autotuning", small, split) {
             out.push(check(
                 "2026",

@@ -175,4 +175,20 @@ mod tests {
             .to_string();
         assert!(err.contains("y.toml"), "{err}");
     }
+
+    #[test]
+    fn a_negative_idle_half_life_is_refused() {
+        let (_, text) = SCENARIO_FILES
+            .iter()
+            .find(|(origin, _)| origin.contains("fig9"))
+            .unwrap();
+        let text = text.replace(
+            "max_file_mb = 16",
+            "max_file_mb = 16\nidle_buffer_half_life_s = -1",
+        );
+        let err = SsbtScenario::from_toml(&text, "z.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("proxy.idle_buffer_half_life_s"), "{err}");
+    }
 }

@@ -215,6 +215,12 @@ impl SsbtScenario {
             c.range("proxy.horizon_s", p.horizon_s, 1.0, 1e5)?;
             c.range("proxy.quick_horizon_s", p.quick_horizon_s, 1.0, 1e5)?;
             c.range("proxy.max_file_mb", p.max_file_mb, 0.001, 1e4)?;
+            c.range(
+                "proxy.idle_buffer_half_life_s",
+                p.idle_buffer_half_life_s,
+                0.0,
+                1e6,
+            )?;
         }
         Ok(SsbtScenario {
             name: m.name.clone(),
