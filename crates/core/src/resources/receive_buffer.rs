@@ -2,9 +2,10 @@
 //! decrease of Section 5.1).
 //!
 //! Once per interval the receiver reports the peak occupancy of the
-//! buffer (U_i, as a fraction of the buffer B_{i−1}), the bytes received
-//! (the rate ρ_i) and whether a segment was lost (data waited behind a
-//! hole). With α = 2.0, β = 0.9, T_l = 0.4, T_u = 0.8 by default:
+//! buffer (U_i, as a fraction of the buffer B_{i−1}; occupancy is what
+//! Figure 7 calls stored data: in-order data the application has not read
+//! plus out-of-order data held behind a hole), the bytes received (the
+//! rate ρ_i) and whether a segment was lost. With α = 2.0, β = 0.9, T_l = 0.4, T_u = 0.8 by default:
 //!
 //! * loss: B_i = α·U_i·B_{i−1} when U_i > T_u; β·B_{i−1} when U_i < T_l;
 //!   otherwise B_{i−1};
