@@ -24,8 +24,9 @@
 //! * fixed (the traditional one): every connection reserves a fixed send
 //!   (downstream) or receive (upstream) buffer from its pool while open;
 //! * SSBT: downstream send buffers from E-ATBT over the send pool, with the
-//!   up/down coupling; upstream receive buffers from the tuner, the receive
-//!   pool shared among them once per interval by the same max-min rule with
+//!   up/down coupling fed each interval's peak send-queue occupancy;
+//!   upstream receive buffers from the tuner, the receive pool shared
+//!   among them once per interval by the same max-min rule with
 //!   proportional re-assignment as the send pool (the thesis does not say
 //!   how the pool bounds the tuner); a new connection needs only a free
 //!   slot and starts with what is free of its initial buffer. The tuner
@@ -204,6 +205,8 @@ struct Connection {
     interval_peak_stored: u64,
     interval_received: u64,
     interval_loss: bool,
+    /// Peak of the data queued in a downstream send buffer this interval.
+    interval_peak_queued: u64,
     /// Segments sent and lost over the connection's life.
     sent_segments: u64,
     lost_segments: u64,
@@ -527,6 +530,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
                 interval_peak_stored: 0,
                 interval_received: 0,
                 interval_loss: false,
+                interval_peak_queued: 0,
                 sent_segments: 0,
                 lost_segments: 0,
                 smoothed_rtt_secs: None,
@@ -711,7 +715,28 @@ impl<R: Rng + ?Sized> World<'_, R> {
         }
     }
 
+    /// Records the data queued in a downstream connection's send buffer
+    /// (what is ready and not yet delivered, up to the buffer) for the
+    /// interval's peak, which the up/down coupling reads.
+    fn note_send_queue(&mut self, conn: u64) {
+        let Some(c) = self.connections.get(&conn) else {
+            return;
+        };
+        let (Side::Client(_), Some(index)) = (c.side, c.transfer) else {
+            return;
+        };
+        let t = &self.transfers[index];
+        let ready = if t.hit { t.bytes } else { t.upstream_delivered };
+        let queued = ready
+            .saturating_sub(t.downstream_delivered)
+            .min(self.send_buffer(conn, c));
+        if let Some(c) = self.connections.get_mut(&conn) {
+            c.interval_peak_queued = c.interval_peak_queued.max(queued);
+        }
+    }
+
     fn start_round(&mut self, now: Nanos, conn: u64) {
+        self.note_send_queue(conn);
         let Some((data, limit)) = self.round_inputs(conn) else {
             return;
         };
@@ -986,7 +1011,8 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     let t = &self.transfers[index];
                     let ready = if t.hit { t.bytes } else { t.upstream_delivered };
                     let queued = ready.saturating_sub(t.downstream_delivered);
-                    observations.push((id, queued.min(c.buffer)));
+                    let peak = c.interval_peak_queued.max(queued.min(c.buffer));
+                    observations.push((id, peak));
                 }
             }
             if self.config.estimated_paths {
@@ -1005,6 +1031,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
         self.grant_receive_buffers(now);
         for c in self.connections.values_mut() {
             c.interval_peak_stored = 0;
+            c.interval_peak_queued = 0;
             c.interval_received = 0;
             c.interval_loss = false;
         }
