@@ -1,0 +1,668 @@
+//! The data path: hyper 1.x HTTP/1.1 on both sides, on tokio.
+//!
+//! Client side: keep-alive; the request head must arrive within
+//! `timeouts.request_headers_ms` (hyper's `header_read_timeout`: slowloris)
+//! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
+//! line and headers together); a connection with no request in progress for
+//! `timeouts.idle_ms` is closed; at most `limits.max_connections` are open,
+//! excess ones are closed as they are accepted and counted. Framing is
+//! hyper's parser: a request with both `Content-Length` and
+//! `Transfer-Encoding`, differing `Content-Length`s, an obs-folded header
+//! or a bare LF is refused with 400 and never forwarded.
+//!
+//! Upstream side: hyper-util's pooled client; bodies stream both ways (the
+//! request body is cut at `limits.max_body_bytes` while streaming, a
+//! declared larger one is refused with 413 before anything is sent). Hop-
+//! by-hop headers (RFC 9110 §7.6.1, and those named in `Connection`) are
+//! removed both ways, `Via` and `X-Forwarded-For` added. A connect failure
+//! or a response head later than `timeouts.upstream_response_ms` marks the
+//! upstream down; a request without a body is then retried on the next
+//! upstream (nothing was sent), else answered 502 (connect, other errors)
+//! or 504 (timeout). Every failure is counted, by kind. Upgrades
+//! (WebSocket) are not forwarded: `Upgrade` is hop-by-hop and removed.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use serde::Serialize;
+
+use super::config::ProxyConfig;
+use super::metrics::{Failure, ProxyMetrics, UpstreamLabel};
+use super::sbac::{rejection, Sbac, Verdict};
+use super::upstream::Upstreams;
+use super::utilization::{parse_orca, InFlight, OrcaReports};
+use crate::daemon::LogFile;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type UpstreamBody = BoxBody<Bytes, BoxError>;
+
+/// How long the accept loop waits after `accept` failed (e.g. `EMFILE`).
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// Longest request target written to the access log.
+const MAX_LOGGED_TARGET: usize = 512;
+
+/// What a reload may change: everything but the listener, the workers, the
+/// metrics address and whether (and which) SBAC runs.
+pub struct Settings {
+    pub config: ProxyConfig,
+    pub upstreams: Upstreams,
+    pub client: Client<HttpConnector, UpstreamBody>,
+    pub sbac: Option<Arc<Sbac>>,
+    pub orca: OrcaReports,
+    pub connections: Arc<tokio::sync::Semaphore>,
+}
+
+impl Settings {
+    /// Must be called inside the runtime (the pool's timer).
+    pub fn new(config: ProxyConfig, sbac: Option<Arc<Sbac>>) -> Settings {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_millis(config.timeouts.connect_ms)));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(config.limits.upstream_idle_connections)
+            .build(connector);
+        Settings {
+            upstreams: Upstreams::new(
+                config.upstreams.clone(),
+                Duration::from_millis(config.timeouts.upstream_down_ms),
+            ),
+            orca: OrcaReports::new(config.upstreams.len()),
+            connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),
+            client,
+            sbac,
+            config,
+        }
+    }
+}
+
+/// What every connection shares.
+pub struct Shared {
+    pub settings: RwLock<Arc<Settings>>,
+    pub metrics: Arc<ProxyMetrics>,
+    pub in_flight: InFlight,
+    pub access_log: Mutex<Option<LogFile>>,
+    pub sampler: Mutex<super::utilization::Sampler>,
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Shared {
+    pub fn settings(&self) -> Arc<Settings> {
+        match self.settings.read() {
+            Ok(s) => Arc::clone(&s),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    fn log(&self, line: &AccessLine) {
+        let Ok(mut log) = self.access_log.lock() else {
+            return;
+        };
+        let Some(log) = log.as_mut() else {
+            return;
+        };
+        let written = serde_json::to_vec(line)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| log.write_line(&bytes));
+        if written.is_err() {
+            self.metrics.access_log_errors.inc();
+        }
+    }
+}
+
+/// One line of the access log.
+#[derive(Clone, Debug, Serialize)]
+struct AccessLine {
+    /// Seconds since the Unix epoch.
+    ts: f64,
+    client: String,
+    method: String,
+    target: String,
+    status: u16,
+    upstream: Option<String>,
+    session: Option<String>,
+    verdict: &'static str,
+    outcome: &'static str,
+    duration_us: u64,
+}
+
+/// The accept loop: until `stop` turns true.
+pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let mut stop = shared.stop.clone();
+    let mut reported_accept_error = false;
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                reported_accept_error = false;
+                a
+            }
+            Err(e) => {
+                if !reported_accept_error {
+                    eprintln!("vantage proxy: accept: {e}; retrying");
+                    reported_accept_error = true;
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        let settings = shared.settings();
+        let Ok(permit) = Arc::clone(&settings.connections).try_acquire_owned() else {
+            shared.metrics.connections_refused.inc();
+            if let Some(sbac) = &settings.sbac {
+                sbac.counts
+                    .refused_connections
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            shared.metrics.connections_open.inc();
+            connection(stream, peer, &shared, &settings).await;
+            shared.metrics.connections_open.dec();
+            drop(permit);
+        });
+    }
+}
+
+/// A client connection's activity, for the idle timeout.
+#[derive(Debug)]
+struct Activity {
+    /// Requests whose response has not been sent completely.
+    active: AtomicUsize,
+    /// When the last request began or the last response ended (ms since
+    /// the connection opened).
+    last_ms: AtomicU64,
+    opened: Instant,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms
+            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Option<Duration> {
+        (self.active.load(Ordering::Relaxed) == 0).then(|| {
+            self.opened
+                .elapsed()
+                .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+        })
+    }
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    settings: &Settings,
+) {
+    let limits = settings.config.limits;
+    let timeouts = settings.config.timeouts;
+    let activity = Arc::new(Activity {
+        active: AtomicUsize::new(0),
+        last_ms: AtomicU64::new(0),
+        opened: Instant::now(),
+    });
+    let service_shared = Arc::clone(shared);
+    let service_activity = Arc::clone(&activity);
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let shared = Arc::clone(&service_shared);
+        let activity = Arc::clone(&service_activity);
+        activity.active.fetch_add(1, Ordering::Relaxed);
+        activity.touch();
+        async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(timeouts.request_headers_ms))
+        .max_buf_size(limits.max_header_bytes)
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let idle_timeout = Duration::from_millis(timeouts.idle_ms);
+    let grace = Duration::from_millis(timeouts.request_headers_ms);
+    let check = idle_timeout.min(Duration::from_millis(250));
+    let mut stop = shared.stop.clone();
+    let mut closing: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stop.wait_for(|s| *s), if closing.is_none() => {
+                conn.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
+            }
+            _ = tokio::time::sleep(check) => {
+                match closing {
+                    // A peer that ignores the close gets dropped.
+                    Some(since) => if since.elapsed() >= grace && activity.idle_for().is_some() {
+                        return;
+                    },
+                    None => if activity.idle_for().is_some_and(|idle| idle >= idle_timeout) {
+                        conn.as_mut().graceful_shutdown();
+                        closing = Some(Instant::now());
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Header names that belong to one connection (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove("proxy-authenticate");
+}
+
+fn add_via(headers: &mut HeaderMap, version: hyper::Version) {
+    let via = match version {
+        hyper::Version::HTTP_10 => "1.0 vantage",
+        hyper::Version::HTTP_2 => "2 vantage",
+        _ => "1.1 vantage",
+    };
+    headers.append(hyper::header::VIA, HeaderValue::from_static(via));
+}
+
+/// What happens when a response has been sent (or abandoned).
+struct Completion {
+    shared: Arc<Shared>,
+    settings: Arc<Settings>,
+    activity: Arc<Activity>,
+    /// Leaves the in-flight count when done (an upstream was reached).
+    upstream: Option<usize>,
+    session: Option<u64>,
+    line: AccessLine,
+    started: Instant,
+    /// A failure already counted (5xx, 502, …): the response is not "ok".
+    failed: bool,
+}
+
+impl Completion {
+    fn finish(mut self, body_failure: Option<Failure>) {
+        let failure = body_failure.filter(|_| !self.failed);
+        if let Some(failure) = failure {
+            self.shared.metrics.count_failure(failure);
+            if let Some(sbac) = &self.settings.sbac {
+                sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+            }
+            self.line.outcome = failure.name();
+        }
+        let ok = !self.failed && failure.is_none();
+        if self.upstream.is_some() {
+            self.shared.in_flight.leave();
+        }
+        if let (Some(sbac), Some(session)) = (&self.settings.sbac, self.session) {
+            sbac.on_response(session, ok);
+        }
+        self.line.duration_us = self.started.elapsed().as_micros() as u64;
+        self.shared.log(&self.line);
+        self.activity.active.fetch_sub(1, Ordering::Relaxed);
+        self.activity.touch();
+    }
+}
+
+/// The response body to the client: streams `inner` and, when it ends or
+/// is dropped, completes the request (a body dropped before its end is a
+/// client gone before the response).
+pub struct Tracked {
+    inner: UpstreamBody,
+    completion: Option<Completion>,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some(c) = self.completion.take() {
+                    c.finish(None);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => {
+                if let Some(c) = self.completion.take() {
+                    c.finish(Some(Failure::UpstreamError));
+                }
+            }
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Some(c) = self.completion.take() {
+            let gone = (!self.inner.is_end_stream()).then_some(Failure::ClientGone);
+            c.finish(gone);
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> UpstreamBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+fn local(status: StatusCode, text: &'static str) -> Response<UpstreamBody> {
+    let mut response = Response::new(full(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn wall_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn is_body_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    activity: Arc<Activity>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Tracked> {
+    let settings = shared.settings();
+    let started = Instant::now();
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let mut line = AccessLine {
+        ts: wall_seconds(),
+        client: peer.ip().to_string(),
+        method: request.method().as_str().chars().take(32).collect(),
+        target: target.chars().take(MAX_LOGGED_TARGET).collect(),
+        status: 0,
+        upstream: None,
+        session: None,
+        verdict: "none",
+        outcome: "ok",
+        duration_us: 0,
+    };
+    let mut completion = Completion {
+        shared: Arc::clone(&shared),
+        settings: Arc::clone(&settings),
+        activity,
+        upstream: None,
+        session: None,
+        line: line.clone(),
+        started,
+        failed: false,
+    };
+
+    // Admission.
+    let mut set_cookie = None;
+    if let Some(sbac) = &settings.sbac {
+        let verdict = sbac.on_request(sbac.find_cookie(request.headers()));
+        line.verdict = verdict.name();
+        match verdict {
+            Verdict::Pass {
+                session_id,
+                new_session,
+                set_cookie: cookie,
+                refused_token,
+            } => {
+                if new_session {
+                    shared.metrics.sessions_admitted.inc();
+                }
+                if let Some(why) = &refused_token {
+                    shared.metrics.count_token_refused(why);
+                }
+                completion.session = Some(session_id);
+                line.session = Some(format!("{session_id:016x}"));
+                set_cookie = HeaderValue::from_str(&cookie).ok();
+            }
+            Verdict::Reject { refused_token } => {
+                shared.metrics.sessions_rejected.inc();
+                if let Some(why) = &refused_token {
+                    shared.metrics.count_token_refused(why);
+                }
+                let sbac_config = settings.config.sbac.as_ref();
+                let response = match sbac_config {
+                    Some(c) => rejection(&c.reject, c.retry_after_s).map(full),
+                    None => local(StatusCode::SERVICE_UNAVAILABLE, "busy\n"),
+                };
+                return respond(completion, line, response);
+            }
+        }
+    }
+
+    // A declared body over the limit: refused before anything is sent.
+    let max_body = settings.config.limits.max_body_bytes;
+    if request.body().size_hint().lower() > max_body {
+        return respond(
+            completion,
+            line,
+            local(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+        );
+    }
+
+    let (mut parts, body) = request.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    add_via(&mut parts.headers, parts.version);
+    let peer_ip = peer.ip().to_string();
+    let forwarded = match parts
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(earlier) => format!("{earlier}, {peer_ip}"),
+        None => peer_ip,
+    };
+    if let Ok(v) = HeaderValue::from_str(&forwarded) {
+        parts.headers.insert("x-forwarded-for", v);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let retryable = body.is_end_stream();
+    let mut body = Some(Limited::new(body, max_body as usize).boxed());
+    let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
+    let mut tried: Vec<usize> = Vec::new();
+    loop {
+        let Some(index) = settings.upstreams.pick(&tried) else {
+            shared.metrics.count_failure(Failure::NoUpstream);
+            completion.failed = true;
+            line.outcome = Failure::NoUpstream.name();
+            return respond(
+                completion,
+                line,
+                local(StatusCode::BAD_GATEWAY, "no upstream\n"),
+            );
+        };
+        tried.push(index);
+        let address = settings.upstreams.address(index);
+        line.upstream = Some(address.to_string());
+        let uri = match format!("http://{address}{path}").parse::<hyper::Uri>() {
+            Ok(uri) => uri,
+            Err(_) => {
+                return respond(
+                    completion,
+                    line,
+                    local(StatusCode::BAD_REQUEST, "bad request target\n"),
+                )
+            }
+        };
+        let mut upstream_request = Request::new(match body.take() {
+            Some(b) => b,
+            None => full(Bytes::new()),
+        });
+        *upstream_request.method_mut() = parts.method.clone();
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.version_mut() = hyper::Version::HTTP_11;
+        *upstream_request.headers_mut() = parts.headers.clone();
+        shared.in_flight.enter();
+        let sent = Instant::now();
+        let result =
+            tokio::time::timeout(upstream_timeout, settings.client.request(upstream_request)).await;
+        let failure = match result {
+            Ok(Ok(mut response)) => {
+                settings.upstreams.mark_up(index);
+                shared
+                    .metrics
+                    .upstream_latency
+                    .get_or_create(&UpstreamLabel {
+                        upstream: address.to_string(),
+                    })
+                    .observe(sent.elapsed().as_secs_f64());
+                if let Some(report) = response.headers().get("endpoint-load-metrics") {
+                    match report.to_str().ok().and_then(parse_orca) {
+                        Some(value) => settings.orca.record(index, value),
+                        None => {
+                            shared.metrics.orca_ignored.inc();
+                        }
+                    }
+                }
+                if response.status().is_server_error() {
+                    shared.metrics.count_failure(Failure::Upstream5xx);
+                    if let Some(sbac) = &settings.sbac {
+                        sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+                    }
+                    completion.failed = true;
+                    line.outcome = Failure::Upstream5xx.name();
+                }
+                strip_hop_by_hop(response.headers_mut());
+                let version = response.version();
+                add_via(response.headers_mut(), version);
+                if let Some(cookie) = set_cookie {
+                    response
+                        .headers_mut()
+                        .append(hyper::header::SET_COOKIE, cookie);
+                }
+                completion.upstream = Some(index);
+                return respond(
+                    completion,
+                    line,
+                    response.map(|b| b.map_err(BoxError::from).boxed()),
+                );
+            }
+            Ok(Err(error)) if error.is_connect() => {
+                settings.upstreams.mark_down(index);
+                Failure::Connect
+            }
+            Ok(Err(error)) if is_body_limit(&error) => {
+                shared.in_flight.leave();
+                return respond(
+                    completion,
+                    line,
+                    local(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+                );
+            }
+            Ok(Err(_)) => Failure::UpstreamError,
+            Err(_elapsed) => {
+                settings.upstreams.mark_down(index);
+                Failure::Timeout
+            }
+        };
+        shared.in_flight.leave();
+        shared.metrics.count_failure(failure);
+        if let Some(sbac) = &settings.sbac {
+            sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        let retry =
+            failure == Failure::Connect && retryable && tried.len() < settings.upstreams.len();
+        if retry {
+            continue;
+        }
+        completion.failed = true;
+        line.outcome = failure.name();
+        let response = match failure {
+            Failure::Timeout => local(StatusCode::GATEWAY_TIMEOUT, "upstream timed out\n"),
+            _ => local(StatusCode::BAD_GATEWAY, "upstream failed\n"),
+        };
+        return respond(completion, line, response);
+    }
+}
+
+/// Counts the status, fills the log line and wraps the body so the request
+/// completes when it has been sent.
+fn respond(
+    mut completion: Completion,
+    mut line: AccessLine,
+    response: Response<UpstreamBody>,
+) -> Response<Tracked> {
+    line.status = response.status().as_u16();
+    completion.shared.metrics.count_status(line.status);
+    completion.line = line;
+    response.map(|inner| Tracked {
+        inner,
+        completion: Some(completion),
+    })
+}
