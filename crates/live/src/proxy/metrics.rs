@@ -20,7 +20,7 @@
 //! | `vantage_proxy_controller_admitting` | gauge | 1 while new sessions are admitted |
 //! | `vantage_proxy_controller_predicted_utilization` | gauge | f_ac(i+1) (stable, responsive, hybrid) |
 //! | `vantage_proxy_controller_weight` | gauge | k (stable, responsive, hybrid) |
-//! | `vantage_proxy_controller_quota` | gauge | new sessions left this interval (predictive) |
+//! | `vantage_proxy_controller_quota` | gauge | new sessions left this interval (predictive; 0 until the first interval ended) |
 //! | `vantage_proxy_reloads_total{result="ok"\|"refused"}` | counter | configuration reloads |
 //! | `vantage_proxy_access_log_errors_total` | counter | access-log lines that could not be written |
 //! | `vantage_metrics_*`, `vantage_build_info`, `process_*` | | the endpoint and the process ([`crate::metrics`]) |
@@ -37,6 +37,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use vantage_core::admission::session::{Decision, TokenError};
+
+use super::config::Strategy;
 
 use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
 
@@ -128,9 +130,10 @@ pub struct ProxyMetrics {
 }
 
 impl ProxyMetrics {
-    /// Registers everything; the controller gauges only when `sbac` is on
-    /// (and then those of its strategy, set by [`ProxyMetrics::set_decision`]).
-    pub fn new(sbac: Option<&Decision>) -> ProxyMetrics {
+    /// Registers everything; the session metrics only when SBAC runs, and
+    /// the controller gauges of its strategy (set by
+    /// [`ProxyMetrics::set_decision`]).
+    pub fn new(sbac: Option<Strategy>) -> ProxyMetrics {
         let mut registry = Registry::default();
         let m = ProxyMetrics {
             registry: Registry::default(),
@@ -207,7 +210,8 @@ impl ProxyMetrics {
             "endpoint-load-metrics headers without a usable cpu_utilization",
             m.orca_ignored.clone(),
         );
-        if let Some(decision) = sbac {
+        if let Some(strategy) = sbac {
+            let ewma = strategy != Strategy::Predictive;
             registry.register(
                 "vantage_proxy_sessions_admitted",
                 "New sessions admitted",
@@ -243,21 +247,21 @@ impl ProxyMetrics {
                 "1 while new sessions are admitted",
                 m.admitting.clone(),
             );
-            if decision.predicted_utilization.is_some() {
+            if ewma {
                 registry.register(
                     "vantage_proxy_controller_predicted_utilization",
                     "Predicted utilization of the next interval",
                     m.predicted_utilization.clone(),
                 );
             }
-            if decision.weight.is_some() {
+            if ewma {
                 registry.register(
                     "vantage_proxy_controller_weight",
                     "The ac-weight k in force",
                     m.weight.clone(),
                 );
             }
-            if decision.quota.is_some() {
+            if !ewma {
                 registry.register(
                     "vantage_proxy_controller_quota",
                     "New sessions still allowed in this interval",

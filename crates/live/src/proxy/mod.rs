@@ -119,9 +119,7 @@ impl Proxy {
             .as_ref()
             .map(|c| Sbac::new(c).map(Arc::new))
             .transpose()?;
-        let metrics = Arc::new(ProxyMetrics::new(
-            sbac.as_ref().map(|s| s.decision()).as_ref(),
-        ));
+        let metrics = Arc::new(ProxyMetrics::new(config.sbac.as_ref().map(|s| s.strategy)));
         if let Some(s) = &sbac {
             metrics.set_decision(&s.decision());
         }

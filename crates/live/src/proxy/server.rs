@@ -6,9 +6,14 @@
 //! line and headers together); a connection with no request in progress for
 //! `timeouts.idle_ms` is closed; at most `limits.max_connections` are open,
 //! excess ones are closed as they are accepted and counted. Framing is
-//! hyper's parser: a request with both `Content-Length` and
-//! `Transfer-Encoding`, differing `Content-Length`s, an obs-folded header
-//! or a bare LF is refused with 400 and never forwarded.
+//! hyper's parser: differing `Content-Length`s, an obs-folded header, a
+//! `Transfer-Encoding` whose last coding is not chunked are refused with
+//! 400 and never forwarded. Departure from a plain refusal: a request with
+//! both `Content-Length` and `Transfer-Encoding` is read by the chunked
+//! framing alone, its `Content-Length` dropped, and the connection closed
+//! after the response (RFC 9112 §6.1, as hyper does); a bare LF line end
+//! is read as CRLF. Either way what is forwarded is hyper's own re-framed
+//! request, so the backend reads exactly what the proxy read.
 //!
 //! Upstream side: hyper-util's pooled client; bodies stream both ways (the
 //! request body is cut at `limits.max_body_bytes` while streaming, a
@@ -514,6 +519,9 @@ async fn handle(
 
     let (mut parts, body) = request.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // The upstream request is framed by hyper from the body it streams
+    // (its exact length when known, else chunked), never from a header.
+    parts.headers.remove(hyper::header::CONTENT_LENGTH);
     add_via(&mut parts.headers, parts.version);
     let peer_ip = peer.ip().to_string();
     let forwarded = match parts
