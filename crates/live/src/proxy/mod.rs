@@ -222,7 +222,8 @@ impl Proxy {
     fn apply(&self, config: ProxyConfig) -> Result<(), ProxyError> {
         let old = self.shared.settings();
         let before = &old.config;
-        if config.listen != before.listen {
+        // The running listener: as configured, or as bound (port 0).
+        if config.listen != before.listen && config.listen != self.address {
             return Err(ProxyError::NeedsRestart { key: "listen" });
         }
         if config.workers != before.workers {
@@ -270,6 +271,9 @@ impl Proxy {
             if let Ok(mut l) = self.shared.access_log.lock() {
                 *l = log;
             }
+        }
+        if let Some(sbac) = &settings.sbac {
+            self.shared.metrics.set_decision(&sbac.decision());
         }
         match self.shared.settings.write() {
             Ok(mut s) => *s = Arc::new(settings),
