@@ -265,7 +265,7 @@ fn millis(c: &Checker, key: &str, value: Option<f64>, default: u64) -> Result<u6
 
 fn hex_key(c: &Checker, key: &str, text: &str) -> Result<Vec<u8>, ConfigError> {
     let bad = |why: &str| c.fail(key, why.to_string());
-    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad("must be an even number of hex digits"));
     }
     let bytes: Vec<u8> = (0..text.len())

@@ -57,7 +57,7 @@ impl Upstreams {
         for i in candidates {
             match down[i] {
                 Some(until) if until > now => {
-                    if fallback.map_or(true, |(_, t)| until < t) {
+                    if fallback.is_none_or(|(_, t)| until < t) {
                         fallback = Some((i, until));
                     }
                 }

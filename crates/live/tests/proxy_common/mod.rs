@@ -15,11 +15,13 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+/// One request a backend saw: method, path and query, headers, body.
+pub type Received = (String, String, hyper::HeaderMap, Vec<u8>);
+
 /// What one backend saw.
 #[derive(Debug, Default)]
 pub struct Seen {
-    /// (method, path and query, headers, body) of each request.
-    pub requests: Mutex<Vec<(String, String, hyper::HeaderMap, Vec<u8>)>>,
+    pub requests: Mutex<Vec<Received>>,
     pub connections: AtomicUsize,
 }
 
