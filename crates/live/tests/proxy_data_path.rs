@@ -431,3 +431,68 @@ fn the_metrics_pass_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn curl_gets_answers_over_http_1_1_and_h2c() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped curl_gets_answers_over_http_1_1_and_h2c: curl is not installed");
+        return;
+    }
+    let backend = Backend::start("b");
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        "[utilization]\nconcurrency = 4\n",
+    ))
+    .unwrap();
+    let url = format!("http://{}/hello", proxy.address());
+    let echo = format!("http://{}/echo", proxy.address());
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2-prior-knowledge", "2")] {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                flag,
+                "-w",
+                "\n%{http_version} %{http_code}",
+            ])
+            .arg(&url)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text,
+            format!("hello from b\n{version} 200"),
+            "{flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                flag,
+                "--data-binary",
+                "a streamed body",
+            ])
+            .arg(&echo)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a streamed body",
+            "{flag}"
+        );
+    }
+    let requests = backend.seen.requests.lock().unwrap();
+    // The HTTP/2 requests reached the backend with a Host from :authority.
+    let host = proxy.address().to_string();
+    assert!(requests
+        .iter()
+        .all(|(_, _, h, _)| h["host"] == host.as_str()));
+    assert!(requests.iter().any(|(_, _, h, _)| h["via"] == "2 vantage"));
+}

@@ -1,6 +1,9 @@
-//! The data path: hyper 1.x HTTP/1.1 on both sides, on tokio.
+//! The data path: hyper 1.x on tokio; HTTP/1.1 or HTTP/2 without TLS
+//! (h2c, prior knowledge; hyper-util's auto builder) to clients, HTTP/1.1
+//! to upstreams.
 //!
-//! Client side: keep-alive; the request head must arrive within
+//! Client side: keep-alive; at most 128 concurrent HTTP/2 streams per
+//! connection and an HTTP/2 header list of at most `limits.max_header_bytes`; the request head must arrive within
 //! `timeouts.request_headers_ms` (hyper's `header_read_timeout`: slowloris)
 //! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
 //! line and headers together); a connection with no request in progress for
@@ -57,6 +60,8 @@ type UpstreamBody = BoxBody<Bytes, BoxError>;
 
 /// How long the accept loop waits after `accept` failed (e.g. `EMFILE`).
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// Streams one HTTP/2 client may have open at once.
+const MAX_STREAMS: u32 = 128;
 /// Longest request target written to the access log.
 const MAX_LOGGED_TARGET: usize = 512;
 
@@ -239,12 +244,19 @@ async fn connection(
         activity.touch();
         async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(timeouts.request_headers_ms))
         .max_buf_size(limits.max_header_bytes)
         .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .keep_alive_interval(Some(Duration::from_secs(20)));
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let idle_timeout = Duration::from_millis(timeouts.idle_ms);
@@ -519,6 +531,17 @@ async fn handle(
 
     let (mut parts, body) = request.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // HTTP/2 carries the host in `:authority`; HTTP/1.1 upstreams need
+    // `Host`.
+    if !parts.headers.contains_key(hyper::header::HOST) {
+        if let Some(host) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(hyper::header::HOST, host);
+        }
+    }
     // The upstream request is framed by hyper from the body it streams
     // (its exact length when known, else chunked), never from a header.
     parts.headers.remove(hyper::header::CONTENT_LENGTH);
