@@ -140,3 +140,108 @@ fn the_systemd_unit_verifies() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Set in the child process of the descriptor test.
+const CHILD: &str = "VANTAGE_PROXY_TEST_FD_CHILD";
+
+/// In the child only (`CHILD` set): lowers `RLIMIT_NOFILE` to 1024, runs a
+/// proxy allowing 100,000 connections, writes its address to the file
+/// `CHILD` names and serves until killed. A no-op in a normal test run.
+#[test]
+fn child_proxy_under_1024_descriptors() {
+    let Some(out) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    let backend = Backend::start("b");
+    let proxy = vantage_live::proxy::Proxy::start(config(
+        &[backend.address],
+        "[utilization]\nconcurrency = 4\n[limits]\nmax_connections = 100000\n[timeouts]\nidle_ms = 600000\n",
+    ))
+    .unwrap();
+    std::fs::write(&out, proxy.address().to_string()).unwrap();
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn thousands_of_idle_connections_under_a_1024_descriptor_limit() {
+    // This process opens the idle connections: it needs more descriptors
+    // than the child has.
+    let mut ours = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct they are given.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut ours) };
+    ours.rlim_cur = ours.rlim_max.min(8192);
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &ours) };
+    if ours.rlim_cur < 4096 {
+        eprintln!(
+            "skipped: this process may open only {} descriptors",
+            ours.rlim_cur
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vantage-proxy-fd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let address_file = dir.join("address");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_proxy_under_1024_descriptors",
+            "--nocapture",
+        ])
+        .env(CHILD, &address_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ok = eventually(|| {
+        address_file.exists() && std::fs::read_to_string(&address_file).is_ok_and(|t| !t.is_empty())
+    });
+    let result = std::panic::catch_unwind(|| {
+        assert!(ok, "the child proxy never started");
+        let address: std::net::SocketAddr = std::fs::read_to_string(&address_file)
+            .unwrap()
+            .parse()
+            .unwrap();
+        // 3000 idle connections: far more than 1024 descriptors.
+        let idle: Vec<_> = (0..3000)
+            .filter_map(|_| std::net::TcpStream::connect(address).ok())
+            .collect();
+        assert!(idle.len() > 1024, "only {} connects", idle.len());
+        // The proxy keeps serving a real client: connections are capped
+        // below the descriptor limit (448 here) and idle ones make room.
+        std::thread::sleep(Duration::from_millis(500));
+        let served = eventually(|| {
+            let Ok(mut s) = std::net::TcpStream::connect(address) else {
+                return false;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            exchange(
+                &mut s,
+                b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .is_some_and(|r| r.status == 200)
+        });
+        drop(idle);
+        assert!(served, "the proxy stopped serving under the idle flood");
+    });
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(panic) = result {
+        eprintln!("child stderr: {stderr}");
+        std::panic::resume_unwind(panic);
+    }
+    assert!(
+        stderr.contains("serving at most 448 connections"),
+        "no warning about the lowered cap: {stderr}"
+    );
+}

@@ -351,19 +351,21 @@ fn slowloris_is_closed_by_the_header_timeout() {
 }
 
 #[test]
-fn the_connection_cap_closes_excess_connections() {
+fn the_connection_cap_evicts_idle_connections_then_refuses() {
     let backend = Backend::start("b");
     let proxy = Proxy::start(config(
         &[backend.address],
         "[utilization]\nconcurrency = 4\n[limits]\nmax_connections = 2\n",
     ))
     .unwrap();
+    // Two connections with a request in progress (the backend answers
+    // /slow after 3 s): neither can be evicted.
     let mut held: Vec<_> = (0..2).map(|_| connect(proxy.address())).collect();
-    // Both are served (keep-alive), so both are open at the proxy.
     for s in held.iter_mut() {
-        let reply = exchange(s, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        assert_eq!(reply.status, 200);
+        s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
     }
+    assert!(eventually(|| backend.seen.count() == 2));
     let mut third = connect(proxy.address());
     let _ = third.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(closed(&mut third), "the third connection is closed at once");
@@ -371,12 +373,27 @@ fn the_connection_cap_closes_excess_connections() {
         metric(&proxy, "vantage_proxy_connections_refused_total"),
         1.0
     );
+    // Once answered, both are idle keep-alive connections: a new client
+    // takes the slot of one of them.
+    for s in held.iter_mut() {
+        assert_eq!(read_reply(s).unwrap().status, 200);
+    }
+    let reply = get(proxy.address(), "/", None);
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        metric(&proxy, "vantage_proxy_connections_evicted_total"),
+        1.0
+    );
+    let still_open = held
+        .iter_mut()
+        .filter_map(|s| exchange(s, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+        .count();
+    assert_eq!(still_open, 1, "exactly one idle connection was closed");
     drop(held);
     assert!(eventually(|| metric(
         &proxy,
         "vantage_proxy_connections_open"
     ) == 0.0));
-    assert_eq!(get(proxy.address(), "/", None).status, 200);
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! | `vantage_proxy_failures_total{kind}` | counter | `connect`, `timeout` (upstream response), `upstream_5xx`, `upstream_error`, `client_gone`, `body_too_large`, `no_upstream` |
 //! | `vantage_proxy_upstream_latency_seconds{upstream}` | histogram | request sent → response head received |
 //! | `vantage_proxy_connections_open` | gauge | client connections open |
-//! | `vantage_proxy_connections_refused_total` | counter | client connections closed at once (`limits.max_connections` open) |
+//! | `vantage_proxy_connections_refused_total` | counter | client connections closed at once (`limits.max_connections` open, none idle) |
+//! | `vantage_proxy_connections_evicted_total` | counter | idle client connections closed to make room for a new one |
 //! | `vantage_proxy_sessions_admitted_total` | counter | new sessions admitted |
 //! | `vantage_proxy_sessions_rejected_total` | counter | new sessions rejected (503 or redirect) |
 //! | `vantage_proxy_sessions_active` | gauge | sessions tracked as in progress |
@@ -112,6 +113,7 @@ pub struct ProxyMetrics {
     pub upstream_latency: Family<UpstreamLabel, Histogram, fn() -> Histogram>,
     pub connections_open: Gauge,
     pub connections_refused: Counter,
+    pub connections_evicted: Counter,
     pub sessions_admitted: Counter,
     pub sessions_rejected: Counter,
     pub sessions_active: Gauge,
@@ -143,6 +145,7 @@ impl ProxyMetrics {
             upstream_latency: Family::new_with_constructor(histogram),
             connections_open: Gauge::default(),
             connections_refused: Counter::default(),
+            connections_evicted: Counter::default(),
             sessions_admitted: Counter::default(),
             sessions_rejected: Counter::default(),
             sessions_active: Gauge::default(),
@@ -184,6 +187,11 @@ impl ProxyMetrics {
             "vantage_proxy_connections_refused",
             "Client connections closed at once because limits.max_connections were open",
             m.connections_refused.clone(),
+        );
+        registry.register(
+            "vantage_proxy_connections_evicted",
+            "Idle client connections closed to make room for a new one",
+            m.connections_evicted.clone(),
         );
         registry.register(
             "vantage_proxy_reloads",

@@ -123,6 +123,13 @@ impl Proxy {
         if let Some(s) = &sbac {
             metrics.set_decision(&s.decision());
         }
+        let budget = server::connection_budget(&config, daemon::descriptor_limit().ok());
+        if budget < config.limits.max_connections {
+            eprintln!(
+                "vantage proxy: serving at most {budget} connections at once, not limits.max_connections = {}: the descriptor limit (ulimit -n) allows no more",
+                config.limits.max_connections
+            );
+        }
         let sampler = Sampler::new(&config.utilization)?;
         let access_log = open_log(&config.access_log)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -137,6 +144,8 @@ impl Proxy {
             in_flight: Default::default(),
             access_log: Mutex::new(access_log),
             sampler: Mutex::new(sampler),
+            open: Mutex::new(Default::default()),
+            next_connection: Default::default(),
             stop: stop_rx,
         });
         let listener = {

@@ -7,8 +7,12 @@
 //! `timeouts.request_headers_ms` (hyper's `header_read_timeout`: slowloris)
 //! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
 //! line and headers together); a connection with no request in progress for
-//! `timeouts.idle_ms` is closed; at most `limits.max_connections` are open,
-//! excess ones are closed as they are accepted and counted. Framing is
+//! `timeouts.idle_ms` is closed, and so is one that sent no request head
+//! within the header timeout; at most `limits.max_connections` are open
+//! (lowered to what the descriptor limit allows, [`connection_budget`]):
+//! when full, the connection idle longest (no request in progress) is
+//! closed to make room, and only when none is idle is the new one closed
+//! at once; both are counted. Framing is
 //! hyper's parser: differing `Content-Length`s, an obs-folded header, a
 //! `Transfer-Encoding` whose last coding is not chunked are refused with
 //! 400 and never forwarded. Departure from a plain refusal: a request with
@@ -32,7 +36,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -60,6 +64,8 @@ type UpstreamBody = BoxBody<Bytes, BoxError>;
 
 /// How long the accept loop waits after `accept` failed (e.g. `EMFILE`).
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// How long a new connection waits for the slot of an evicted idle one.
+const EVICTION_WAIT: Duration = Duration::from_millis(50);
 /// Streams one HTTP/2 client may have open at once.
 const MAX_STREAMS: u32 = 128;
 /// Longest request target written to the access log.
@@ -93,12 +99,30 @@ impl Settings {
                 Duration::from_millis(config.timeouts.upstream_down_ms),
             ),
             orca: OrcaReports::new(config.upstreams.len()),
-            connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),
+            connections: Arc::new(tokio::sync::Semaphore::new(connection_budget(
+                &config,
+                crate::daemon::descriptor_limit().ok(),
+            ))),
             client,
             sbac,
             config,
         }
     }
+}
+
+/// Client connections served at once: `limits.max_connections`, lowered
+/// to what the descriptor limit allows — each client connection may hold
+/// an upstream connection too, the pool keeps idle ones, and 64 are left
+/// for everything else (logs, metrics, `/proc` reads). Past it, accepting
+/// would fail with `EMFILE` for everyone, upstream connects included.
+pub fn connection_budget(config: &ProxyConfig, descriptor_limit: Option<u64>) -> usize {
+    let configured = config.limits.max_connections;
+    let Some(limit) = descriptor_limit else {
+        return configured;
+    };
+    let pool = (config.limits.upstream_idle_connections * config.upstreams.len()) as u64;
+    let budget = (limit.saturating_sub(64 + pool) / 2).max(1);
+    configured.min(usize::try_from(budget).unwrap_or(usize::MAX))
 }
 
 /// What every connection shares.
@@ -108,10 +132,46 @@ pub struct Shared {
     pub in_flight: InFlight,
     pub access_log: Mutex<Option<LogFile>>,
     pub sampler: Mutex<super::utilization::Sampler>,
+    /// Open client connections (for eviction).
+    pub open: Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
+    pub next_connection: AtomicU64,
     pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Shared {
+    fn register(&self, activity: &Arc<Activity>) -> u64 {
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(id, Arc::clone(activity));
+        }
+        id
+    }
+
+    fn unregister(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&id);
+        }
+    }
+
+    /// Tells the open connection idle longest to close; whether there was
+    /// one.
+    fn evict_idlest(&self) -> bool {
+        let Ok(open) = self.open.lock() else {
+            return false;
+        };
+        let idlest = open
+            .values()
+            .filter_map(|a| a.idle_for().map(|idle| (idle, a)))
+            .max_by_key(|(idle, _)| *idle);
+        match idlest {
+            Some((_, activity)) => {
+                activity.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn settings(&self) -> Arc<Settings> {
         match self.settings.read() {
             Ok(s) => Arc::clone(&s),
@@ -175,7 +235,23 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             }
         };
         let settings = shared.settings();
-        let Ok(permit) = Arc::clone(&settings.connections).try_acquire_owned() else {
+        let permit = match Arc::clone(&settings.connections).try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            // Full: make room by closing the connection idle longest (none
+            // of its requests in progress), as nginx reuses keep-alive
+            // connections; refuse if none is idle.
+            Err(_) => match shared.evict_idlest() {
+                true => tokio::time::timeout(
+                    EVICTION_WAIT,
+                    Arc::clone(&settings.connections).acquire_owned(),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok),
+                false => None,
+            },
+        };
+        let Some(permit) = permit else {
             shared.metrics.connections_refused.inc();
             if let Some(sbac) = &settings.sbac {
                 sbac.counts
@@ -189,18 +265,31 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
-            connection(stream, peer, &shared, &settings).await;
+            let activity = Arc::new(Activity {
+                active: AtomicUsize::new(0),
+                requested: AtomicBool::new(false),
+                last_ms: AtomicU64::new(0),
+                opened: Instant::now(),
+                evict: tokio::sync::Notify::new(),
+            });
+            let id = shared.register(&activity);
+            connection(stream, peer, &shared, &settings, &activity).await;
+            shared.unregister(id);
             shared.metrics.connections_open.dec();
             drop(permit);
         });
     }
 }
 
-/// A client connection's activity, for the idle timeout.
+/// A client connection's activity, for the idle timeout and eviction.
 #[derive(Debug)]
-struct Activity {
+pub struct Activity {
     /// Requests whose response has not been sent completely.
     active: AtomicUsize,
+    /// Whether a request head has ever been read on it.
+    requested: AtomicBool,
+    /// Told to close (it was idle and a new connection needs its slot).
+    evict: tokio::sync::Notify,
     /// When the last request began or the last response ended (ms since
     /// the connection opened).
     last_ms: AtomicU64,
@@ -227,20 +316,17 @@ async fn connection(
     peer: SocketAddr,
     shared: &Arc<Shared>,
     settings: &Settings,
+    activity: &Arc<Activity>,
 ) {
     let limits = settings.config.limits;
     let timeouts = settings.config.timeouts;
-    let activity = Arc::new(Activity {
-        active: AtomicUsize::new(0),
-        last_ms: AtomicU64::new(0),
-        opened: Instant::now(),
-    });
     let service_shared = Arc::clone(shared);
-    let service_activity = Arc::clone(&activity);
+    let service_activity = Arc::clone(activity);
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let shared = Arc::clone(&service_shared);
         let activity = Arc::clone(&service_activity);
         activity.active.fetch_add(1, Ordering::Relaxed);
+        activity.requested.store(true, Ordering::Relaxed);
         activity.touch();
         async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
     });
@@ -261,7 +347,7 @@ async fn connection(
     tokio::pin!(conn);
     let idle_timeout = Duration::from_millis(timeouts.idle_ms);
     let grace = Duration::from_millis(timeouts.request_headers_ms);
-    let check = idle_timeout.min(Duration::from_millis(250));
+    let check = idle_timeout.min(grace).min(Duration::from_millis(250));
     let mut stop = shared.stop.clone();
     let mut closing: Option<Instant> = None;
     loop {
@@ -271,7 +357,20 @@ async fn connection(
                 conn.as_mut().graceful_shutdown();
                 closing = Some(Instant::now());
             }
+            _ = activity.evict.notified() => {
+                if activity.idle_for().is_some() {
+                    shared.metrics.connections_evicted.inc();
+                    return;
+                }
+            }
             _ = tokio::time::sleep(check) => {
+                // Never a request head within the header timeout (hyper's
+                // timer starts only once the protocol is known).
+                if !activity.requested.load(Ordering::Relaxed)
+                    && activity.opened.elapsed() >= grace
+                {
+                    return;
+                }
                 match closing {
                     // A peer that ignores the close gets dropped.
                     Some(since) => if since.elapsed() >= grace && activity.idle_for().is_some() {
