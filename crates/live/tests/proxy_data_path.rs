@@ -513,3 +513,23 @@ fn curl_gets_answers_over_http_1_1_and_h2c() {
         .all(|(_, _, h, _)| h["host"] == host.as_str()));
     assert!(requests.iter().any(|(_, _, h, _)| h["via"] == "2 vantage"));
 }
+
+#[test]
+fn a_client_gone_before_the_response_is_counted_and_leaves_nothing_in_flight() {
+    let slow = Backend::start("slow");
+    let proxy = Proxy::start(config(&[slow.address], "[utilization]\nconcurrency = 4\n")).unwrap();
+    let mut s = connect(proxy.address());
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(eventually(|| slow.seen.count() == 1));
+    drop(s);
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_failures_total{kind=\"client_gone\"}"
+    ) == 1.0));
+    // Nothing stays in flight: the occupancy falls back to zero.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(eventually(
+        || metric(&proxy, "vantage_proxy_utilization") == 0.0
+    ));
+}

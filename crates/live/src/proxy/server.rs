@@ -429,17 +429,21 @@ struct Completion {
     shared: Arc<Shared>,
     settings: Arc<Settings>,
     activity: Arc<Activity>,
-    /// Leaves the in-flight count when done (an upstream was reached).
-    upstream: Option<usize>,
+    /// Held while the upstream works on the request.
+    in_flight: Option<InFlightGuard>,
     session: Option<u64>,
     line: AccessLine,
     started: Instant,
     /// A failure already counted (5xx, 502, …): the response is not "ok".
     failed: bool,
+    done: bool,
 }
 
 impl Completion {
-    fn finish(mut self, body_failure: Option<Failure>) {
+    fn finish(&mut self, body_failure: Option<Failure>) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
         let failure = body_failure.filter(|_| !self.failed);
         if let Some(failure) = failure {
             self.shared.metrics.count_failure(failure);
@@ -449,9 +453,7 @@ impl Completion {
             self.line.outcome = failure.name();
         }
         let ok = !self.failed && failure.is_none();
-        if self.upstream.is_some() {
-            self.shared.in_flight.leave();
-        }
+        self.in_flight.take();
         if let (Some(sbac), Some(session)) = (&self.settings.sbac, self.session) {
             sbac.on_response(session, ok);
         }
@@ -459,6 +461,30 @@ impl Completion {
         self.shared.log(&self.line);
         self.activity.active.fetch_sub(1, Ordering::Relaxed);
         self.activity.touch();
+    }
+}
+
+impl Drop for Completion {
+    /// Dropped unfinished: the client went away before its response (the
+    /// connection closed while the upstream worked).
+    fn drop(&mut self) {
+        self.finish(Some(Failure::ClientGone));
+    }
+}
+
+/// One request at the upstreams, for the occupancy; left on drop.
+struct InFlightGuard(Arc<Shared>);
+
+impl InFlightGuard {
+    fn enter(shared: &Arc<Shared>) -> InFlightGuard {
+        shared.in_flight.enter();
+        InFlightGuard(Arc::clone(shared))
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.in_flight.leave();
     }
 }
 
@@ -481,12 +507,12 @@ impl Body for Tracked {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(None) => {
-                if let Some(c) = self.completion.take() {
+                if let Some(mut c) = self.completion.take() {
                     c.finish(None);
                 }
             }
             Poll::Ready(Some(Err(_))) => {
-                if let Some(c) = self.completion.take() {
+                if let Some(mut c) = self.completion.take() {
                     c.finish(Some(Failure::UpstreamError));
                 }
             }
@@ -506,7 +532,7 @@ impl Body for Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Some(c) = self.completion.take() {
+        if let Some(mut c) = self.completion.take() {
             let gone = (!self.inner.is_end_stream()).then_some(Failure::ClientGone);
             c.finish(gone);
         }
@@ -574,11 +600,12 @@ async fn handle(
         shared: Arc::clone(&shared),
         settings: Arc::clone(&settings),
         activity,
-        upstream: None,
+        in_flight: None,
         session: None,
         line: line.clone(),
         started,
         failed: false,
+        done: false,
     };
 
     // Admission.
@@ -698,7 +725,7 @@ async fn handle(
         *upstream_request.uri_mut() = uri;
         *upstream_request.version_mut() = hyper::Version::HTTP_11;
         *upstream_request.headers_mut() = parts.headers.clone();
-        shared.in_flight.enter();
+        let in_flight = InFlightGuard::enter(&shared);
         let sent = Instant::now();
         let result =
             tokio::time::timeout(upstream_timeout, settings.client.request(upstream_request)).await;
@@ -736,7 +763,7 @@ async fn handle(
                         .headers_mut()
                         .append(hyper::header::SET_COOKIE, cookie);
                 }
-                completion.upstream = Some(index);
+                completion.in_flight = Some(in_flight);
                 return respond(
                     completion,
                     line,
@@ -748,7 +775,7 @@ async fn handle(
                 Failure::Connect
             }
             Ok(Err(error)) if is_body_limit(&error) => {
-                shared.in_flight.leave();
+                drop(in_flight);
                 return respond(
                     completion,
                     line,
@@ -761,7 +788,7 @@ async fn handle(
                 Failure::Timeout
             }
         };
-        shared.in_flight.leave();
+        drop(in_flight);
         shared.metrics.count_failure(failure);
         if let Some(sbac) = &settings.sbac {
             sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
