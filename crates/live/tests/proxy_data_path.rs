@@ -533,3 +533,138 @@ fn a_client_gone_before_the_response_is_counted_and_leaves_nothing_in_flight() {
         || metric(&proxy, "vantage_proxy_utilization") == 0.0
     ));
 }
+
+/// A self-signed certificate for `localhost` (openssl), in `dir`.
+fn self_signed(
+    dir: &std::path::Path,
+    name: &str,
+) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .ok()?
+        .status
+        .success();
+    ok.then_some((cert, key))
+}
+
+fn curl_tls(port: u16, ca: &std::path::Path, flag: &str) -> (String, String) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            flag,
+            "-w",
+            "\n%{http_version} %{http_code}",
+        ])
+        .arg("--cacert")
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg(format!("https://localhost:{port}/hello"))
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn https_with_alpn_and_certificates_reloaded() {
+    let have = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("version")
+            .output()
+            .is_ok()
+    };
+    if !have("openssl")
+        || std::process::Command::new("curl")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipped https_with_alpn_and_certificates_reloaded: needs openssl and curl");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vantage-proxy-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = self_signed(&dir, "first").expect("openssl makes a certificate");
+    let (cert2, key2) = self_signed(&dir, "second").expect("openssl makes a certificate");
+    let backend = Backend::start("b");
+    let text = |cert: &std::path::Path, key: &std::path::Path| {
+        format!(
+            "[tls]\ncert = \"{}\"\nkey = \"{}\"\n[utilization]\nconcurrency = 4\n[sbac]\nstrategy = \"stable\"\nkeys = [\"{KEY}\"]\n",
+            cert.display(),
+            key.display()
+        )
+    };
+    let proxy = Proxy::start(config(&[backend.address], &text(&cert, &key))).unwrap();
+    let port = proxy.address().port();
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let (out, err) = curl_tls(port, &cert, flag);
+        assert_eq!(out, format!("hello from b\n{version} 200"), "{flag}: {err}");
+    }
+    // The session cookie is Secure over TLS.
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-D", "-", "-o", "/dev/null", "--cacert"])
+        .arg(&cert)
+        .arg("--resolve")
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg(format!("https://localhost:{port}/"))
+        .output()
+        .unwrap();
+    let headers = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(
+        headers.contains("set-cookie: vantage_session=") && headers.contains("; secure"),
+        "{headers}"
+    );
+    // Plain HTTP to the TLS port: a failed handshake, counted; still serving.
+    let reply = exchange(
+        &mut connect(proxy.address()),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(reply.is_none());
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_tls_handshakes_failed_total"
+    ) == 1.0));
+    // A reload naming a missing key is refused: the first certificate stays.
+    let mut broken = config(&[backend.address], &text(&cert2, &dir.join("missing.key")));
+    broken.listen = proxy.address();
+    assert!(proxy.reload(broken).is_err());
+    assert_eq!(curl_tls(port, &cert, "--http2").0, "hello from b\n2 200");
+    // A renewed certificate is served after a reload.
+    proxy
+        .reload(config(&[backend.address], &text(&cert2, &key2)))
+        .unwrap();
+    assert_eq!(curl_tls(port, &cert2, "--http2").0, "hello from b\n2 200");
+    let (out, _) = curl_tls(port, &cert, "--http2");
+    assert!(
+        !out.ends_with(" 200"),
+        "the old certificate is still served"
+    );
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,6 +8,9 @@
 //! workers = 1                       # tokio worker threads
 //! metrics_listen = "127.0.0.1:9465" # optional
 //! access_log = "proxy.jsonl"        # optional, JSON Lines
+//! [tls]                             # optional: HTTPS (ALPN h2, http/1.1); files read again on reload
+//! cert = "/etc/vantage/proxy.crt"   # PEM chain, leaf first
+//! key = "/etc/vantage/proxy.key"    # PEM private key
 //! [timeouts]
 //! connect_ms = 1000                 # upstream connect
 //! request_headers_ms = 5000         # the whole request head (slowloris)
@@ -86,6 +89,7 @@ struct RawFile {
     workers: Option<f64>,
     metrics_listen: Option<String>,
     access_log: Option<PathBuf>,
+    tls: Option<TlsConfig>,
     #[serde(default)]
     timeouts: RawTimeouts,
     #[serde(default)]
@@ -171,6 +175,14 @@ pub enum SourceKind {
     Pids,
 }
 
+/// `[tls]`: the certificate chain and key files (PEM).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 /// The validated `[timeouts]`, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Timeouts {
@@ -239,6 +251,7 @@ pub struct ProxyConfig {
     pub workers: usize,
     pub metrics_listen: Option<SocketAddr>,
     pub access_log: Option<PathBuf>,
+    pub tls: Option<TlsConfig>,
     pub timeouts: Timeouts,
     pub limits: Limits,
     pub utilization: UtilizationConfig,
@@ -334,6 +347,13 @@ impl ProxyConfig {
         {
             return Err(c.fail("access_log", "must be a file name, got \"\"".into()));
         }
+        if let Some(tls) = &raw.tls {
+            for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
+                if path.as_os_str().is_empty() {
+                    return Err(c.fail(key, "must be a file name, got \"\"".into()));
+                }
+            }
+        }
         let t = &raw.timeouts;
         let timeouts = Timeouts {
             connect_ms: millis(&c, "timeouts.connect_ms", t.connect_ms, 1000)?,
@@ -384,6 +404,7 @@ impl ProxyConfig {
             workers,
             metrics_listen,
             access_log: raw.access_log,
+            tls: raw.tls,
             timeouts,
             limits,
             utilization,

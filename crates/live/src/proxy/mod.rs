@@ -10,6 +10,7 @@
 //! * [`sbac`] — the admission layer and its per-interval driver;
 //! * [`utilization`] — the controllers' input: occupancy, ORCA, cgroup or
 //!   process CPU;
+//! * [`tls`] — HTTPS to clients (rustls, ALPN h2 and http/1.1);
 //! * [`metrics`] — the Prometheus families.
 //!
 //! [`Proxy`] is the library form (start, reload, reopen the log, stop);
@@ -21,6 +22,7 @@ pub mod config;
 pub mod metrics;
 pub mod sbac;
 pub mod server;
+pub mod tls;
 pub mod upstream;
 pub mod utilization;
 
@@ -58,6 +60,8 @@ pub enum ProxyError {
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
     Sbac(#[from] SbacError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     #[error("utilization: {0}")]
     Utilization(#[from] CgroupError),
     #[error("access log {}: {source}", path.display())]
@@ -136,7 +140,7 @@ impl Proxy {
         let metrics_listen = config.metrics_listen;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac)
+            Settings::new(config, sbac)?
         };
         let shared = Arc::new(Shared {
             settings: RwLock::new(Arc::new(settings)),
@@ -208,7 +212,7 @@ impl Proxy {
     /// Applies a new configuration to new connections and requests (open
     /// connections keep their limits). The listener, the workers, the
     /// metrics address and the SBAC strategy (on/off included) need a
-    /// restart; changed SBAC parameters start the controller afresh and
+    /// restart; the TLS certificate and key files are read again; changed SBAC parameters start the controller afresh and
     /// keep the sessions in progress (keys: rotation).
     pub fn reload(&self, config: ProxyConfig) -> Result<(), ProxyError> {
         let result = self.apply(config);
@@ -268,7 +272,7 @@ impl Proxy {
         })?;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac)
+            Settings::new(config, sbac)?
         };
         if let Some(mut sampler) = sampler {
             sampler.start();

@@ -55,6 +55,7 @@ use serde::Serialize;
 use super::config::ProxyConfig;
 use super::metrics::{Failure, ProxyMetrics, UpstreamLabel};
 use super::sbac::{rejection, Sbac, Verdict};
+use super::tls::TlsError;
 use super::upstream::Upstreams;
 use super::utilization::{parse_orca, InFlight, OrcaReports};
 use crate::daemon::LogFile;
@@ -80,11 +81,19 @@ pub struct Settings {
     pub sbac: Option<Arc<Sbac>>,
     pub orca: OrcaReports,
     pub connections: Arc<tokio::sync::Semaphore>,
+    /// TLS to clients (`[tls]`), its files read when these settings were
+    /// made.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Settings {
     /// Must be called inside the runtime (the pool's timer).
-    pub fn new(config: ProxyConfig, sbac: Option<Arc<Sbac>>) -> Settings {
+    pub fn new(config: ProxyConfig, sbac: Option<Arc<Sbac>>) -> Result<Settings, TlsError> {
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|t| super::tls::acceptor(&t.cert, &t.key))
+            .transpose()?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_millis(config.timeouts.connect_ms)));
         connector.set_nodelay(true);
@@ -93,7 +102,8 @@ impl Settings {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(config.limits.upstream_idle_connections)
             .build(connector);
-        Settings {
+        Ok(Settings {
+            tls,
             upstreams: Upstreams::new(
                 config.upstreams.clone(),
                 Duration::from_millis(config.timeouts.upstream_down_ms),
@@ -106,7 +116,7 @@ impl Settings {
             client,
             sbac,
             config,
-        }
+        })
     }
 }
 
@@ -273,7 +283,19 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 evict: tokio::sync::Notify::new(),
             });
             let id = shared.register(&activity);
-            connection(stream, peer, &shared, &settings, &activity).await;
+            match settings.tls.clone() {
+                None => connection(stream, peer, &shared, &settings, &activity).await,
+                Some(acceptor) => {
+                    let handshake =
+                        Duration::from_millis(settings.config.timeouts.request_headers_ms);
+                    match tokio::time::timeout(handshake, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => connection(tls, peer, &shared, &settings, &activity).await,
+                        _ => {
+                            shared.metrics.tls_handshakes_failed.inc();
+                        }
+                    }
+                }
+            }
             shared.unregister(id);
             shared.metrics.connections_open.dec();
             drop(permit);
@@ -311,13 +333,15 @@ impl Activity {
     }
 }
 
-async fn connection(
-    stream: tokio::net::TcpStream,
+async fn connection<I>(
+    stream: I,
     peer: SocketAddr,
     shared: &Arc<Shared>,
     settings: &Settings,
     activity: &Arc<Activity>,
-) {
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let limits = settings.config.limits;
     let timeouts = settings.config.timeouts;
     let service_shared = Arc::clone(shared);
@@ -628,7 +652,12 @@ async fn handle(
                 }
                 completion.session = Some(session_id);
                 line.session = Some(format!("{session_id:016x}"));
-                set_cookie = HeaderValue::from_str(&cookie).ok();
+                let secure = if settings.tls.is_some() {
+                    "; Secure"
+                } else {
+                    ""
+                };
+                set_cookie = HeaderValue::from_str(&format!("{cookie}{secure}")).ok();
             }
             Verdict::Reject { refused_token } => {
                 shared.metrics.sessions_rejected.inc();
