@@ -147,7 +147,11 @@ run() {
   lat=$(taskset -c 1 wrk "${lat_args[@]}" "http://$address/")
   p50=$(awk '$1 == "50%" { print $2 }' <<<"$lat")
   p99=$(awk '$1 == "99%" { print $2 }' <<<"$lat")
-  printf '%-22s %12s req/s  proxy CPU %4s %%  1-conn p50 %8s  p99 %8s  %s\n' "$name" "$rps" "$cpu" "$p50" "$p99" "$errors"
+  # CPU time the proxy spent per request, in µs: less sensitive to other
+  # work on the machine than the request rate.
+  local per_request=-
+  [ "$pid" != - ] && per_request=$(awk -v a="$before" -v b="$after" -v r="$rps" -v d="$duration" 'BEGIN { printf "%.1f", 1e6 * (b - a) / (r * d) }')
+  printf '%-22s %12s req/s  proxy CPU %4s %% (%5s us/request)  1-conn p50 %8s  p99 %8s  %s\n' "$name" "$rps" "$cpu" "$per_request" "$p50" "$p99" "$errors"
   echo "$name $rps $p50 $p99" >> "$work/results"
 }
 

@@ -30,6 +30,7 @@
 //! A controller gauge exists only for the strategies that have the
 //! quantity: a scrape never shows a made-up zero.
 
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -110,6 +111,8 @@ pub struct ProxyMetrics {
     registry: Registry,
     pub endpoint: EndpointCounters,
     pub requests: Family<ClassLabel, Counter>,
+    /// The 1xx … 5xx counters of `requests`, looked up once.
+    status_classes: [Counter; 5],
     pub failures: Family<KindLabel, Counter>,
     pub upstream_latency: Family<UpstreamLabel, Histogram, fn() -> Histogram>,
     pub connections_open: Gauge,
@@ -143,6 +146,7 @@ impl ProxyMetrics {
             registry: Registry::default(),
             endpoint: EndpointCounters::default(),
             requests: Family::default(),
+            status_classes: Default::default(),
             failures: Family::default(),
             upstream_latency: Family::new_with_constructor(histogram),
             connections_open: Gauge::default(),
@@ -297,7 +301,18 @@ impl ProxyMetrics {
         );
         register_build_info(&mut registry);
         registry.register_collector(Box::new(ProcessCollector));
-        ProxyMetrics { registry, ..m }
+        let status_classes = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
+            m.requests
+                .get_or_create(&ClassLabel {
+                    class: class.into(),
+                })
+                .clone()
+        });
+        ProxyMetrics {
+            registry,
+            status_classes,
+            ..m
+        }
     }
 
     pub fn encode(&self, format: Format) -> String {
@@ -305,8 +320,17 @@ impl ProxyMetrics {
     }
 
     pub fn count_status(&self, status: u16) {
-        let class = format!("{}xx", (status / 100).clamp(1, 5));
-        self.requests.get_or_create(&ClassLabel { class }).inc();
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.status_classes[class].inc();
+    }
+
+    /// The latency histogram of one upstream.
+    pub fn upstream_histogram(&self, upstream: SocketAddr) -> Histogram {
+        self.upstream_latency
+            .get_or_create(&UpstreamLabel {
+                upstream: upstream.to_string(),
+            })
+            .clone()
     }
 
     pub fn count_failure(&self, failure: Failure) {

@@ -140,12 +140,13 @@ impl Proxy {
         let metrics_listen = config.metrics_listen;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac)?
+            Settings::new(config, sbac, &metrics)?
         };
         let shared = Arc::new(Shared {
             settings: RwLock::new(Arc::new(settings)),
             metrics: Arc::clone(&metrics),
             in_flight: Default::default(),
+            logging: std::sync::atomic::AtomicBool::new(access_log.is_some()),
             access_log: Mutex::new(access_log),
             sampler: Mutex::new(sampler),
             open: Mutex::new(Default::default()),
@@ -272,7 +273,7 @@ impl Proxy {
         })?;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac)?
+            Settings::new(config, sbac, &self.shared.metrics)?
         };
         if let Some(mut sampler) = sampler {
             sampler.start();
@@ -282,6 +283,9 @@ impl Proxy {
         }
         if let Some(log) = log {
             if let Ok(mut l) = self.shared.access_log.lock() {
+                self.shared
+                    .logging
+                    .store(log.is_some(), std::sync::atomic::Ordering::Relaxed);
                 *l = log;
             }
         }

@@ -53,7 +53,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::Serialize;
 
 use super::config::ProxyConfig;
-use super::metrics::{Failure, ProxyMetrics, UpstreamLabel};
+use super::metrics::{Failure, ProxyMetrics};
 use super::sbac::{rejection, Sbac, Verdict};
 use super::tls::TlsError;
 use super::upstream::Upstreams;
@@ -84,11 +84,17 @@ pub struct Settings {
     /// TLS to clients (`[tls]`), its files read when these settings were
     /// made.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Each upstream's latency histogram.
+    pub latency: Vec<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl Settings {
     /// Must be called inside the runtime (the pool's timer).
-    pub fn new(config: ProxyConfig, sbac: Option<Arc<Sbac>>) -> Result<Settings, TlsError> {
+    pub fn new(
+        config: ProxyConfig,
+        sbac: Option<Arc<Sbac>>,
+        metrics: &ProxyMetrics,
+    ) -> Result<Settings, TlsError> {
         let tls = config
             .tls
             .as_ref()
@@ -104,6 +110,11 @@ impl Settings {
             .build(connector);
         Ok(Settings {
             tls,
+            latency: config
+                .upstreams
+                .iter()
+                .map(|u| metrics.upstream_histogram(*u))
+                .collect(),
             upstreams: Upstreams::new(
                 config.upstreams.clone(),
                 Duration::from_millis(config.timeouts.upstream_down_ms),
@@ -141,6 +152,8 @@ pub struct Shared {
     pub metrics: Arc<ProxyMetrics>,
     pub in_flight: InFlight,
     pub access_log: Mutex<Option<LogFile>>,
+    /// Whether `access_log` holds a file.
+    pub logging: AtomicBool,
     pub sampler: Mutex<super::utilization::Sampler>,
     /// Open client connections (for eviction).
     pub open: Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
@@ -196,6 +209,10 @@ impl Shared {
         let Some(log) = log.as_mut() else {
             return;
         };
+        if line.client.is_empty() {
+            // Made before the log was opened (a reload): nothing to write.
+            return;
+        }
         let written = serde_json::to_vec(line)
             .map_err(std::io::Error::other)
             .and_then(|bytes| log.write_line(&bytes));
@@ -206,7 +223,7 @@ impl Shared {
 }
 
 /// One line of the access log.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 struct AccessLine {
     /// Seconds since the Unix epoch.
     ts: f64,
@@ -608,25 +625,26 @@ async fn handle(
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
+    // The log line's strings are made only when there is a log.
+    let logging = shared.logging.load(Ordering::Relaxed);
     let mut line = AccessLine {
-        ts: wall_seconds(),
-        client: peer.ip().to_string(),
-        method: request.method().as_str().chars().take(32).collect(),
-        target: target.chars().take(MAX_LOGGED_TARGET).collect(),
-        status: 0,
-        upstream: None,
-        session: None,
         verdict: "none",
         outcome: "ok",
-        duration_us: 0,
+        ..AccessLine::default()
     };
+    if logging {
+        line.ts = wall_seconds();
+        line.client = peer.ip().to_string();
+        line.method = request.method().as_str().chars().take(32).collect();
+        line.target = target.chars().take(MAX_LOGGED_TARGET).collect();
+    }
     let mut completion = Completion {
         shared: Arc::clone(&shared),
         settings: Arc::clone(&settings),
         activity,
         in_flight: None,
         session: None,
-        line: line.clone(),
+        line: AccessLine::default(),
         started,
         failed: false,
         done: false,
@@ -651,7 +669,9 @@ async fn handle(
                     shared.metrics.count_token_refused(why);
                 }
                 completion.session = Some(session_id);
-                line.session = Some(format!("{session_id:016x}"));
+                if logging {
+                    line.session = Some(format!("{session_id:016x}"));
+                }
                 let secure = if settings.tls.is_some() {
                     "; Secure"
                 } else {
@@ -735,7 +755,9 @@ async fn handle(
         };
         tried.push(index);
         let address = settings.upstreams.address(index);
-        line.upstream = Some(address.to_string());
+        if logging {
+            line.upstream = Some(address.to_string());
+        }
         let uri = match format!("http://{address}{path}").parse::<hyper::Uri>() {
             Ok(uri) => uri,
             Err(_) => {
@@ -761,13 +783,7 @@ async fn handle(
         let failure = match result {
             Ok(Ok(mut response)) => {
                 settings.upstreams.mark_up(index);
-                shared
-                    .metrics
-                    .upstream_latency
-                    .get_or_create(&UpstreamLabel {
-                        upstream: address.to_string(),
-                    })
-                    .observe(sent.elapsed().as_secs_f64());
+                settings.latency[index].observe(sent.elapsed().as_secs_f64());
                 if let Some(report) = response.headers().get("endpoint-load-metrics") {
                     match report.to_str().ok().and_then(parse_orca) {
                         Some(value) => settings.orca.record(index, value),
