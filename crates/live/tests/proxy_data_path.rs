@@ -195,6 +195,11 @@ fn smuggling_attempts_are_refused() {
         b"GET / HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n b\r\n\r\n",
         &[400],
     );
+    // A tunnel request.
+    refused_and_not_forwarded(
+        b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n",
+        &[405, 400],
+    );
     // Transfer-Encoding whose last coding is not chunked.
     refused_and_not_forwarded(
         b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",

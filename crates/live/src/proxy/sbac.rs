@@ -295,13 +295,12 @@ impl Sbac {
 
     /// The verdict for a request carrying `cookie`.
     pub fn on_request(&self, cookie: Option<&str>) -> Verdict {
-        let Ok(mut state) = self.state.lock() else {
-            // A panic elsewhere poisoned the state: fail closed for new
-            // sessions but never for the data path as a whole.
-            return Verdict::Reject {
-                refused_token: None,
-            };
-        };
+        // The state stays consistent at every step, so a panic elsewhere
+        // while it was held (a poisoned lock) does not stop admission.
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Sbac::now(&mut state);
         let verdict = state.gate.on_request(now, cookie);
         let set_cookie = |token: &str| {

@@ -694,6 +694,15 @@ async fn handle(
         }
     }
 
+    // CONNECT (tunnels) is not a reverse proxy's business.
+    if request.method() == hyper::Method::CONNECT {
+        return respond(
+            completion,
+            line,
+            local(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served\n"),
+        );
+    }
+
     // A declared body over the limit: refused before anything is sent.
     let max_body = settings.config.limits.max_body_bytes;
     if request.body().size_hint().lower() > max_body {
