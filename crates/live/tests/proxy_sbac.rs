@@ -276,3 +276,35 @@ fn config_errors_name_file_line_and_key_and_a_bad_reload_keeps_the_old() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn aborted_requests_reach_hybrid_and_sessions_reach_predictive() {
+    let backend = Backend::start("b");
+    let text = |strategy: &str, extra: &str| {
+        format!(
+            "[utilization]\nconcurrency = 4\n[sbac]\nstrategy = \"{strategy}\"\ninterval_s = 0.05\nkeys = [\"{KEY}\"]\n{extra}"
+        )
+    };
+    // Hybrid: k starts at 0.1 and jumps to 1 after an interval with an
+    // aborted request (here an upstream 5xx), Section 11.
+    let proxy = Proxy::start(config(&[backend.address], &text("hybrid", ""))).unwrap();
+    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_weight") == 0.1));
+    assert_eq!(get(proxy.address(), "/", None).status, 200);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(metric(&proxy, "vantage_proxy_controller_weight"), 0.1, "no trouble yet");
+    assert_eq!(get(proxy.address(), "/error", None).status, 500);
+    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_weight") == 1.0));
+    drop(proxy);
+    // Predictive with a known capacity: the quota of new sessions follows
+    // Eq. 7 once sessions and their requests have been counted.
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &text("predictive", "capacity_requests_per_s = 1000\n"),
+    ))
+    .unwrap();
+    let cookie = cookie_of(&get(proxy.address(), "/", None));
+    for _ in 0..4 {
+        assert_eq!(get(proxy.address(), "/", Some(&cookie)).status, 200);
+    }
+    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_quota") > 0.0));
+}
