@@ -288,12 +288,22 @@ fn aborted_requests_reach_hybrid_and_sessions_reach_predictive() {
     // Hybrid: k starts at 0.1 and jumps to 1 after an interval with an
     // aborted request (here an upstream 5xx), Section 11.
     let proxy = Proxy::start(config(&[backend.address], &text("hybrid", ""))).unwrap();
-    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_weight") == 0.1));
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_controller_weight"
+    ) == 0.1));
     assert_eq!(get(proxy.address(), "/", None).status, 200);
     std::thread::sleep(Duration::from_millis(150));
-    assert_eq!(metric(&proxy, "vantage_proxy_controller_weight"), 0.1, "no trouble yet");
+    assert_eq!(
+        metric(&proxy, "vantage_proxy_controller_weight"),
+        0.1,
+        "no trouble yet"
+    );
     assert_eq!(get(proxy.address(), "/error", None).status, 500);
-    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_weight") == 1.0));
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_controller_weight"
+    ) == 1.0));
     drop(proxy);
     // Predictive with a known capacity: the quota of new sessions follows
     // Eq. 7 once sessions and their requests have been counted.
@@ -306,5 +316,8 @@ fn aborted_requests_reach_hybrid_and_sessions_reach_predictive() {
     for _ in 0..4 {
         assert_eq!(get(proxy.address(), "/", Some(&cookie)).status, 200);
     }
-    assert!(eventually(|| metric(&proxy, "vantage_proxy_controller_quota") > 0.0));
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_controller_quota"
+    ) > 0.0));
 }

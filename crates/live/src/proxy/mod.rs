@@ -80,9 +80,72 @@ pub enum ProxyError {
     NeedsRestart { key: &'static str },
 }
 
+/// The tokio runtime the proxy runs on: with one worker, a current-thread
+/// runtime driven by a thread of its own (no work-stealing scheduler to pay
+/// for); with more, the multi-thread runtime.
+struct Engine {
+    handle: tokio::runtime::Handle,
+    runtime: Option<tokio::runtime::Runtime>,
+    exit: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Engine {
+    fn new(workers: usize) -> std::io::Result<Engine> {
+        if workers > 1 {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .thread_name("vantage-proxy")
+                .enable_all()
+                .build()?;
+            return Ok(Engine {
+                handle: runtime.handle().clone(),
+                runtime: Some(runtime),
+                exit: None,
+                thread: None,
+            });
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let (exit, exited) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("vantage-proxy".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = exited.await;
+                });
+                runtime.shutdown_timeout(Duration::from_millis(100));
+            })?;
+        Ok(Engine {
+            handle,
+            runtime: None,
+            exit: Some(exit),
+            thread: Some(thread),
+        })
+    }
+
+    fn running(&self) -> bool {
+        self.runtime.is_some() || self.thread.is_some()
+    }
+
+    fn stop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_millis(100));
+        }
+        if let Some(exit) = self.exit.take() {
+            let _ = exit.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A running proxy; stopped on drop.
 pub struct Proxy {
-    runtime: Option<tokio::runtime::Runtime>,
+    engine: Engine,
     shared: Arc<Shared>,
     address: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
@@ -104,12 +167,8 @@ impl Proxy {
     /// Binds, starts the runtime, the accept loop, the interval driver and
     /// the metrics endpoint.
     pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.workers)
-            .thread_name("vantage-proxy")
-            .enable_all()
-            .build()
-            .map_err(ProxyError::Runtime)?;
+        let engine = Engine::new(config.workers).map_err(ProxyError::Runtime)?;
+        let runtime = engine.handle.clone();
         let listen = config.listen;
         let bind_error = |source| ProxyError::Bind {
             address: listen,
@@ -179,7 +238,7 @@ impl Proxy {
             }
         };
         Ok(Proxy {
-            runtime: Some(runtime),
+            engine,
             shared,
             address,
             stop: stop_tx,
@@ -268,9 +327,12 @@ impl Proxy {
             }
             (_, running) => running.clone(),
         };
-        let runtime = self.runtime.as_ref().ok_or(ProxyError::NeedsRestart {
-            key: "the runtime (stopped)",
-        })?;
+        if !self.engine.running() {
+            return Err(ProxyError::NeedsRestart {
+                key: "the runtime (stopped)",
+            });
+        }
+        let runtime = &self.engine.handle;
         let settings = {
             let _entered = runtime.enter();
             Settings::new(config, sbac, &self.shared.metrics)?
@@ -319,16 +381,14 @@ impl Proxy {
         while self.shared.metrics.connections_open.get() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_timeout(Duration::from_millis(100));
-        }
+        self.engine.stop();
         self.metrics_server.take();
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        if self.runtime.is_some() {
+        if self.engine.running() {
             self.stop_within(Duration::ZERO);
         }
     }
