@@ -84,6 +84,8 @@ pub struct Settings {
     /// TLS to clients (`[tls]`), its files read when these settings were
     /// made.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Each upstream's `host:port`, for the request URI.
+    pub authorities: Vec<hyper::http::uri::Authority>,
     /// Each upstream's latency histogram.
     pub latency: Vec<prometheus_client::metrics::histogram::Histogram>,
 }
@@ -110,6 +112,14 @@ impl Settings {
             .build(connector);
         Ok(Settings {
             tls,
+            authorities: config
+                .upstreams
+                .iter()
+                .map(|u| {
+                    hyper::http::uri::Authority::try_from(u.to_string().as_str())
+                        .expect("a socket address is an authority")
+                })
+                .collect(),
             latency: config
                 .upstreams
                 .iter()
@@ -745,9 +755,11 @@ async fn handle(
     let path = parts
         .uri
         .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let retryable = body.is_end_stream();
+        .cloned()
+        .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/"));
+    // Only a request without a body is retried (nothing was sent), and
+    // only when there is another upstream: then its headers are kept.
+    let retryable = body.is_end_stream() && settings.upstreams.len() > 1;
     let mut body = Some(Limited::new(body, max_body as usize).boxed());
     let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
     let mut tried: Vec<usize> = Vec::new();
@@ -767,7 +779,11 @@ async fn handle(
         if logging {
             line.upstream = Some(address.to_string());
         }
-        let uri = match format!("http://{address}{path}").parse::<hyper::Uri>() {
+        let mut uri_parts = hyper::http::uri::Parts::default();
+        uri_parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
+        uri_parts.authority = Some(settings.authorities[index].clone());
+        uri_parts.path_and_query = Some(path.clone());
+        let uri = match hyper::Uri::from_parts(uri_parts) {
             Ok(uri) => uri,
             Err(_) => {
                 return respond(
@@ -784,7 +800,11 @@ async fn handle(
         *upstream_request.method_mut() = parts.method.clone();
         *upstream_request.uri_mut() = uri;
         *upstream_request.version_mut() = hyper::Version::HTTP_11;
-        *upstream_request.headers_mut() = parts.headers.clone();
+        *upstream_request.headers_mut() = if retryable {
+            parts.headers.clone()
+        } else {
+            std::mem::take(&mut parts.headers)
+        };
         let in_flight = InFlightGuard::enter(&shared);
         let sent = Instant::now();
         let result =
