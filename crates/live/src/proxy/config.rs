@@ -5,7 +5,7 @@
 //! ```toml
 //! listen = "127.0.0.1:8080"
 //! upstreams = ["127.0.0.1:9000", "127.0.0.1:9001"]   # round robin
-//! workers = 1                       # tokio worker threads
+//! workers = 1                       # threads serving requests (1: a current-thread runtime)
 //! metrics_listen = "127.0.0.1:9465" # optional
 //! access_log = "proxy.jsonl"        # optional, JSON Lines
 //! [tls]                             # optional: HTTPS (ALPN h2, http/1.1); files read again on reload

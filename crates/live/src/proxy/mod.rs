@@ -4,8 +4,9 @@
 //! simulator runs. See `docs/proxy.md`.
 //!
 //! * [`config`] — the TOML file, validated with file:line:key errors;
-//! * [`server`] — the data path (hyper 1.x on a multi-thread tokio
-//!   runtime): limits, timeouts, hop-by-hop headers, streaming bodies;
+//! * [`server`] — the data path (hyper 1.x on tokio: one worker runs a
+//!   current-thread runtime, more the multi-thread one): limits,
+//!   timeouts, hop-by-hop headers, streaming bodies;
 //! * [`upstream`] — round robin and passive failure detection;
 //! * [`sbac`] — the admission layer and its per-interval driver;
 //! * [`utilization`] — the controllers' input: occupancy, ORCA, cgroup or
