@@ -24,6 +24,7 @@
 mod certes;
 mod cpa;
 mod gate;
+mod proxy;
 mod testbed;
 mod wan;
 
@@ -69,6 +70,11 @@ enum Command {
     Gate {
         #[command(subcommand)]
         command: gate::GateCommand,
+    },
+    /// HTTP reverse proxy with session-based admission control (SBAC).
+    Proxy {
+        #[command(subcommand)]
+        command: proxy::ProxyCommand,
     },
     /// Emulate a WAN (delay, jitter, loss, rate) on the packets this
     /// namespace forwards (needs root).
@@ -193,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Testbed { command } => testbed::run(command),
         Command::Gate { command } => gate::run(command),
+        Command::Proxy { command } => proxy::run(command),
         Command::Wan(args) => wan::run(args),
         Command::Cpa(args) => cpa::run(args),
         Command::Certes(args) => certes::run(args),

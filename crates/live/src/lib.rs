@@ -4,6 +4,9 @@
 //! * [`gate`] — the NFQUEUE SYN gate (`vantage gate`): the Abacus paper's
 //!   token bucket, Abacus Filter and Predictive Greedy in front of a real
 //!   listener (`docs/gate.md`).
+//! * [`proxy`] — the HTTP reverse proxy with session-based admission
+//!   control (`vantage proxy`): SBAC's controllers and signed session
+//!   cookies in front of real web servers (`docs/proxy.md`).
 //! * [`daemon`] — what every daemon shares: signals as flags, the ready
 //!   file, sd_notify, the descriptor budget, append-only logs;
 //! * [`metrics`] — the hardened `/metrics` endpoint, the exposition
@@ -17,4 +20,5 @@
 pub mod daemon;
 pub mod gate;
 pub mod metrics;
+pub mod proxy;
 pub mod synflood;

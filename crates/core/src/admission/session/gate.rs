@@ -3,8 +3,10 @@
 //! Section 7 and footnote 3: only a request without a valid session cookie
 //! is a *new session*, and only new sessions are subject to admission; the
 //! cookie's expiry ends a session idle for T. Here the cookie is a
-//! [`TokenSigner`] token, refreshed on every request, so a forged, tampered
-//! or expired token is simply a new session that must pass admission.
+//! [`TokenSigner`] token, refreshed on every request (its issue time kept,
+//! so the signer's maximum session age bounds a session however active),
+//! so a forged, tampered, expired, over-age or rotated-out token is simply
+//! a new session that must pass admission.
 //!
 //! Departure: the paper's cookie is unsigned; signing it is what keeps a
 //! client from bypassing admission by claiming a session.
@@ -16,8 +18,13 @@ use crate::Nanos;
 /// What to do with one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateVerdict {
-    /// A request of an admitted session: serve it and set `token`.
-    Continue { session_id: u64, token: String },
+    /// A request of an admitted session (begun at `issued`): serve it and
+    /// set `token`.
+    Continue {
+        session_id: u64,
+        issued: Nanos,
+        token: String,
+    },
     /// A new session, admitted: serve it and set `token`. `presented` says
     /// why a token the client sent did not count.
     Admitted {
@@ -63,13 +70,29 @@ impl<C: SessionAdmission> SessionGate<C> {
         &mut self.controller
     }
 
+    pub fn signer(&self) -> &TokenSigner {
+        &self.signer
+    }
+
+    /// Replaces the keys (rotation) and maximum age; sessions in progress
+    /// continue if one of the new keys signed their token.
+    pub fn set_signer(&mut self, signer: TokenSigner) {
+        self.signer = signer;
+    }
+
+    /// T, the idle time that ends a session.
+    pub fn idle_timeout(&self) -> Nanos {
+        self.idle_timeout
+    }
+
     /// A request arrives at `now`, carrying the client's token if any.
     pub fn on_request(&mut self, now: Nanos, token: Option<&str>) -> GateVerdict {
         let presented = match token.map(|t| self.signer.verify(t, now)) {
             Some(Ok(valid)) => {
                 return GateVerdict::Continue {
                     session_id: valid.session_id,
-                    token: self.signer.issue(valid.session_id, now, self.idle_timeout),
+                    issued: valid.issued,
+                    token: self.signer.refresh(&valid, now, self.idle_timeout),
                 };
             }
             Some(Err(why)) => Some(why),
@@ -121,7 +144,10 @@ mod tests {
         };
         overload(&mut g, Nanos::from_secs(1));
         let verdict = g.on_request(Nanos::from_secs(2), Some(&token));
-        let GateVerdict::Continue { session_id, token } = verdict else {
+        let GateVerdict::Continue {
+            session_id, token, ..
+        } = verdict
+        else {
             panic!("a session in progress continues: {verdict:?}");
         };
         assert_eq!(session_id, 1);
@@ -136,6 +162,72 @@ mod tests {
             g.on_request(Nanos::from_secs(31), Some(&token)),
             GateVerdict::Continue { session_id: 1, .. }
         ));
+    }
+
+    #[test]
+    fn over_age_and_rotated_out_tokens_are_new_sessions() {
+        const NEW: &[u8] = b"the new key, also thirty-two B!!";
+        let old_key: &[u8] = b"0123456789abcdef0123456789abcdef";
+        let mut g = gate();
+        g.set_signer(
+            TokenSigner::new(old_key)
+                .unwrap()
+                .with_max_age(Nanos::from_secs(50)),
+        );
+        let GateVerdict::Admitted { mut token, .. } = g.on_request(Nanos::ZERO, None) else {
+            panic!("an idle server admits");
+        };
+        // Refreshed every 20 s, the session keeps its issue time ...
+        for at in [20, 40] {
+            match g.on_request(Nanos::from_secs(at), Some(&token)) {
+                GateVerdict::Continue {
+                    session_id: 1,
+                    issued,
+                    token: next,
+                } => {
+                    assert_eq!(issued, Nanos::ZERO);
+                    token = next;
+                }
+                other => panic!("expected the session to continue, got {other:?}"),
+            }
+        }
+        // ... so at 50 s it is over age: a new session, with a new id.
+        match g.on_request(Nanos::from_secs(50), Some(&token)) {
+            GateVerdict::Admitted {
+                session_id,
+                presented,
+                ..
+            } => {
+                assert_eq!(session_id, 2);
+                assert_eq!(
+                    presented,
+                    Some(TokenError::TooOld {
+                        issued: Nanos::ZERO
+                    })
+                );
+            }
+            other => panic!("expected a new session, got {other:?}"),
+        }
+        // Rotation: new key first, old kept — old tokens continue.
+        let GateVerdict::Admitted { token: old, .. } = g.on_request(Nanos::from_secs(51), None)
+        else {
+            panic!("admits");
+        };
+        g.set_signer(TokenSigner::with_keys(&[NEW, old_key]).unwrap());
+        assert!(matches!(
+            g.on_request(Nanos::from_secs(52), Some(&old)),
+            GateVerdict::Continue { session_id: 3, .. }
+        ));
+        // Old key retired: the same token, replayed, is a new session,
+        // rejected under overload.
+        g.set_signer(TokenSigner::new(NEW).unwrap());
+        overload(&mut g, Nanos::from_secs(53));
+        assert_eq!(
+            g.on_request(Nanos::from_secs(54), Some(&old)),
+            GateVerdict::Rejected {
+                presented: Some(TokenError::BadSignature)
+            }
+        );
     }
 
     #[test]

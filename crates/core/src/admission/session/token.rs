@@ -14,17 +14,24 @@
 //! ```
 //!
 //! The tag is checked in constant time (`Mac::verify_slice`). A token that
-//! does not decode, has a bad tag, or whose `expires` is not after `now` is
-//! refused; [`super::SessionGate`] then treats the request as a new session.
-//! A token is refreshed (re-issued with `expires = now + T`) on every
-//! request, so a session idle for T ends and its last token cannot be
-//! replayed after that; before that, whoever holds the token holds the
-//! session — as with any bearer cookie (the live driver sets it `Secure;
-//! HttpOnly`).
+//! does not decode, has a bad tag, whose `expires` is not after `now`,
+//! whose `issued` lies more than [`MAX_CLOCK_SKEW`] after `now`, or that is
+//! older than the signer's maximum session age (`issued + max_age ≤ now`)
+//! is refused; [`super::SessionGate`] then treats the request as a new
+//! session. A token is refreshed on every request ([`TokenSigner::refresh`]):
+//! only `expires` moves (to `now + T`), `issued` stays, so a session idle for
+//! T ends, its last token cannot be replayed after that, and no session
+//! outlives its maximum age however often it is refreshed (nor across a
+//! restart: the issue time is inside the signed token). Before that,
+//! whoever holds the token holds the session — as with any bearer cookie
+//! (the live driver sets it `HttpOnly`).
 //!
-//! Departures: instants are the driver's [`Nanos`] (its clock origin);
-//! tokens survive a restart only if the driver keeps the key and a
-//! monotonic origin. Keys shorter than 16 bytes are refused.
+//! Key rotation: a signer holds several keys; the first signs, every one
+//! verifies. Dropping a key from the list ends every session it signed.
+//!
+//! Departures: instants are the driver's [`Nanos`] (its clock origin; a
+//! driver whose tokens must survive a restart uses the wall clock). Keys
+//! shorter than 16 bytes are refused.
 
 use crate::Nanos;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -39,6 +46,11 @@ const PAYLOAD_LEN: usize = 1 + 8 + 8 + 8;
 const TAG_LEN: usize = 32;
 /// Shortest secret accepted, in bytes.
 pub const MIN_KEY_LEN: usize = 16;
+/// Most keys one signer holds (each verification may try them all).
+pub const MAX_KEYS: usize = 16;
+/// How far in the future an issue time may lie (clocks of restarted or
+/// neighbouring servers differ a little); beyond it the token is refused.
+pub const MAX_CLOCK_SKEW: Nanos = Nanos::from_secs(5);
 
 /// What a valid token says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,29 +69,73 @@ pub enum TokenError {
     BadSignature,
     #[error("session token expired at {expired}")]
     Expired { expired: Nanos },
+    #[error("session token issued at {issued} is past the maximum session age")]
+    TooOld { issued: Nanos },
+    #[error("session token issued at {issued}, in the future")]
+    IssuedInFuture { issued: Nanos },
     #[error("session key must be at least {MIN_KEY_LEN} bytes, got {0}")]
     ShortKey(usize),
+    #[error("a session signer needs between 1 and {MAX_KEYS} keys, got {0}")]
+    KeyCount(usize),
 }
 
-/// Mints and verifies tokens under one secret key.
+/// Mints tokens under its first key and verifies them under any of its
+/// keys, with an optional maximum session age.
 #[derive(Clone)]
 pub struct TokenSigner {
-    mac: HmacSha256,
+    macs: Vec<HmacSha256>,
+    max_age: Option<Nanos>,
 }
 
 impl std::fmt::Debug for TokenSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TokenSigner { key: <secret> }")
+        write!(
+            f,
+            "TokenSigner {{ keys: <{} secret>, max_age: {:?} }}",
+            self.macs.len(),
+            self.max_age
+        )
     }
 }
 
+fn mac_for(key: &[u8]) -> Result<HmacSha256, TokenError> {
+    if key.len() < MIN_KEY_LEN {
+        return Err(TokenError::ShortKey(key.len()));
+    }
+    HmacSha256::new_from_slice(key).map_err(|_| TokenError::ShortKey(key.len()))
+}
+
 impl TokenSigner {
+    /// One key, no maximum session age.
     pub fn new(key: &[u8]) -> Result<TokenSigner, TokenError> {
-        if key.len() < MIN_KEY_LEN {
-            return Err(TokenError::ShortKey(key.len()));
+        TokenSigner::with_keys(&[key])
+    }
+
+    /// Several keys: the first signs, all verify (rotation: put the new key
+    /// first, keep the old ones until their sessions may have ended).
+    pub fn with_keys<K: AsRef<[u8]>>(keys: &[K]) -> Result<TokenSigner, TokenError> {
+        if keys.is_empty() || keys.len() > MAX_KEYS {
+            return Err(TokenError::KeyCount(keys.len()));
         }
-        let mac = HmacSha256::new_from_slice(key).map_err(|_| TokenError::ShortKey(key.len()))?;
-        Ok(TokenSigner { mac })
+        let macs = keys
+            .iter()
+            .map(|k| mac_for(k.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TokenSigner {
+            macs,
+            max_age: None,
+        })
+    }
+
+    /// Tokens issued `max_age` or longer ago are refused, however recently
+    /// refreshed.
+    pub fn with_max_age(mut self, max_age: Nanos) -> TokenSigner {
+        self.max_age = Some(max_age);
+        self
+    }
+
+    pub fn max_age(&self) -> Option<Nanos> {
+        self.max_age
     }
 
     /// A token for `session_id`, valid from `now` until `now + lifetime`.
@@ -92,20 +148,32 @@ impl TokenSigner {
         self.encode(&token)
     }
 
-    /// Encodes and signs `token`.
+    /// The token of a verified session, refreshed at `now`: `issued` kept,
+    /// `expires = now + lifetime`.
+    pub fn refresh(&self, token: &SessionToken, now: Nanos, lifetime: Nanos) -> String {
+        self.encode(&SessionToken {
+            session_id: token.session_id,
+            issued: token.issued,
+            expires: now.saturating_add(lifetime),
+        })
+    }
+
+    /// Encodes and signs `token` with the first key.
     pub fn encode(&self, token: &SessionToken) -> String {
         let mut bytes = [0u8; PAYLOAD_LEN + TAG_LEN];
         bytes[0] = VERSION;
         bytes[1..9].copy_from_slice(&token.session_id.to_be_bytes());
         bytes[9..17].copy_from_slice(&token.issued.0.to_be_bytes());
         bytes[17..25].copy_from_slice(&token.expires.0.to_be_bytes());
-        let mut mac = self.mac.clone();
+        let mut mac = self.macs[0].clone();
         mac.update(&bytes[..PAYLOAD_LEN]);
         bytes[PAYLOAD_LEN..].copy_from_slice(&mac.finalize().into_bytes());
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    /// The token's contents if it is ours, intact and not expired at `now`.
+    /// The token's contents if one of our keys signed it, it is intact, not
+    /// expired at `now`, not issued in the future and not past the maximum
+    /// session age.
     pub fn verify(&self, token: &str, now: Nanos) -> Result<SessionToken, TokenError> {
         // Reject oversized input before decoding anything.
         if token.len() > 2 * (PAYLOAD_LEN + TAG_LEN) {
@@ -117,10 +185,14 @@ impl TokenSigner {
         if bytes.len() != PAYLOAD_LEN + TAG_LEN || bytes[0] != VERSION {
             return Err(TokenError::Malformed);
         }
-        let mut mac = self.mac.clone();
-        mac.update(&bytes[..PAYLOAD_LEN]);
-        mac.verify_slice(&bytes[PAYLOAD_LEN..])
-            .map_err(|_| TokenError::BadSignature)?;
+        let signed_by_one_of_ours = self.macs.iter().any(|mac| {
+            let mut mac = mac.clone();
+            mac.update(&bytes[..PAYLOAD_LEN]);
+            mac.verify_slice(&bytes[PAYLOAD_LEN..]).is_ok()
+        });
+        if !signed_by_one_of_ours {
+            return Err(TokenError::BadSignature);
+        }
         let field = |at: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&bytes[at..at + 8]);
@@ -135,6 +207,18 @@ impl TokenSigner {
             return Err(TokenError::Expired {
                 expired: parsed.expires,
             });
+        }
+        if parsed.issued > now.saturating_add(MAX_CLOCK_SKEW) {
+            return Err(TokenError::IssuedInFuture {
+                issued: parsed.issued,
+            });
+        }
+        if let Some(max_age) = self.max_age {
+            if parsed.issued.saturating_add(max_age) <= now {
+                return Err(TokenError::TooOld {
+                    issued: parsed.issued,
+                });
+            }
         }
         Ok(parsed)
     }
@@ -193,6 +277,74 @@ mod tests {
         assert_eq!(
             s.verify(&"A".repeat(10_000), now),
             Err(TokenError::Malformed)
+        );
+    }
+
+    #[test]
+    fn refresh_keeps_issued_and_max_age_ends_the_session() {
+        let s = TokenSigner::new(KEY)
+            .unwrap()
+            .with_max_age(Nanos::from_secs(100));
+        let t = s.issue(9, Nanos::from_secs(10), Nanos::from_secs(30));
+        // Refreshed every 20 s: `issued` never moves.
+        let mut token = t;
+        for at in (30..110).step_by(20) {
+            let v = s.verify(&token, Nanos::from_secs(at)).unwrap();
+            assert_eq!(v.issued, Nanos::from_secs(10));
+            token = s.refresh(&v, Nanos::from_secs(at), Nanos::from_secs(30));
+        }
+        // Still before expiry (90 + 30), but issued 100 s ago: over age.
+        assert_eq!(
+            s.verify(&token, Nanos::from_secs(110)),
+            Err(TokenError::TooOld {
+                issued: Nanos::from_secs(10)
+            })
+        );
+        assert!(s.verify(&token, Nanos::from_secs(109)).is_ok());
+        // Without a maximum age the same token is still valid.
+        assert!(TokenSigner::new(KEY)
+            .unwrap()
+            .verify(&token, Nanos::from_secs(110))
+            .is_ok());
+    }
+
+    #[test]
+    fn a_token_from_the_future_is_refused() {
+        let s = TokenSigner::new(KEY).unwrap();
+        let now = Nanos::from_secs(1000);
+        let ahead = s.issue(1, now + MAX_CLOCK_SKEW, Nanos::from_secs(30));
+        assert!(s.verify(&ahead, now).is_ok(), "within the skew");
+        let future = s.issue(1, now + MAX_CLOCK_SKEW + Nanos(1), Nanos::from_secs(30));
+        assert!(matches!(
+            s.verify(&future, now),
+            Err(TokenError::IssuedInFuture { .. })
+        ));
+    }
+
+    #[test]
+    fn rotation_first_key_signs_all_verify() {
+        const NEW: &[u8] = b"the new key, also thirty-two B!!";
+        let old = TokenSigner::new(KEY).unwrap();
+        let now = Nanos::from_secs(1);
+        let by_old = old.issue(1, now, Nanos::from_secs(60));
+        let rotated = TokenSigner::with_keys(&[NEW, KEY]).unwrap();
+        // Old tokens still verify; new ones are signed with the new key.
+        assert_eq!(rotated.verify(&by_old, now).unwrap().session_id, 1);
+        let by_new = rotated.issue(2, now, Nanos::from_secs(60));
+        assert_eq!(old.verify(&by_new, now), Err(TokenError::BadSignature));
+        assert!(TokenSigner::new(NEW).unwrap().verify(&by_new, now).is_ok());
+        // The old key retired: its tokens are refused.
+        let retired = TokenSigner::with_keys(&[NEW]).unwrap();
+        assert_eq!(retired.verify(&by_old, now), Err(TokenError::BadSignature));
+        assert!(retired.verify(&by_new, now).is_ok());
+        let none: [&[u8]; 0] = [];
+        assert_eq!(
+            TokenSigner::with_keys(&none).unwrap_err(),
+            TokenError::KeyCount(0)
+        );
+        assert_eq!(
+            TokenSigner::with_keys(&[NEW, b"short"]).unwrap_err(),
+            TokenError::ShortKey(5)
         );
     }
 

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# `vantage proxy` beside nginx and HAProxy as reverse proxies in front of
+# the same backend (nginx answering a 13-byte body), each proxy with one
+# worker thread, small responses over keep-alive (wrk). See
+# bench/proxy/README.md for what is measured and the recorded result.
+#
+# Usage, from the repository root (root only for taskset on some systems):
+#   bash bench/proxy/run.sh                 # 10 s per throughput run, 5 s per latency run
+#   SECONDS_PER_RUN=5 RUNS=1 bash bench/proxy/run.sh
+#
+# Core pinning on this 2-CPU machine: every proxy on CPU 0; the backend
+# and wrk on CPU 1. "wrk direct to the backend" runs the same wrk and
+# backend work on CPU 1 without a proxy: when it is faster than every
+# proxied run, CPU 1 (load generator and backend) was not the bottleneck.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+. bench/quiet.sh
+require_tools bench/proxy/run.sh nginx haproxy wrk taskset curl
+
+duration=${SECONDS_PER_RUN:-10}
+runs=${RUNS:-1}
+connections=${CONNECTIONS:-32}
+target=${CARGO_TARGET_DIR:-target}
+cargo build --release -p vantage
+vantage="$target/release/vantage"
+
+work=$(mktemp -d /tmp/vantage-proxy-bench.XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+BACKEND=127.0.0.1:18080
+VANTAGE=127.0.0.1:18081
+VANTAGE_SBAC=127.0.0.1:18082
+NGINX=127.0.0.1:18083
+HAPROXY=127.0.0.1:18084
+
+mkdir -p "$work/backend" "$work/nginx"
+cat > "$work/backend/nginx.conf" <<CONF
+worker_processes 1;
+error_log $work/backend/error.log;
+pid $work/backend/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server { listen $BACKEND; location / { return 200 "hello, world\n"; } }
+}
+CONF
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+error_log $work/nginx/error.log;
+pid $work/nginx/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream backend { server $BACKEND; keepalive 64; }
+  server {
+    listen $NGINX;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+CONF
+cat > "$work/haproxy.cfg" <<CONF
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+  http-reuse always
+frontend in
+  bind $HAPROXY
+  default_backend out
+backend out
+  server b1 $BACKEND
+CONF
+key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+for name in plain sbac; do
+  listen=$VANTAGE; extra=""
+  if [ "$name" = sbac ]; then
+    listen=$VANTAGE_SBAC
+    extra="[sbac]
+strategy = \"hybrid\"
+keys = [\"$key\"]"
+  fi
+  cat > "$work/vantage-$name.toml" <<CONF
+listen = "$listen"
+upstreams = ["$BACKEND"]
+workers = 1
+[utilization]
+concurrency = 1000
+$extra
+CONF
+done
+
+taskset -c 1 nginx -c "$work/backend/nginx.conf" -p "$work/backend" -g 'daemon off;' & pids+=($!)
+taskset -c 0 nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' & pids+=($!)
+taskset -c 0 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
+taskset -c 0 "$vantage" proxy run "$work/vantage-plain.toml" 2>"$work/vantage-plain.log" & pids+=($!); vantage_plain=$!
+taskset -c 0 "$vantage" proxy run "$work/vantage-sbac.toml" 2>"$work/vantage-sbac.log" & pids+=($!); vantage_sbac=$!
+for address in $BACKEND $VANTAGE $VANTAGE_SBAC $NGINX $HAPROXY; do
+  for _ in $(seq 50); do curl -fs "http://$address/" >/dev/null && break; sleep 0.1; done
+  curl -fs "http://$address/" >/dev/null || { echo "nothing answers on $address" >&2; exit 1; }
+done
+# A session cookie, so the SBAC runs measure sessions in progress (verify
+# and refresh per request), not one new session per request.
+cookie=$(curl -fs -D - -o /dev/null "http://$VANTAGE_SBAC/" | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p')
+[ -n "$cookie" ] || { echo "the SBAC proxy set no cookie" >&2; exit 1; }
+
+# cpu_seconds PID: utime + stime so far.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
+}
+
+# run NAME ADDRESS PID [HEADER]: one throughput run and one latency run.
+run() {
+  local name=$1 address=$2 pid=$3 header=${4:-}
+  local args=(-t1 "-c$connections" "-d${duration}s" --latency)
+  [ -n "$header" ] && args+=(-H "$header")
+  local before after
+  [ "$pid" != - ] && before=$(cpu_seconds "$pid")
+  local out
+  out=$(taskset -c 1 wrk "${args[@]}" "http://$address/")
+  [ "$pid" != - ] && after=$(cpu_seconds "$pid")
+  local rps errors
+  rps=$(awk '/^Requests\/sec/ { print $2 }' <<<"$out")
+  errors=$(awk '/Non-2xx|Socket errors/ { print }' <<<"$out" | tr '\n' ' ')
+  local cpu=-
+  [ "$pid" != - ] && cpu=$(awk -v a="$before" -v b="$after" -v d="$duration" 'BEGIN { printf "%.0f", 100 * (b - a) / d }')
+  # Latency: one connection, closed loop.
+  local lat_args=(-t1 -c1 "-d$(( duration / 2 > 0 ? duration / 2 : 1 ))s" --latency)
+  [ -n "$header" ] && lat_args+=(-H "$header")
+  local lat p50 p99
+  lat=$(taskset -c 1 wrk "${lat_args[@]}" "http://$address/")
+  p50=$(awk '$1 == "50%" { print $2 }' <<<"$lat")
+  p99=$(awk '$1 == "99%" { print $2 }' <<<"$lat")
+  # CPU time the proxy spent per request, in µs: less sensitive to other
+  # work on the machine than the request rate.
+  local per_request=-
+  [ "$pid" != - ] && per_request=$(awk -v a="$before" -v b="$after" -v r="$rps" -v d="$duration" 'BEGIN { printf "%.1f", 1e6 * (b - a) / (r * d) }')
+  printf '%-22s %12s req/s  proxy CPU %4s %% (%5s us/request)  1-conn p50 %8s  p99 %8s  %s\n' "$name" "$rps" "$cpu" "$per_request" "$p50" "$p99" "$errors"
+  echo "$name $rps $p50 $p99" >> "$work/results"
+}
+
+nginx_proxy_pid=$(cat "$work/nginx/nginx.pid" 2>/dev/null || echo -)
+nginx_worker=$(pgrep -P "$nginx_proxy_pid" | head -1 || echo -)
+haproxy_pid=${pids[2]}
+
+echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), kernel $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "$(nginx -v 2>&1), $(haproxy -v | head -1 | cut -d' ' -f1-3), wrk $(wrk --version 2>&1 | head -1 | cut -d' ' -f2); wrk -t1 -c$connections -d${duration}s; proxies on CPU 0, backend and wrk on CPU 1"
+for run_number in $(seq 1 "$runs"); do
+  echo
+  echo "## run $run_number of $runs"
+  # Others share this machine: say how busy it was rather than wait.
+  echo "machine $(busy_percent)% busy just before the run"
+  : > "$work/results"
+  run "direct (no proxy)" $BACKEND -
+  run "vantage proxy" $VANTAGE "$vantage_plain"
+  run "vantage proxy + SBAC" $VANTAGE_SBAC "$vantage_sbac" "Cookie: $cookie"
+  run "nginx" $NGINX "${nginx_worker:--}"
+  run "haproxy" $HAPROXY "$haproxy_pid"
+  awk '
+    function us(v) { if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return 1000 * v; if (v ~ /s$/) return 1e6 * v; return v }
+    { name = $1; rps[NR] = $(NF-2); p99[NR] = us($NF); }
+    END {
+      printf "ratios: vantage/nginx %.3f  vantage/haproxy %.3f  SBAC on/off %.3f\n", rps[2] / rps[4], rps[2] / rps[5], rps[3] / rps[2];
+      printf "added p99 over direct (1 connection): vantage %.0f us, SBAC %.0f us, nginx %.0f us, haproxy %.0f us\n", p99[2] - p99[1], p99[3] - p99[1], p99[4] - p99[1], p99[5] - p99[1];
+    }' "$work/results"
+done

@@ -1,0 +1,380 @@
+//! The proxy's metrics: a prometheus-client registry served by the shared
+//! endpoint ([`crate::metrics`]).
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `vantage_proxy_requests_total{class="2xx"…"5xx"}` | counter | responses sent to clients, by status class (the proxy's own 4xx/5xx included) |
+//! | `vantage_proxy_failures_total{kind}` | counter | `connect`, `timeout` (upstream response), `upstream_5xx`, `upstream_error`, `client_gone`, `body_too_large`, `no_upstream` |
+//! | `vantage_proxy_upstream_latency_seconds{upstream}` | histogram | request sent → response head received |
+//! | `vantage_proxy_connections_open` | gauge | client connections open |
+//! | `vantage_proxy_connections_refused_total` | counter | client connections closed at once (`limits.max_connections` open, none idle) |
+//! | `vantage_proxy_connections_evicted_total` | counter | idle client connections closed to make room for a new one |
+//! | `vantage_proxy_tls_handshakes_failed_total` | counter | TLS handshakes that failed or took longer than the request-header timeout |
+//! | `vantage_proxy_sessions_admitted_total` | counter | new sessions admitted |
+//! | `vantage_proxy_sessions_rejected_total` | counter | new sessions rejected (503 or redirect) |
+//! | `vantage_proxy_sessions_active` | gauge | sessions tracked as in progress |
+//! | `vantage_proxy_sessions_ended_total{reason="idle"\|"max_age"}` | counter | sessions ended by T or by the maximum age |
+//! | `vantage_proxy_sessions_untracked_total` | counter | admitted sessions not tracked (`sbac.max_tracked_sessions` reached) |
+//! | `vantage_proxy_session_tokens_refused_total{reason}` | counter | cookies that did not count: `malformed`, `bad_signature`, `expired`, `too_old`, `future` |
+//! | `vantage_proxy_utilization` | gauge | U_i^measured of the last interval |
+//! | `vantage_proxy_utilization_unavailable_total` | counter | intervals whose utilization could not be read (previous value kept) |
+//! | `vantage_proxy_orca_reports_ignored_total` | counter | `endpoint-load-metrics` headers without a usable `cpu_utilization` |
+//! | `vantage_proxy_controller_admitting` | gauge | 1 while new sessions are admitted |
+//! | `vantage_proxy_controller_predicted_utilization` | gauge | f_ac(i+1) (stable, responsive, hybrid) |
+//! | `vantage_proxy_controller_weight` | gauge | k (stable, responsive, hybrid) |
+//! | `vantage_proxy_controller_quota` | gauge | new sessions left this interval (predictive; 0 until the first interval ended) |
+//! | `vantage_proxy_reloads_total{result="ok"\|"refused"}` | counter | configuration reloads |
+//! | `vantage_proxy_access_log_errors_total` | counter | access-log lines that could not be written |
+//! | `vantage_metrics_*`, `vantage_build_info`, `process_*` | | the endpoint and the process ([`crate::metrics`]) |
+//!
+//! A controller gauge exists only for the strategies that have the
+//! quantity: a scrape never shows a made-up zero.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+use vantage_core::admission::session::{Decision, TokenError};
+
+use super::config::Strategy;
+
+use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabel {
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabel {
+    pub upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+/// Why a request failed (a failure, counted, and an abort for hybrid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    Connect,
+    Timeout,
+    Upstream5xx,
+    UpstreamError,
+    ClientGone,
+    BodyTooLarge,
+    NoUpstream,
+}
+
+impl Failure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::Connect => "connect",
+            Failure::Timeout => "timeout",
+            Failure::Upstream5xx => "upstream_5xx",
+            Failure::UpstreamError => "upstream_error",
+            Failure::ClientGone => "client_gone",
+            Failure::BodyTooLarge => "body_too_large",
+            Failure::NoUpstream => "no_upstream",
+        }
+    }
+}
+
+fn histogram() -> Histogram {
+    // 50 µs … 13 s.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        50e-6, 2.0, 19,
+    ))
+}
+
+/// The registry and every metric the proxy sets.
+#[derive(Debug)]
+pub struct ProxyMetrics {
+    registry: Registry,
+    pub endpoint: EndpointCounters,
+    pub requests: Family<ClassLabel, Counter>,
+    /// The 1xx … 5xx counters of `requests`, looked up once.
+    status_classes: [Counter; 5],
+    pub failures: Family<KindLabel, Counter>,
+    pub upstream_latency: Family<UpstreamLabel, Histogram, fn() -> Histogram>,
+    pub connections_open: Gauge,
+    pub connections_refused: Counter,
+    pub connections_evicted: Counter,
+    pub tls_handshakes_failed: Counter,
+    pub sessions_admitted: Counter,
+    pub sessions_rejected: Counter,
+    pub sessions_active: Gauge,
+    pub sessions_ended: Family<ReasonLabel, Counter>,
+    pub sessions_untracked: Counter,
+    pub tokens_refused: Family<ReasonLabel, Counter>,
+    pub utilization: FloatGauge,
+    pub utilization_unavailable: Counter,
+    pub orca_ignored: Counter,
+    pub admitting: Gauge,
+    pub predicted_utilization: FloatGauge,
+    pub weight: FloatGauge,
+    pub quota: FloatGauge,
+    pub reloads: Family<ResultLabel, Counter>,
+    pub access_log_errors: Counter,
+}
+
+impl ProxyMetrics {
+    /// Registers everything; the session metrics only when SBAC runs, and
+    /// the controller gauges of its strategy (set by
+    /// [`ProxyMetrics::set_decision`]).
+    pub fn new(sbac: Option<Strategy>) -> ProxyMetrics {
+        let mut registry = Registry::default();
+        let m = ProxyMetrics {
+            registry: Registry::default(),
+            endpoint: EndpointCounters::default(),
+            requests: Family::default(),
+            status_classes: Default::default(),
+            failures: Family::default(),
+            upstream_latency: Family::new_with_constructor(histogram),
+            connections_open: Gauge::default(),
+            connections_refused: Counter::default(),
+            connections_evicted: Counter::default(),
+            tls_handshakes_failed: Counter::default(),
+            sessions_admitted: Counter::default(),
+            sessions_rejected: Counter::default(),
+            sessions_active: Gauge::default(),
+            sessions_ended: Family::default(),
+            sessions_untracked: Counter::default(),
+            tokens_refused: Family::default(),
+            utilization: FloatGauge::default(),
+            utilization_unavailable: Counter::default(),
+            orca_ignored: Counter::default(),
+            admitting: Gauge::default(),
+            predicted_utilization: FloatGauge::default(),
+            weight: FloatGauge::default(),
+            quota: FloatGauge::default(),
+            reloads: Family::default(),
+            access_log_errors: Counter::default(),
+        };
+        registry.register(
+            "vantage_proxy_requests",
+            "Responses sent to clients, by status class",
+            m.requests.clone(),
+        );
+        registry.register(
+            "vantage_proxy_failures",
+            "Requests that failed, by kind",
+            m.failures.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_upstream_latency",
+            "Request sent upstream to response head received",
+            Unit::Seconds,
+            m.upstream_latency.clone(),
+        );
+        registry.register(
+            "vantage_proxy_connections_open",
+            "Client connections open",
+            m.connections_open.clone(),
+        );
+        registry.register(
+            "vantage_proxy_connections_refused",
+            "Client connections closed at once because limits.max_connections were open",
+            m.connections_refused.clone(),
+        );
+        registry.register(
+            "vantage_proxy_connections_evicted",
+            "Idle client connections closed to make room for a new one",
+            m.connections_evicted.clone(),
+        );
+        registry.register(
+            "vantage_proxy_tls_handshakes_failed",
+            "TLS handshakes that failed or did not end within the request-header timeout",
+            m.tls_handshakes_failed.clone(),
+        );
+        registry.register(
+            "vantage_proxy_reloads",
+            "Configuration reloads, applied or refused",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "vantage_proxy_access_log_errors",
+            "Access-log lines that could not be written",
+            m.access_log_errors.clone(),
+        );
+        registry.register(
+            "vantage_proxy_utilization",
+            "Measured utilization of the last interval",
+            m.utilization.clone(),
+        );
+        registry.register(
+            "vantage_proxy_utilization_unavailable",
+            "Intervals whose utilization could not be read (the previous value was kept)",
+            m.utilization_unavailable.clone(),
+        );
+        registry.register(
+            "vantage_proxy_orca_reports_ignored",
+            "endpoint-load-metrics headers without a usable cpu_utilization",
+            m.orca_ignored.clone(),
+        );
+        if let Some(strategy) = sbac {
+            let ewma = strategy != Strategy::Predictive;
+            registry.register(
+                "vantage_proxy_sessions_admitted",
+                "New sessions admitted",
+                m.sessions_admitted.clone(),
+            );
+            registry.register(
+                "vantage_proxy_sessions_rejected",
+                "New sessions rejected",
+                m.sessions_rejected.clone(),
+            );
+            registry.register(
+                "vantage_proxy_sessions_active",
+                "Sessions tracked as in progress",
+                m.sessions_active.clone(),
+            );
+            registry.register(
+                "vantage_proxy_sessions_ended",
+                "Sessions ended by the idle timeout or the maximum age",
+                m.sessions_ended.clone(),
+            );
+            registry.register(
+                "vantage_proxy_sessions_untracked",
+                "Admitted sessions not tracked because sbac.max_tracked_sessions were",
+                m.sessions_untracked.clone(),
+            );
+            registry.register(
+                "vantage_proxy_session_tokens_refused",
+                "Session cookies that did not count, by reason",
+                m.tokens_refused.clone(),
+            );
+            registry.register(
+                "vantage_proxy_controller_admitting",
+                "1 while new sessions are admitted",
+                m.admitting.clone(),
+            );
+            if ewma {
+                registry.register(
+                    "vantage_proxy_controller_predicted_utilization",
+                    "Predicted utilization of the next interval",
+                    m.predicted_utilization.clone(),
+                );
+            }
+            if ewma {
+                registry.register(
+                    "vantage_proxy_controller_weight",
+                    "The ac-weight k in force",
+                    m.weight.clone(),
+                );
+            }
+            if !ewma {
+                registry.register(
+                    "vantage_proxy_controller_quota",
+                    "New sessions still allowed in this interval",
+                    m.quota.clone(),
+                );
+            }
+        }
+        registry.register(
+            "vantage_metrics_connections_refused",
+            "Connections to the metrics endpoint closed at once because too many were open",
+            m.endpoint.connections_refused.clone(),
+        );
+        registry.register(
+            "vantage_metrics_requests_refused",
+            "Requests to the metrics endpoint answered with a client error",
+            m.endpoint.requests_refused.clone(),
+        );
+        register_build_info(&mut registry);
+        registry.register_collector(Box::new(ProcessCollector));
+        let status_classes = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
+            m.requests
+                .get_or_create(&ClassLabel {
+                    class: class.into(),
+                })
+                .clone()
+        });
+        ProxyMetrics {
+            registry,
+            status_classes,
+            ..m
+        }
+    }
+
+    pub fn encode(&self, format: Format) -> String {
+        crate::metrics::encode(&self.registry, format)
+    }
+
+    pub fn count_status(&self, status: u16) {
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.status_classes[class].inc();
+    }
+
+    /// The latency histogram of one upstream.
+    pub fn upstream_histogram(&self, upstream: SocketAddr) -> Histogram {
+        self.upstream_latency
+            .get_or_create(&UpstreamLabel {
+                upstream: upstream.to_string(),
+            })
+            .clone()
+    }
+
+    pub fn count_failure(&self, failure: Failure) {
+        self.failures
+            .get_or_create(&KindLabel {
+                kind: failure.name().into(),
+            })
+            .inc();
+    }
+
+    pub fn count_token_refused(&self, why: &TokenError) {
+        let reason = match why {
+            TokenError::Malformed => "malformed",
+            TokenError::BadSignature => "bad_signature",
+            TokenError::Expired { .. } => "expired",
+            TokenError::TooOld { .. } => "too_old",
+            TokenError::IssuedInFuture { .. } => "future",
+            TokenError::ShortKey(_) | TokenError::KeyCount(_) => "malformed",
+        };
+        self.tokens_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn count_reload(&self, applied: bool) {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: if applied { "ok" } else { "refused" }.into(),
+            })
+            .inc();
+    }
+
+    pub fn set_decision(&self, decision: &Decision) {
+        self.admitting.set(i64::from(decision.admitting));
+        if let Some(p) = decision.predicted_utilization {
+            self.predicted_utilization.set(p);
+        }
+        if let Some(k) = decision.weight {
+            self.weight.set(k);
+        }
+        if let Some(q) = decision.quota {
+            self.quota.set(q);
+        }
+    }
+}

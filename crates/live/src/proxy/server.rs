@@ -1,0 +1,899 @@
+//! The data path: hyper 1.x on tokio; HTTP/1.1 or HTTP/2 without TLS
+//! (h2c, prior knowledge; hyper-util's auto builder) to clients, HTTP/1.1
+//! to upstreams.
+//!
+//! Client side: keep-alive; at most 128 concurrent HTTP/2 streams per
+//! connection and an HTTP/2 header list of at most `limits.max_header_bytes`; the request head must arrive within
+//! `timeouts.request_headers_ms` (hyper's `header_read_timeout`: slowloris)
+//! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
+//! line and headers together); a connection with no request in progress for
+//! `timeouts.idle_ms` is closed, and so is one that sent no request head
+//! within the header timeout; at most `limits.max_connections` are open
+//! (lowered to what the descriptor limit allows, [`connection_budget`]):
+//! when full, the connection idle longest (no request in progress) is
+//! closed to make room, and only when none is idle is the new one closed
+//! at once; both are counted. Framing is
+//! hyper's parser: differing `Content-Length`s, an obs-folded header, a
+//! `Transfer-Encoding` whose last coding is not chunked are refused with
+//! 400 and never forwarded. Departure from a plain refusal: a request with
+//! both `Content-Length` and `Transfer-Encoding` is read by the chunked
+//! framing alone, its `Content-Length` dropped, and the connection closed
+//! after the response (RFC 9112 §6.1, as hyper does); a bare LF line end
+//! is read as CRLF. Either way what is forwarded is hyper's own re-framed
+//! request, so the backend reads exactly what the proxy read.
+//!
+//! Upstream side: hyper-util's pooled client; bodies stream both ways (the
+//! request body is cut at `limits.max_body_bytes` while streaming, a
+//! declared larger one is refused with 413 before anything is sent). Hop-
+//! by-hop headers (RFC 9110 §7.6.1, and those named in `Connection`) are
+//! removed both ways, `Via` and `X-Forwarded-For` added. A connect failure
+//! or a response head later than `timeouts.upstream_response_ms` marks the
+//! upstream down; a request without a body is then retried on the next
+//! upstream (nothing was sent), else answered 502 (connect, other errors)
+//! or 504 (timeout). Every failure is counted, by kind. Upgrades
+//! (WebSocket) are not forwarded: `Upgrade` is hop-by-hop and removed.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use serde::Serialize;
+
+use super::config::ProxyConfig;
+use super::metrics::{Failure, ProxyMetrics};
+use super::sbac::{rejection, Sbac, Verdict};
+use super::tls::TlsError;
+use super::upstream::Upstreams;
+use super::utilization::{parse_orca, InFlight, OrcaReports};
+use crate::daemon::LogFile;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type UpstreamBody = BoxBody<Bytes, BoxError>;
+
+/// How long the accept loop waits after `accept` failed (e.g. `EMFILE`).
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// How long a new connection waits for the slot of an evicted idle one.
+const EVICTION_WAIT: Duration = Duration::from_millis(50);
+/// Streams one HTTP/2 client may have open at once.
+const MAX_STREAMS: u32 = 128;
+/// Longest request target written to the access log.
+const MAX_LOGGED_TARGET: usize = 512;
+
+/// What a reload may change: everything but the listener, the workers, the
+/// metrics address and whether (and which) SBAC runs.
+pub struct Settings {
+    pub config: ProxyConfig,
+    pub upstreams: Upstreams,
+    pub client: Client<HttpConnector, UpstreamBody>,
+    pub sbac: Option<Arc<Sbac>>,
+    pub orca: OrcaReports,
+    pub connections: Arc<tokio::sync::Semaphore>,
+    /// TLS to clients (`[tls]`), its files read when these settings were
+    /// made.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Each upstream's `host:port`, for the request URI.
+    pub authorities: Vec<hyper::http::uri::Authority>,
+    /// Each upstream's latency histogram.
+    pub latency: Vec<prometheus_client::metrics::histogram::Histogram>,
+}
+
+impl Settings {
+    /// Must be called inside the runtime (the pool's timer).
+    pub fn new(
+        config: ProxyConfig,
+        sbac: Option<Arc<Sbac>>,
+        metrics: &ProxyMetrics,
+    ) -> Result<Settings, TlsError> {
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|t| super::tls::acceptor(&t.cert, &t.key))
+            .transpose()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_millis(config.timeouts.connect_ms)));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(config.limits.upstream_idle_connections)
+            .build(connector);
+        Ok(Settings {
+            tls,
+            authorities: config
+                .upstreams
+                .iter()
+                .map(|u| {
+                    hyper::http::uri::Authority::try_from(u.to_string().as_str())
+                        .expect("a socket address is an authority")
+                })
+                .collect(),
+            latency: config
+                .upstreams
+                .iter()
+                .map(|u| metrics.upstream_histogram(*u))
+                .collect(),
+            upstreams: Upstreams::new(
+                config.upstreams.clone(),
+                Duration::from_millis(config.timeouts.upstream_down_ms),
+            ),
+            orca: OrcaReports::new(config.upstreams.len()),
+            connections: Arc::new(tokio::sync::Semaphore::new(connection_budget(
+                &config,
+                crate::daemon::descriptor_limit().ok(),
+            ))),
+            client,
+            sbac,
+            config,
+        })
+    }
+}
+
+/// Client connections served at once: `limits.max_connections`, lowered
+/// to what the descriptor limit allows — each client connection may hold
+/// an upstream connection too, the pool keeps idle ones, and 64 are left
+/// for everything else (logs, metrics, `/proc` reads). Past it, accepting
+/// would fail with `EMFILE` for everyone, upstream connects included.
+pub fn connection_budget(config: &ProxyConfig, descriptor_limit: Option<u64>) -> usize {
+    let configured = config.limits.max_connections;
+    let Some(limit) = descriptor_limit else {
+        return configured;
+    };
+    let pool = (config.limits.upstream_idle_connections * config.upstreams.len()) as u64;
+    let budget = (limit.saturating_sub(64 + pool) / 2).max(1);
+    configured.min(usize::try_from(budget).unwrap_or(usize::MAX))
+}
+
+/// What every connection shares.
+pub struct Shared {
+    pub settings: RwLock<Arc<Settings>>,
+    pub metrics: Arc<ProxyMetrics>,
+    pub in_flight: InFlight,
+    pub access_log: Mutex<Option<LogFile>>,
+    /// Whether `access_log` holds a file.
+    pub logging: AtomicBool,
+    pub sampler: Mutex<super::utilization::Sampler>,
+    /// Open client connections (for eviction).
+    pub open: Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
+    pub next_connection: AtomicU64,
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn register(&self, activity: &Arc<Activity>) -> u64 {
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(id, Arc::clone(activity));
+        }
+        id
+    }
+
+    fn unregister(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&id);
+        }
+    }
+
+    /// Tells the open connection idle longest to close; whether there was
+    /// one.
+    fn evict_idlest(&self) -> bool {
+        let Ok(open) = self.open.lock() else {
+            return false;
+        };
+        let idlest = open
+            .values()
+            .filter_map(|a| a.idle_for().map(|idle| (idle, a)))
+            .max_by_key(|(idle, _)| *idle);
+        match idlest {
+            Some((_, activity)) => {
+                activity.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn settings(&self) -> Arc<Settings> {
+        match self.settings.read() {
+            Ok(s) => Arc::clone(&s),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    fn log(&self, line: &AccessLine) {
+        let Ok(mut log) = self.access_log.lock() else {
+            return;
+        };
+        let Some(log) = log.as_mut() else {
+            return;
+        };
+        if line.client.is_empty() {
+            // Made before the log was opened (a reload): nothing to write.
+            return;
+        }
+        let written = serde_json::to_vec(line)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| log.write_line(&bytes));
+        if written.is_err() {
+            self.metrics.access_log_errors.inc();
+        }
+    }
+}
+
+/// One line of the access log.
+#[derive(Clone, Debug, Default, Serialize)]
+struct AccessLine {
+    /// Seconds since the Unix epoch.
+    ts: f64,
+    client: String,
+    method: String,
+    target: String,
+    status: u16,
+    upstream: Option<String>,
+    session: Option<String>,
+    verdict: &'static str,
+    outcome: &'static str,
+    duration_us: u64,
+}
+
+/// The accept loop: until `stop` turns true.
+pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let mut stop = shared.stop.clone();
+    let mut reported_accept_error = false;
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => {
+                reported_accept_error = false;
+                a
+            }
+            Err(e) => {
+                if !reported_accept_error {
+                    eprintln!("vantage proxy: accept: {e}; retrying");
+                    reported_accept_error = true;
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        let settings = shared.settings();
+        let permit = match Arc::clone(&settings.connections).try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            // Full: make room by closing the connection idle longest (none
+            // of its requests in progress), as nginx reuses keep-alive
+            // connections; refuse if none is idle.
+            Err(_) => match shared.evict_idlest() {
+                true => tokio::time::timeout(
+                    EVICTION_WAIT,
+                    Arc::clone(&settings.connections).acquire_owned(),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok),
+                false => None,
+            },
+        };
+        let Some(permit) = permit else {
+            shared.metrics.connections_refused.inc();
+            if let Some(sbac) = &settings.sbac {
+                sbac.counts
+                    .refused_connections
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            shared.metrics.connections_open.inc();
+            let activity = Arc::new(Activity {
+                active: AtomicUsize::new(0),
+                requested: AtomicBool::new(false),
+                last_ms: AtomicU64::new(0),
+                opened: Instant::now(),
+                evict: tokio::sync::Notify::new(),
+            });
+            let id = shared.register(&activity);
+            match settings.tls.clone() {
+                None => connection(stream, peer, &shared, &settings, &activity).await,
+                Some(acceptor) => {
+                    let handshake =
+                        Duration::from_millis(settings.config.timeouts.request_headers_ms);
+                    match tokio::time::timeout(handshake, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => connection(tls, peer, &shared, &settings, &activity).await,
+                        _ => {
+                            shared.metrics.tls_handshakes_failed.inc();
+                        }
+                    }
+                }
+            }
+            shared.unregister(id);
+            shared.metrics.connections_open.dec();
+            drop(permit);
+        });
+    }
+}
+
+/// A client connection's activity, for the idle timeout and eviction.
+#[derive(Debug)]
+pub struct Activity {
+    /// Requests whose response has not been sent completely.
+    active: AtomicUsize,
+    /// Whether a request head has ever been read on it.
+    requested: AtomicBool,
+    /// Told to close (it was idle and a new connection needs its slot).
+    evict: tokio::sync::Notify,
+    /// When the last request began or the last response ended (ms since
+    /// the connection opened).
+    last_ms: AtomicU64,
+    opened: Instant,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms
+            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Option<Duration> {
+        (self.active.load(Ordering::Relaxed) == 0).then(|| {
+            self.opened
+                .elapsed()
+                .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+        })
+    }
+}
+
+async fn connection<I>(
+    stream: I,
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+    settings: &Settings,
+    activity: &Arc<Activity>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let limits = settings.config.limits;
+    let timeouts = settings.config.timeouts;
+    let service_shared = Arc::clone(shared);
+    let service_activity = Arc::clone(activity);
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let shared = Arc::clone(&service_shared);
+        let activity = Arc::clone(&service_activity);
+        activity.active.fetch_add(1, Ordering::Relaxed);
+        activity.requested.store(true, Ordering::Relaxed);
+        activity.touch();
+        async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(timeouts.request_headers_ms))
+        .max_buf_size(limits.max_header_bytes)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .keep_alive_interval(Some(Duration::from_secs(20)));
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let idle_timeout = Duration::from_millis(timeouts.idle_ms);
+    let grace = Duration::from_millis(timeouts.request_headers_ms);
+    let check = idle_timeout.min(grace).min(Duration::from_millis(250));
+    let mut stop = shared.stop.clone();
+    let mut closing: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stop.wait_for(|s| *s), if closing.is_none() => {
+                conn.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
+            }
+            _ = activity.evict.notified() => {
+                if activity.idle_for().is_some() {
+                    shared.metrics.connections_evicted.inc();
+                    return;
+                }
+            }
+            _ = tokio::time::sleep(check) => {
+                // Never a request head within the header timeout (hyper's
+                // timer starts only once the protocol is known).
+                if !activity.requested.load(Ordering::Relaxed)
+                    && activity.opened.elapsed() >= grace
+                {
+                    return;
+                }
+                match closing {
+                    // A peer that ignores the close gets dropped.
+                    Some(since) => if since.elapsed() >= grace && activity.idle_for().is_some() {
+                        return;
+                    },
+                    None => if activity.idle_for().is_some_and(|idle| idle >= idle_timeout) {
+                        conn.as_mut().graceful_shutdown();
+                        closing = Some(Instant::now());
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Header names that belong to one connection (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    headers.remove("proxy-authenticate");
+}
+
+fn add_via(headers: &mut HeaderMap, version: hyper::Version) {
+    let via = match version {
+        hyper::Version::HTTP_10 => "1.0 vantage",
+        hyper::Version::HTTP_2 => "2 vantage",
+        _ => "1.1 vantage",
+    };
+    headers.append(hyper::header::VIA, HeaderValue::from_static(via));
+}
+
+/// What happens when a response has been sent (or abandoned).
+struct Completion {
+    shared: Arc<Shared>,
+    settings: Arc<Settings>,
+    activity: Arc<Activity>,
+    /// Held while the upstream works on the request.
+    in_flight: Option<InFlightGuard>,
+    session: Option<u64>,
+    line: AccessLine,
+    started: Instant,
+    /// A failure already counted (5xx, 502, …): the response is not "ok".
+    failed: bool,
+    done: bool,
+}
+
+impl Completion {
+    fn finish(&mut self, body_failure: Option<Failure>) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let failure = body_failure.filter(|_| !self.failed);
+        if let Some(failure) = failure {
+            self.shared.metrics.count_failure(failure);
+            if let Some(sbac) = &self.settings.sbac {
+                sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+            }
+            self.line.outcome = failure.name();
+        }
+        let ok = !self.failed && failure.is_none();
+        self.in_flight.take();
+        if let (Some(sbac), Some(session)) = (&self.settings.sbac, self.session) {
+            sbac.on_response(session, ok);
+        }
+        self.line.duration_us = self.started.elapsed().as_micros() as u64;
+        self.shared.log(&self.line);
+        self.activity.active.fetch_sub(1, Ordering::Relaxed);
+        self.activity.touch();
+    }
+}
+
+impl Drop for Completion {
+    /// Dropped unfinished: the client went away before its response (the
+    /// connection closed while the upstream worked).
+    fn drop(&mut self) {
+        self.finish(Some(Failure::ClientGone));
+    }
+}
+
+/// One request at the upstreams, for the occupancy; left on drop.
+struct InFlightGuard(Arc<Shared>);
+
+impl InFlightGuard {
+    fn enter(shared: &Arc<Shared>) -> InFlightGuard {
+        shared.in_flight.enter();
+        InFlightGuard(Arc::clone(shared))
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.in_flight.leave();
+    }
+}
+
+/// The response body to the client: streams `inner` and, when it ends or
+/// is dropped, completes the request (a body dropped before its end is a
+/// client gone before the response).
+pub struct Tracked {
+    inner: UpstreamBody,
+    completion: Option<Completion>,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some(mut c) = self.completion.take() {
+                    c.finish(None);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => {
+                if let Some(mut c) = self.completion.take() {
+                    c.finish(Some(Failure::UpstreamError));
+                }
+            }
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.completion.take() {
+            let gone = (!self.inner.is_end_stream()).then_some(Failure::ClientGone);
+            c.finish(gone);
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> UpstreamBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+fn local(status: StatusCode, text: &'static str) -> Response<UpstreamBody> {
+    let mut response = Response::new(full(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn wall_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn is_body_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    activity: Arc<Activity>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Tracked> {
+    let settings = shared.settings();
+    let started = Instant::now();
+    let target = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    // The log line's strings are made only when there is a log.
+    let logging = shared.logging.load(Ordering::Relaxed);
+    let mut line = AccessLine {
+        verdict: "none",
+        outcome: "ok",
+        ..AccessLine::default()
+    };
+    if logging {
+        line.ts = wall_seconds();
+        line.client = peer.ip().to_string();
+        line.method = request.method().as_str().chars().take(32).collect();
+        line.target = target.chars().take(MAX_LOGGED_TARGET).collect();
+    }
+    let mut completion = Completion {
+        shared: Arc::clone(&shared),
+        settings: Arc::clone(&settings),
+        activity,
+        in_flight: None,
+        session: None,
+        line: AccessLine::default(),
+        started,
+        failed: false,
+        done: false,
+    };
+
+    // Admission.
+    let mut set_cookie = None;
+    if let Some(sbac) = &settings.sbac {
+        let verdict = sbac.on_request(sbac.find_cookie(request.headers()));
+        line.verdict = verdict.name();
+        match verdict {
+            Verdict::Pass {
+                session_id,
+                new_session,
+                set_cookie: cookie,
+                refused_token,
+            } => {
+                if new_session {
+                    shared.metrics.sessions_admitted.inc();
+                }
+                if let Some(why) = &refused_token {
+                    shared.metrics.count_token_refused(why);
+                }
+                completion.session = Some(session_id);
+                if logging {
+                    line.session = Some(format!("{session_id:016x}"));
+                }
+                let secure = if settings.tls.is_some() {
+                    "; Secure"
+                } else {
+                    ""
+                };
+                set_cookie = HeaderValue::from_str(&format!("{cookie}{secure}")).ok();
+            }
+            Verdict::Reject { refused_token } => {
+                shared.metrics.sessions_rejected.inc();
+                if let Some(why) = &refused_token {
+                    shared.metrics.count_token_refused(why);
+                }
+                let sbac_config = settings.config.sbac.as_ref();
+                let response = match sbac_config {
+                    Some(c) => rejection(&c.reject, c.retry_after_s).map(full),
+                    None => local(StatusCode::SERVICE_UNAVAILABLE, "busy\n"),
+                };
+                return respond(completion, line, response);
+            }
+        }
+    }
+
+    // CONNECT (tunnels) is not a reverse proxy's business.
+    if request.method() == hyper::Method::CONNECT {
+        return respond(
+            completion,
+            line,
+            local(StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not served\n"),
+        );
+    }
+
+    // A declared body over the limit: refused before anything is sent.
+    let max_body = settings.config.limits.max_body_bytes;
+    if request.body().size_hint().lower() > max_body {
+        return respond(
+            completion,
+            line,
+            local(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+        );
+    }
+
+    let (mut parts, body) = request.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    // HTTP/2 carries the host in `:authority`; HTTP/1.1 upstreams need
+    // `Host`.
+    if !parts.headers.contains_key(hyper::header::HOST) {
+        if let Some(host) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(hyper::header::HOST, host);
+        }
+    }
+    // The upstream request is framed by hyper from the body it streams
+    // (its exact length when known, else chunked), never from a header.
+    parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    add_via(&mut parts.headers, parts.version);
+    let peer_ip = peer.ip().to_string();
+    let forwarded = match parts
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(earlier) => format!("{earlier}, {peer_ip}"),
+        None => peer_ip,
+    };
+    if let Ok(v) = HeaderValue::from_str(&forwarded) {
+        parts.headers.insert("x-forwarded-for", v);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/"));
+    // Only a request without a body is retried (nothing was sent), and
+    // only when there is another upstream: then its headers are kept.
+    let retryable = body.is_end_stream() && settings.upstreams.len() > 1;
+    let mut body = Some(Limited::new(body, max_body as usize).boxed());
+    let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
+    let mut tried: Vec<usize> = Vec::new();
+    loop {
+        let Some(index) = settings.upstreams.pick(&tried) else {
+            shared.metrics.count_failure(Failure::NoUpstream);
+            completion.failed = true;
+            line.outcome = Failure::NoUpstream.name();
+            return respond(
+                completion,
+                line,
+                local(StatusCode::BAD_GATEWAY, "no upstream\n"),
+            );
+        };
+        tried.push(index);
+        let address = settings.upstreams.address(index);
+        if logging {
+            line.upstream = Some(address.to_string());
+        }
+        let mut uri_parts = hyper::http::uri::Parts::default();
+        uri_parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
+        uri_parts.authority = Some(settings.authorities[index].clone());
+        uri_parts.path_and_query = Some(path.clone());
+        let uri = match hyper::Uri::from_parts(uri_parts) {
+            Ok(uri) => uri,
+            Err(_) => {
+                return respond(
+                    completion,
+                    line,
+                    local(StatusCode::BAD_REQUEST, "bad request target\n"),
+                )
+            }
+        };
+        let mut upstream_request = Request::new(match body.take() {
+            Some(b) => b,
+            None => full(Bytes::new()),
+        });
+        *upstream_request.method_mut() = parts.method.clone();
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.version_mut() = hyper::Version::HTTP_11;
+        *upstream_request.headers_mut() = if retryable {
+            parts.headers.clone()
+        } else {
+            std::mem::take(&mut parts.headers)
+        };
+        let in_flight = InFlightGuard::enter(&shared);
+        let sent = Instant::now();
+        let result =
+            tokio::time::timeout(upstream_timeout, settings.client.request(upstream_request)).await;
+        let failure = match result {
+            Ok(Ok(mut response)) => {
+                settings.upstreams.mark_up(index);
+                settings.latency[index].observe(sent.elapsed().as_secs_f64());
+                if let Some(report) = response.headers().get("endpoint-load-metrics") {
+                    match report.to_str().ok().and_then(parse_orca) {
+                        Some(value) => settings.orca.record(index, value),
+                        None => {
+                            shared.metrics.orca_ignored.inc();
+                        }
+                    }
+                }
+                if response.status().is_server_error() {
+                    shared.metrics.count_failure(Failure::Upstream5xx);
+                    if let Some(sbac) = &settings.sbac {
+                        sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+                    }
+                    completion.failed = true;
+                    line.outcome = Failure::Upstream5xx.name();
+                }
+                strip_hop_by_hop(response.headers_mut());
+                let version = response.version();
+                add_via(response.headers_mut(), version);
+                if let Some(cookie) = set_cookie {
+                    response
+                        .headers_mut()
+                        .append(hyper::header::SET_COOKIE, cookie);
+                }
+                completion.in_flight = Some(in_flight);
+                return respond(
+                    completion,
+                    line,
+                    response.map(|b| b.map_err(BoxError::from).boxed()),
+                );
+            }
+            Ok(Err(error)) if error.is_connect() => {
+                settings.upstreams.mark_down(index);
+                Failure::Connect
+            }
+            Ok(Err(error)) if is_body_limit(&error) => {
+                drop(in_flight);
+                return respond(
+                    completion,
+                    line,
+                    local(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+                );
+            }
+            Ok(Err(_)) => Failure::UpstreamError,
+            Err(_elapsed) => {
+                settings.upstreams.mark_down(index);
+                Failure::Timeout
+            }
+        };
+        drop(in_flight);
+        shared.metrics.count_failure(failure);
+        if let Some(sbac) = &settings.sbac {
+            sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        let retry =
+            failure == Failure::Connect && retryable && tried.len() < settings.upstreams.len();
+        if retry {
+            continue;
+        }
+        completion.failed = true;
+        line.outcome = failure.name();
+        let response = match failure {
+            Failure::Timeout => local(StatusCode::GATEWAY_TIMEOUT, "upstream timed out\n"),
+            _ => local(StatusCode::BAD_GATEWAY, "upstream failed\n"),
+        };
+        return respond(completion, line, response);
+    }
+}
+
+/// Counts the status, fills the log line and wraps the body so the request
+/// completes when it has been sent.
+fn respond(
+    mut completion: Completion,
+    mut line: AccessLine,
+    response: Response<UpstreamBody>,
+) -> Response<Tracked> {
+    line.status = response.status().as_u16();
+    completion.shared.metrics.count_status(line.status);
+    completion.line = line;
+    response.map(|inner| Tracked {
+        inner,
+        completion: Some(completion),
+    })
+}
