@@ -13,27 +13,38 @@
 //! connections in flight. Connections only one capture saw are analysed
 //! from that capture alone.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, ReorderBuffer, SkipReason,
-    TableConfig, TraceReader, DEFAULT_REORDER_WINDOW,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason,
+    TableConfig, TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
 use crate::view::{CapturedConnection, PayloadStart, SegmentExtra};
-use crate::{CpaError, Side};
+use crate::{CpaError, Options, Side};
+
+/// A packet in the time-order window, already decoded.
+enum Decoded {
+    /// A TCP segment (its payload dropped, its side-channel taken).
+    Segment(Segment<'static>, SegmentExtra),
+    /// Not analysed: why, and the packet's link type.
+    Skipped(SkipReason, u16),
+}
 
 /// One trace being read.
 pub(crate) struct Source {
     side: Side,
     reader: TraceReader,
     table: ConnectionTable,
-    extras: HashMap<ConnectionId, Vec<SegmentExtra>>,
-    /// Packets put back in time order before the table sees them.
-    order: ReorderBuffer,
+    /// Looked up once per segment: foldhash rather than SipHash.
+    extras: foldhash::HashMap<ConnectionId, Vec<SegmentExtra>>,
+    /// Packets put back in time order before the table sees them, decoded
+    /// as they are read (the table needs no payload bytes, so none are
+    /// copied into the window).
+    order: TimeOrder<Decoded>,
     last_time: Nanos,
     input_done: bool,
     done: bool,
@@ -53,8 +64,8 @@ impl Source {
                 record_segments: true,
                 ..config
             }),
-            extras: HashMap::new(),
-            order: ReorderBuffer::new(DEFAULT_REORDER_WINDOW),
+            extras: foldhash::HashMap::default(),
+            order: TimeOrder::new(DEFAULT_REORDER_WINDOW),
             last_time: Nanos::ZERO,
             input_done: false,
             done: false,
@@ -77,7 +88,24 @@ impl Source {
                 Ok(Some(packet)) => {
                     self.summary.packets += 1;
                     self.last_time = self.last_time.max(packet.timestamp);
-                    self.order.push(&packet);
+                    let decoded = match decode(&packet) {
+                        Ok(segment) => Decoded::Segment(
+                            Segment {
+                                payload: &[],
+                                ..segment
+                            },
+                            SegmentExtra {
+                                ip_id: segment.ip_id,
+                                payload: if segment.payload_len > 0 {
+                                    PayloadStart::classify(segment.payload)
+                                } else {
+                                    PayloadStart::Unknown
+                                },
+                            },
+                        ),
+                        Err(reason) => Decoded::Skipped(reason, packet.link_type.0),
+                    };
+                    self.order.push(packet.timestamp, decoded);
                     if !self.order.is_full() {
                         return Ok(true);
                     }
@@ -97,32 +125,21 @@ impl Source {
                 }
             }
         }
-        let Some(owned) = self.order.pop() else {
+        let Some((_, decoded)) = self.order.pop() else {
             self.done = true;
             self.table.finish_all();
             return Ok(false);
         };
-        let packet = owned.packet();
-        match decode(&packet) {
-            Ok(segment) => {
+        match decoded {
+            Decoded::Segment(segment, extra) => {
                 self.summary.tcp_segments += 1;
-                let extra = SegmentExtra {
-                    ip_id: segment.ip_id,
-                    payload: if segment.payload_len > 0 {
-                        PayloadStart::classify(segment.payload)
-                    } else {
-                        PayloadStart::Unknown
-                    },
-                };
                 if let Observation::Recorded { connection, .. } = self.table.observe(&segment) {
                     self.extras.entry(connection).or_default().push(extra);
                 }
             }
-            Err(reason) => {
+            Decoded::Skipped(reason, link_type) => {
                 if reason == SkipReason::UnsupportedLinkType {
-                    self.summary
-                        .unsupported_link_type
-                        .get_or_insert(packet.link_type.0);
+                    self.summary.unsupported_link_type.get_or_insert(link_type);
                 }
                 self.summary.skipped.add(reason)
             }
@@ -167,25 +184,85 @@ impl Source {
     }
 }
 
+/// Finished connections waiting for the analysis thread, at most: the
+/// reader waits beyond this, so memory stays bounded by the connection
+/// table's cap plus this many connections.
+const PIPELINE_DEPTH: usize = 64;
+
+/// Runs `read`, which hands each finished connection to its argument, and
+/// `analyse` on each of them in the order they were handed over: on the
+/// same thread, or with `threads` = 2 on a second one, fed through a
+/// bounded channel.
+fn pipeline<A>(
+    threads: usize,
+    analyzer: &mut Analyzer,
+    mut analyse: A,
+    read: impl FnOnce(&mut dyn FnMut(CapturedConnection)) -> Result<(), CpaError>,
+) -> Result<(), CpaError>
+where
+    A: FnMut(CapturedConnection, &mut Analyzer) + Send,
+{
+    if threads < 2 {
+        return read(&mut |captured| analyse(captured, analyzer));
+    }
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(PIPELINE_DEPTH);
+        let worker = scope.spawn(move || {
+            for captured in receiver {
+                analyse(captured, analyzer);
+            }
+        });
+        // A send fails only when the analysis thread panicked; the join
+        // below passes the panic on.
+        let result = read(&mut |captured| {
+            let _ = sender.send(captured);
+        });
+        drop(sender);
+        if let Err(panic) = worker.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
+}
+
 /// Analyses one trace taken at `side`.
 pub(crate) fn single(
     path: &Path,
     side: Side,
-    config: TableConfig,
+    options: &Options,
     analyzer: &mut Analyzer,
 ) -> Result<InputSummary, CpaError> {
-    let mut source = Source::open(path, side, config)?;
-    loop {
-        let more = source.step()?;
-        while let Some(captured) = source.pop() {
-            match side {
-                Side::Client => analyzer.on_connection(Some(&captured), None),
-                Side::Server => analyzer.on_connection(None, Some(&captured)),
+    let mut source = Source::open(path, side, options.table)?;
+    let analyse = move |captured: CapturedConnection, analyzer: &mut Analyzer| match side {
+        Side::Client => analyzer.on_connection(Some(&captured), None),
+        Side::Server => analyzer.on_connection(None, Some(&captured)),
+    };
+    // Reads until the end, or until `stop_after` packets.
+    let read = |source: &mut Source,
+                    deliver: &mut dyn FnMut(CapturedConnection),
+                    stop_after: Option<u64>|
+     -> Result<bool, CpaError> {
+        loop {
+            let more = source.step()?;
+            while let Some(captured) = source.pop() {
+                deliver(captured);
+            }
+            if !more {
+                return Ok(false);
+            }
+            if stop_after.is_some_and(|limit| source.summary.packets >= limit) {
+                return Ok(true);
             }
         }
-        if !more {
-            break;
-        }
+    };
+    let more = pipeline(1, analyzer, analyse, |deliver| {
+        read(&mut source, deliver, Some(options.parallel_after_packets)).map(|_| ())
+    });
+    more?;
+    if !source.done {
+        pipeline(options.threads, analyzer, analyse, |deliver| {
+            read(&mut source, deliver, None).map(|_| ())
+        })?;
     }
     source.check_link_type()?;
     Ok(source.summary())
@@ -280,34 +357,59 @@ fn analyze_pair(a: CapturedConnection, b: CapturedConnection, analyzer: &mut Ana
 pub(crate) fn dual(
     client_path: &Path,
     server_path: &Path,
-    config: TableConfig,
-    clock_offset: Option<i64>,
+    options: &Options,
     analyzer: &mut Analyzer,
 ) -> Result<[InputSummary; 2], CpaError> {
     let mut sources = [
-        Source::open(client_path, Side::Client, config)?,
-        Source::open(server_path, Side::Server, config)?,
+        Source::open(client_path, Side::Client, options.table)?,
+        Source::open(server_path, Side::Server, options.table)?,
     ];
     let mut pairing = Pairing::default();
     // Server times are compared after removing the given offset.
-    let offset = clock_offset.unwrap_or(0);
-    loop {
-        let behind = match (sources[0].done, sources[1].done) {
-            (true, true) => break,
-            (true, false) => 1,
-            (false, true) => 0,
-            (false, false) => {
-                let client_time = sources[0].last_time.0 as i128;
-                let server_time = sources[1].last_time.0 as i128 - i128::from(offset);
-                usize::from(server_time <= client_time)
+    let offset = options.clock_offset.unwrap_or(0);
+    // Reads until both traces end, or until `stop_after` packets.
+    let read = |sources: &mut [Source; 2],
+                deliver: &mut dyn FnMut(CapturedConnection),
+                stop_after: Option<u64>|
+     -> Result<(), CpaError> {
+        loop {
+            let behind = match (sources[0].done, sources[1].done) {
+                (true, true) => return Ok(()),
+                (true, false) => 1,
+                (false, true) => 0,
+                (false, false) => {
+                    let client_time = sources[0].last_time.0 as i128;
+                    let server_time = sources[1].last_time.0 as i128 - i128::from(offset);
+                    usize::from(server_time <= client_time)
+                }
+            };
+            sources[behind].step()?;
+            for source in sources.iter_mut() {
+                while let Some(captured) = source.pop() {
+                    deliver(captured);
+                }
             }
-        };
-        sources[behind].step()?;
-        for source in sources.iter_mut() {
-            while let Some(captured) = source.pop() {
-                pairing.offer(captured, analyzer);
+            let packets = sources[0].summary.packets + sources[1].summary.packets;
+            if stop_after.is_some_and(|limit| packets >= limit) {
+                return Ok(());
             }
         }
+    };
+    let pairing_ref = &mut pairing;
+    pipeline(
+        1,
+        analyzer,
+        |captured, analyzer| pairing_ref.offer(captured, analyzer),
+        |deliver| read(&mut sources, deliver, Some(options.parallel_after_packets)),
+    )?;
+    if !(sources[0].done && sources[1].done) {
+        let pairing_ref = &mut pairing;
+        pipeline(
+            options.threads,
+            analyzer,
+            |captured, analyzer| pairing_ref.offer(captured, analyzer),
+            |deliver| read(&mut sources, deliver, None),
+        )?;
     }
     pairing.finish(analyzer);
     for source in &sources {

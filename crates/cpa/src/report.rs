@@ -411,16 +411,49 @@ pub fn failures_line(analysis: &Analysis) -> Option<String> {
 /// `vantage cpa --json`: the transactions (the objects of `--jsonl`) and
 /// the analysis's counts as one pretty-printed document.
 pub fn json_document(analysis: &Analysis) -> Result<String, serde_json::Error> {
-    let transactions: Vec<JsonTransaction> = analysis
-        .transactions
-        .iter()
-        .map(JsonTransaction::of)
-        .collect();
-    let document = serde_json::json!({
-        "transactions": transactions,
-        "summary": analysis.stats,
-    });
-    serde_json::to_string_pretty(&document)
+    let mut out = Vec::new();
+    write_json_document(&mut out, analysis)?;
+    // serde_json writes only valid UTF-8.
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// [`json_document`] written as it is made: one transaction's JSON value
+/// at a time, so memory does not grow with the document. Keys are in
+/// sorted order at every level (the objects go through
+/// [`serde_json::Value`]), as in [`json_document`].
+pub fn write_json_document(
+    out: impl std::io::Write,
+    analysis: &Analysis,
+) -> Result<(), serde_json::Error> {
+    serde_json::to_writer_pretty(out, &JsonDocument(analysis))
+}
+
+struct JsonDocument<'a>(&'a Analysis);
+
+impl Serialize for JsonDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let summary = serde_json::to_value(&self.0.stats).map_err(S::Error::custom)?;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("summary", &summary)?;
+        map.serialize_entry("transactions", &JsonTransactions(&self.0.transactions))?;
+        map.end()
+    }
+}
+
+struct JsonTransactions<'a>(&'a [Transaction]);
+
+impl Serialize for JsonTransactions<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for transaction in self.0 {
+            let value =
+                serde_json::to_value(JsonTransaction::of(transaction)).map_err(S::Error::custom)?;
+            seq.serialize_element(&value)?;
+        }
+        seq.end()
+    }
 }
 
 /// The JSON object of one transaction (one line of `--json`).
