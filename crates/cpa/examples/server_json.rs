@@ -1,5 +1,6 @@
 //! The `--json` document of `vantage cpa --server FILE`, without the rest
-//! of the command line (for profiling the analysis on its own): `cargo run
+//! of the command line (for profiling the analysis on its own; the
+//! time of the analysis and of the JSON goes to standard error): `cargo run
 //! --release -p vantage-cpa --example server_json -- FILE [THREADS]`.
 
 use std::io::Write;
@@ -19,10 +20,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         server: Some(server.into()),
         client: None,
     };
+    let started = std::time::Instant::now();
     let analysis = vantage_cpa::analyze(&inputs, &options)?;
+    let analysed = started.elapsed();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    vantage_cpa::report::write_json_document(&mut out, &analysis)?;
+    vantage_cpa::report::write_json_document(&mut out, &analysis, threads)?;
     writeln!(out)?;
     out.flush()?;
+    eprintln!(
+        "analysis {:.3} s, JSON {:.3} s",
+        analysed.as_secs_f64(),
+        (started.elapsed() - analysed).as_secs_f64()
+    );
     Ok(())
 }

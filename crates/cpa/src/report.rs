@@ -409,50 +409,59 @@ pub fn failures_line(analysis: &Analysis) -> Option<String> {
 }
 
 /// `vantage cpa --json`: the transactions (the objects of `--jsonl`) and
-/// the analysis's counts as one pretty-printed document.
+/// the analysis's counts as one pretty-printed document, keys sorted at
+/// every level.
 pub fn json_document(analysis: &Analysis) -> Result<String, serde_json::Error> {
     let mut out = Vec::new();
-    write_json_document(&mut out, analysis)?;
+    write_json_document(&mut out, analysis, 1).map_err(serde_json::Error::io)?;
     // serde_json writes only valid UTF-8.
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 
-/// [`json_document`] written as it is made: one transaction's JSON value
-/// at a time, so memory does not grow with the document. Keys are in
-/// sorted order at every level (the objects go through
-/// [`serde_json::Value`]), as in [`json_document`].
+/// Transactions rendered per batch by [`write_json_document`].
+const JSON_BATCH: usize = 1024;
+
+/// [`json_document`] written as it is made, a batch of transactions at a
+/// time (so memory does not grow with the document), each batch rendered
+/// on `threads` threads (rayon's pool when more than 1).
+///
+/// The bytes are those of `serde_json::to_string_pretty` of the whole
+/// document as a `serde_json::Value`: each object goes through a `Value`
+/// (sorted keys), is pretty-printed on its own, and is indented to its
+/// depth (JSON strings hold no raw newline, so indenting after every
+/// newline is exact).
 pub fn write_json_document(
-    out: impl std::io::Write,
+    mut out: impl std::io::Write,
     analysis: &Analysis,
-) -> Result<(), serde_json::Error> {
-    serde_json::to_writer_pretty(out, &JsonDocument(analysis))
-}
-
-struct JsonDocument<'a>(&'a Analysis);
-
-impl Serialize for JsonDocument<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeMap};
-        let summary = serde_json::to_value(&self.0.stats).map_err(S::Error::custom)?;
-        let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("summary", &summary)?;
-        map.serialize_entry("transactions", &JsonTransactions(&self.0.transactions))?;
-        map.end()
-    }
-}
-
-struct JsonTransactions<'a>(&'a [Transaction]);
-
-impl Serialize for JsonTransactions<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeSeq};
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for transaction in self.0 {
-            let value =
-                serde_json::to_value(JsonTransaction::of(transaction)).map_err(S::Error::custom)?;
-            seq.serialize_element(&value)?;
+    threads: usize,
+) -> std::io::Result<()> {
+    let render = |value: Result<serde_json::Value, serde_json::Error>,
+                  indent: &str|
+     -> Result<String, serde_json::Error> {
+        let text = serde_json::to_string_pretty(&value?)?;
+        Ok(text.replace('\n', &format!("\n{indent}")))
+    };
+    let summary = render(serde_json::to_value(&analysis.stats), "  ")?;
+    write!(out, "{{\n  \"summary\": {summary},\n  \"transactions\": [")?;
+    let transaction = |t: &Transaction| render(serde_json::to_value(JsonTransaction::of(t)), "    ");
+    let mut first = true;
+    for batch in analysis.transactions.chunks(JSON_BATCH) {
+        let rendered: Vec<Result<String, serde_json::Error>> = if threads > 1 {
+            use rayon::prelude::*;
+            batch.par_iter().map(transaction).collect()
+        } else {
+            batch.iter().map(transaction).collect()
+        };
+        for text in rendered {
+            out.write_all(if first { b"\n    " } else { b",\n    " })?;
+            out.write_all(text?.as_bytes())?;
+            first = false;
         }
-        seq.end()
+    }
+    if first {
+        write!(out, "]\n}}")
+    } else {
+        write!(out, "\n  ]\n}}")
     }
 }
 
