@@ -34,13 +34,20 @@ enum Decoded {
     Skipped(SkipReason, u16),
 }
 
-/// One trace being read.
-pub(crate) struct Source {
+/// What one step of reading did.
+enum Step {
+    /// A packet went into the time-order window.
+    Read,
+    /// The earliest packet left the window.
+    Released(Decoded),
+    /// The trace has ended and the window is empty.
+    End,
+}
+
+/// The reading half of a [`Source`]: file, decoder, time-order window.
+struct Input {
     side: Side,
     reader: TraceReader,
-    table: ConnectionTable,
-    /// Looked up once per segment: foldhash rather than SipHash.
-    extras: foldhash::HashMap<ConnectionId, Vec<SegmentExtra>>,
     /// Packets put back in time order before the table sees them, decoded
     /// as they are read (the table needs no payload bytes, so none are
     /// copied into the window).
@@ -48,45 +55,21 @@ pub(crate) struct Source {
     last_time: Nanos,
     input_done: bool,
     done: bool,
-    summary: InputSummary,
+    packets: u64,
+    cut_off: Option<String>,
 }
 
-impl Source {
-    pub fn open(path: &Path, side: Side, config: TableConfig) -> Result<Source, CpaError> {
-        let reader = TraceReader::open(path).map_err(|source| CpaError::Trace {
-            side: side.name(),
-            source,
-        })?;
-        Ok(Source {
-            side,
-            reader,
-            table: ConnectionTable::new(TableConfig {
-                record_segments: true,
-                ..config
-            }),
-            extras: foldhash::HashMap::default(),
-            order: TimeOrder::new(DEFAULT_REORDER_WINDOW),
-            last_time: Nanos::ZERO,
-            input_done: false,
-            done: false,
-            summary: InputSummary {
-                side: Some(side),
-                ..InputSummary::default()
-            },
-        })
-    }
-
+impl Input {
     /// Reads one packet into the time-order window and, once it is full
-    /// (or the trace has ended), hands the earliest packet to the table;
-    /// false at the end of the trace.
-    pub fn step(&mut self) -> Result<bool, CpaError> {
+    /// (or the trace has ended), releases the earliest.
+    fn step(&mut self) -> Result<Step, CpaError> {
         if self.done {
-            return Ok(false);
+            return Ok(Step::End);
         }
         if !self.input_done {
             match self.reader.next_packet() {
                 Ok(Some(packet)) => {
-                    self.summary.packets += 1;
+                    self.packets += 1;
                     self.last_time = self.last_time.max(packet.timestamp);
                     let decoded = match decode(&packet) {
                         Ok(segment) => Decoded::Segment(
@@ -107,14 +90,14 @@ impl Source {
                     };
                     self.order.push(packet.timestamp, decoded);
                     if !self.order.is_full() {
-                        return Ok(true);
+                        return Ok(Step::Read);
                     }
                 }
                 Ok(None) => self.input_done = true,
                 Err(source) if source.is_cut_off() => {
                     // Every complete packet before the cut is analysed; the
                     // summary carries the warning.
-                    self.summary.cut_off = Some(source.to_string());
+                    self.cut_off = Some(source.to_string());
                     self.input_done = true;
                 }
                 Err(source) => {
@@ -125,11 +108,28 @@ impl Source {
                 }
             }
         }
-        let Some((_, decoded)) = self.order.pop() else {
-            self.done = true;
-            self.table.finish_all();
-            return Ok(false);
-        };
+        match self.order.pop() {
+            Some((_, decoded)) => Ok(Step::Released(decoded)),
+            None => {
+                self.done = true;
+                Ok(Step::End)
+            }
+        }
+    }
+}
+
+/// The tracking half of a [`Source`]: connection table and side-channel.
+struct Tracker {
+    side: Side,
+    table: ConnectionTable,
+    /// Looked up once per segment: foldhash rather than SipHash.
+    extras: foldhash::HashMap<ConnectionId, Vec<SegmentExtra>>,
+    /// The counts this half keeps (segments, skips, connections).
+    summary: InputSummary,
+}
+
+impl Tracker {
+    fn apply(&mut self, decoded: Decoded) {
         match decoded {
             Decoded::Segment(segment, extra) => {
                 self.summary.tcp_segments += 1;
@@ -144,11 +144,10 @@ impl Source {
                 self.summary.skipped.add(reason)
             }
         }
-        Ok(true)
     }
 
     /// The next finished connection.
-    pub fn pop(&mut self) -> Option<CapturedConnection> {
+    fn pop(&mut self) -> Option<CapturedConnection> {
         let connection = self.table.pop_finished()?;
         self.summary.connections += 1;
         let extras = self.extras.remove(&connection.id).unwrap_or_default();
@@ -158,30 +157,172 @@ impl Source {
             extras,
         })
     }
+}
+
+/// One trace being read.
+pub(crate) struct Source {
+    input: Input,
+    tracker: Tracker,
+}
+
+impl Source {
+    pub fn open(path: &Path, side: Side, config: TableConfig) -> Result<Source, CpaError> {
+        let reader = TraceReader::open(path).map_err(|source| CpaError::Trace {
+            side: side.name(),
+            source,
+        })?;
+        Ok(Source {
+            input: Input {
+                side,
+                reader,
+                order: TimeOrder::new(DEFAULT_REORDER_WINDOW),
+                last_time: Nanos::ZERO,
+                input_done: false,
+                done: false,
+                packets: 0,
+                cut_off: None,
+            },
+            tracker: Tracker {
+                side,
+                table: ConnectionTable::new(TableConfig {
+                    record_segments: true,
+                    ..config
+                }),
+                extras: foldhash::HashMap::default(),
+                summary: InputSummary {
+                    side: Some(side),
+                    ..InputSummary::default()
+                },
+            },
+        })
+    }
+
+    fn done(&self) -> bool {
+        self.input.done
+    }
+
+    fn last_time(&self) -> Nanos {
+        self.input.last_time
+    }
+
+    /// Reads one packet into the time-order window and, once it is full
+    /// (or the trace has ended), hands the earliest packet to the table;
+    /// false at the end of the trace.
+    pub fn step(&mut self) -> Result<bool, CpaError> {
+        if self.input.done {
+            return Ok(false);
+        }
+        match self.input.step()? {
+            Step::Read => Ok(true),
+            Step::Released(decoded) => {
+                self.tracker.apply(decoded);
+                Ok(true)
+            }
+            Step::End => {
+                self.tracker.table.finish_all();
+                Ok(false)
+            }
+        }
+    }
+
+    /// The next finished connection.
+    pub fn pop(&mut self) -> Option<CapturedConnection> {
+        self.tracker.pop()
+    }
 
     pub fn summary(&self) -> InputSummary {
-        let mut summary = self.summary.clone();
-        summary.peak_active_connections = self.table.stats().peak_active;
-        summary.late_segments = self.table.stats().late_segments;
-        summary.connections_evicted = self.table.stats().evicted;
-        summary.reordering = self.order.stats();
+        let mut summary = self.tracker.summary.clone();
+        let stats = self.tracker.table.stats();
+        summary.packets = self.input.packets;
+        summary.cut_off.clone_from(&self.input.cut_off);
+        summary.peak_active_connections = stats.peak_active;
+        summary.late_segments = stats.late_segments;
+        summary.connections_evicted = stats.evicted;
+        summary.reordering = self.input.order.stats();
         summary
     }
 
     /// A trace whose packets are all of a link type the decoder does not
     /// know gives no answer, rather than "0 transactions".
     fn check_link_type(&self) -> Result<(), CpaError> {
-        match self.summary.unsupported_link_type {
-            Some(link_type) if self.summary.tcp_segments == 0 => {
-                Err(CpaError::UnsupportedLinkType {
-                    side: self.side.name(),
-                    link_type,
-                    packets: self.summary.skipped.get(SkipReason::UnsupportedLinkType),
-                })
-            }
+        let summary = &self.tracker.summary;
+        match summary.unsupported_link_type {
+            Some(link_type) if summary.tcp_segments == 0 => Err(CpaError::UnsupportedLinkType {
+                side: self.input.side.name(),
+                link_type,
+                packets: summary.skipped.get(SkipReason::UnsupportedLinkType),
+            }),
             _ => Ok(()),
         }
     }
+}
+
+/// Packets handed from the reading thread to the tracking one at a time,
+/// and batches in flight at most: the reader waits beyond these, so
+/// memory stays bounded (the connection table's cap plus 8 × 512 decoded
+/// headers).
+const PACKET_BATCH: usize = 512;
+const PACKET_BATCHES_IN_FLIGHT: usize = 8;
+
+/// The rest of one trace on two threads: this one reads, decodes and puts
+/// packets in time order; a second one keeps the connection table and
+/// analyses each connection as it finishes, in the same order as one
+/// thread would.
+fn read_on_two_threads(
+    source: &mut Source,
+    analyse: impl FnMut(CapturedConnection, &mut Analyzer) + Send,
+    analyzer: &mut Analyzer,
+) -> Result<(), CpaError> {
+    let Source { input, tracker } = source;
+    let mut analyse = analyse;
+    std::thread::scope(|scope| {
+        let (sender, receiver) =
+            std::sync::mpsc::sync_channel::<Vec<Decoded>>(PACKET_BATCHES_IN_FLIGHT);
+        let worker = scope.spawn(move || {
+            for batch in receiver {
+                for decoded in batch {
+                    tracker.apply(decoded);
+                    while let Some(captured) = tracker.pop() {
+                        analyse(captured, analyzer);
+                    }
+                }
+            }
+            // The channel closes at the end of the trace (or on an error,
+            // which is returned below).
+            tracker.table.finish_all();
+            while let Some(captured) = tracker.pop() {
+                analyse(captured, analyzer);
+            }
+        });
+        let mut read = || -> Result<(), CpaError> {
+            let mut batch = Vec::with_capacity(PACKET_BATCH);
+            loop {
+                match input.step()? {
+                    Step::Read => {}
+                    Step::Released(decoded) => {
+                        batch.push(decoded);
+                        if batch.len() == PACKET_BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(PACKET_BATCH));
+                            // Fails only when the second thread panicked;
+                            // the join below passes the panic on.
+                            if sender.send(full).is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Step::End => break,
+                }
+            }
+            let _ = sender.send(batch);
+            Ok(())
+        };
+        let result = read();
+        drop(sender);
+        if let Err(panic) = worker.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
 }
 
 /// Finished connections waiting for the analysis thread, at most: the
@@ -225,7 +366,9 @@ where
     })
 }
 
-/// Analyses one trace taken at `side`.
+/// Analyses one trace taken at `side`: on one thread until
+/// [`Options::parallel_after_packets`], then (with two threads) reading on
+/// this one and tracking and analysing on a second.
 pub(crate) fn single(
     path: &Path,
     side: Side,
@@ -237,32 +380,16 @@ pub(crate) fn single(
         Side::Client => analyzer.on_connection(Some(&captured), None),
         Side::Server => analyzer.on_connection(None, Some(&captured)),
     };
-    // Reads until the end, or until `stop_after` packets.
-    let read = |source: &mut Source,
-                    deliver: &mut dyn FnMut(CapturedConnection),
-                    stop_after: Option<u64>|
-     -> Result<bool, CpaError> {
-        loop {
-            let more = source.step()?;
-            while let Some(captured) = source.pop() {
-                deliver(captured);
-            }
-            if !more {
-                return Ok(false);
-            }
-            if stop_after.is_some_and(|limit| source.summary.packets >= limit) {
-                return Ok(true);
-            }
+    let mut more = true;
+    while more {
+        if options.threads > 1 && source.input.packets >= options.parallel_after_packets {
+            read_on_two_threads(&mut source, analyse, analyzer)?;
+            break;
         }
-    };
-    let more = pipeline(1, analyzer, analyse, |deliver| {
-        read(&mut source, deliver, Some(options.parallel_after_packets)).map(|_| ())
-    });
-    more?;
-    if !source.done {
-        pipeline(options.threads, analyzer, analyse, |deliver| {
-            read(&mut source, deliver, None).map(|_| ())
-        })?;
+        more = source.step()?;
+        while let Some(captured) = source.pop() {
+            analyse(captured, analyzer);
+        }
     }
     source.check_link_type()?;
     Ok(source.summary())
@@ -373,13 +500,13 @@ pub(crate) fn dual(
                 stop_after: Option<u64>|
      -> Result<(), CpaError> {
         loop {
-            let behind = match (sources[0].done, sources[1].done) {
+            let behind = match (sources[0].done(), sources[1].done()) {
                 (true, true) => return Ok(()),
                 (true, false) => 1,
                 (false, true) => 0,
                 (false, false) => {
-                    let client_time = sources[0].last_time.0 as i128;
-                    let server_time = sources[1].last_time.0 as i128 - i128::from(offset);
+                    let client_time = sources[0].last_time().0 as i128;
+                    let server_time = sources[1].last_time().0 as i128 - i128::from(offset);
                     usize::from(server_time <= client_time)
                 }
             };
@@ -389,7 +516,7 @@ pub(crate) fn dual(
                     deliver(captured);
                 }
             }
-            let packets = sources[0].summary.packets + sources[1].summary.packets;
+            let packets = sources[0].input.packets + sources[1].input.packets;
             if stop_after.is_some_and(|limit| packets >= limit) {
                 return Ok(());
             }
@@ -402,7 +529,7 @@ pub(crate) fn dual(
         |captured, analyzer| pairing_ref.offer(captured, analyzer),
         |deliver| read(&mut sources, deliver, Some(options.parallel_after_packets)),
     )?;
-    if !(sources[0].done && sources[1].done) {
+    if !(sources[0].done() && sources[1].done()) {
         let pairing_ref = &mut pairing;
         pipeline(
             options.threads,

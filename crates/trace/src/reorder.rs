@@ -260,4 +260,35 @@ mod tests {
         assert_eq!(stats.reordered, 1);
         assert_eq!(stats.overflow, 1);
     }
+
+    proptest::proptest! {
+        /// The sorted ring releases items exactly as a heap keyed on
+        /// (time, arrival) would, with the same counts.
+        #[test]
+        fn time_order_releases_as_a_heap_would(
+            capacity in 1usize..8,
+            times in proptest::collection::vec(0u64..20, 0..60),
+        ) {
+            use std::cmp::Reverse;
+            use std::collections::BinaryHeap;
+            let mut order = TimeOrder::new(capacity);
+            let mut heap = BinaryHeap::new();
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (arrival, &t) in times.iter().enumerate() {
+                if order.is_full() {
+                    got.push(order.pop().map(|(_, a)| a));
+                    want.push(heap.pop().map(|Reverse((_, a))| a));
+                }
+                order.push(Nanos(t), arrival);
+                heap.push(Reverse((Nanos(t), arrival)));
+            }
+            while let Some((_, a)) = order.pop() {
+                got.push(Some(a));
+            }
+            while let Some(Reverse((_, a))) = heap.pop() {
+                want.push(Some(a));
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
 }
