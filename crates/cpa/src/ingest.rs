@@ -18,8 +18,8 @@ use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason,
-    TableConfig, TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason, TableConfig,
+    TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
@@ -264,35 +264,40 @@ impl Source {
 const PACKET_BATCH: usize = 512;
 const PACKET_BATCHES_IN_FLIGHT: usize = 8;
 
-/// The rest of one trace on two threads: this one reads, decodes and puts
-/// packets in time order; a second one keeps the connection table and
-/// analyses each connection as it finishes, in the same order as one
-/// thread would.
-fn read_on_two_threads(
+/// The rest of one trace in three stages, each on its own thread (two
+/// cores are kept busy; no stage alone is half of the work): this thread
+/// reads, decodes and puts packets in time order; a second keeps the
+/// connection table; a third analyses each connection as it finishes. Every
+/// stage sees its items in the order one thread would, so the output is
+/// the same.
+fn read_in_stages(
     source: &mut Source,
     analyse: impl FnMut(CapturedConnection, &mut Analyzer) + Send,
     analyzer: &mut Analyzer,
 ) -> Result<(), CpaError> {
     let Source { input, tracker } = source;
-    let mut analyse = analyse;
     std::thread::scope(|scope| {
         let (sender, receiver) =
             std::sync::mpsc::sync_channel::<Vec<Decoded>>(PACKET_BATCHES_IN_FLIGHT);
         let worker = scope.spawn(move || {
-            for batch in receiver {
-                for decoded in batch {
-                    tracker.apply(decoded);
-                    while let Some(captured) = tracker.pop() {
-                        analyse(captured, analyzer);
+            let track = |deliver: &mut dyn FnMut(CapturedConnection)| {
+                for batch in receiver {
+                    for decoded in batch {
+                        tracker.apply(decoded);
+                        while let Some(captured) = tracker.pop() {
+                            deliver(captured);
+                        }
                     }
                 }
-            }
-            // The channel closes at the end of the trace (or on an error,
-            // which is returned below).
-            tracker.table.finish_all();
-            while let Some(captured) = tracker.pop() {
-                analyse(captured, analyzer);
-            }
+                // The channel closes at the end of the trace (or on an
+                // error, which is returned below).
+                tracker.table.finish_all();
+                while let Some(captured) = tracker.pop() {
+                    deliver(captured);
+                }
+                Ok(())
+            };
+            pipeline(2, analyzer, analyse, track)
         });
         let mut read = || -> Result<(), CpaError> {
             let mut batch = Vec::with_capacity(PACKET_BATCH);
@@ -302,7 +307,8 @@ fn read_on_two_threads(
                     Step::Released(decoded) => {
                         batch.push(decoded);
                         if batch.len() == PACKET_BATCH {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(PACKET_BATCH));
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(PACKET_BATCH));
                             // Fails only when the second thread panicked;
                             // the join below passes the panic on.
                             if sender.send(full).is_err() {
@@ -318,10 +324,10 @@ fn read_on_two_threads(
         };
         let result = read();
         drop(sender);
-        if let Err(panic) = worker.join() {
-            std::panic::resume_unwind(panic);
+        match worker.join() {
+            Ok(tracked) => result.and(tracked),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
-        result
     })
 }
 
@@ -367,8 +373,8 @@ where
 }
 
 /// Analyses one trace taken at `side`: on one thread until
-/// [`Options::parallel_after_packets`], then (with two threads) reading on
-/// this one and tracking and analysing on a second.
+/// [`Options::parallel_after_packets`], then (with two threads) in stages
+/// ([`read_in_stages`]).
 pub(crate) fn single(
     path: &Path,
     side: Side,
@@ -383,7 +389,7 @@ pub(crate) fn single(
     let mut more = true;
     while more {
         if options.threads > 1 && source.input.packets >= options.parallel_after_packets {
-            read_on_two_threads(&mut source, analyse, analyzer)?;
+            read_in_stages(&mut source, analyse, analyzer)?;
             break;
         }
         more = source.step()?;

@@ -443,7 +443,8 @@ pub fn write_json_document(
     };
     let summary = render(serde_json::to_value(&analysis.stats), "  ")?;
     write!(out, "{{\n  \"summary\": {summary},\n  \"transactions\": [")?;
-    let transaction = |t: &Transaction| render(serde_json::to_value(JsonTransaction::of(t)), "    ");
+    let transaction =
+        |t: &Transaction| render(serde_json::to_value(JsonTransaction::of(t)), "    ");
     let mut first = true;
     for batch in analysis.transactions.chunks(JSON_BATCH) {
         let rendered: Vec<Result<String, serde_json::Error>> = if threads > 1 {

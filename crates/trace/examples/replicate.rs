@@ -49,7 +49,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "--spacing-ms" => {
                 let v = value("--spacing-ms")?;
-                let ms = v.parse::<f64>().map_err(|e| format!("--spacing-ms {v}: {e}"))?;
+                let ms = v
+                    .parse::<f64>()
+                    .map_err(|e| format!("--spacing-ms {v}: {e}"))?;
                 if !(0.0..=3.6e6).contains(&ms) {
                     return Err(format!("--spacing-ms {v} is out of range (0..=3600000)"));
                 }
