@@ -7,7 +7,8 @@
 #   loss  a loss-heavy trace: tcptrace's dsack trace, 40 copies
 # Usage, from the repository root: bash bench/cpa/run.sh
 #   SHAPES="http loss" to pick shapes, RUNS=3 to repeat each shape,
-#   WORK=dir for the traces and results, SHARED=dir for the shared traces.
+#   WORK=dir for the traces and results, SHARED=dir for the shared traces,
+#   BEFORE=path of an earlier vantage binary to time beside this one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for tool in tcptrace tshark capinfos; do
@@ -67,13 +68,21 @@ for shape in $shapes; do
   cat "$trace" >/dev/null   # every tool reads from the page cache
   for run in $(seq "$runs"); do
     measure "$shape" vantage "$vantage" cpa --server "$trace" --json
+    if [ -n "${BEFORE:-}" ]; then
+      measure "$shape" before "$BEFORE" cpa --server "$trace" --json
+      cmp -s "$work/out" <("$vantage" cpa --server "$trace" --json 2>/dev/null) ||
+        echo "  note: the earlier binary's output differs"
+    fi
     measure "$shape" tcptrace tcptrace -n -l -r "$trace"
     measure "$shape" tshark tshark -r "$trace" -T fields -e frame.number \
       -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
       -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight
     awk -v s="$shape" '$1 == s {t[$2] = $3} END {
-      printf "  run: vantage cpa is %.1f× the speed of tcptrace and %.1f× that of tshark\n",
-        t["tcptrace"] / t["vantage"], t["tshark"] / t["vantage"] }' "$work/results"
+      printf "  run: vantage cpa is %.2f× the speed of tcptrace and %.1f× that of tshark",
+        t["tcptrace"] / t["vantage"], t["tshark"] / t["vantage"]
+      if ("before" in t) printf " (before: %.2f× and %.1f×)",
+        t["tcptrace"] / t["before"], t["tshark"] / t["before"]
+      printf "\n" }' "$work/results"
   done
 done
 uptime
