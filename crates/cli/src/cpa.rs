@@ -53,8 +53,9 @@ pub struct CpaArgs {
     /// With --explain: write its time-line and sequence plots (SVG) here.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
-    /// 1: read and analyse on one thread; 2: analyse finished connections
-    /// on a second thread when the trace is large (same output).
+    /// Cores to use: 1 thread, or 2 (reading, connection tracking and
+    /// analysis pipelined on their own threads when the trace is large; the
+    /// output is the same).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
     threads: u8,
 }

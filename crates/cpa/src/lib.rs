@@ -157,11 +157,11 @@ pub struct Options {
     pub keep_packets: bool,
     /// Connection table timeouts (segments are always recorded).
     pub table: TableConfig,
-    /// Threads: 1 reads and analyses on one; 2 (the default) moves the
-    /// analysis of finished connections to a second thread once the trace
-    /// has shown [`Options::parallel_after_packets`] packets, while the
-    /// first reads, decodes and tracks connections. The output is the same
-    /// either way (connections are analysed in the same order).
+    /// Cores to use: 1 reads and analyses on one thread; 2 (the default)
+    /// pipelines reading, connection tracking and analysis on their own
+    /// threads once the trace has shown [`Options::parallel_after_packets`]
+    /// packets, and renders `--json` on two. The output is the same either
+    /// way (every stage sees its items in the same order).
     pub threads: usize,
     /// Packets read before a second thread starts: a smaller trace is done
     /// before the thread pays for itself.
@@ -214,7 +214,7 @@ impl Options {
         if !(1..=2).contains(&self.threads) {
             return invalid(
                 "threads",
-                "must be 1 or 2 (reading and analysis are the two stages)",
+                "must be 1 or 2 (the pipeline is made for two cores)",
             );
         }
         Ok(())
