@@ -903,8 +903,10 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     view.placement_delay[observed.index()] = outgoing;
     view.placement_delay[unobserved.index()] = rtt / 2;
 
-    // Departures at the unobserved side, from the arrivals it caused.
+    // Departures at the unobserved side, from the arrivals it caused (at
+    // most one each).
     let count = view.records.len();
+    view.records.reserve(count);
     for a in 0..count {
         let arrival = view.records[a];
         if arrival.side != observed || arrival.is_departure() {
