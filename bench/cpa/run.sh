@@ -1,43 +1,88 @@
 #!/usr/bin/env bash
-# Times `vantage cpa` against tcptrace and tshark on one ~1 GB trace of
-# ~6,000 HTTP transfers made by the testbed, and records peak memory.
-# Usage, as root, from the repository root: bash bench/cpa/run.sh
-# (TRACE=path.pcap skips making the trace.)
+# Times `vantage cpa` against tcptrace and tshark on three trace shapes and
+# records wall time and peak memory of each (see README.md):
+#   bulk  ~6,000 HTTP/1.0 transfers of 170 KB made by the testbed (~1.1 GB,
+#         needs root; BULK=path.pcap reuses one, TRACE= is the old name)
+#   http  many short HTTP connections: five shared HTTP traces, 190 copies
+#   loss  a loss-heavy trace: tcptrace's dsack trace, 40 copies
+# Usage, from the repository root: bash bench/cpa/run.sh
+#   SHAPES="http loss" to pick shapes, RUNS=3 to repeat each shape,
+#   WORK=dir for the traces and results, SHARED=dir for the shared traces,
+#   BEFORE=path of an earlier vantage binary to time beside this one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for tool in tcptrace tshark; do
-  command -v "$tool" >/dev/null || { echo "install $tool (apt-get install $tool)"; exit 1; }
+for tool in tcptrace tshark capinfos; do
+  command -v "$tool" >/dev/null || { echo "install $tool (apt-get install $tool tshark)"; exit 1; }
 done
 cargo build --release -q -p vantage
-vantage=target/release/vantage
+cargo build --release -q -p vantage-trace --example replicate
+bin=${CARGO_TARGET_DIR:-target}/release
+vantage=$bin/vantage
 work=${WORK:-/tmp/vantage-cpa-bench}
+shared=${SHARED:-../shared/traces}
+shapes=${SHAPES:-bulk http loss}
+runs=${RUNS:-1}
 mkdir -p "$work"
-if [ -z "${TRACE:-}" ]; then
-  rm -rf "$work/run"
-  "$vantage" testbed run bench/cpa/trace.toml --out "$work/run" >/dev/null
-  TRACE=$(ls -d "$work"/run/*/)server.pcap
-fi
-packets=$(capinfos -c -M "$TRACE" 2>/dev/null | awk '/Number of packets/ {print $NF}')
-bytes=$(stat -c %s "$TRACE")
-echo "trace: $TRACE, $bytes bytes, $packets packets"
-sync; cat "$TRACE" >/dev/null   # all tools read from the page cache
 
-measure() { # name, command…
-  local name=$1; shift
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >"$work/$name.out" 2>"$work/$name.err"
-  read -r seconds kib <"$work/time"
-  printf '%-34s %8.2f s %10.0f packets/s %8.0f MiB peak\n' "$name" "$seconds" \
-    "$(echo "$packets / $seconds" | bc -l)" "$(echo "$kib / 1024" | bc -l)"
-  echo "$name $seconds $kib" >>"$work/results"
+make_shape() { # shape → path of its trace
+  case $1 in
+    bulk)
+      local bulk=${BULK:-${TRACE:-}}
+      if [ -z "$bulk" ]; then
+        rm -rf "$work/run"
+        "$vantage" testbed run bench/cpa/trace.toml --out "$work/run" >/dev/null
+        bulk=$(ls -d "$work"/run/*/)server.pcap
+      fi
+      echo "$bulk" ;;
+    http)
+      # Copy k starts k × 100 ms after the first; each copy's addresses
+      # are moved so its connections stay distinct (see replicate.rs).
+      [ -f "$work/http.pcap" ] || "$bin/examples/replicate" --copies 190 --spacing-ms 100 \
+        --out "$work/http.pcap" "$shared/tcptrace/http.dmp.gz" "$shared/zeek/http_bro.org.pcap" \
+        "$shared/zeek/http_m57-long-49600-80.pcap" "$shared/zeek/http_get.pcap" \
+        "$shared/zeek/http_pipelined-requests.pcap" 2>/dev/null
+      echo "$work/http.pcap" ;;
+    loss)
+      [ -f "$work/loss.pcap" ] || "$bin/examples/replicate" --copies 40 --spacing-ms 1000 \
+        --out "$work/loss.pcap" "$shared/tcptrace/dsack.dmp.gz" 2>/dev/null
+      echo "$work/loss.pcap" ;;
+    *) echo "unknown shape $1 (bulk, http, loss)" >&2; exit 1 ;;
+  esac
 }
+
+measure() { # shape, name, command…
+  local shape=$1 name=$2; shift 2
+  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >"$work/out" 2>"$work/err" || true
+  read -r seconds kib <"$work/time"
+  printf '  %-34s %8.2f s %10.0f packets/s %8.0f MiB peak\n' "$name" "$seconds" \
+    "$(echo "$packets / $seconds" | bc -l)" "$(echo "$kib / 1024" | bc -l)"
+  echo "$shape $name $seconds $kib" >>"$work/results"
+}
+
 : >"$work/results"
-measure "vantage cpa --server (full CPA)" "$vantage" cpa --server "$TRACE" --json
-measure "tcptrace -n -l -r" tcptrace -n -l -r "$TRACE"
-measure "tshark -T fields tcp.analysis.*" tshark -r "$TRACE" -T fields -e frame.number \
-  -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
-  -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight
-v=$(awk '/^vantage/ {print $(NF-1)}' "$work/results")
-t=$(awk '/^tcptrace/ {print $(NF-1)}' "$work/results")
-s=$(awk '/^tshark/ {print $(NF-1)}' "$work/results")
-printf 'vantage cpa is %.1f× the speed of tcptrace and %.1f× that of tshark\n' \
-  "$(echo "$t / $v" | bc -l)" "$(echo "$s / $v" | bc -l)"
+uptime
+for shape in $shapes; do
+  trace=$(make_shape "$shape")
+  packets=$(capinfos -c -M "$trace" 2>/dev/null | awk '/Number of packets/ {print $NF}')
+  echo "$shape: $trace, $(stat -L -c %s "$trace") bytes, $packets packets"
+  cat "$trace" >/dev/null   # every tool reads from the page cache
+  for run in $(seq "$runs"); do
+    measure "$shape" vantage "$vantage" cpa --server "$trace" --json
+    if [ -n "${BEFORE:-}" ]; then
+      measure "$shape" before "$BEFORE" cpa --server "$trace" --json
+      cmp -s "$work/out" <("$vantage" cpa --server "$trace" --json 2>/dev/null) ||
+        echo "  note: the earlier binary's output differs"
+    fi
+    measure "$shape" tcptrace tcptrace -n -l -r "$trace"
+    measure "$shape" tshark tshark -r "$trace" -T fields -e frame.number \
+      -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
+      -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight
+    awk -v s="$shape" '$1 == s {t[$2] = $3} END {
+      printf "  run: vantage cpa is %.2f× the speed of tcptrace and %.1f× that of tshark",
+        t["tcptrace"] / t["vantage"], t["tshark"] / t["vantage"]
+      if ("before" in t) printf " (before: %.2f× and %.1f×)",
+        t["tcptrace"] / t["before"], t["tshark"] / t["before"]
+      printf "\n" }' "$work/results"
+  done
+done
+uptime

@@ -53,6 +53,11 @@ pub struct CpaArgs {
     /// With --explain: write its time-line and sequence plots (SVG) here.
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
+    /// Cores to use: 1 thread, or 2 (reading, connection tracking and
+    /// analysis pipelined on their own threads when the trace is large; the
+    /// output is the same).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    threads: u8,
 }
 
 pub fn run(args: CpaArgs) -> Result<()> {
@@ -81,12 +86,17 @@ pub fn run(args: CpaArgs) -> Result<()> {
         options.initial_window = Some(window);
     }
     options.keep_packets = args.svg.is_some();
+    options.threads = usize::from(args.threads);
     let started = Instant::now();
     let analysis = analyze(&inputs, &options)?;
     let seconds = started.elapsed().as_secs_f64();
     let packets: u64 = analysis.stats.inputs.iter().map(|i| i.packets).sum();
     if args.json {
-        println!("{}", report::json_document(&analysis)?);
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        report::write_json_document(&mut out, &analysis, options.threads)
+            .and_then(|()| writeln!(out))
+            .and_then(|()| out.flush())
+            .context("cannot write standard output")?;
         if let Some(line) = report::failures_line(&analysis) {
             eprint!("{line}");
         }

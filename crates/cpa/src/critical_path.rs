@@ -25,7 +25,7 @@
 //! path always spans exactly the transaction, which is what makes the
 //! profile conserve its duration.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use vantage_core::Nanos;
 
@@ -117,7 +117,7 @@ pub(crate) fn trace(
     let mut chain = vec![end];
     let mut kinds = Vec::new();
     let mut unexplained = 0;
-    let mut visited: HashSet<u32> = HashSet::from([end]);
+    let mut visited: HashSet<u32> = [end].into_iter().collect();
     let mut node = end;
     let limit = 2 * view.records.len() + 4;
     while node != root {

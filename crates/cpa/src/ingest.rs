@@ -13,80 +13,91 @@
 //! connections in flight. Connections only one capture saw are analysed
 //! from that capture alone.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, ConnectionId, ConnectionTable, Endpoint, Observation, ReorderBuffer, SkipReason,
-    TableConfig, TraceReader, DEFAULT_REORDER_WINDOW,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason, TableConfig,
+    TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
 use crate::view::{CapturedConnection, PayloadStart, SegmentExtra};
-use crate::{CpaError, Side};
+use crate::{CpaError, Options, Side};
 
-/// One trace being read.
-pub(crate) struct Source {
+/// A packet in the time-order window, already decoded.
+enum Decoded {
+    /// A TCP segment (its payload dropped, its side-channel taken).
+    Segment(Segment<'static>, SegmentExtra),
+    /// Not analysed: why, and the packet's link type.
+    Skipped(SkipReason, u16),
+}
+
+/// What one step of reading did.
+enum Step {
+    /// A packet went into the time-order window.
+    Read,
+    /// The earliest packet left the window.
+    Released(Decoded),
+    /// The trace has ended and the window is empty.
+    End,
+}
+
+/// The reading half of a [`Source`]: file, decoder, time-order window.
+struct Input {
     side: Side,
     reader: TraceReader,
-    table: ConnectionTable,
-    extras: HashMap<ConnectionId, Vec<SegmentExtra>>,
-    /// Packets put back in time order before the table sees them.
-    order: ReorderBuffer,
+    /// Packets put back in time order before the table sees them, decoded
+    /// as they are read (the table needs no payload bytes, so none are
+    /// copied into the window).
+    order: TimeOrder<Decoded>,
     last_time: Nanos,
     input_done: bool,
     done: bool,
-    summary: InputSummary,
+    packets: u64,
+    cut_off: Option<String>,
 }
 
-impl Source {
-    pub fn open(path: &Path, side: Side, config: TableConfig) -> Result<Source, CpaError> {
-        let reader = TraceReader::open(path).map_err(|source| CpaError::Trace {
-            side: side.name(),
-            source,
-        })?;
-        Ok(Source {
-            side,
-            reader,
-            table: ConnectionTable::new(TableConfig {
-                record_segments: true,
-                ..config
-            }),
-            extras: HashMap::new(),
-            order: ReorderBuffer::new(DEFAULT_REORDER_WINDOW),
-            last_time: Nanos::ZERO,
-            input_done: false,
-            done: false,
-            summary: InputSummary {
-                side: Some(side),
-                ..InputSummary::default()
-            },
-        })
-    }
-
+impl Input {
     /// Reads one packet into the time-order window and, once it is full
-    /// (or the trace has ended), hands the earliest packet to the table;
-    /// false at the end of the trace.
-    pub fn step(&mut self) -> Result<bool, CpaError> {
+    /// (or the trace has ended), releases the earliest.
+    fn step(&mut self) -> Result<Step, CpaError> {
         if self.done {
-            return Ok(false);
+            return Ok(Step::End);
         }
         if !self.input_done {
             match self.reader.next_packet() {
                 Ok(Some(packet)) => {
-                    self.summary.packets += 1;
+                    self.packets += 1;
                     self.last_time = self.last_time.max(packet.timestamp);
-                    self.order.push(&packet);
+                    let decoded = match decode(&packet) {
+                        Ok(segment) => Decoded::Segment(
+                            Segment {
+                                payload: &[],
+                                ..segment
+                            },
+                            SegmentExtra {
+                                ip_id: segment.ip_id,
+                                payload: if segment.payload_len > 0 {
+                                    PayloadStart::classify(segment.payload)
+                                } else {
+                                    PayloadStart::Unknown
+                                },
+                            },
+                        ),
+                        Err(reason) => Decoded::Skipped(reason, packet.link_type.0),
+                    };
+                    self.order.push(packet.timestamp, decoded);
                     if !self.order.is_full() {
-                        return Ok(true);
+                        return Ok(Step::Read);
                     }
                 }
                 Ok(None) => self.input_done = true,
                 Err(source) if source.is_cut_off() => {
                     // Every complete packet before the cut is analysed; the
                     // summary carries the warning.
-                    self.summary.cut_off = Some(source.to_string());
+                    self.cut_off = Some(source.to_string());
                     self.input_done = true;
                 }
                 Err(source) => {
@@ -97,41 +108,46 @@ impl Source {
                 }
             }
         }
-        let Some(owned) = self.order.pop() else {
-            self.done = true;
-            self.table.finish_all();
-            return Ok(false);
-        };
-        let packet = owned.packet();
-        match decode(&packet) {
-            Ok(segment) => {
+        match self.order.pop() {
+            Some((_, decoded)) => Ok(Step::Released(decoded)),
+            None => {
+                self.done = true;
+                Ok(Step::End)
+            }
+        }
+    }
+}
+
+/// The tracking half of a [`Source`]: connection table and side-channel.
+struct Tracker {
+    side: Side,
+    table: ConnectionTable,
+    /// Looked up once per segment: foldhash rather than SipHash.
+    extras: foldhash::HashMap<ConnectionId, Vec<SegmentExtra>>,
+    /// The counts this half keeps (segments, skips, connections).
+    summary: InputSummary,
+}
+
+impl Tracker {
+    fn apply(&mut self, decoded: Decoded) {
+        match decoded {
+            Decoded::Segment(segment, extra) => {
                 self.summary.tcp_segments += 1;
-                let extra = SegmentExtra {
-                    ip_id: segment.ip_id,
-                    payload: if segment.payload_len > 0 {
-                        PayloadStart::classify(segment.payload)
-                    } else {
-                        PayloadStart::Unknown
-                    },
-                };
                 if let Observation::Recorded { connection, .. } = self.table.observe(&segment) {
                     self.extras.entry(connection).or_default().push(extra);
                 }
             }
-            Err(reason) => {
+            Decoded::Skipped(reason, link_type) => {
                 if reason == SkipReason::UnsupportedLinkType {
-                    self.summary
-                        .unsupported_link_type
-                        .get_or_insert(packet.link_type.0);
+                    self.summary.unsupported_link_type.get_or_insert(link_type);
                 }
                 self.summary.skipped.add(reason)
             }
         }
-        Ok(true)
     }
 
     /// The next finished connection.
-    pub fn pop(&mut self) -> Option<CapturedConnection> {
+    fn pop(&mut self) -> Option<CapturedConnection> {
         let connection = self.table.pop_finished()?;
         self.summary.connections += 1;
         let extras = self.extras.remove(&connection.id).unwrap_or_default();
@@ -141,50 +157,244 @@ impl Source {
             extras,
         })
     }
+}
+
+/// One trace being read.
+pub(crate) struct Source {
+    input: Input,
+    tracker: Tracker,
+}
+
+impl Source {
+    pub fn open(path: &Path, side: Side, config: TableConfig) -> Result<Source, CpaError> {
+        let reader = TraceReader::open(path).map_err(|source| CpaError::Trace {
+            side: side.name(),
+            source,
+        })?;
+        Ok(Source {
+            input: Input {
+                side,
+                reader,
+                order: TimeOrder::new(DEFAULT_REORDER_WINDOW),
+                last_time: Nanos::ZERO,
+                input_done: false,
+                done: false,
+                packets: 0,
+                cut_off: None,
+            },
+            tracker: Tracker {
+                side,
+                table: ConnectionTable::new(TableConfig {
+                    record_segments: true,
+                    ..config
+                }),
+                extras: foldhash::HashMap::default(),
+                summary: InputSummary {
+                    side: Some(side),
+                    ..InputSummary::default()
+                },
+            },
+        })
+    }
+
+    fn done(&self) -> bool {
+        self.input.done
+    }
+
+    fn last_time(&self) -> Nanos {
+        self.input.last_time
+    }
+
+    /// Reads one packet into the time-order window and, once it is full
+    /// (or the trace has ended), hands the earliest packet to the table;
+    /// false at the end of the trace.
+    pub fn step(&mut self) -> Result<bool, CpaError> {
+        if self.input.done {
+            return Ok(false);
+        }
+        match self.input.step()? {
+            Step::Read => Ok(true),
+            Step::Released(decoded) => {
+                self.tracker.apply(decoded);
+                Ok(true)
+            }
+            Step::End => {
+                self.tracker.table.finish_all();
+                Ok(false)
+            }
+        }
+    }
+
+    /// The next finished connection.
+    pub fn pop(&mut self) -> Option<CapturedConnection> {
+        self.tracker.pop()
+    }
 
     pub fn summary(&self) -> InputSummary {
-        let mut summary = self.summary.clone();
-        summary.peak_active_connections = self.table.stats().peak_active;
-        summary.late_segments = self.table.stats().late_segments;
-        summary.connections_evicted = self.table.stats().evicted;
-        summary.reordering = self.order.stats();
+        let mut summary = self.tracker.summary.clone();
+        let stats = self.tracker.table.stats();
+        summary.packets = self.input.packets;
+        summary.cut_off.clone_from(&self.input.cut_off);
+        summary.peak_active_connections = stats.peak_active;
+        summary.late_segments = stats.late_segments;
+        summary.connections_evicted = stats.evicted;
+        summary.reordering = self.input.order.stats();
         summary
     }
 
     /// A trace whose packets are all of a link type the decoder does not
     /// know gives no answer, rather than "0 transactions".
     fn check_link_type(&self) -> Result<(), CpaError> {
-        match self.summary.unsupported_link_type {
-            Some(link_type) if self.summary.tcp_segments == 0 => {
-                Err(CpaError::UnsupportedLinkType {
-                    side: self.side.name(),
-                    link_type,
-                    packets: self.summary.skipped.get(SkipReason::UnsupportedLinkType),
-                })
-            }
+        let summary = &self.tracker.summary;
+        match summary.unsupported_link_type {
+            Some(link_type) if summary.tcp_segments == 0 => Err(CpaError::UnsupportedLinkType {
+                side: self.input.side.name(),
+                link_type,
+                packets: summary.skipped.get(SkipReason::UnsupportedLinkType),
+            }),
             _ => Ok(()),
         }
     }
 }
 
-/// Analyses one trace taken at `side`.
+/// Packets handed from the reading thread to the tracking one at a time,
+/// and batches in flight at most: the reader waits beyond these, so
+/// memory stays bounded (the connection table's cap plus 8 × 512 decoded
+/// headers).
+const PACKET_BATCH: usize = 512;
+const PACKET_BATCHES_IN_FLIGHT: usize = 8;
+
+/// The rest of one trace in three stages, each on its own thread (two
+/// cores are kept busy; no stage alone is half of the work): this thread
+/// reads, decodes and puts packets in time order; a second keeps the
+/// connection table; a third analyses each connection as it finishes. Every
+/// stage sees its items in the order one thread would, so the output is
+/// the same.
+fn read_in_stages(
+    source: &mut Source,
+    analyse: impl FnMut(CapturedConnection, &mut Analyzer) + Send,
+    analyzer: &mut Analyzer,
+) -> Result<(), CpaError> {
+    let Source { input, tracker } = source;
+    std::thread::scope(|scope| {
+        let (sender, receiver) =
+            std::sync::mpsc::sync_channel::<Vec<Decoded>>(PACKET_BATCHES_IN_FLIGHT);
+        let worker = scope.spawn(move || {
+            let track = |deliver: &mut dyn FnMut(CapturedConnection)| {
+                for batch in receiver {
+                    for decoded in batch {
+                        tracker.apply(decoded);
+                        while let Some(captured) = tracker.pop() {
+                            deliver(captured);
+                        }
+                    }
+                }
+                // The channel closes at the end of the trace (or on an
+                // error, which is returned below).
+                tracker.table.finish_all();
+                while let Some(captured) = tracker.pop() {
+                    deliver(captured);
+                }
+                Ok(())
+            };
+            pipeline(2, analyzer, analyse, track)
+        });
+        let mut read = || -> Result<(), CpaError> {
+            let mut batch = Vec::with_capacity(PACKET_BATCH);
+            loop {
+                match input.step()? {
+                    Step::Read => {}
+                    Step::Released(decoded) => {
+                        batch.push(decoded);
+                        if batch.len() == PACKET_BATCH {
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(PACKET_BATCH));
+                            // Fails only when the second thread panicked;
+                            // the join below passes the panic on.
+                            if sender.send(full).is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Step::End => break,
+                }
+            }
+            let _ = sender.send(batch);
+            Ok(())
+        };
+        let result = read();
+        drop(sender);
+        match worker.join() {
+            Ok(tracked) => result.and(tracked),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Finished connections waiting for the analysis thread, at most: the
+/// reader waits beyond this, so memory stays bounded by the connection
+/// table's cap plus this many connections.
+const PIPELINE_DEPTH: usize = 64;
+
+/// Runs `read`, which hands each finished connection to its argument, and
+/// `analyse` on each of them in the order they were handed over: on the
+/// same thread, or with `threads` = 2 on a second one, fed through a
+/// bounded channel.
+fn pipeline<A>(
+    threads: usize,
+    analyzer: &mut Analyzer,
+    mut analyse: A,
+    read: impl FnOnce(&mut dyn FnMut(CapturedConnection)) -> Result<(), CpaError>,
+) -> Result<(), CpaError>
+where
+    A: FnMut(CapturedConnection, &mut Analyzer) + Send,
+{
+    if threads < 2 {
+        return read(&mut |captured| analyse(captured, analyzer));
+    }
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(PIPELINE_DEPTH);
+        let worker = scope.spawn(move || {
+            for captured in receiver {
+                analyse(captured, analyzer);
+            }
+        });
+        // A send fails only when the analysis thread panicked; the join
+        // below passes the panic on.
+        let result = read(&mut |captured| {
+            let _ = sender.send(captured);
+        });
+        drop(sender);
+        if let Err(panic) = worker.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
+}
+
+/// Analyses one trace taken at `side`: on one thread until
+/// [`Options::parallel_after_packets`], then (with two threads) in stages
+/// ([`read_in_stages`]).
 pub(crate) fn single(
     path: &Path,
     side: Side,
-    config: TableConfig,
+    options: &Options,
     analyzer: &mut Analyzer,
 ) -> Result<InputSummary, CpaError> {
-    let mut source = Source::open(path, side, config)?;
-    loop {
-        let more = source.step()?;
-        while let Some(captured) = source.pop() {
-            match side {
-                Side::Client => analyzer.on_connection(Some(&captured), None),
-                Side::Server => analyzer.on_connection(None, Some(&captured)),
-            }
-        }
-        if !more {
+    let mut source = Source::open(path, side, options.table)?;
+    let analyse = move |captured: CapturedConnection, analyzer: &mut Analyzer| match side {
+        Side::Client => analyzer.on_connection(Some(&captured), None),
+        Side::Server => analyzer.on_connection(None, Some(&captured)),
+    };
+    let mut more = true;
+    while more {
+        if options.threads > 1 && source.input.packets >= options.parallel_after_packets {
+            read_in_stages(&mut source, analyse, analyzer)?;
             break;
+        }
+        more = source.step()?;
+        while let Some(captured) = source.pop() {
+            analyse(captured, analyzer);
         }
     }
     source.check_link_type()?;
@@ -280,34 +490,59 @@ fn analyze_pair(a: CapturedConnection, b: CapturedConnection, analyzer: &mut Ana
 pub(crate) fn dual(
     client_path: &Path,
     server_path: &Path,
-    config: TableConfig,
-    clock_offset: Option<i64>,
+    options: &Options,
     analyzer: &mut Analyzer,
 ) -> Result<[InputSummary; 2], CpaError> {
     let mut sources = [
-        Source::open(client_path, Side::Client, config)?,
-        Source::open(server_path, Side::Server, config)?,
+        Source::open(client_path, Side::Client, options.table)?,
+        Source::open(server_path, Side::Server, options.table)?,
     ];
     let mut pairing = Pairing::default();
     // Server times are compared after removing the given offset.
-    let offset = clock_offset.unwrap_or(0);
-    loop {
-        let behind = match (sources[0].done, sources[1].done) {
-            (true, true) => break,
-            (true, false) => 1,
-            (false, true) => 0,
-            (false, false) => {
-                let client_time = sources[0].last_time.0 as i128;
-                let server_time = sources[1].last_time.0 as i128 - i128::from(offset);
-                usize::from(server_time <= client_time)
+    let offset = options.clock_offset.unwrap_or(0);
+    // Reads until both traces end, or until `stop_after` packets.
+    let read = |sources: &mut [Source; 2],
+                deliver: &mut dyn FnMut(CapturedConnection),
+                stop_after: Option<u64>|
+     -> Result<(), CpaError> {
+        loop {
+            let behind = match (sources[0].done(), sources[1].done()) {
+                (true, true) => return Ok(()),
+                (true, false) => 1,
+                (false, true) => 0,
+                (false, false) => {
+                    let client_time = sources[0].last_time().0 as i128;
+                    let server_time = sources[1].last_time().0 as i128 - i128::from(offset);
+                    usize::from(server_time <= client_time)
+                }
+            };
+            sources[behind].step()?;
+            for source in sources.iter_mut() {
+                while let Some(captured) = source.pop() {
+                    deliver(captured);
+                }
             }
-        };
-        sources[behind].step()?;
-        for source in sources.iter_mut() {
-            while let Some(captured) = source.pop() {
-                pairing.offer(captured, analyzer);
+            let packets = sources[0].input.packets + sources[1].input.packets;
+            if stop_after.is_some_and(|limit| packets >= limit) {
+                return Ok(());
             }
         }
+    };
+    let pairing_ref = &mut pairing;
+    pipeline(
+        1,
+        analyzer,
+        |captured, analyzer| pairing_ref.offer(captured, analyzer),
+        |deliver| read(&mut sources, deliver, Some(options.parallel_after_packets)),
+    )?;
+    if !(sources[0].done() && sources[1].done()) {
+        let pairing_ref = &mut pairing;
+        pipeline(
+            options.threads,
+            analyzer,
+            |captured, analyzer| pairing_ref.offer(captured, analyzer),
+            |deliver| read(&mut sources, deliver, None),
+        )?;
     }
     pairing.finish(analyzer);
     for source in &sources {

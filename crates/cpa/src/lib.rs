@@ -157,6 +157,15 @@ pub struct Options {
     pub keep_packets: bool,
     /// Connection table timeouts (segments are always recorded).
     pub table: TableConfig,
+    /// Cores to use: 1 reads and analyses on one thread; 2 (the default)
+    /// pipelines reading, connection tracking and analysis on their own
+    /// threads once the trace has shown [`Options::parallel_after_packets`]
+    /// packets, and renders `--json` on two. The output is the same either
+    /// way (every stage sees its items in the same order).
+    pub threads: usize,
+    /// Packets read before a second thread starts: a smaller trace is done
+    /// before the thread pays for itself.
+    pub parallel_after_packets: u64,
 }
 
 impl Default for Options {
@@ -172,6 +181,8 @@ impl Default for Options {
             teardown: Teardown::Prompt,
             keep_packets: false,
             table: TableConfig::default(),
+            threads: 2,
+            parallel_after_packets: 20_000,
         }
     }
 }
@@ -200,6 +211,12 @@ impl Options {
         if self.min_rto == Nanos::ZERO {
             return invalid("min_rto", "must be positive");
         }
+        if !(1..=2).contains(&self.threads) {
+            return invalid(
+                "threads",
+                "must be 1 or 2 (the pipeline is made for two cores)",
+            );
+        }
         Ok(())
     }
 }
@@ -218,23 +235,18 @@ pub fn analyze(inputs: &Inputs, options: &Options) -> Result<Analysis, CpaError>
         (Some(client), None) => vec![ingest::single(
             client,
             Side::Client,
-            options.table,
+            options,
             &mut analyzer,
         )?],
         (None, Some(server)) => vec![ingest::single(
             server,
             Side::Server,
-            options.table,
+            options,
             &mut analyzer,
         )?],
-        (Some(client), Some(server)) => ingest::dual(
-            client,
-            server,
-            options.table,
-            options.clock_offset,
-            &mut analyzer,
-        )?
-        .to_vec(),
+        (Some(client), Some(server)) => {
+            ingest::dual(client, server, options, &mut analyzer)?.to_vec()
+        }
     };
     let mut analysis = analyzer.finish();
     analysis.stats.inputs = summaries;

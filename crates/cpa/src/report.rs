@@ -409,18 +409,189 @@ pub fn failures_line(analysis: &Analysis) -> Option<String> {
 }
 
 /// `vantage cpa --json`: the transactions (the objects of `--jsonl`) and
-/// the analysis's counts as one pretty-printed document.
+/// the analysis's counts as one pretty-printed document, keys sorted at
+/// every level.
 pub fn json_document(analysis: &Analysis) -> Result<String, serde_json::Error> {
-    let transactions: Vec<JsonTransaction> = analysis
-        .transactions
-        .iter()
-        .map(JsonTransaction::of)
-        .collect();
-    let document = serde_json::json!({
-        "transactions": transactions,
-        "summary": analysis.stats,
-    });
-    serde_json::to_string_pretty(&document)
+    let mut out = Vec::new();
+    write_json_document(&mut out, analysis, 1).map_err(serde_json::Error::io)?;
+    // serde_json writes only valid UTF-8.
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Transactions rendered per batch by [`write_json_document`].
+const JSON_BATCH: usize = 1024;
+
+/// [`json_document`] written as it is made, a batch of transactions at a
+/// time (so memory does not grow with the document), each batch rendered
+/// on `threads` threads (rayon's pool when more than 1).
+///
+/// The bytes are those of `serde_json::to_string_pretty` of the whole
+/// document as a `serde_json::Value` (whose maps sort their keys): the
+/// summary goes through a `Value`, each transaction through
+/// [`SortedTransaction`] (the same fields declared in sorted order, which
+/// spares building a `Value` per transaction); each is pretty-printed on
+/// its own and indented to its depth (JSON strings hold no raw newline, so
+/// indenting after every newline is exact).
+pub fn write_json_document(
+    mut out: impl std::io::Write,
+    analysis: &Analysis,
+    threads: usize,
+) -> std::io::Result<()> {
+    let render = |value: Result<serde_json::Value, serde_json::Error>,
+                  indent: &str|
+     -> Result<String, serde_json::Error> {
+        let text = serde_json::to_string_pretty(&value?)?;
+        Ok(text.replace('\n', &format!("\n{indent}")))
+    };
+    let summary = render(serde_json::to_value(&analysis.stats), "  ")?;
+    write!(out, "{{\n  \"summary\": {summary},\n  \"transactions\": [")?;
+    let transaction = |t: &Transaction| {
+        let json = JsonTransaction::of(t);
+        let text = serde_json::to_string_pretty(&SortedTransaction::of(&json))?;
+        Ok(text.replace('\n', "\n    "))
+    };
+    let mut first = true;
+    for batch in analysis.transactions.chunks(JSON_BATCH) {
+        let rendered: Vec<Result<String, serde_json::Error>> = if threads > 1 {
+            use rayon::prelude::*;
+            batch.par_iter().map(transaction).collect()
+        } else {
+            batch.iter().map(transaction).collect()
+        };
+        for text in rendered {
+            out.write_all(if first { b"\n    " } else { b",\n    " })?;
+            out.write_all(text?.as_bytes())?;
+            first = false;
+        }
+    }
+    if first {
+        write!(out, "]\n}}")
+    } else {
+        write!(out, "\n  ]\n}}")
+    }
+}
+
+/// A [`JsonTransaction`] with its fields, and those of its nested objects,
+/// declared in sorted key order: serialized directly it gives the same
+/// text as through a `serde_json::Value`.
+#[derive(Serialize)]
+struct SortedTransaction<'a> {
+    bytes: u64,
+    client: &'a str,
+    client_port: u16,
+    client_s: f64,
+    connection: u64,
+    critical_path_packets: usize,
+    duration_ns: u64,
+    duration_s: f64,
+    flags: SortedFlags,
+    index_in_connection: usize,
+    initial_window: [u32; 2],
+    loss_fast_retransmit_s: f64,
+    loss_timeout_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss_unknown_s: Option<f64>,
+    losses_fast_retransmit: u32,
+    losses_timeout: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    losses_unknown: Option<u32>,
+    network_variation_s: f64,
+    number: usize,
+    profile_ns: SortedProfile,
+    propagation_s: f64,
+    request_bytes: u64,
+    request_s: f64,
+    response_s: f64,
+    server: &'a str,
+    server_s: f64,
+    setup_s: f64,
+    start_ns: u64,
+    start_s: f64,
+    teardown_s: f64,
+    vantage: crate::Vantage,
+    verdict: &'a str,
+}
+
+/// [`crate::Profile`] in sorted key order.
+#[derive(Serialize)]
+struct SortedProfile {
+    client: Nanos,
+    loss_fast_retransmit: Nanos,
+    loss_timeout: Nanos,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss_unknown: Option<Nanos>,
+    network_variation: Nanos,
+    propagation: Nanos,
+    server: Nanos,
+}
+
+/// [`crate::TransactionFlags`] in sorted key order.
+#[derive(Serialize)]
+struct SortedFlags {
+    beyond_window: u32,
+    clamped_arcs: u32,
+    hidden_timeouts: u32,
+    incomplete: bool,
+    pipelined: bool,
+    teardown: bool,
+    unexplained_arcs: u32,
+}
+
+impl<'a> SortedTransaction<'a> {
+    fn of(t: &'a JsonTransaction<'a>) -> SortedTransaction<'a> {
+        let p = t.profile_ns;
+        let f = t.flags;
+        SortedTransaction {
+            bytes: t.bytes,
+            client: &t.client,
+            client_port: t.client_port,
+            client_s: t.client_s,
+            connection: t.connection,
+            critical_path_packets: t.critical_path_packets,
+            duration_ns: t.duration_ns,
+            duration_s: t.duration_s,
+            flags: SortedFlags {
+                beyond_window: f.beyond_window,
+                clamped_arcs: f.clamped_arcs,
+                hidden_timeouts: f.hidden_timeouts,
+                incomplete: f.incomplete,
+                pipelined: f.pipelined,
+                teardown: f.teardown,
+                unexplained_arcs: f.unexplained_arcs,
+            },
+            index_in_connection: t.index_in_connection,
+            initial_window: t.initial_window,
+            loss_fast_retransmit_s: t.loss_fast_retransmit_s,
+            loss_timeout_s: t.loss_timeout_s,
+            loss_unknown_s: t.loss_unknown_s,
+            losses_fast_retransmit: t.losses_fast_retransmit,
+            losses_timeout: t.losses_timeout,
+            losses_unknown: t.losses_unknown,
+            network_variation_s: t.network_variation_s,
+            number: t.number,
+            profile_ns: SortedProfile {
+                client: p.client,
+                loss_fast_retransmit: p.loss_fast_retransmit,
+                loss_timeout: p.loss_timeout,
+                loss_unknown: (p.loss_unknown != Nanos::ZERO).then_some(p.loss_unknown),
+                network_variation: p.network_variation,
+                propagation: p.propagation,
+                server: p.server,
+            },
+            propagation_s: t.propagation_s,
+            request_bytes: t.request_bytes,
+            request_s: t.request_s,
+            response_s: t.response_s,
+            server: &t.server,
+            server_s: t.server_s,
+            setup_s: t.setup_s,
+            start_ns: t.start_ns,
+            start_s: t.start_s,
+            teardown_s: t.teardown_s,
+            vantage: t.vantage,
+            verdict: t.verdict,
+        }
+    }
 }
 
 /// The JSON object of one transaction (one line of `--json`).

@@ -42,7 +42,8 @@
 //! between the captures is not undone; clock drift between the captures is
 //! not estimated (one offset for the whole input).
 
-use std::collections::HashMap;
+/// Per-packet maps: foldhash rather than SipHash.
+use foldhash::HashMap;
 
 use vantage_core::Nanos;
 use vantage_trace::TcpFlags;
@@ -632,8 +633,8 @@ fn match_captures(view: &mut ConnectionView, fallback: &Fallback) {
             .collect();
         let resent = overlapped(records, &departures);
         let (by_start, longest) = sorted_by_first_byte(records, &departures, |r| r.end > r.seq);
-        let mut pure: HashMap<PureKey, Vec<u32>> = HashMap::new();
-        let mut pure_arrivals: HashMap<PureKey, u32> = HashMap::new();
+        let mut pure: HashMap<PureKey, Vec<u32>> = HashMap::default();
+        let mut pure_arrivals: HashMap<PureKey, u32> = HashMap::default();
         for &i in &departures {
             let r = &records[i as usize];
             if r.end == r.seq {
@@ -902,8 +903,10 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     view.placement_delay[observed.index()] = outgoing;
     view.placement_delay[unobserved.index()] = rtt / 2;
 
-    // Departures at the unobserved side, from the arrivals it caused.
+    // Departures at the unobserved side, from the arrivals it caused (at
+    // most one each).
     let count = view.records.len();
+    view.records.reserve(count);
     for a in 0..count {
         let arrival = view.records[a];
         if arrival.side != observed || arrival.is_departure() {
@@ -923,7 +926,7 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     // Arrivals at the unobserved side, unless presumed lost.
     // The first later copy of each departure's bytes, found through the
     // departures sorted by first byte.
-    let mut later_copy: HashMap<u32, Nanos> = HashMap::new();
+    let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
     {
         let records = &view.records;
         let (by_start, longest) = sorted_by_first_byte(records, &departures, Record::has_space);

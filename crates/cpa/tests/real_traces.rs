@@ -175,6 +175,64 @@ fn output_is_byte_identical_across_runs() {
     }
 }
 
+/// The analysis on a second thread (started at once here, so even these
+/// small traces take that path) gives the same bytes as one thread, and
+/// the `--json` document written in parallel batches is the one
+/// `serde_json` makes of the whole document as a value.
+#[test]
+fn two_threads_give_the_same_bytes_as_one() {
+    for path in traces() {
+        for vantage in [Vantage::Server, Vantage::Client, Vantage::Both] {
+            let one = Options {
+                threads: 1,
+                keep_packets: true,
+                ..Options::default()
+            };
+            let two = Options {
+                threads: 2,
+                parallel_after_packets: 0,
+                ..one.clone()
+            };
+            let what = format!("{} as {vantage:?}", path.display());
+            let (first, second) = match (
+                analyze(&inputs(&path, vantage), &one),
+                analyze(&inputs(&path, vantage), &two),
+            ) {
+                (Ok(first), Ok(second)) => (first, second),
+                (first, second) => {
+                    assert_eq!(
+                        first.err().map(|e| e.to_string()),
+                        second.err().map(|e| e.to_string()),
+                        "{what}"
+                    );
+                    continue;
+                }
+            };
+            assert!(
+                render_everything(&first) == render_everything(&second),
+                "{what}: two threads differ from one"
+            );
+            let mut parallel = Vec::new();
+            report::write_json_document(&mut parallel, &second, 2).unwrap();
+            let transactions: Vec<_> = second
+                .transactions
+                .iter()
+                .map(report::JsonTransaction::of)
+                .collect();
+            let whole = serde_json::to_string_pretty(&serde_json::json!({
+                "transactions": transactions,
+                "summary": second.stats,
+            }))
+            .unwrap();
+            assert!(
+                String::from_utf8(parallel).unwrap() == whole,
+                "{what}: --json differs from serde_json's document"
+            );
+            assert_eq!(report::json_document(&first).unwrap(), whole, "{what}");
+        }
+    }
+}
+
 #[test]
 fn json_lines_carry_the_required_fields() {
     let Some(root) = common::shared_traces() else {

@@ -51,7 +51,11 @@
 //! makes time monotonic per connection for what is left. Memory is bounded
 //! by [`TableConfig::max_connections`] too.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// Flow-keyed maps are looked up once per packet: foldhash (seeded per
+/// process) instead of SipHash.
+type FlowMap<V> = foldhash::HashMap<FlowKey, V>;
 
 use serde::Serialize;
 use vantage_core::Nanos;
@@ -1143,8 +1147,8 @@ impl Tombstone {
 /// [`finish_all`](Self::finish_all) at the end of the trace.
 pub struct ConnectionTable {
     config: TableConfig,
-    active: HashMap<FlowKey, Box<ActiveConnection>>,
-    tombstones: HashMap<FlowKey, Tombstone>,
+    active: FlowMap<Box<ActiveConnection>>,
+    tombstones: FlowMap<Tombstone>,
     tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
     /// Connections in the order they were opened, and those opened by a
     /// SYN, for eviction (entries of finished connections are skipped, and
@@ -1164,8 +1168,8 @@ impl ConnectionTable {
     pub fn new(config: TableConfig) -> ConnectionTable {
         ConnectionTable {
             config,
-            active: HashMap::new(),
-            tombstones: HashMap::new(),
+            active: FlowMap::default(),
+            tombstones: FlowMap::default(),
             tombstone_order: VecDeque::new(),
             open_order: VecDeque::new(),
             half_open_order: VecDeque::new(),

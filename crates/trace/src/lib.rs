@@ -56,7 +56,7 @@ pub use decode::{
 };
 pub use error::{FormatProblem, Location, TraceError};
 pub use file::{Packet, TraceFormat, TraceReader};
-pub use reorder::{OwnedPacket, ReorderBuffer, ReorderStats, DEFAULT_REORDER_WINDOW};
+pub use reorder::{OwnedPacket, ReorderBuffer, ReorderStats, TimeOrder, DEFAULT_REORDER_WINDOW};
 
 /// What a whole trace contained, for tests and reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

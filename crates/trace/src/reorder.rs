@@ -10,8 +10,7 @@
 //! already released cannot be placed: it is released as it is, counted in
 //! [`ReorderStats::overflow`], and the connection table clamps it.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 use serde::Serialize;
 use vantage_core::Nanos;
@@ -59,27 +58,27 @@ pub struct ReorderStats {
     pub overflow: u64,
 }
 
-/// The bounded time-order window (see the module docs).
-pub struct ReorderBuffer {
+/// The bounded time-order window over any item (see the module docs):
+/// items leave earliest first, ties in arrival order.
+///
+/// Held sorted in a ring: an item in time order (the common case) goes to
+/// the back in O(1); one stamped earlier is inserted after every item
+/// stamped at or before it, which is the order a heap keyed on (time,
+/// arrival) gives.
+pub struct TimeOrder<T> {
     capacity: usize,
-    heap: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
-    slots: Vec<OwnedPacket>,
-    free: Vec<usize>,
-    next_order: u64,
+    queue: VecDeque<(Nanos, T)>,
     latest_pushed: Option<Nanos>,
     latest_released: Option<Nanos>,
     stats: ReorderStats,
 }
 
-impl ReorderBuffer {
-    /// A window of `capacity` packets (at least 1).
-    pub fn new(capacity: usize) -> ReorderBuffer {
-        ReorderBuffer {
+impl<T> TimeOrder<T> {
+    /// A window of `capacity` items (at least 1).
+    pub fn new(capacity: usize) -> TimeOrder<T> {
+        TimeOrder {
             capacity: capacity.max(1),
-            heap: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            next_order: 0,
+            queue: VecDeque::new(),
             latest_pushed: None,
             latest_released: None,
             stats: ReorderStats::default(),
@@ -94,38 +93,93 @@ impl ReorderBuffer {
         self.stats
     }
 
-    /// Packets held.
+    /// Items held.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.queue.is_empty()
+    }
+
+    /// Whether an item must leave before the next one comes in.
+    pub fn is_full(&self) -> bool {
+        self.queue.len() >= self.capacity
+    }
+
+    /// Puts an item stamped `timestamp` in.
+    pub fn push(&mut self, timestamp: Nanos, item: T) {
+        if self
+            .latest_released
+            .is_some_and(|released| timestamp < released)
+        {
+            self.stats.overflow += 1;
+        }
+        match self.latest_pushed {
+            Some(latest) if timestamp < latest => {
+                self.stats.reordered += 1;
+                let at = self.queue.partition_point(|(held, _)| *held <= timestamp);
+                self.queue.insert(at, (timestamp, item));
+            }
+            _ => {
+                self.latest_pushed = Some(timestamp);
+                self.queue.push_back((timestamp, item));
+            }
+        }
+    }
+
+    /// The earliest item held; `None` when empty.
+    pub fn pop(&mut self) -> Option<(Nanos, T)> {
+        let (timestamp, item) = self.queue.pop_front()?;
+        self.latest_released = Some(
+            self.latest_released
+                .map_or(timestamp, |latest| latest.max(timestamp)),
+        );
+        Some((timestamp, item))
+    }
+}
+
+/// The bounded time-order window of whole packets (see the module docs).
+pub struct ReorderBuffer {
+    order: TimeOrder<usize>,
+    slots: Vec<OwnedPacket>,
+    free: Vec<usize>,
+}
+
+impl ReorderBuffer {
+    /// A window of `capacity` packets (at least 1).
+    pub fn new(capacity: usize) -> ReorderBuffer {
+        ReorderBuffer {
+            order: TimeOrder::new(capacity),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.order.capacity()
+    }
+
+    pub fn stats(&self) -> ReorderStats {
+        self.order.stats()
+    }
+
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
     }
 
     /// Whether a packet must leave before the next one comes in.
     pub fn is_full(&self) -> bool {
-        self.heap.len() >= self.capacity
+        self.order.is_full()
     }
 
     /// Copies a packet in.
     pub fn push(&mut self, packet: &Packet<'_>) {
-        if self
-            .latest_pushed
-            .is_some_and(|latest| packet.timestamp < latest)
-        {
-            self.stats.reordered += 1;
-        }
-        if self
-            .latest_released
-            .is_some_and(|released| packet.timestamp < released)
-        {
-            self.stats.overflow += 1;
-        }
-        self.latest_pushed = Some(
-            self.latest_pushed
-                .map_or(packet.timestamp, |latest| latest.max(packet.timestamp)),
-        );
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -148,19 +202,13 @@ impl ReorderBuffer {
         owned.offset = packet.offset;
         owned.data.clear();
         owned.data.extend_from_slice(packet.data);
-        self.heap
-            .push(Reverse((packet.timestamp, self.next_order, slot)));
-        self.next_order += 1;
+        self.order.push(packet.timestamp, slot);
     }
 
     /// The earliest packet held (its buffer is reused by the next
     /// [`push`](Self::push)); `None` when empty.
     pub fn pop(&mut self) -> Option<&OwnedPacket> {
-        let Reverse((timestamp, _, slot)) = self.heap.pop()?;
-        self.latest_released = Some(
-            self.latest_released
-                .map_or(timestamp, |latest| latest.max(timestamp)),
-        );
+        let (_, slot) = self.order.pop()?;
         self.free.push(slot);
         Some(&self.slots[slot])
     }
@@ -211,5 +259,36 @@ mod tests {
         assert_eq!(out, vec![10, 20, 30, 15, 40]);
         assert_eq!(stats.reordered, 1);
         assert_eq!(stats.overflow, 1);
+    }
+
+    proptest::proptest! {
+        /// The sorted ring releases items exactly as a heap keyed on
+        /// (time, arrival) would, with the same counts.
+        #[test]
+        fn time_order_releases_as_a_heap_would(
+            capacity in 1usize..8,
+            times in proptest::collection::vec(0u64..20, 0..60),
+        ) {
+            use std::cmp::Reverse;
+            use std::collections::BinaryHeap;
+            let mut order = TimeOrder::new(capacity);
+            let mut heap = BinaryHeap::new();
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (arrival, &t) in times.iter().enumerate() {
+                if order.is_full() {
+                    got.push(order.pop().map(|(_, a)| a));
+                    want.push(heap.pop().map(|Reverse((_, a))| a));
+                }
+                order.push(Nanos(t), arrival);
+                heap.push(Reverse((Nanos(t), arrival)));
+            }
+            while let Some((_, a)) = order.pop() {
+                got.push(Some(a));
+            }
+            while let Some(Reverse((_, a))) = heap.pop() {
+                want.push(Some(a));
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }
