@@ -44,8 +44,8 @@
 //!   that a long window does not carry the optimistic start for S seconds.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
-    SynFilter, TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, ConstantVerdict, FilterConfigError,
+    FilterSnapshot, Intervals, SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -336,6 +336,30 @@ impl SynFilter for Abacus {
         self.first_stage.set_refill_rate(now, refill_rate)?;
         self.refill_rate = refill_rate;
         Ok(())
+    }
+
+    /// Reject until the next first-stage token or the end of the period,
+    /// whichever comes first, when the first stage is empty, no chain
+    /// borrowing is owed in the current bucket, and every client profile
+    /// finds no token on its way through the future buckets: a rejected
+    /// request takes nothing, so the next one finds the same.
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let period_end = self.intervals.current_end()?;
+        if now >= period_end || self.chain_borrowed[self.slot(0)] > 0 {
+            return None;
+        }
+        let token = self.first_stage.next_token_at(now)?;
+        let window = self.tokens.len() - 1;
+        let every_profile_rejects = self.offsets.iter().all(|offsets| {
+            offsets
+                .iter()
+                .take_while(|&&ahead| ahead <= window)
+                .all(|&ahead| self.tokens[self.slot(ahead)] == 0)
+        });
+        every_profile_rejects.then_some(ConstantVerdict {
+            verdict: Verdict::Reject,
+            until: token.min(period_end),
+        })
     }
 }
 

@@ -45,8 +45,8 @@
 //!   weight and each profile's classes follow its own timeouts.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
-    SynFilter, TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, ConstantVerdict, FilterConfigError,
+    FilterSnapshot, Intervals, SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -470,6 +470,29 @@ impl SynFilter for PredictiveGreedy {
         self.first_stage.set_refill_rate(now, refill_rate)?;
         self.refill_rate = refill_rate;
         Ok(())
+    }
+
+    /// With the first stage empty: reject until the next token or the end
+    /// of the period once the period's drop budget is spent; drop until
+    /// then when the budget is unbounded (λ_thresh at its limit). A budget
+    /// with drops left is a count, not a time: no constant verdict.
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let period_end = self.intervals.current_end()?;
+        if !self.started || now >= period_end {
+            return None;
+        }
+        let token = self.first_stage.next_token_at(now)?;
+        let verdict = if self.dropped >= self.drop_budget {
+            Verdict::Reject
+        } else if self.drop_budget == u64::MAX {
+            Verdict::Drop
+        } else {
+            return None;
+        };
+        Some(ConstantVerdict {
+            verdict,
+            until: token.min(period_end),
+        })
     }
 }
 
