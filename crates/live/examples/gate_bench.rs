@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
+use vantage_live::gate::{
+    queue_config, Gate, GateConfig, GateCounts, GateRules, QueueWorker, WorkerReport,
+};
 use vantage_live::synflood::SynFlood;
 use vantage_sys::command::{run_command, CommandError};
 use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
@@ -33,6 +35,12 @@ use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 type Error = Box<dyn std::error::Error>;
 
 const FLOOD_PORT: u16 = 80;
+/// The flood's target: an address of a tun interface of this namespace.
+const FLOOD_TARGET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The flood's source: routed out of the dummy interface, so that the
+/// answers to it (a reject's RST, a SYN-ACK) leave the host as they would
+/// towards a remote client, instead of being received again on loopback.
+const FLOOD_SOURCE: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
 const CONNECT_PORT: u16 = 8080;
 /// The flood's pacing asks for more than one core can send.
 const FLOOD_RATE: u64 = 5_000_000;
@@ -109,9 +117,13 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn gate_config(kind_and_parameters: &str, port: u16) -> Result<GateConfig, Error> {
+fn gate_config(
+    kind_and_parameters: &str,
+    address: Ipv4Addr,
+    port: u16,
+) -> Result<GateConfig, Error> {
     let text = format!(
-        "[gate]\nqueue = 11\nqueue_maxlen = 65536\n\n[[listeners]]\naddress = \"127.0.0.1\"\nport = {port}\n\n[filter]\n{kind_and_parameters}\n"
+        "[gate]\nqueue = 11\nqueue_maxlen = 65536\n\n[[listeners]]\naddress = \"{address}\"\nport = {port}\n\n[filter]\n{kind_and_parameters}\n"
     );
     Ok(GateConfig::from_toml(&text, "gate_bench")?)
 }
@@ -136,6 +148,7 @@ impl GateThread {
         let mut worker = QueueWorker::open(config.queue, config.queue_maxlen, Arc::clone(&gate))?
             .with_busy_poll(config.busy_poll);
         let rules = GateRules::install(config)?;
+        gate.attach_shortcut(rules.shortcut());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let handle = std::thread::spawn(move || {
@@ -153,10 +166,13 @@ impl GateThread {
         })
     }
 
-    /// Waits until the verdict count has not moved for 100 ms (at most
-    /// 60 s); returns when it last moved.
+    /// Waits until the verdict count (the shortcut's included) has not
+    /// moved for 100 ms (at most 60 s); returns when it last moved.
     fn wait_until_idle(&self) -> Instant {
-        let count = || self.gate.counters().totals().syns();
+        let count = || {
+            self.gate.sync_shortcut();
+            self.gate.counters().totals().syns()
+        };
         let mut last = count();
         let mut moved = Instant::now();
         let give_up = Instant::now() + Duration::from_secs(60);
@@ -171,25 +187,31 @@ impl GateThread {
         moved
     }
 
-    fn stop(self) -> Result<(WorkerReport, Duration, Duration), Error> {
+    /// Stops the thread; its report, CPU and wall time, and the gate's
+    /// totals (the SYNs of the kernel-side shortcut included) with the
+    /// shortcut's share.
+    fn stop(self) -> Result<(WorkerReport, Duration, Duration, GateCounts, u64), Error> {
         self.stop.store(true, Ordering::Relaxed);
-        let result = self
+        let (report, cpu, wall) = self
             .handle
             .join()
             .map_err(|_| "the verdict thread panicked")??;
-        Ok(result)
+        self.gate.sync_shortcut();
+        let counters = self.gate.counters();
+        let by_shortcut = counters.shortcut_dropped.get() + counters.shortcut_rejected.get();
+        Ok((report, cpu, wall, counters.totals(), by_shortcut))
     }
 }
 
-/// Floods 127.0.0.1:`FLOOD_PORT` as fast as one thread pinned to `cpu`
+/// Floods `FLOOD_TARGET`:`FLOOD_PORT` from `FLOOD_SOURCE` as fast as one thread pinned to `cpu`
 /// can for `seconds`; returns the SYNs sent and how long it took.
 fn flood(seconds: f64, cpu: usize) -> Result<(u64, Duration), Error> {
     let handle = std::thread::spawn(move || {
         pin_to_cpu(cpu);
         let mut flood = SynFlood::open(
-            Ipv4Addr::new(127, 0, 0, 2),
+            FLOOD_SOURCE,
             1024..=65000,
-            SocketAddrV4::new(Ipv4Addr::LOCALHOST, FLOOD_PORT),
+            SocketAddrV4::new(FLOOD_TARGET, FLOOD_PORT),
         )
         .map_err(|e| e.to_string())?;
         let never = AtomicBool::new(false);
@@ -241,6 +263,8 @@ struct Throughput {
     name: &'static str,
     sent: u64,
     processed: u64,
+    /// Of `processed`, decided by the gate's kernel-side shortcut.
+    by_shortcut: Option<u64>,
     wall: Duration,
     cpu: Option<Duration>,
     overruns: u64,
@@ -260,22 +284,23 @@ impl Throughput {
 }
 
 fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Throughput, Error> {
-    let config = gate_config(filter, FLOOD_PORT)?;
+    let config = gate_config(filter, FLOOD_TARGET, FLOOD_PORT)?;
     let gate = GateThread::start(&config, 0)?;
     let flood_start = Instant::now();
     let (sent, _) = flood(seconds, 1)?;
     let last_verdict = gate.wait_until_idle();
-    let (report, cpu, _) = gate.stop()?;
+    let (_, cpu, _, totals, by_shortcut) = gate.stop()?;
     Ok(Throughput {
         name,
         sent,
-        processed: report.counts.syns(),
+        processed: totals.syns(),
+        by_shortcut: Some(by_shortcut),
         wall: last_verdict - flood_start,
         cpu: Some(cpu),
-        overruns: report.counts.overruns,
-        accepted: report.counts.accepted,
-        dropped: report.counts.dropped,
-        rejected: report.counts.rejected,
+        overruns: totals.overruns,
+        accepted: totals.accepted,
+        dropped: totals.dropped,
+        rejected: totals.rejected,
     })
 }
 
@@ -294,6 +319,7 @@ fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
         name: "iptables limit + DROP",
         sent,
         processed: accepted + dropped,
+        by_shortcut: None,
         wall,
         cpu: None,
         overruns: 0,
@@ -394,6 +420,7 @@ fn install(path: ConnectPath) -> Result<Installed, Error> {
         ConnectPath::Gate { cpu, busy_poll_us } => {
             let mut config = gate_config(
                 "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+                Ipv4Addr::LOCALHOST,
                 CONNECT_PORT,
             )?;
             config.busy_poll = Duration::from_micros(busy_poll_us);
@@ -422,7 +449,7 @@ impl Installed {
                 Ok(())
             }
             Installed::Gate(gate) => {
-                let (report, _, _) = gate.stop()?;
+                let (report, _, _, _, _) = gate.stop()?;
                 if report.counts.accepted < connects as u64 {
                     return Err(format!(
                         "the gate saw {} SYNs for {connects} connects",
@@ -448,6 +475,7 @@ impl BareQueue {
     fn start(cpu: usize) -> Result<BareQueue, Error> {
         let config = gate_config(
             "kind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1",
+            Ipv4Addr::LOCALHOST,
             CONNECT_PORT,
         )?;
         let mut queue = Queue::open(&queue_config(config.queue, config.queue_maxlen))?;
@@ -539,6 +567,32 @@ fn main() -> Result<(), Error> {
         return Err(format!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error()).into());
     }
     run("ip", &["link", "set", "lo", "up"])?;
+    // The flood's target and the way out for the answers to its source.
+    // A tun device nobody reads: what the kernel sends through it is
+    // counted and freed, as a NIC would send it away.
+    run("ip", &["tuntap", "add", "bench0", "mode", "tun"])?;
+    run("ip", &["link", "set", "bench0", "up"])?;
+    run(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{FLOOD_TARGET}/24"),
+            "dev",
+            "bench0",
+        ],
+    )?;
+    let [a, b, c, _] = FLOOD_SOURCE.octets();
+    run(
+        "ip",
+        &[
+            "route",
+            "add",
+            &format!("{a}.{b}.{c}.0/24"),
+            "dev",
+            "bench0",
+        ],
+    )?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
         return Err("gate_bench needs two CPUs (flood on one, verdicts on the other)".into());
@@ -561,6 +615,11 @@ fn main() -> Result<(), Error> {
         gate_throughput(
             "gate, tbf (W = 120, r_t = 120/s)",
             "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
+            seconds,
+        )?,
+        gate_throughput(
+            "gate, tbf-reject (W = 120, r_t = 120/s)",
+            "kind = \"tbf-reject\"\nbucket_size = 120\nrefill_rate = 120",
             seconds,
         )?,
         gate_throughput(
@@ -612,6 +671,7 @@ fn main() -> Result<(), Error> {
                 "name": t.name,
                 "sent": t.sent,
                 "processed": t.processed,
+                "by_shortcut": t.by_shortcut,
                 "per_wall_second": t.per_wall_second(),
                 "per_cpu_second": t.per_cpu_second(),
                 "ratio_to_iptables_limit": t.per_wall_second() / iptables_rate,
@@ -638,14 +698,15 @@ fn main() -> Result<(), Error> {
         baseline_sent as f64 / baseline_wall.as_secs_f64()
     );
     println!();
-    println!("| SYN path | SYNs sent | SYNs decided | per wall s | per CPU s of the verdict thread | ratio to iptables limit | overruns (fail-open) | accept / drop / reject |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("| SYN path | SYNs sent | SYNs decided | of them by the shortcut | per wall s | per CPU s of the verdict thread | ratio to iptables limit | overruns (fail-open) | accept / drop / reject |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for t in &throughputs {
         println!(
-            "| {} | {} | {} | {:.0} | {} | {:.2} | {} | {} / {} / {} |",
+            "| {} | {} | {} | {} | {:.0} | {} | {:.2} | {} | {} / {} / {} |",
             t.name,
             t.sent,
             t.processed,
+            t.by_shortcut.map_or("–".to_string(), |n| n.to_string()),
             t.per_wall_second(),
             t.per_cpu_second()
                 .map_or("–".to_string(), |r| format!("{r:.0}")),

@@ -18,6 +18,7 @@
 //! dry_run = false        # compute and count verdicts, accept everything
 //! busy_poll_us = 0       # keep reading this long after a packet instead of sleeping (latency for a core)
 //! cpu_fanout = false     # queues > 1: a SYN goes to the queue of the CPU it arrived on, its thread pinned there
+//! shortcut = true        # iptables: the kernel applies the filter's verdict while it is constant (BPF match)
 //! metrics_listen = "127.0.0.1:9464"   # optional; /metrics (port 0: the kernel picks, printed)
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
 //! backend = "auto"       # auto | nft | iptables (auto: nft when the kernel takes the rules)
@@ -136,6 +137,7 @@ struct RawGate {
     dry_run: Option<bool>,
     busy_poll_us: Option<f64>,
     cpu_fanout: Option<bool>,
+    shortcut: Option<bool>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
     backend: Option<RulesBackend>,
@@ -224,6 +226,10 @@ pub struct GateConfig {
     /// runs only on the CPUs whose packets go to queue `queue + i` — no
     /// wake-up of another core per SYN.
     pub cpu_fanout: bool,
+    /// While the filter's verdict is constant (`SynFilter::constant_until`),
+    /// an in-kernel BPF match applies it without queueing (iptables backend,
+    /// not in a dry run; `shortcut.rs`).
+    pub shortcut: bool,
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
     /// The rule backend (`auto`: nft when it accepts the rules).
@@ -326,6 +332,7 @@ impl GateConfig {
             dry_run: g.dry_run.unwrap_or(false),
             busy_poll,
             cpu_fanout,
+            shortcut: g.shortcut.unwrap_or(true),
             metrics_listen,
             log,
             backend: g.backend.unwrap_or_default(),
@@ -368,6 +375,7 @@ impl GateConfig {
         let _ = writeln!(out, "interval          {} ms", self.interval.as_millis());
         let _ = writeln!(out, "dry_run           {}", self.dry_run);
         let _ = writeln!(out, "busy_poll         {} µs", self.busy_poll.as_micros());
+        let _ = writeln!(out, "shortcut          {}", self.shortcut);
         let _ = writeln!(
             out,
             "metrics_listen    {}",

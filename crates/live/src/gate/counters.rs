@@ -55,6 +55,14 @@ pub struct GateCounters {
     pub retransmitted_syns: Counter,
     /// Seconds from a batch's first packet read to its verdicts sent.
     pub verdict_latency: Histogram,
+    /// SYNs the kernel-side shortcut dropped and rejected (included in
+    /// `dropped` and `rejected`; not split by listener, not checked for
+    /// retransmission).
+    pub shortcut_dropped: Counter,
+    pub shortcut_rejected: Counter,
+    /// Shortcut SYNs the filter, told of them late, would have decided
+    /// otherwise (counted by the shortcut's verdict all the same).
+    pub shortcut_disagreed: Counter,
 }
 
 impl Default for GateCounters {
@@ -83,6 +91,9 @@ impl GateCounters {
             listener_syns: Family::default(),
             retransmitted_syns: Counter::default(),
             verdict_latency: Histogram::new(VERDICT_LATENCY_BUCKETS),
+            shortcut_dropped: Counter::default(),
+            shortcut_rejected: Counter::default(),
+            shortcut_disagreed: Counter::default(),
         }
     }
 

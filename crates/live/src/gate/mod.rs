@@ -18,6 +18,8 @@
 //! * [`cpu`] — CPU selection and pinning of the verdict threads;
 //! * [`rules`] — the nft table or iptables chain (REJECT on the mark,
 //!   NFQUEUE with bypass), `verify`, `reload` and `clean`;
+//! * [`shortcut`] — the in-kernel BPF match that repeats the filter's
+//!   verdict while it is constant, so those SYNs are not queued;
 //! * [`kernel`] — `/proc` counters for `refill_rate = "measure"`;
 //! * [`metrics`] — the gate's metrics, served by [`crate::metrics`];
 //! * [`log`] — JSON Lines per interval, readable by Certes;
@@ -44,6 +46,7 @@ pub mod log;
 pub mod metrics;
 pub mod packet;
 pub mod rules;
+pub mod shortcut;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -86,6 +89,8 @@ pub enum GateError {
     },
     #[error("rules: {0}")]
     Rules(String),
+    #[error("shortcut: {0} (`shortcut = false` in [gate] runs without it)")]
+    Shortcut(#[from] vantage_sys::bpf::BpfError),
     /// The gate's rules were removed under it (`vantage gate clean
     /// --force`, a firewall reload): it decides nothing any more, so it
     /// stops ([`EXIT_RULES_VANISHED`]).

@@ -40,6 +40,7 @@ use super::config::Listener;
 use super::counters::{GateCounters, ListenerSyns};
 use super::decide::{decide_batch_with, has_syn, GateAction};
 use super::packet::{syn_origin, PacketClass, SynOrigin, COPY_RANGE};
+use super::shortcut::{self, Shortcut};
 use super::GateError;
 use vantage_core::admission::syn::record::GateCounts;
 
@@ -73,7 +74,27 @@ pub struct Gate {
     dry_run: bool,
     reject_mark: u32,
     start: Instant,
+    /// `CLOCK_MONOTONIC` (the clock of `bpf_ktime_get_ns`) in ns at, or a
+    /// little before, `start`: a deadline converted with it ends early,
+    /// never late.
+    monotonic_at_start: u64,
     counters: GateCounters,
+    /// The kernel-side shortcut, once the rules are in. Locked after the
+    /// filter, never before.
+    shortcut: Mutex<Option<ShortcutLink>>,
+}
+
+/// The gate's side of the shortcut.
+#[derive(Debug)]
+struct ShortcutLink {
+    shortcut: Arc<Shortcut>,
+    /// Each rule's count already told to the filter.
+    told: [u64; 2],
+    /// The end of the last arming of each verdict, for the SYNs counted
+    /// after it.
+    last_until: [Nanos; 2],
+    /// What is armed: the slot and its end, gate time.
+    armed: Option<(usize, Nanos)>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -96,6 +117,7 @@ impl Gate {
     ) -> Gate {
         let counters = GateCounters::new();
         let listeners = protected(&counters, &listeners);
+        let monotonic_at_start = monotonic_ns();
         Gate {
             filter: Mutex::new(filter),
             listeners: RwLock::new(Arc::new(listeners)),
@@ -103,7 +125,119 @@ impl Gate {
             dry_run,
             reject_mark,
             start: Instant::now(),
+            monotonic_at_start,
             counters,
+            shortcut: Mutex::new(None),
+        }
+    }
+
+    /// Connects the kernel-side shortcut of the rules (or none): from now
+    /// on the gate arms it after each batch and tells the filter of the
+    /// SYNs it took. The same one again keeps its state.
+    pub fn attach_shortcut(&self, shortcut: Option<Arc<Shortcut>>) {
+        let _filter = self.lock_filter();
+        let mut link = self.lock_shortcut();
+        match (&*link, shortcut) {
+            (Some(old), Some(new)) if Arc::ptr_eq(&old.shortcut, &new) => {}
+            (_, new) => {
+                if let Some(old) = link.as_ref() {
+                    old.shortcut.disarm();
+                }
+                *link = new.map(|shortcut| {
+                    shortcut.disarm();
+                    ShortcutLink {
+                        told: shortcut.counts(),
+                        shortcut,
+                        last_until: [Nanos::ZERO; 2],
+                        armed: None,
+                    }
+                });
+            }
+        }
+    }
+
+    fn lock_shortcut(&self) -> MutexGuard<'_, Option<ShortcutLink>> {
+        self.shortcut
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells `filter` of the SYNs the shortcut took since the last time,
+    /// as arrivals just before the end of the arming they came under, and
+    /// counts them.
+    fn tell_filter(&self, filter: &mut dyn SynFilter, now: Nanos) {
+        let mut guard = self.lock_shortcut();
+        let Some(link) = guard.as_mut() else { return };
+        let counts = link.shortcut.counts();
+        for (slot, &verdict) in shortcut::VERDICTS.iter().enumerate() {
+            let new = counts[slot].wrapping_sub(link.told[slot]);
+            if new == 0 {
+                continue;
+            }
+            link.told[slot] = counts[slot];
+            let at = now.min(Nanos(link.last_until[slot].0.saturating_sub(1)));
+            let disagreed = filter.on_decided_elsewhere(new, verdict, at);
+            let (counts, by_shortcut) = match verdict {
+                FilterVerdict::Reject => (
+                    GateCounts {
+                        rejected: new,
+                        ..GateCounts::default()
+                    },
+                    &self.counters.shortcut_rejected,
+                ),
+                _ => (
+                    GateCounts {
+                        dropped: new,
+                        ..GateCounts::default()
+                    },
+                    &self.counters.shortcut_dropped,
+                ),
+            };
+            self.counters.add(&counts);
+            by_shortcut.inc_by(new);
+            if disagreed > 0 {
+                self.counters.shortcut_disagreed.inc_by(disagreed);
+            }
+        }
+    }
+
+    /// Arms the shortcut with the filter's constant verdict as of `now`,
+    /// or disarms it (nothing to do when that is what is armed).
+    fn arm_shortcut(&self, filter: &dyn SynFilter, now: Nanos) {
+        let mut guard = self.lock_shortcut();
+        let Some(link) = guard.as_mut() else { return };
+        let wanted = filter
+            .constant_until(now)
+            .and_then(|c| Some((shortcut::slot(c.verdict)?, c.until)));
+        if wanted == link.armed {
+            return;
+        }
+        match wanted {
+            Some((slot, until)) => {
+                link.shortcut.arm(
+                    shortcut::VERDICTS[slot],
+                    self.monotonic_at_start.saturating_add(until.0),
+                );
+                link.last_until[slot] = until;
+            }
+            None => link.shortcut.disarm(),
+        }
+        link.armed = wanted;
+    }
+
+    /// Brings the counters and the filter up to date with the shortcut.
+    pub fn sync_shortcut(&self) {
+        drop(self.lock_filter());
+    }
+
+    /// Replaces the filter (a reload): the old one is told of the
+    /// shortcut's SYNs first, and nothing stays armed on its word.
+    pub fn replace_filter(&self, filter: Box<dyn SynFilter + Send>) {
+        let mut current = self.lock_filter();
+        *current = filter;
+        if let Some(link) = self.lock_shortcut().as_mut() {
+            link.shortcut.disarm();
+            link.armed = None;
         }
     }
 
@@ -148,12 +282,16 @@ impl Gate {
         self.reject_mark
     }
 
-    /// Locks the filter. A worker that panicked while holding it left a
-    /// filter that is still a valid state machine; use it.
+    /// Locks the filter, told of the SYNs the shortcut took so far. A
+    /// worker that panicked while holding it left a filter that is still
+    /// a valid state machine; use it.
     pub fn lock_filter(&self) -> MutexGuard<'_, Box<dyn SynFilter + Send>> {
-        self.filter
+        let mut filter = self
+            .filter
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.tell_filter(&mut **filter, self.now());
+        filter
     }
 
     pub fn snapshot(&self) -> FilterSnapshot {
@@ -438,9 +576,12 @@ impl QueueWorker {
                 let syn_verdicts = &mut self.syn_verdicts;
                 let counts = {
                     let mut filter = self.gate.lock_filter();
-                    decide_batch_with(&mut **filter, now, &self.packets, dry_run, emit, |v| {
-                        syn_verdicts.push(v)
-                    })
+                    let counts =
+                        decide_batch_with(&mut **filter, now, &self.packets, dry_run, emit, |v| {
+                            syn_verdicts.push(v)
+                        });
+                    self.gate.arm_shortcut(&**filter, now);
+                    counts
                 };
                 let mut retransmitted = 0u64;
                 {
@@ -502,6 +643,19 @@ impl QueueWorker {
         }
         Ok(handled)
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into the timespec given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
 }
 
 /// Packets the kernel numbered between two consecutive deliveries on one
