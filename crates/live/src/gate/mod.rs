@@ -51,7 +51,7 @@ pub mod worker;
 
 use std::path::PathBuf;
 
-pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill};
+pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill, ShortcutMode};
 pub use counters::GateCounters;
 pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 pub use daemon::{run, RunOptions, RunSummary};
@@ -89,7 +89,7 @@ pub enum GateError {
     },
     #[error("rules: {0}")]
     Rules(String),
-    #[error("shortcut: {0} (`shortcut = false` in [gate] runs without it)")]
+    #[error("shortcut: {0} (the kernel-side shortcut needs CAP_BPF, and CAP_SYS_ADMIN when no bpffs is mounted at /sys/fs/bpf; `shortcut = \"auto\"` in [gate] runs without it when it cannot have it)")]
     Shortcut(#[from] vantage_sys::bpf::BpfError),
     /// The gate's rules were removed under it (`vantage gate clean
     /// --force`, a firewall reload): it decides nothing any more, so it

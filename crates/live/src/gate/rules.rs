@@ -27,7 +27,8 @@
 //! ```
 //!
 //! The `bpf` rules are the kernel-side shortcut ([`super::shortcut`]),
-//! with `shortcut = true` (the default) outside a dry run: one per
+//! unless `shortcut = false` or in a dry run (and with `"auto"`, the
+//! default, only when this process can load BPF programs): one per
 //! listener and verdict the filter kind can hold constant. nftables has no
 //! such match: with the nft backend every SYN is queued.
 //!
@@ -66,7 +67,7 @@ use vantage_sys::iptables::{self as xtables, Family, IptablesError};
 use vantage_sys::nft::{self, NftError};
 
 pub use super::config::RulesBackend;
-use super::config::{GateConfig, Listener};
+use super::config::{GateConfig, Listener, ShortcutMode};
 use super::shortcut::{self, Shortcut};
 use super::GateError;
 
@@ -293,7 +294,7 @@ pub fn chain_rules(config: &GateConfig, family: Family, owner: &str) -> Vec<Vec<
 
 /// Whether the gate's iptables chain gets the shortcut's rules.
 pub fn shortcut_enabled(config: &GateConfig) -> bool {
-    config.shortcut && !config.dry_run
+    config.shortcut != ShortcutMode::Off && !config.dry_run
 }
 
 /// The jump from INPUT to the gate's chain (as `-I INPUT 1 …`).
@@ -540,9 +541,7 @@ impl GateRules {
             installed: true,
             shortcut: None,
         };
-        if shortcut_enabled(config) {
-            rules.shortcut = Some(Arc::new(Shortcut::create(config.queue)?));
-        }
+        let config = &rules.with_shortcut(config)?;
         for &family in &wanted {
             if let Err(e) = xtables_run(family, &strings(&["-N", &chain])) {
                 let exists = xtables_run(family, &strings(&["-S", &chain])).is_ok();
@@ -605,9 +604,7 @@ impl GateRules {
                 let wanted = families(&config.listeners, host_has_ipv6());
                 let mut made: Vec<Family> = Vec::new();
                 let mut expected = Vec::new();
-                if shortcut_enabled(config) && self.shortcut.is_none() {
-                    self.shortcut = Some(Arc::new(Shortcut::create(config.queue)?));
-                }
+                let config = &self.with_shortcut(config)?;
                 let result = (|| -> Result<(), GateError> {
                     for &family in &wanted {
                         // A left-over from a failed reload goes first.
@@ -787,6 +784,25 @@ impl GateRules {
         }
         self.installed = false;
         Ok(())
+    }
+
+    /// `config` as the rules will be: without the shortcut when it is
+    /// off, or `auto` and this process cannot load it (then a warning).
+    fn with_shortcut(&mut self, config: &GateConfig) -> Result<GateConfig, GateError> {
+        let mut effective = config.clone();
+        if shortcut_enabled(config) && self.shortcut.is_none() {
+            match Shortcut::create(config.queue) {
+                Ok(shortcut) => self.shortcut = Some(Arc::new(shortcut)),
+                Err(e) if config.shortcut == ShortcutMode::Auto => eprintln!(
+                    "vantage gate: warning: no kernel-side shortcut ({e}): every SYN is queued; it needs CAP_BPF, and CAP_SYS_ADMIN when no bpffs is mounted at /sys/fs/bpf"
+                ),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if self.shortcut.is_none() {
+            effective.shortcut = ShortcutMode::Off;
+        }
+        Ok(effective)
     }
 
     /// The shortcut's map and programs, when the rules use them: hand it
