@@ -304,28 +304,37 @@ fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Thr
     })
 }
 
-fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
+/// iptables `limit` alone: SYNs over the limit meet `target` (`DROP`, or
+/// `REJECT` with a RST: what a reject costs the kernel, gate or not).
+fn iptables_limit_throughput(seconds: f64, target: &[&str]) -> Result<Throughput, Error> {
     accept_under_limit(FLOOD_PORT, 120)?;
     let port = FLOOD_PORT.to_string();
-    iptables(&[
-        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j", "DROP",
-    ])?;
+    let mut rule = vec![
+        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j",
+    ];
+    rule.extend_from_slice(target);
+    iptables(&rule)?;
     let sent = flood(seconds, 1);
     let accepted = rule_packets("INPUT", "limit:");
-    let dropped = rule_packets("INPUT", "DROP");
+    let refused = rule_packets("INPUT", target[0]);
     iptables(&["-w", "-F", "INPUT"])?;
-    let ((sent, wall), accepted, dropped) = (sent?, accepted?, dropped?);
+    let ((sent, wall), accepted, refused) = (sent?, accepted?, refused?);
+    let rejecting = target[0] == "REJECT";
     Ok(Throughput {
-        name: "iptables limit + DROP",
+        name: if rejecting {
+            "iptables limit + REJECT (tcp-reset)"
+        } else {
+            "iptables limit + DROP"
+        },
         sent,
-        processed: accepted + dropped,
+        processed: accepted + refused,
         by_shortcut: None,
         wall,
         cpu: None,
         overruns: 0,
         accepted,
-        dropped,
-        rejected: 0,
+        dropped: if rejecting { 0 } else { refused },
+        rejected: if rejecting { refused } else { 0 },
     })
 }
 
@@ -611,7 +620,8 @@ fn main() -> Result<(), Error> {
     let seconds = options.seconds;
     let (baseline_sent, baseline_wall) = flood(seconds, 1)?;
     let throughputs = vec![
-        iptables_limit_throughput(seconds)?,
+        iptables_limit_throughput(seconds, &["DROP"])?,
+        iptables_limit_throughput(seconds, &["REJECT", "--reject-with", "tcp-reset"])?,
         gate_throughput(
             "gate, tbf (W = 120, r_t = 120/s)",
             "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
