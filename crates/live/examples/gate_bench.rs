@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vantage_live::gate::{
-    queue_config, Gate, GateConfig, GateCounts, GateRules, QueueWorker, WorkerReport,
+    queue_config, Gate, GateConfig, GateCounts, GateRules, QueueWorker, ShortcutMode, WorkerReport,
 };
 use vantage_live::synflood::SynFlood;
 use vantage_sys::command::{run_command, CommandError};
@@ -260,7 +260,7 @@ fn accept_under_limit(port: u16, rate: u32) -> Result<(), Error> {
 }
 
 struct Throughput {
-    name: &'static str,
+    name: String,
     sent: u64,
     processed: u64,
     /// Of `processed`, decided by the gate's kernel-side shortcut.
@@ -283,8 +283,18 @@ impl Throughput {
     }
 }
 
-fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Throughput, Error> {
-    let config = gate_config(filter, FLOOD_TARGET, FLOOD_PORT)?;
+fn gate_throughput(
+    name: String,
+    filter: &str,
+    shortcut: bool,
+    seconds: f64,
+) -> Result<Throughput, Error> {
+    let mut config = gate_config(filter, FLOOD_TARGET, FLOOD_PORT)?;
+    config.shortcut = if shortcut {
+        ShortcutMode::On
+    } else {
+        ShortcutMode::Off
+    };
     let gate = GateThread::start(&config, 0)?;
     let flood_start = Instant::now();
     let (sent, _) = flood(seconds, 1)?;
@@ -325,7 +335,8 @@ fn iptables_limit_throughput(seconds: f64, target: &[&str]) -> Result<Throughput
             "iptables limit + REJECT (tcp-reset)"
         } else {
             "iptables limit + DROP"
-        },
+        }
+        .to_string(),
         sent,
         processed: accepted + refused,
         by_shortcut: None,
@@ -388,6 +399,8 @@ enum ConnectPath {
         cpu: usize,
         busy_poll_us: u64,
     },
+    /// The same on the client's core without the shortcut's rule.
+    GateQueueOnly,
 }
 
 impl ConnectPath {
@@ -397,6 +410,9 @@ impl ConnectPath {
             ConnectPath::IptablesLimit => "iptables limit (passes all)",
             ConnectPath::BareQueue { .. } => {
                 "bare NFQUEUE loop, same core (accept all, no filter: the floor)"
+            }
+            ConnectPath::GateQueueOnly => {
+                "gate, tbf accepting all, same core, shortcut = false (no bpf rule)"
             }
             ConnectPath::Gate { cpu: 0, .. } => {
                 "gate, tbf accepting all, same core (as with cpu_fanout)"
@@ -426,6 +442,15 @@ fn install(path: ConnectPath) -> Result<Installed, Error> {
             Installed::Iptables
         }
         ConnectPath::BareQueue { cpu } => Installed::Bare(BareQueue::start(cpu)?),
+        ConnectPath::GateQueueOnly => {
+            let mut config = gate_config(
+                "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+                Ipv4Addr::LOCALHOST,
+                CONNECT_PORT,
+            )?;
+            config.shortcut = ShortcutMode::Off;
+            Installed::Gate(GateThread::start(&config, 0)?)
+        }
         ConnectPath::Gate { cpu, busy_poll_us } => {
             let mut config = gate_config(
                 "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
@@ -619,30 +644,40 @@ fn main() -> Result<(), Error> {
 
     let seconds = options.seconds;
     let (baseline_sent, baseline_wall) = flood(seconds, 1)?;
-    let throughputs = vec![
+    let mut throughputs = vec![
         iptables_limit_throughput(seconds, &["DROP"])?,
         iptables_limit_throughput(seconds, &["REJECT", "--reject-with", "tcp-reset"])?,
-        gate_throughput(
-            "gate, tbf (W = 120, r_t = 120/s)",
-            "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
-            seconds,
-        )?,
-        gate_throughput(
-            "gate, tbf-reject (W = 120, r_t = 120/s)",
-            "kind = \"tbf-reject\"\nbucket_size = 120\nrefill_rate = 120",
-            seconds,
-        )?,
-        gate_throughput(
-            "gate, abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
-            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
-            seconds,
-        )?,
-        gate_throughput(
-            "gate, greedy (W = 120, r_t = 120/s, linux-6.5)",
-            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
-            seconds,
-        )?,
     ];
+    let filters = [
+        (
+            "tbf (W = 120, r_t = 120/s)",
+            "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
+        ),
+        (
+            "tbf-reject (W = 120, r_t = 120/s)",
+            "kind = \"tbf-reject\"\nbucket_size = 120\nrefill_rate = 120",
+        ),
+        (
+            "abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
+            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
+        ),
+        (
+            "greedy (W = 120, r_t = 120/s, linux-6.5)",
+            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
+        ),
+    ];
+    // Each filter with every SYN queued (as before the shortcut), then
+    // with the shortcut.
+    for (name, filter) in filters {
+        for shortcut in [false, true] {
+            let name = if shortcut {
+                format!("gate, {name}")
+            } else {
+                format!("gate, {name}, shortcut = false")
+            };
+            throughputs.push(gate_throughput(name, filter, shortcut, seconds)?);
+        }
+    }
 
     // The client runs on CPU 0, the listener on CPU 1; the verdict loop
     // on the client's core (where `cpu_fanout` puts the thread of the
@@ -654,6 +689,7 @@ fn main() -> Result<(), Error> {
             ConnectPath::NoRules,
             ConnectPath::IptablesLimit,
             ConnectPath::BareQueue { cpu: 0 },
+            ConnectPath::GateQueueOnly,
             ConnectPath::Gate {
                 cpu: 0,
                 busy_poll_us: 0,
