@@ -1,11 +1,15 @@
 //! Benchmark of the live SYN gate (`bench/gate/README.md`):
 //!
 //! 1. **Verdict throughput**: a raw-socket SYN flood (one core) against the
-//!    gate's verdict loop (the other core, pinned), measured as verdicts per
-//!    second of wall time and per second of the verdict thread's CPU time
-//!    (kernel work done on its behalf included), beside the packets per
-//!    second the kernel pushes through iptables `limit` alone with the same
-//!    flood, in the same run.
+//!    gate (verdict loop on the other core, pinned), each filter with every
+//!    SYN queued (`shortcut = false`) and with the kernel-side shortcut,
+//!    measured as decisions per second of wall time (the shortcut's
+//!    included) and per second of the verdict thread's CPU time (kernel
+//!    work done on its behalf included), beside the packets per second the
+//!    kernel pushes through iptables `limit` alone with the same flood
+//!    (then `DROP`, or `REJECT` with a RST), in the same run. The flood's
+//!    source is routed out of a tun device nobody reads, so a RST or
+//!    SYN-ACK leaves the host as it would towards a remote client.
 //! 2. **Added connect latency**: sequential `connect(2)`s to a listener,
 //!    without rules, with an iptables `limit` rule that passes every SYN,
 //!    and through the gate with a filter that accepts every SYN; the
@@ -37,7 +41,7 @@ type Error = Box<dyn std::error::Error>;
 const FLOOD_PORT: u16 = 80;
 /// The flood's target: an address of a tun interface of this namespace.
 const FLOOD_TARGET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
-/// The flood's source: routed out of the dummy interface, so that the
+/// The flood's source: routed out of the tun interface, so that the
 /// answers to it (a reject's RST, a SYN-ACK) leave the host as they would
 /// towards a remote client, instead of being received again on loopback.
 const FLOOD_SOURCE: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);

@@ -425,6 +425,30 @@ mod tests {
     /// When the borrowed-from period arrives, its first B[0] rejected-by-stage-one
     /// requests are dropped without borrowing.
     #[test]
+    fn rejects_are_constant_once_no_future_bucket_is_left() {
+        // Figure 7: six drops borrow every bucket the profile reaches, the
+        // seventh request is rejected, and so is every later one until the
+        // period ends (W = 0: no first-stage token ever).
+        let mut f = paper_filter(0, 2.0, 50);
+        let t = Nanos::from_millis(100);
+        for _ in 0..5 {
+            assert_eq!(f.on_syn(t), Verdict::Drop);
+            assert_eq!(f.constant_until(t), None, "buckets left");
+        }
+        assert_eq!(f.on_syn(t), Verdict::Drop);
+        // The sixth took the last bucket the profile reaches.
+        let constant = f.constant_until(t).unwrap();
+        assert_eq!(f.on_syn(t), Verdict::Reject);
+        assert_eq!(constant.verdict, Verdict::Reject);
+        assert_eq!(constant.until, Nanos::from_millis(1100), "the period's end");
+        assert_eq!(f.on_syn(Nanos(1_099_999_999)), Verdict::Reject);
+        // Owed chain-borrowed drops in the current bucket: not constant.
+        f.advance(Nanos::from_secs(3) + t);
+        assert!(f.chain_borrowed(0) > 0);
+        assert_eq!(f.constant_until(Nanos::from_secs(3) + t), None);
+    }
+
+    #[test]
     fn chain_counters_drop_retransmissions_without_borrowing() {
         let mut f = paper_filter(0, 2.0, 50);
         for _ in 0..6 {

@@ -588,6 +588,26 @@ mod tests {
     }
 
     #[test]
+    fn rejects_are_constant_once_the_budget_is_spent_until_the_next_token() {
+        let mut f = filter(1, 10.0, 20.0);
+        let t = Nanos::from_millis(250);
+        assert_eq!(f.on_syn(t), Verdict::Accept);
+        // Drops left: a count, not a time.
+        assert_eq!(f.on_syn(t), Verdict::Drop);
+        assert_eq!(f.constant_until(t), None);
+        while f.on_syn(t) == Verdict::Drop {}
+        // Budget spent, no token: reject until the next token (100 ms at
+        // 10/s), which comes before the period's end (1.25 s).
+        let constant = f.constant_until(t).unwrap();
+        assert_eq!(constant.verdict, Verdict::Reject);
+        assert_eq!(constant.until, Nanos::from_millis(350));
+        assert_eq!(f.on_syn(Nanos(349_999_999)), Verdict::Reject);
+        assert_eq!(f.on_syn(Nanos::from_millis(350)), Verdict::Accept);
+        // Before the first SYN nothing is constant.
+        assert_eq!(filter(1, 10.0, 20.0).constant_until(t), None);
+    }
+
+    #[test]
     fn dropped_requests_are_predicted_to_return_after_d0() {
         let mut f = filter(1, 10.0, 75.0);
         let verdicts: Vec<Verdict> = (0..30).map(|_| f.on_syn(Nanos::ZERO)).collect();

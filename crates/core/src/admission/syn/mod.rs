@@ -375,7 +375,12 @@ mod advance_tests {
                         .iter()
                         .map(|o| now + Nanos(o % span))
                         .collect();
+                    // The last instant the verdict is said to hold.
+                    if (constant.until - now).0 <= span {
+                        at.push(Nanos(constant.until.0 - 1));
+                    }
                     at.sort();
+                    let count = at.len();
                     for &t in &at {
                         prop_assert_eq!(deciding.on_syn(t), constant.verdict, "{} at {} ({:?})", name, t, constant);
                     }
