@@ -13,7 +13,12 @@
 //! sleeps inside its first receive; with a busy-poll window
 //! ([`QueueWorker::with_busy_poll`]) it keeps reading for that long after
 //! its last packet, a core traded for latency (measured in
-//! `bench/gate/README.md`).
+//! `bench/gate/README.md`). While the kernel-side shortcut is armed
+//! ([`super::shortcut`]; after each batch, with the filter's constant
+//! verdict) the worker sleeps until just before its deadline and reads
+//! without sleeping from then until a SYN after it re-arms the shortcut (at
+//! most [`DEADLINE_SPIN`]): the SYNs queued at a deadline do not wait for
+//! a wake-up.
 //!
 //! Per batch the worker also counts each SYN by listener, recognises
 //! retransmitted SYNs ([`RetransmitTable`], shared, locked once per batch
@@ -52,6 +57,13 @@ pub const MAX_BATCH: usize = 1024;
 pub const RECV_BUFFER_BYTES: usize = 8 << 20;
 /// How long a worker waits for packets before it looks at its stop flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How long before the shortcut's deadline a worker wakes up and reads
+/// without sleeping, so that it is running when SYNs reach the queue again.
+pub const DEADLINE_LEAD: Duration = Duration::from_micros(100);
+/// How long after the deadline it keeps reading without sleeping for the
+/// first SYN (that SYN arms the shortcut again).
+pub const DEADLINE_SPIN: Duration = Duration::from_micros(300);
 
 /// A SYN whose 4-tuple was seen at most this long before counts as
 /// retransmitted (Linux retransmits after 1, 2 and 4 s).
@@ -223,6 +235,13 @@ impl Gate {
             None => link.shortcut.disarm(),
         }
         link.armed = wanted;
+    }
+
+    /// The end of what the shortcut is armed with (gate time), if anything.
+    pub fn shortcut_deadline(&self) -> Option<Nanos> {
+        self.lock_shortcut()
+            .as_ref()
+            .and_then(|link| link.armed.map(|(_, until)| until))
     }
 
     /// Brings the counters and the filter up to date with the shortcut.
@@ -441,10 +460,25 @@ impl QueueWorker {
                 }
                 None => MAX_BATCH,
             };
-            let spinning = last_packet.is_some_and(|at: Instant| at.elapsed() < self.busy_poll);
+            let busy = last_packet.is_some_and(|at: Instant| at.elapsed() < self.busy_poll);
+            // Around the shortcut's deadline the worker is awake, so the
+            // SYNs queued once it passes are decided (and the shortcut
+            // armed again) without waiting for a wake-up.
+            let now = self.gate.now();
+            let deadline = self.gate.shortcut_deadline();
+            let lead = Nanos(DEADLINE_LEAD.as_nanos() as u64);
+            let near_deadline = deadline.is_some_and(|until| {
+                now + lead >= until && now < until + Nanos(DEADLINE_SPIN.as_nanos() as u64)
+            });
             // Asleep, the worker waits inside the first receive (one system
-            // call per wake-up, not a poll and then a receive).
-            let wait = (!spinning).then_some(POLL_INTERVAL);
+            // call per wake-up, not a poll and then a receive), until the
+            // next deadline's lead at the latest.
+            let wait = (!busy && !near_deadline).then(|| match deadline {
+                Some(until) if until > now + lead => {
+                    POLL_INTERVAL.min(Duration::from_nanos((until - lead - now).0))
+                }
+                _ => POLL_INTERVAL,
+            });
             if self.receive_and_decide(budget, wait)? > 0 && !self.busy_poll.is_zero() {
                 last_packet = Some(Instant::now());
             }
