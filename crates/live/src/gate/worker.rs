@@ -473,6 +473,14 @@ impl QueueWorker {
             // Asleep, the worker waits inside the first receive (one system
             // call per wake-up, not a poll and then a receive), until the
             // next deadline's lead at the latest.
+            // Once the deadline has passed, the first SYN is decided alone:
+            // it arms the shortcut again at once, instead of after a batch
+            // that grows while the flood fills the queue.
+            let budget = if deadline.is_some_and(|until| now >= until) {
+                1
+            } else {
+                budget
+            };
             let wait = (!busy && !near_deadline).then(|| match deadline {
                 Some(until) if until > now + lead => {
                     POLL_INTERVAL.min(Duration::from_nanos((until - lead - now).0))
