@@ -67,7 +67,11 @@ pub fn run(command: GateCommand) -> Result<()> {
         }
         GateCommand::Clean { force } => {
             let report = gate::clean_with(force)?;
-            if report.chains.is_empty() && report.jumps == 0 && report.tables.is_empty() {
+            if report.chains.is_empty()
+                && report.jumps == 0
+                && report.tables.is_empty()
+                && report.pins.is_empty()
+            {
                 println!("no VANTAGE-GATE chain or vantage_gate table found");
             } else {
                 if report.jumps > 0 || !report.chains.is_empty() {
@@ -86,6 +90,9 @@ pub fn run(command: GateCommand) -> Result<()> {
                         "removed nft table(s) inet {}",
                         report.tables.join(", inet ")
                     );
+                }
+                if !report.pins.is_empty() {
+                    println!("removed pinned program(s) {}", report.pins.join(", "));
                 }
             }
             Ok(())

@@ -1,11 +1,15 @@
 //! Benchmark of the live SYN gate (`bench/gate/README.md`):
 //!
 //! 1. **Verdict throughput**: a raw-socket SYN flood (one core) against the
-//!    gate's verdict loop (the other core, pinned), measured as verdicts per
-//!    second of wall time and per second of the verdict thread's CPU time
-//!    (kernel work done on its behalf included), beside the packets per
-//!    second the kernel pushes through iptables `limit` alone with the same
-//!    flood, in the same run.
+//!    gate (verdict loop on the other core, pinned), each filter with every
+//!    SYN queued (`shortcut = false`) and with the kernel-side shortcut,
+//!    measured as decisions per second of wall time (the shortcut's
+//!    included) and per second of the verdict thread's CPU time (kernel
+//!    work done on its behalf included), beside the packets per second the
+//!    kernel pushes through iptables `limit` alone with the same flood
+//!    (then `DROP`, or `REJECT` with a RST), in the same run. The flood's
+//!    source is routed out of a tun device nobody reads, so a RST or
+//!    SYN-ACK leaves the host as it would towards a remote client.
 //! 2. **Added connect latency**: sequential `connect(2)`s to a listener,
 //!    without rules, with an iptables `limit` rule that passes every SYN,
 //!    and through the gate with a filter that accepts every SYN; the
@@ -25,7 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vantage_live::gate::{queue_config, Gate, GateConfig, GateRules, QueueWorker, WorkerReport};
+use vantage_live::gate::{
+    queue_config, Gate, GateConfig, GateCounts, GateRules, QueueWorker, ShortcutMode, WorkerReport,
+};
 use vantage_live::synflood::SynFlood;
 use vantage_sys::command::{run_command, CommandError};
 use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
@@ -33,6 +39,12 @@ use vantage_sys::nfqueue::{Message, Queue, Received, Verdict, VerdictBatch};
 type Error = Box<dyn std::error::Error>;
 
 const FLOOD_PORT: u16 = 80;
+/// The flood's target: an address of a tun interface of this namespace.
+const FLOOD_TARGET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The flood's source: routed out of the tun interface, so that the
+/// answers to it (a reject's RST, a SYN-ACK) leave the host as they would
+/// towards a remote client, instead of being received again on loopback.
+const FLOOD_SOURCE: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
 const CONNECT_PORT: u16 = 8080;
 /// The flood's pacing asks for more than one core can send.
 const FLOOD_RATE: u64 = 5_000_000;
@@ -109,9 +121,13 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn gate_config(kind_and_parameters: &str, port: u16) -> Result<GateConfig, Error> {
+fn gate_config(
+    kind_and_parameters: &str,
+    address: Ipv4Addr,
+    port: u16,
+) -> Result<GateConfig, Error> {
     let text = format!(
-        "[gate]\nqueue = 11\nqueue_maxlen = 65536\n\n[[listeners]]\naddress = \"127.0.0.1\"\nport = {port}\n\n[filter]\n{kind_and_parameters}\n"
+        "[gate]\nqueue = 11\nqueue_maxlen = 65536\n\n[[listeners]]\naddress = \"{address}\"\nport = {port}\n\n[filter]\n{kind_and_parameters}\n"
     );
     Ok(GateConfig::from_toml(&text, "gate_bench")?)
 }
@@ -136,6 +152,7 @@ impl GateThread {
         let mut worker = QueueWorker::open(config.queue, config.queue_maxlen, Arc::clone(&gate))?
             .with_busy_poll(config.busy_poll);
         let rules = GateRules::install(config)?;
+        gate.attach_shortcut(rules.shortcut());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let handle = std::thread::spawn(move || {
@@ -153,10 +170,13 @@ impl GateThread {
         })
     }
 
-    /// Waits until the verdict count has not moved for 100 ms (at most
-    /// 60 s); returns when it last moved.
+    /// Waits until the verdict count (the shortcut's included) has not
+    /// moved for 100 ms (at most 60 s); returns when it last moved.
     fn wait_until_idle(&self) -> Instant {
-        let count = || self.gate.counters().totals().syns();
+        let count = || {
+            self.gate.sync_shortcut();
+            self.gate.counters().totals().syns()
+        };
         let mut last = count();
         let mut moved = Instant::now();
         let give_up = Instant::now() + Duration::from_secs(60);
@@ -171,25 +191,31 @@ impl GateThread {
         moved
     }
 
-    fn stop(self) -> Result<(WorkerReport, Duration, Duration), Error> {
+    /// Stops the thread; its report, CPU and wall time, and the gate's
+    /// totals (the SYNs of the kernel-side shortcut included) with the
+    /// shortcut's share.
+    fn stop(self) -> Result<(WorkerReport, Duration, Duration, GateCounts, u64), Error> {
         self.stop.store(true, Ordering::Relaxed);
-        let result = self
+        let (report, cpu, wall) = self
             .handle
             .join()
             .map_err(|_| "the verdict thread panicked")??;
-        Ok(result)
+        self.gate.sync_shortcut();
+        let counters = self.gate.counters();
+        let by_shortcut = counters.shortcut_dropped.get() + counters.shortcut_rejected.get();
+        Ok((report, cpu, wall, counters.totals(), by_shortcut))
     }
 }
 
-/// Floods 127.0.0.1:`FLOOD_PORT` as fast as one thread pinned to `cpu`
+/// Floods `FLOOD_TARGET`:`FLOOD_PORT` from `FLOOD_SOURCE` as fast as one thread pinned to `cpu`
 /// can for `seconds`; returns the SYNs sent and how long it took.
 fn flood(seconds: f64, cpu: usize) -> Result<(u64, Duration), Error> {
     let handle = std::thread::spawn(move || {
         pin_to_cpu(cpu);
         let mut flood = SynFlood::open(
-            Ipv4Addr::new(127, 0, 0, 2),
+            FLOOD_SOURCE,
             1024..=65000,
-            SocketAddrV4::new(Ipv4Addr::LOCALHOST, FLOOD_PORT),
+            SocketAddrV4::new(FLOOD_TARGET, FLOOD_PORT),
         )
         .map_err(|e| e.to_string())?;
         let never = AtomicBool::new(false);
@@ -238,9 +264,11 @@ fn accept_under_limit(port: u16, rate: u32) -> Result<(), Error> {
 }
 
 struct Throughput {
-    name: &'static str,
+    name: String,
     sent: u64,
     processed: u64,
+    /// Of `processed`, decided by the gate's kernel-side shortcut.
+    by_shortcut: Option<u64>,
     wall: Duration,
     cpu: Option<Duration>,
     overruns: u64,
@@ -259,47 +287,69 @@ impl Throughput {
     }
 }
 
-fn gate_throughput(name: &'static str, filter: &str, seconds: f64) -> Result<Throughput, Error> {
-    let config = gate_config(filter, FLOOD_PORT)?;
+fn gate_throughput(
+    name: String,
+    filter: &str,
+    shortcut: bool,
+    seconds: f64,
+) -> Result<Throughput, Error> {
+    let mut config = gate_config(filter, FLOOD_TARGET, FLOOD_PORT)?;
+    config.shortcut = if shortcut {
+        ShortcutMode::On
+    } else {
+        ShortcutMode::Off
+    };
     let gate = GateThread::start(&config, 0)?;
     let flood_start = Instant::now();
     let (sent, _) = flood(seconds, 1)?;
     let last_verdict = gate.wait_until_idle();
-    let (report, cpu, _) = gate.stop()?;
+    let (_, cpu, _, totals, by_shortcut) = gate.stop()?;
     Ok(Throughput {
         name,
         sent,
-        processed: report.counts.syns(),
+        processed: totals.syns(),
+        by_shortcut: Some(by_shortcut),
         wall: last_verdict - flood_start,
         cpu: Some(cpu),
-        overruns: report.counts.overruns,
-        accepted: report.counts.accepted,
-        dropped: report.counts.dropped,
-        rejected: report.counts.rejected,
+        overruns: totals.overruns,
+        accepted: totals.accepted,
+        dropped: totals.dropped,
+        rejected: totals.rejected,
     })
 }
 
-fn iptables_limit_throughput(seconds: f64) -> Result<Throughput, Error> {
+/// iptables `limit` alone: SYNs over the limit meet `target` (`DROP`, or
+/// `REJECT` with a RST: what a reject costs the kernel, gate or not).
+fn iptables_limit_throughput(seconds: f64, target: &[&str]) -> Result<Throughput, Error> {
     accept_under_limit(FLOOD_PORT, 120)?;
     let port = FLOOD_PORT.to_string();
-    iptables(&[
-        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j", "DROP",
-    ])?;
+    let mut rule = vec![
+        "-w", "-A", "INPUT", "-p", "tcp", "--syn", "--dport", &port, "-j",
+    ];
+    rule.extend_from_slice(target);
+    iptables(&rule)?;
     let sent = flood(seconds, 1);
     let accepted = rule_packets("INPUT", "limit:");
-    let dropped = rule_packets("INPUT", "DROP");
+    let refused = rule_packets("INPUT", target[0]);
     iptables(&["-w", "-F", "INPUT"])?;
-    let ((sent, wall), accepted, dropped) = (sent?, accepted?, dropped?);
+    let ((sent, wall), accepted, refused) = (sent?, accepted?, refused?);
+    let rejecting = target[0] == "REJECT";
     Ok(Throughput {
-        name: "iptables limit + DROP",
+        name: if rejecting {
+            "iptables limit + REJECT (tcp-reset)"
+        } else {
+            "iptables limit + DROP"
+        }
+        .to_string(),
         sent,
-        processed: accepted + dropped,
+        processed: accepted + refused,
+        by_shortcut: None,
         wall,
         cpu: None,
         overruns: 0,
         accepted,
-        dropped,
-        rejected: 0,
+        dropped: if rejecting { 0 } else { refused },
+        rejected: if rejecting { refused } else { 0 },
     })
 }
 
@@ -353,6 +403,8 @@ enum ConnectPath {
         cpu: usize,
         busy_poll_us: u64,
     },
+    /// The same on the client's core without the shortcut's rule.
+    GateQueueOnly,
 }
 
 impl ConnectPath {
@@ -362,6 +414,9 @@ impl ConnectPath {
             ConnectPath::IptablesLimit => "iptables limit (passes all)",
             ConnectPath::BareQueue { .. } => {
                 "bare NFQUEUE loop, same core (accept all, no filter: the floor)"
+            }
+            ConnectPath::GateQueueOnly => {
+                "gate, tbf accepting all, same core, shortcut = false (no bpf rule)"
             }
             ConnectPath::Gate { cpu: 0, .. } => {
                 "gate, tbf accepting all, same core (as with cpu_fanout)"
@@ -391,9 +446,19 @@ fn install(path: ConnectPath) -> Result<Installed, Error> {
             Installed::Iptables
         }
         ConnectPath::BareQueue { cpu } => Installed::Bare(BareQueue::start(cpu)?),
+        ConnectPath::GateQueueOnly => {
+            let mut config = gate_config(
+                "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+                Ipv4Addr::LOCALHOST,
+                CONNECT_PORT,
+            )?;
+            config.shortcut = ShortcutMode::Off;
+            Installed::Gate(GateThread::start(&config, 0)?)
+        }
         ConnectPath::Gate { cpu, busy_poll_us } => {
             let mut config = gate_config(
                 "kind = \"tbf\"\nbucket_size = 1000000\nrefill_rate = 1000000",
+                Ipv4Addr::LOCALHOST,
                 CONNECT_PORT,
             )?;
             config.busy_poll = Duration::from_micros(busy_poll_us);
@@ -422,7 +487,7 @@ impl Installed {
                 Ok(())
             }
             Installed::Gate(gate) => {
-                let (report, _, _) = gate.stop()?;
+                let (report, _, _, _, _) = gate.stop()?;
                 if report.counts.accepted < connects as u64 {
                     return Err(format!(
                         "the gate saw {} SYNs for {connects} connects",
@@ -448,6 +513,7 @@ impl BareQueue {
     fn start(cpu: usize) -> Result<BareQueue, Error> {
         let config = gate_config(
             "kind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1",
+            Ipv4Addr::LOCALHOST,
             CONNECT_PORT,
         )?;
         let mut queue = Queue::open(&queue_config(config.queue, config.queue_maxlen))?;
@@ -539,6 +605,32 @@ fn main() -> Result<(), Error> {
         return Err(format!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error()).into());
     }
     run("ip", &["link", "set", "lo", "up"])?;
+    // The flood's target and the way out for the answers to its source.
+    // A tun device nobody reads: what the kernel sends through it is
+    // counted and freed, as a NIC would send it away.
+    run("ip", &["tuntap", "add", "bench0", "mode", "tun"])?;
+    run("ip", &["link", "set", "bench0", "up"])?;
+    run(
+        "ip",
+        &[
+            "addr",
+            "add",
+            &format!("{FLOOD_TARGET}/24"),
+            "dev",
+            "bench0",
+        ],
+    )?;
+    let [a, b, c, _] = FLOOD_SOURCE.octets();
+    run(
+        "ip",
+        &[
+            "route",
+            "add",
+            &format!("{a}.{b}.{c}.0/24"),
+            "dev",
+            "bench0",
+        ],
+    )?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
         return Err("gate_bench needs two CPUs (flood on one, verdicts on the other)".into());
@@ -556,24 +648,40 @@ fn main() -> Result<(), Error> {
 
     let seconds = options.seconds;
     let (baseline_sent, baseline_wall) = flood(seconds, 1)?;
-    let throughputs = vec![
-        iptables_limit_throughput(seconds)?,
-        gate_throughput(
-            "gate, tbf (W = 120, r_t = 120/s)",
-            "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
-            seconds,
-        )?,
-        gate_throughput(
-            "gate, abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
-            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
-            seconds,
-        )?,
-        gate_throughput(
-            "gate, greedy (W = 120, r_t = 120/s, linux-6.5)",
-            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
-            seconds,
-        )?,
+    let mut throughputs = vec![
+        iptables_limit_throughput(seconds, &["DROP"])?,
+        iptables_limit_throughput(seconds, &["REJECT", "--reject-with", "tcp-reset"])?,
     ];
+    let filters = [
+        (
+            "tbf (W = 120, r_t = 120/s)",
+            "kind = \"tbf\"\nbucket_size = 120\nrefill_rate = 120",
+        ),
+        (
+            "tbf-reject (W = 120, r_t = 120/s)",
+            "kind = \"tbf-reject\"\nbucket_size = 120\nrefill_rate = 120",
+        ),
+        (
+            "abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
+            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
+        ),
+        (
+            "greedy (W = 120, r_t = 120/s, linux-6.5)",
+            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
+        ),
+    ];
+    // Each filter with every SYN queued (as before the shortcut), then
+    // with the shortcut.
+    for (name, filter) in filters {
+        for shortcut in [false, true] {
+            let name = if shortcut {
+                format!("gate, {name}")
+            } else {
+                format!("gate, {name}, shortcut = false")
+            };
+            throughputs.push(gate_throughput(name, filter, shortcut, seconds)?);
+        }
+    }
 
     // The client runs on CPU 0, the listener on CPU 1; the verdict loop
     // on the client's core (where `cpu_fanout` puts the thread of the
@@ -585,6 +693,7 @@ fn main() -> Result<(), Error> {
             ConnectPath::NoRules,
             ConnectPath::IptablesLimit,
             ConnectPath::BareQueue { cpu: 0 },
+            ConnectPath::GateQueueOnly,
             ConnectPath::Gate {
                 cpu: 0,
                 busy_poll_us: 0,
@@ -612,6 +721,7 @@ fn main() -> Result<(), Error> {
                 "name": t.name,
                 "sent": t.sent,
                 "processed": t.processed,
+                "by_shortcut": t.by_shortcut,
                 "per_wall_second": t.per_wall_second(),
                 "per_cpu_second": t.per_cpu_second(),
                 "ratio_to_iptables_limit": t.per_wall_second() / iptables_rate,
@@ -638,14 +748,15 @@ fn main() -> Result<(), Error> {
         baseline_sent as f64 / baseline_wall.as_secs_f64()
     );
     println!();
-    println!("| SYN path | SYNs sent | SYNs decided | per wall s | per CPU s of the verdict thread | ratio to iptables limit | overruns (fail-open) | accept / drop / reject |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("| SYN path | SYNs sent | SYNs decided | of them by the shortcut | per wall s | per CPU s of the verdict thread | ratio to iptables limit | overruns (fail-open) | accept / drop / reject |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for t in &throughputs {
         println!(
-            "| {} | {} | {} | {:.0} | {} | {:.2} | {} | {} / {} / {} |",
+            "| {} | {} | {} | {} | {:.0} | {} | {:.2} | {} | {} / {} / {} |",
             t.name,
             t.sent,
             t.processed,
+            t.by_shortcut.map_or("–".to_string(), |n| n.to_string()),
             t.per_wall_second(),
             t.per_cpu_second()
                 .map_or("–".to_string(), |r| format!("{r:.0}")),

@@ -1,5 +1,7 @@
 //! Linux plumbing shared by the live daemons and the testbed.
 //!
+//! * [`bpf`] — an mmap-shared BPF array map, a socket-filter program
+//!   assembled in Rust, pinned in bpffs for iptables' `bpf` match;
 //! * [`capabilities`] — which capabilities the process holds;
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
 //! * [`command`] — running a program to completion, a failure as a typed
@@ -16,6 +18,7 @@
 //! * [`stdout_relay`] — standard output that a reader who leaves early
 //!   cannot break (`vantage … | head`).
 
+pub mod bpf;
 pub mod capabilities;
 pub mod command;
 pub mod iptables;

@@ -18,6 +18,7 @@
 //! dry_run = false        # compute and count verdicts, accept everything
 //! busy_poll_us = 0       # keep reading this long after a packet instead of sleeping (latency for a core)
 //! cpu_fanout = false     # queues > 1: a SYN goes to the queue of the CPU it arrived on, its thread pinned there
+//! shortcut = "auto"      # iptables: the kernel applies the filter's verdict while it is constant (BPF match); true: required, false: off
 //! metrics_listen = "127.0.0.1:9464"   # optional; /metrics (port 0: the kernel picks, printed)
 //! log = "gate.jsonl"     # optional; JSON Lines, one line per interval
 //! backend = "auto"       # auto | nft | iptables (auto: nft when the kernel takes the rules)
@@ -68,6 +69,38 @@ pub const DEFAULT_CLIENTS: &str = "mix-2026";
 pub const MAX_QUEUES: u16 = 64;
 /// Most listeners one gate protects (one iptables rule each).
 pub const MAX_LISTENERS: usize = 64;
+
+/// Whether the kernel-side shortcut is used (`[gate] shortcut`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ShortcutMode {
+    /// Used when the process may load BPF programs (`CAP_BPF`, and
+    /// `CAP_SYS_ADMIN` to mount bpffs when nothing is mounted); otherwise
+    /// the gate warns and queues every SYN.
+    #[default]
+    Auto,
+    /// Required: the gate does not start without it.
+    On,
+    /// Every SYN is queued.
+    Off,
+}
+
+impl ShortcutMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ShortcutMode::Auto => "auto",
+            ShortcutMode::On => "true",
+            ShortcutMode::Off => "false",
+        }
+    }
+}
+
+/// `shortcut = true | false | "auto"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawShortcut {
+    Flag(bool),
+    Word(String),
+}
 
 /// Which rule backend installs the gate's rules (`[gate] backend`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -136,6 +169,7 @@ struct RawGate {
     dry_run: Option<bool>,
     busy_poll_us: Option<f64>,
     cpu_fanout: Option<bool>,
+    shortcut: Option<RawShortcut>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
     backend: Option<RulesBackend>,
@@ -224,6 +258,10 @@ pub struct GateConfig {
     /// runs only on the CPUs whose packets go to queue `queue + i` — no
     /// wake-up of another core per SYN.
     pub cpu_fanout: bool,
+    /// While the filter's verdict is constant (`SynFilter::constant_until`),
+    /// an in-kernel BPF match applies it without queueing (iptables backend,
+    /// not in a dry run; `shortcut.rs`).
+    pub shortcut: ShortcutMode,
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
     /// The rule backend (`auto`: nft when it accepts the rules).
@@ -297,6 +335,18 @@ impl GateConfig {
                 "needs gate.queues of 2 or more (iptables takes --queue-cpu-fanout only with --queue-balance); one queue per CPU is the usual choice".into(),
             ));
         }
+        let shortcut = match &g.shortcut {
+            None => ShortcutMode::Auto,
+            Some(RawShortcut::Flag(true)) => ShortcutMode::On,
+            Some(RawShortcut::Flag(false)) => ShortcutMode::Off,
+            Some(RawShortcut::Word(word)) if word == "auto" => ShortcutMode::Auto,
+            Some(RawShortcut::Word(word)) => {
+                return Err(c.fail(
+                    "gate.shortcut",
+                    format!("must be true, false or \"auto\", got \"{word}\""),
+                ))
+            }
+        };
         let metrics_listen = match &g.metrics_listen {
             None => None,
             Some(text) => Some(text.parse::<SocketAddr>().map_err(|_| {
@@ -326,6 +376,7 @@ impl GateConfig {
             dry_run: g.dry_run.unwrap_or(false),
             busy_poll,
             cpu_fanout,
+            shortcut,
             metrics_listen,
             log,
             backend: g.backend.unwrap_or_default(),
@@ -368,6 +419,7 @@ impl GateConfig {
         let _ = writeln!(out, "interval          {} ms", self.interval.as_millis());
         let _ = writeln!(out, "dry_run           {}", self.dry_run);
         let _ = writeln!(out, "busy_poll         {} µs", self.busy_poll.as_micros());
+        let _ = writeln!(out, "shortcut          {}", self.shortcut.name());
         let _ = writeln!(
             out,
             "metrics_listen    {}",
@@ -621,6 +673,18 @@ clients = "linux-6.5"
         assert_eq!(c.reject_mark, DEFAULT_REJECT_MARK);
         assert_eq!(c.metrics_listen, None);
         assert_eq!(c.listeners[0].address, None);
+        assert_eq!(c.shortcut, ShortcutMode::Auto);
+        for (text, mode) in [
+            ("true", ShortcutMode::On),
+            ("false", ShortcutMode::Off),
+            ("\"auto\"", ShortcutMode::Auto),
+        ] {
+            let c = parse(&format!(
+                "[gate]\nshortcut = {text}\n[[listeners]]\nport = 80\n[filter]\nkind = \"tbf\"\nbucket_size = 1\nrefill_rate = 1\n"
+            ))
+            .unwrap();
+            assert_eq!(c.shortcut, mode, "{text}");
+        }
         let p = &c.filter.params;
         assert_eq!((p.delay_cost, p.reject_cost), (1.0, 75.0));
         assert_eq!(p.arrival_smoothing, DEFAULT_ARRIVAL_SMOOTHING);
@@ -728,6 +792,11 @@ clients = "linux-6.5"
                 "dry_run = false",
                 "dry_run = false\ncpu_fanout = true",
                 "`gate.cpu_fanout` needs gate.queues of 2 or more",
+            ),
+            (
+                "dry_run = false",
+                "dry_run = false\nshortcut = \"yes\"",
+                "`gate.shortcut` must be true, false or \"auto\", got \"yes\"",
             ),
             (
                 "\"127.0.0.1:9464\"",

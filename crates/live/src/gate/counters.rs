@@ -55,6 +55,15 @@ pub struct GateCounters {
     pub retransmitted_syns: Counter,
     /// Seconds from a batch's first packet read to its verdicts sent.
     pub verdict_latency: Histogram,
+    /// `vantage_gate_shortcut_syns_total{verdict}`: SYNs the kernel-side
+    /// shortcut dropped and rejected (included in `dropped` and `rejected`;
+    /// not split by listener, not checked for retransmission).
+    pub shortcut_syns: Family<VerdictLabel, Counter>,
+    pub shortcut_dropped: Counter,
+    pub shortcut_rejected: Counter,
+    /// Shortcut SYNs the filter, told of them late, would have decided
+    /// otherwise (counted by the shortcut's verdict all the same).
+    pub shortcut_disagreed: Counter,
 }
 
 impl Default for GateCounters {
@@ -66,12 +75,15 @@ impl Default for GateCounters {
 impl GateCounters {
     pub fn new() -> GateCounters {
         let syns = Family::<VerdictLabel, Counter>::default();
-        let get = |verdict: &str| {
-            syns.get_or_create(&VerdictLabel {
-                verdict: verdict.to_string(),
-            })
-            .clone()
+        let shortcut_syns = Family::<VerdictLabel, Counter>::default();
+        let get_in = |family: &Family<VerdictLabel, Counter>, verdict: &str| {
+            family
+                .get_or_create(&VerdictLabel {
+                    verdict: verdict.to_string(),
+                })
+                .clone()
         };
+        let get = |verdict: &str| get_in(&syns, verdict);
         GateCounters {
             accepted: get("accept"),
             dropped: get("drop"),
@@ -83,6 +95,10 @@ impl GateCounters {
             listener_syns: Family::default(),
             retransmitted_syns: Counter::default(),
             verdict_latency: Histogram::new(VERDICT_LATENCY_BUCKETS),
+            shortcut_dropped: get_in(&shortcut_syns, "drop"),
+            shortcut_rejected: get_in(&shortcut_syns, "reject"),
+            shortcut_syns,
+            shortcut_disagreed: Counter::default(),
         }
     }
 

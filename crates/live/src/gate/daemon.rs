@@ -255,7 +255,8 @@ fn reload(
         }
         gate.set_listeners(&new.listeners);
     }
-    *gate.lock_filter() = filter;
+    gate.replace_filter(filter);
+    gate.attach_shortcut(rules.shortcut());
     if let (Some(m), Some(estimator)) = (measurement.as_mut(), estimator) {
         m.estimator = estimator;
     }
@@ -336,6 +337,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
             }
         }
     })?;
+    gate.attach_shortcut(rules.shortcut());
     if !options.allow_stacking {
         let others = rules.other_gates();
         if !others.is_empty() {
@@ -585,6 +587,7 @@ fn interval_record(
     measurement: Option<&mut Measurement>,
     metrics: &GateMetrics,
 ) -> IntervalRecord {
+    gate.sync_shortcut();
     let totals = gate.counters().totals();
     let delta = totals.since(previous_totals);
     *previous_totals = totals;

@@ -13,6 +13,8 @@
 //! | `vantage_gate_syns_total{verdict="accept"\|"drop"\|"reject"}` | counter | SYNs to a listener by the filter's verdict (also in a dry run) |
 //! | `vantage_gate_listener_syns_total{listener="addr:port",verdict}` | counter | the same, per configured listener (`*:port` without an address) |
 //! | `vantage_gate_retransmitted_syns_total` | counter | SYNs whose 4-tuple the gate saw within the last 10 s (fixed table of 65,536 slots; a colliding newer SYN evicts an older) |
+//! | `vantage_gate_shortcut_syns_total{verdict="drop"\|"reject"}` | counter | of `vantage_gate_syns_total`, SYNs the kernel-side shortcut decided while the filter's verdict was constant (not in the listener split, not checked for retransmission) |
+//! | `vantage_gate_shortcut_disagreements_total` | counter | shortcut SYNs the filter, told of them late, would have decided otherwise |
 //! | `vantage_gate_verdict_latency_seconds` | histogram | a batch's first packet read → its verdicts sent; buckets 1 µs … 10 ms |
 //! | `vantage_gate_packets_passed_total` | counter | queued packets that were not SYNs to a listener, accepted unchanged |
 //! | `vantage_gate_queue_overruns_total` | counter | packets the kernel could not hand to the gate and accepted unseen (fail-open) |
@@ -105,6 +107,16 @@ impl GateMetrics {
             "vantage_gate_retransmitted_syns",
             "SYNs whose 4-tuple the gate saw within the last 10 s (client retransmissions)",
             counters.retransmitted_syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_shortcut_syns",
+            "Of the SYNs to a protected listener, those the kernel-side shortcut decided while the filter's verdict was constant",
+            counters.shortcut_syns.clone(),
+        );
+        registry.register(
+            "vantage_gate_shortcut_disagreements",
+            "Shortcut SYNs the filter, told of them late, would have decided otherwise",
+            counters.shortcut_disagreed.clone(),
         );
         registry.register_with_unit(
             "vantage_gate_verdict_latency",

@@ -18,6 +18,8 @@
 //! * [`cpu`] — CPU selection and pinning of the verdict threads;
 //! * [`rules`] — the nft table or iptables chain (REJECT on the mark,
 //!   NFQUEUE with bypass), `verify`, `reload` and `clean`;
+//! * [`shortcut`] — the in-kernel BPF match that repeats the filter's
+//!   verdict while it is constant, so those SYNs are not queued;
 //! * [`kernel`] — `/proc` counters for `refill_rate = "measure"`;
 //! * [`metrics`] — the gate's metrics, served by [`crate::metrics`];
 //! * [`log`] — JSON Lines per interval, readable by Certes;
@@ -44,11 +46,12 @@ pub mod log;
 pub mod metrics;
 pub mod packet;
 pub mod rules;
+pub mod shortcut;
 pub mod worker;
 
 use std::path::PathBuf;
 
-pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill};
+pub use config::{ConfigError, FilterConfig, GateConfig, Listener, Refill, ShortcutMode};
 pub use counters::GateCounters;
 pub use cpu::{allowed_cpus, fanout_cpus, pin_current_thread};
 pub use daemon::{run, RunOptions, RunSummary};
@@ -86,6 +89,8 @@ pub enum GateError {
     },
     #[error("rules: {0}")]
     Rules(String),
+    #[error("shortcut: {0} (the kernel-side shortcut needs CAP_BPF, and CAP_SYS_ADMIN when no bpffs is mounted at /sys/fs/bpf; `shortcut = \"auto\"` in [gate] runs without it when it cannot have it)")]
+    Shortcut(#[from] vantage_sys::bpf::BpfError),
     /// The gate's rules were removed under it (`vantage gate clean
     /// --force`, a firewall reload): it decides nothing any more, so it
     /// stops ([`EXIT_RULES_VANISHED`]).

@@ -20,10 +20,17 @@
 //! ```text
 //! -N VANTAGE-GATE-q<queue>
 //! -A VANTAGE-GATE-q<queue> -p tcp -m mark --mark <reject_mark> -m comment --comment "vantage gate pid <pid>" -j REJECT --reject-with tcp-reset
+//! [-A VANTAGE-GATE-q<queue> -p tcp --syn [-d <address>] --dport <port> -m bpf --object-pinned <pin> -j DROP|REJECT …]
 //! -A VANTAGE-GATE-q<queue> -p tcp --syn [-d <address>] --dport <port> -j NFQUEUE --queue-num <queue> --queue-bypass
 //!        (with queues > 1: --queue-balance <queue>:<last> [--queue-cpu-fanout] instead of --queue-num)
 //! -I INPUT 1 -j VANTAGE-GATE-q<queue>
 //! ```
+//!
+//! The `bpf` rules are the kernel-side shortcut ([`super::shortcut`]),
+//! unless `shortcut = false` or in a dry run (and with `"auto"`, the
+//! default, only when this process can load BPF programs): one per
+//! listener and verdict the filter kind can hold constant. nftables has no
+//! such match: with the nft backend every SYN is queued.
 //!
 //! [`RulesBackend::Auto`] takes nftables when `nft` is installed and the
 //! kernel accepts the gate's script (`nft -c`: a kernel without `nft_queue`
@@ -53,12 +60,15 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use vantage_core::admission::syn::Verdict;
 use vantage_sys::iptables::{self as xtables, Family, IptablesError};
 use vantage_sys::nft::{self, NftError};
 
 pub use super::config::RulesBackend;
-use super::config::{GateConfig, Listener};
+use super::config::{GateConfig, Listener, ShortcutMode};
+use super::shortcut::{self, Shortcut};
 use super::GateError;
 
 /// Prefix of every iptables chain a gate creates.
@@ -257,12 +267,34 @@ pub fn chain_rules(config: &GateConfig, family: Family, owner: &str) -> Vec<Vec<
             rule.push(address.to_string());
         }
         rule.extend(["--dport".to_string(), listener.port.to_string()]);
+        if shortcut_enabled(config) {
+            let pid = owner.strip_prefix(OWNER_PREFIX).unwrap_or(owner);
+            for &verdict in shortcut::verdicts_for(config.filter.kind) {
+                let mut bypass = rule.clone();
+                bypass.extend(strings(&["-m", "bpf", "--object-pinned"]));
+                bypass.push(
+                    shortcut::pin_path(config.queue, pid, verdict)
+                        .display()
+                        .to_string(),
+                );
+                bypass.extend(strings(match verdict {
+                    Verdict::Reject => &["-j", "REJECT", "--reject-with", "tcp-reset"][..],
+                    _ => &["-j", "DROP"][..],
+                }));
+                rules.push(bypass);
+            }
+        }
         rule.extend(["-j".to_string(), "NFQUEUE".to_string()]);
         rule.extend(queue_target.iter().cloned());
         rule.push("--queue-bypass".into());
         rules.push(rule);
     }
     rules
+}
+
+/// Whether the gate's iptables chain gets the shortcut's rules.
+pub fn shortcut_enabled(config: &GateConfig) -> bool {
+    config.shortcut != ShortcutMode::Off && !config.dry_run
 }
 
 /// The jump from INPUT to the gate's chain (as `-I INPUT 1 …`).
@@ -409,6 +441,19 @@ pub fn describe_for(config: &GateConfig, backend: Backend, why: &str, ipv6: bool
                 let words: Vec<String> = args.iter().map(|w| shell_word(w)).collect();
                 let _ = writeln!(out, "{} -w {}", family.program_name(), words.join(" "));
             }
+            if shortcut_enabled(config) {
+                let _ = writeln!(
+                    out,
+                    "# the bpf rules use the programs the gate loads and pins at {} (removed with the rules)",
+                    shortcut::pin_path(config.queue, "PID", Verdict::Drop)
+                        .with_file_name(format!(
+                            "{}{}_pPID_{{drop,reject}}",
+                            shortcut::PIN_PREFIX,
+                            config.queue
+                        ))
+                        .display()
+                );
+            }
         }
     }
     out
@@ -436,6 +481,9 @@ pub struct GateRules {
     expected: Vec<(Family, usize)>,
     nft: Option<PathBuf>,
     installed: bool,
+    /// iptables with the shortcut: its map and pinned programs (unpinned
+    /// with the rules).
+    shortcut: Option<Arc<Shortcut>>,
 }
 
 impl GateRules {
@@ -477,6 +525,7 @@ impl GateRules {
             expected: vec![(Family::Ipv4, nft_rules(config).len())],
             nft: Some(program),
             installed: true,
+            shortcut: None,
         })
     }
 
@@ -490,7 +539,9 @@ impl GateRules {
             expected: Vec::new(),
             nft: None,
             installed: true,
+            shortcut: None,
         };
+        let config = &rules.with_shortcut(config)?;
         for &family in &wanted {
             if let Err(e) = xtables_run(family, &strings(&["-N", &chain])) {
                 let exists = xtables_run(family, &strings(&["-S", &chain])).is_ok();
@@ -553,6 +604,7 @@ impl GateRules {
                 let wanted = families(&config.listeners, host_has_ipv6());
                 let mut made: Vec<Family> = Vec::new();
                 let mut expected = Vec::new();
+                let config = &self.with_shortcut(config)?;
                 let result = (|| -> Result<(), GateError> {
                     for &family in &wanted {
                         // A left-over from a failed reload goes first.
@@ -727,8 +779,36 @@ impl GateRules {
                 }
             }
         }
+        if let Some(shortcut) = &self.shortcut {
+            shortcut.unpin();
+        }
         self.installed = false;
         Ok(())
+    }
+
+    /// `config` as the rules will be: without the shortcut when it is
+    /// off, or `auto` and this process cannot load it (then a warning).
+    fn with_shortcut(&mut self, config: &GateConfig) -> Result<GateConfig, GateError> {
+        let mut effective = config.clone();
+        if shortcut_enabled(config) && self.shortcut.is_none() {
+            match Shortcut::create(config.queue) {
+                Ok(shortcut) => self.shortcut = Some(Arc::new(shortcut)),
+                Err(e) if config.shortcut == ShortcutMode::Auto => eprintln!(
+                    "vantage gate: warning: no kernel-side shortcut ({e}): every SYN is queued; it needs CAP_BPF, and CAP_SYS_ADMIN when no bpffs is mounted at /sys/fs/bpf"
+                ),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if self.shortcut.is_none() {
+            effective.shortcut = ShortcutMode::Off;
+        }
+        Ok(effective)
+    }
+
+    /// The shortcut's map and programs, when the rules use them: hand it
+    /// to the [`super::Gate`] ([`super::Gate::attach_shortcut`]).
+    pub fn shortcut(&self) -> Option<Arc<Shortcut>> {
+        self.shortcut.clone()
     }
 }
 
@@ -942,6 +1022,8 @@ pub struct CleanReport {
     pub chains: Vec<String>,
     /// Gate tables (nft, family `inet`).
     pub tables: Vec<String>,
+    /// Pinned shortcut programs of gates that no longer run (bpffs paths).
+    pub pins: Vec<String>,
 }
 
 /// One family's gate chains found by [`clean`].
@@ -1032,6 +1114,18 @@ pub fn clean_with(force: bool) -> Result<CleanReport, GateError> {
             report.tables.push(table.clone());
         }
     }
+    // bpffs is shared by every network namespace: only the pins of gates
+    // that are gone (or, forced, of every other gate) are removed.
+    for (path, pid) in shortcut::pinned() {
+        if pid != me && (force || !vantage_sys::process::is_alive(pid)) {
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(GateError::Rules(format!("remove {}: {e}", path.display())));
+                }
+            }
+            report.pins.push(path.display().to_string());
+        }
+    }
     Ok(report)
 }
 
@@ -1100,10 +1194,40 @@ refill_rate = 1
             rules,
             vec![
                 "-A VANTAGE-GATE-q3 -p tcp -m mark --mark 0x5647 -m comment --comment vantage gate pid 42 -j REJECT --reject-with tcp-reset",
+                "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_p42_reject -j REJECT --reject-with tcp-reset",
                 "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-num 3 --queue-bypass",
+                "-A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_p42_reject -j REJECT --reject-with tcp-reset",
                 "-A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -j NFQUEUE --queue-num 3 --queue-bypass",
             ]
         );
+        // Without the shortcut (or in a dry run): the mark rule and the
+        // queue rules only.
+        for off in ["shortcut = false", "dry_run = true"] {
+            let config = GateConfig::from_toml(
+                &CONFIG.replace("queue = 3", &format!("queue = 3\n{off}")),
+                "t.toml",
+            )
+            .unwrap();
+            let rules: Vec<String> = chain_rules(&config).iter().map(|r| r.join(" ")).collect();
+            assert_eq!(rules.len(), 3, "{off}");
+            assert!(rules.iter().all(|r| !r.contains("bpf")), "{off}");
+        }
+        // A dropping filter gets the DROP rule, Greedy both.
+        let kind = |kind: &str| {
+            let config = GateConfig::from_toml(
+                &CONFIG.replace("kind = \"tbf-reject\"", &format!("kind = \"{kind}\"")),
+                "t.toml",
+            )
+            .unwrap();
+            chain_rules(&config)
+                .iter()
+                .filter(|r| r.iter().any(|w| w == "bpf"))
+                .map(|r| r[r.iter().position(|w| w == "-j").unwrap() + 1].clone())
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(kind("tbf"), ["DROP", "DROP"]);
+        assert_eq!(kind("abacus"), ["REJECT", "REJECT"]);
+        assert_eq!(kind("greedy"), ["DROP", "REJECT", "DROP", "REJECT"]);
         assert_eq!(
             jump_rule("VANTAGE-GATE-q3").join(" "),
             "-I INPUT 1 -j VANTAGE-GATE-q3"
@@ -1115,7 +1239,7 @@ refill_rate = 1
         .unwrap();
         let rules = chain_rules(&balanced);
         assert_eq!(
-            rules[1].join(" "),
+            rules[2].join(" "),
             "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-balance 3:6 --queue-bypass"
         );
         let fanout = GateConfig::from_toml(
@@ -1124,7 +1248,7 @@ refill_rate = 1
         )
         .unwrap();
         assert_eq!(
-            chain_rules(&fanout)[1].join(" "),
+            chain_rules(&fanout)[2].join(" "),
             "-A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-balance 3:4 --queue-cpu-fanout --queue-bypass"
         );
     }
@@ -1170,11 +1294,13 @@ refill_rate = 1
         assert_eq!(
             six[1..],
             [
+                "-A VANTAGE-GATE-q3 -p tcp --syn -d fd00::2 --dport 443 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_po_reject -j REJECT --reject-with tcp-reset",
                 "-A VANTAGE-GATE-q3 -p tcp --syn -d fd00::2 --dport 443 -j NFQUEUE --queue-num 3 --queue-bypass",
+                "-A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_po_reject -j REJECT --reject-with tcp-reset",
                 "-A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -j NFQUEUE --queue-num 3 --queue-bypass",
             ]
         );
-        assert_eq!(chain_rules(&config, Family::Ipv4, "o").len(), 3);
+        assert_eq!(chain_rules(&config, Family::Ipv4, "o").len(), 5);
     }
 
     #[test]
@@ -1220,14 +1346,19 @@ refill_rate = 1
             [
                 "iptables -w -N VANTAGE-GATE-q3",
                 "iptables -w -A VANTAGE-GATE-q3 -p tcp -m mark --mark 0x5647 -m comment --comment 'vantage gate pid PID' -j REJECT --reject-with tcp-reset",
+                "iptables -w -A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_pPID_reject -j REJECT --reject-with tcp-reset",
                 "iptables -w -A VANTAGE-GATE-q3 -p tcp --syn -d 10.77.0.2 --dport 80 -j NFQUEUE --queue-num 3 --queue-bypass",
+                "iptables -w -A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_pPID_reject -j REJECT --reject-with tcp-reset",
                 "iptables -w -A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -j NFQUEUE --queue-num 3 --queue-bypass",
                 "ip6tables -w -N VANTAGE-GATE-q3",
                 "ip6tables -w -A VANTAGE-GATE-q3 -p tcp -m mark --mark 0x5647 -m comment --comment 'vantage gate pid PID' -j REJECT --reject-with tcp-reset",
+                "ip6tables -w -A VANTAGE-GATE-q3 -p tcp --syn -d fd00::2 --dport 443 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_pPID_reject -j REJECT --reject-with tcp-reset",
                 "ip6tables -w -A VANTAGE-GATE-q3 -p tcp --syn -d fd00::2 --dport 443 -j NFQUEUE --queue-num 3 --queue-bypass",
+                "ip6tables -w -A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -m bpf --object-pinned /sys/fs/bpf/vantage_gate_q3_pPID_reject -j REJECT --reject-with tcp-reset",
                 "ip6tables -w -A VANTAGE-GATE-q3 -p tcp --syn --dport 8080 -j NFQUEUE --queue-num 3 --queue-bypass",
                 "iptables -w -I INPUT 1 -j VANTAGE-GATE-q3",
                 "ip6tables -w -I INPUT 1 -j VANTAGE-GATE-q3",
+                "# the bpf rules use the programs the gate loads and pins at /sys/fs/bpf/vantage_gate_q3_pPID_{drop,reject} (removed with the rules)",
             ]
         );
     }

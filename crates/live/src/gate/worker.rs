@@ -13,7 +13,12 @@
 //! sleeps inside its first receive; with a busy-poll window
 //! ([`QueueWorker::with_busy_poll`]) it keeps reading for that long after
 //! its last packet, a core traded for latency (measured in
-//! `bench/gate/README.md`).
+//! `bench/gate/README.md`). While the kernel-side shortcut is armed
+//! ([`super::shortcut`]; after each batch, with the filter's constant
+//! verdict) the worker sleeps until just before its deadline and reads
+//! without sleeping from then until a SYN after it re-arms the shortcut (at
+//! most [`DEADLINE_SPIN`]): the SYNs queued at a deadline do not wait for
+//! a wake-up.
 //!
 //! Per batch the worker also counts each SYN by listener, recognises
 //! retransmitted SYNs ([`RetransmitTable`], shared, locked once per batch
@@ -40,6 +45,7 @@ use super::config::Listener;
 use super::counters::{GateCounters, ListenerSyns};
 use super::decide::{decide_batch_with, has_syn, GateAction};
 use super::packet::{syn_origin, PacketClass, SynOrigin, COPY_RANGE};
+use super::shortcut::{self, Shortcut};
 use super::GateError;
 use vantage_core::admission::syn::record::GateCounts;
 
@@ -51,6 +57,13 @@ pub const MAX_BATCH: usize = 1024;
 pub const RECV_BUFFER_BYTES: usize = 8 << 20;
 /// How long a worker waits for packets before it looks at its stop flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How long before the shortcut's deadline a worker wakes up and reads
+/// without sleeping, so that it is running when SYNs reach the queue again.
+pub const DEADLINE_LEAD: Duration = Duration::from_micros(100);
+/// How long after the deadline it keeps reading without sleeping for the
+/// first SYN (that SYN arms the shortcut again).
+pub const DEADLINE_SPIN: Duration = Duration::from_micros(300);
 
 /// A SYN whose 4-tuple was seen at most this long before counts as
 /// retransmitted (Linux retransmits after 1, 2 and 4 s).
@@ -73,7 +86,27 @@ pub struct Gate {
     dry_run: bool,
     reject_mark: u32,
     start: Instant,
+    /// `CLOCK_MONOTONIC` (the clock of `bpf_ktime_get_ns`) in ns at, or a
+    /// little before, `start`: a deadline converted with it ends early,
+    /// never late.
+    monotonic_at_start: u64,
     counters: GateCounters,
+    /// The kernel-side shortcut, once the rules are in. Locked after the
+    /// filter, never before.
+    shortcut: Mutex<Option<ShortcutLink>>,
+}
+
+/// The gate's side of the shortcut.
+#[derive(Debug)]
+struct ShortcutLink {
+    shortcut: Arc<Shortcut>,
+    /// Each rule's count already told to the filter.
+    told: [u64; 2],
+    /// The end of the last arming of each verdict, for the SYNs counted
+    /// after it.
+    last_until: [Nanos; 2],
+    /// What is armed: the slot and its end, gate time.
+    armed: Option<(usize, Nanos)>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -96,6 +129,7 @@ impl Gate {
     ) -> Gate {
         let counters = GateCounters::new();
         let listeners = protected(&counters, &listeners);
+        let monotonic_at_start = monotonic_ns();
         Gate {
             filter: Mutex::new(filter),
             listeners: RwLock::new(Arc::new(listeners)),
@@ -103,7 +137,126 @@ impl Gate {
             dry_run,
             reject_mark,
             start: Instant::now(),
+            monotonic_at_start,
             counters,
+            shortcut: Mutex::new(None),
+        }
+    }
+
+    /// Connects the kernel-side shortcut of the rules (or none): from now
+    /// on the gate arms it after each batch and tells the filter of the
+    /// SYNs it took. The same one again keeps its state.
+    pub fn attach_shortcut(&self, shortcut: Option<Arc<Shortcut>>) {
+        let _filter = self.lock_filter();
+        let mut link = self.lock_shortcut();
+        match (&*link, shortcut) {
+            (Some(old), Some(new)) if Arc::ptr_eq(&old.shortcut, &new) => {}
+            (_, new) => {
+                if let Some(old) = link.as_ref() {
+                    old.shortcut.disarm();
+                }
+                *link = new.map(|shortcut| {
+                    shortcut.disarm();
+                    ShortcutLink {
+                        told: shortcut.counts(),
+                        shortcut,
+                        last_until: [Nanos::ZERO; 2],
+                        armed: None,
+                    }
+                });
+            }
+        }
+    }
+
+    fn lock_shortcut(&self) -> MutexGuard<'_, Option<ShortcutLink>> {
+        self.shortcut
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells `filter` of the SYNs the shortcut took since the last time,
+    /// as arrivals just before the end of the arming they came under, and
+    /// counts them.
+    fn tell_filter(&self, filter: &mut dyn SynFilter, now: Nanos) {
+        let mut guard = self.lock_shortcut();
+        let Some(link) = guard.as_mut() else { return };
+        let counts = link.shortcut.counts();
+        for (slot, &verdict) in shortcut::VERDICTS.iter().enumerate() {
+            let new = counts[slot].wrapping_sub(link.told[slot]);
+            if new == 0 {
+                continue;
+            }
+            link.told[slot] = counts[slot];
+            let at = now.min(Nanos(link.last_until[slot].0.saturating_sub(1)));
+            let disagreed = filter.on_decided_elsewhere(new, verdict, at);
+            let (counts, by_shortcut) = match verdict {
+                FilterVerdict::Reject => (
+                    GateCounts {
+                        rejected: new,
+                        ..GateCounts::default()
+                    },
+                    &self.counters.shortcut_rejected,
+                ),
+                _ => (
+                    GateCounts {
+                        dropped: new,
+                        ..GateCounts::default()
+                    },
+                    &self.counters.shortcut_dropped,
+                ),
+            };
+            self.counters.add(&counts);
+            by_shortcut.inc_by(new);
+            if disagreed > 0 {
+                self.counters.shortcut_disagreed.inc_by(disagreed);
+            }
+        }
+    }
+
+    /// Arms the shortcut with the filter's constant verdict as of `now`,
+    /// or disarms it (nothing to do when that is what is armed).
+    fn arm_shortcut(&self, filter: &dyn SynFilter, now: Nanos) {
+        let mut guard = self.lock_shortcut();
+        let Some(link) = guard.as_mut() else { return };
+        let wanted = filter
+            .constant_until(now)
+            .and_then(|c| Some((shortcut::slot(c.verdict)?, c.until)));
+        if wanted == link.armed {
+            return;
+        }
+        match wanted {
+            Some((slot, until)) => {
+                link.shortcut.arm(
+                    shortcut::VERDICTS[slot],
+                    self.monotonic_at_start.saturating_add(until.0),
+                );
+                link.last_until[slot] = until;
+            }
+            None => link.shortcut.disarm(),
+        }
+        link.armed = wanted;
+    }
+
+    /// The end of what the shortcut is armed with (gate time), if anything.
+    pub fn shortcut_deadline(&self) -> Option<Nanos> {
+        self.lock_shortcut()
+            .as_ref()
+            .and_then(|link| link.armed.map(|(_, until)| until))
+    }
+
+    /// Brings the counters and the filter up to date with the shortcut.
+    pub fn sync_shortcut(&self) {
+        drop(self.lock_filter());
+    }
+
+    /// Replaces the filter (a reload): the old one is told of the
+    /// shortcut's SYNs first, and nothing stays armed on its word.
+    pub fn replace_filter(&self, filter: Box<dyn SynFilter + Send>) {
+        let mut current = self.lock_filter();
+        *current = filter;
+        if let Some(link) = self.lock_shortcut().as_mut() {
+            link.shortcut.disarm();
+            link.armed = None;
         }
     }
 
@@ -148,12 +301,16 @@ impl Gate {
         self.reject_mark
     }
 
-    /// Locks the filter. A worker that panicked while holding it left a
-    /// filter that is still a valid state machine; use it.
+    /// Locks the filter, told of the SYNs the shortcut took so far. A
+    /// worker that panicked while holding it left a filter that is still
+    /// a valid state machine; use it.
     pub fn lock_filter(&self) -> MutexGuard<'_, Box<dyn SynFilter + Send>> {
-        self.filter
+        let mut filter = self
+            .filter
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.tell_filter(&mut **filter, self.now());
+        filter
     }
 
     pub fn snapshot(&self) -> FilterSnapshot {
@@ -303,10 +460,33 @@ impl QueueWorker {
                 }
                 None => MAX_BATCH,
             };
-            let spinning = last_packet.is_some_and(|at: Instant| at.elapsed() < self.busy_poll);
+            let busy = last_packet.is_some_and(|at: Instant| at.elapsed() < self.busy_poll);
+            // Around the shortcut's deadline the worker is awake, so the
+            // SYNs queued once it passes are decided (and the shortcut
+            // armed again) without waiting for a wake-up.
+            let now = self.gate.now();
+            let deadline = self.gate.shortcut_deadline();
+            let lead = Nanos(DEADLINE_LEAD.as_nanos() as u64);
+            let near_deadline = deadline.is_some_and(|until| {
+                now + lead >= until && now < until + Nanos(DEADLINE_SPIN.as_nanos() as u64)
+            });
             // Asleep, the worker waits inside the first receive (one system
-            // call per wake-up, not a poll and then a receive).
-            let wait = (!spinning).then_some(POLL_INTERVAL);
+            // call per wake-up, not a poll and then a receive), until the
+            // next deadline's lead at the latest.
+            // Once the deadline has passed, the first SYN is decided alone:
+            // it arms the shortcut again at once, instead of after a batch
+            // that grows while the flood fills the queue.
+            let budget = if deadline.is_some_and(|until| now >= until) {
+                1
+            } else {
+                budget
+            };
+            let wait = (!busy && !near_deadline).then(|| match deadline {
+                Some(until) if until > now + lead => {
+                    POLL_INTERVAL.min(Duration::from_nanos((until - lead - now).0))
+                }
+                _ => POLL_INTERVAL,
+            });
             if self.receive_and_decide(budget, wait)? > 0 && !self.busy_poll.is_zero() {
                 last_packet = Some(Instant::now());
             }
@@ -438,9 +618,12 @@ impl QueueWorker {
                 let syn_verdicts = &mut self.syn_verdicts;
                 let counts = {
                     let mut filter = self.gate.lock_filter();
-                    decide_batch_with(&mut **filter, now, &self.packets, dry_run, emit, |v| {
-                        syn_verdicts.push(v)
-                    })
+                    let counts =
+                        decide_batch_with(&mut **filter, now, &self.packets, dry_run, emit, |v| {
+                            syn_verdicts.push(v)
+                        });
+                    self.gate.arm_shortcut(&**filter, now);
+                    counts
                 };
                 let mut retransmitted = 0u64;
                 {
@@ -502,6 +685,19 @@ impl QueueWorker {
         }
         Ok(handled)
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into the timespec given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
 }
 
 /// Packets the kernel numbered between two consecutive deliveries on one

@@ -44,8 +44,8 @@
 //!   that a long window does not carry the optimistic start for S seconds.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
-    SynFilter, TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, ConstantVerdict, FilterConfigError,
+    FilterSnapshot, Intervals, SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -337,6 +337,30 @@ impl SynFilter for Abacus {
         self.refill_rate = refill_rate;
         Ok(())
     }
+
+    /// Reject until the next first-stage token or the end of the period,
+    /// whichever comes first, when the first stage is empty, no chain
+    /// borrowing is owed in the current bucket, and every client profile
+    /// finds no token on its way through the future buckets: a rejected
+    /// request takes nothing, so the next one finds the same.
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let period_end = self.intervals.current_end()?;
+        if now >= period_end || self.chain_borrowed[self.slot(0)] > 0 {
+            return None;
+        }
+        let token = self.first_stage.next_token_at(now)?;
+        let window = self.tokens.len() - 1;
+        let every_profile_rejects = self.offsets.iter().all(|offsets| {
+            offsets
+                .iter()
+                .take_while(|&&ahead| ahead <= window)
+                .all(|&ahead| self.tokens[self.slot(ahead)] == 0)
+        });
+        every_profile_rejects.then_some(ConstantVerdict {
+            verdict: Verdict::Reject,
+            until: token.min(period_end),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -400,6 +424,30 @@ mod tests {
 
     /// When the borrowed-from period arrives, its first B[0] rejected-by-stage-one
     /// requests are dropped without borrowing.
+    #[test]
+    fn rejects_are_constant_once_no_future_bucket_is_left() {
+        // Figure 7: six drops borrow every bucket the profile reaches, the
+        // seventh request is rejected, and so is every later one until the
+        // period ends (W = 0: no first-stage token ever).
+        let mut f = paper_filter(0, 2.0, 50);
+        let t = Nanos::from_millis(100);
+        for _ in 0..5 {
+            assert_eq!(f.on_syn(t), Verdict::Drop);
+            assert_eq!(f.constant_until(t), None, "buckets left");
+        }
+        assert_eq!(f.on_syn(t), Verdict::Drop);
+        // The sixth took the last bucket the profile reaches.
+        let constant = f.constant_until(t).unwrap();
+        assert_eq!(f.on_syn(t), Verdict::Reject);
+        assert_eq!(constant.verdict, Verdict::Reject);
+        assert_eq!(constant.until, Nanos::from_millis(1100), "the period's end");
+        assert_eq!(f.on_syn(Nanos(1_099_999_999)), Verdict::Reject);
+        // Owed chain-borrowed drops in the current bucket: not constant.
+        f.advance(Nanos::from_secs(3) + t);
+        assert!(f.chain_borrowed(0) > 0);
+        assert_eq!(f.constant_until(Nanos::from_secs(3) + t), None);
+    }
+
     #[test]
     fn chain_counters_drop_retransmissions_without_borrowing() {
         let mut f = paper_filter(0, 2.0, 50);

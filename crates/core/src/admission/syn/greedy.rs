@@ -45,8 +45,8 @@
 //!   weight and each profile's classes follow its own timeouts.
 
 use super::{
-    check, check_interval_and_smoothing, periods, FilterConfigError, FilterSnapshot, Intervals,
-    SynFilter, TokenBucket, Verdict,
+    check, check_interval_and_smoothing, periods, ConstantVerdict, FilterConfigError,
+    FilterSnapshot, Intervals, SynFilter, TokenBucket, Verdict,
 };
 use crate::tcp::ClientMix;
 use crate::Nanos;
@@ -471,6 +471,29 @@ impl SynFilter for PredictiveGreedy {
         self.refill_rate = refill_rate;
         Ok(())
     }
+
+    /// With the first stage empty: reject until the next token or the end
+    /// of the period once the period's drop budget is spent; drop until
+    /// then when the budget is unbounded (λ_thresh at its limit). A budget
+    /// with drops left is a count, not a time: no constant verdict.
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let period_end = self.intervals.current_end()?;
+        if !self.started || now >= period_end {
+            return None;
+        }
+        let token = self.first_stage.next_token_at(now)?;
+        let verdict = if self.dropped >= self.drop_budget {
+            Verdict::Reject
+        } else if self.drop_budget == u64::MAX {
+            Verdict::Drop
+        } else {
+            return None;
+        };
+        Some(ConstantVerdict {
+            verdict,
+            until: token.min(period_end),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -562,6 +585,26 @@ mod tests {
         assert_eq!(verdicts[0], Verdict::Accept);
         assert!(verdicts[1..=budget].iter().all(|v| *v == Verdict::Drop));
         assert!(verdicts[budget + 1..].iter().all(|v| *v == Verdict::Reject));
+    }
+
+    #[test]
+    fn rejects_are_constant_once_the_budget_is_spent_until_the_next_token() {
+        let mut f = filter(1, 10.0, 20.0);
+        let t = Nanos::from_millis(250);
+        assert_eq!(f.on_syn(t), Verdict::Accept);
+        // Drops left: a count, not a time.
+        assert_eq!(f.on_syn(t), Verdict::Drop);
+        assert_eq!(f.constant_until(t), None);
+        while f.on_syn(t) == Verdict::Drop {}
+        // Budget spent, no token: reject until the next token (100 ms at
+        // 10/s), which comes before the period's end (1.25 s).
+        let constant = f.constant_until(t).unwrap();
+        assert_eq!(constant.verdict, Verdict::Reject);
+        assert_eq!(constant.until, Nanos::from_millis(350));
+        assert_eq!(f.on_syn(Nanos(349_999_999)), Verdict::Reject);
+        assert_eq!(f.on_syn(Nanos::from_millis(350)), Verdict::Accept);
+        // Before the first SYN nothing is constant.
+        assert_eq!(filter(1, 10.0, 20.0).constant_until(t), None);
     }
 
     #[test]

@@ -70,6 +70,43 @@ pub trait SynFilter {
     /// stage's spare capacity), e.g. when a live driver measures the
     /// server's capacity. Tokens already in the buckets stay.
     fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError>;
+
+    /// If every SYN offered at an instant in `[now, until)` — any number of
+    /// them, in time order, with nothing else in between — would get the
+    /// same verdict, that verdict and `until` (the first instant it may
+    /// change: a token refilled, an observation period ended). Pure. `None`
+    /// when the next SYN could get another verdict than the one after it,
+    /// or the filter cannot tell without changing its state.
+    ///
+    /// A live driver uses it to let the kernel apply the verdict without
+    /// asking, and then tells the filter with [`SynFilter::on_decided_elsewhere`].
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let _ = now;
+        None
+    }
+
+    /// `count` SYNs that arrived before the `until` of a
+    /// [`SynFilter::constant_until`] were given `verdict` without the
+    /// filter: they are offered to it now, at `at`, so that its state is
+    /// what deciding them would have made it. Returns how many the filter
+    /// would have decided otherwise (zero unless the SYNs came after the
+    /// `until`, e.g. counted late).
+    fn on_decided_elsewhere(&mut self, count: u64, verdict: Verdict, at: Nanos) -> u64 {
+        let mut differing = 0;
+        for _ in 0..count {
+            differing += u64::from(self.on_syn(at) != verdict);
+        }
+        differing
+    }
+}
+
+/// A verdict every SYN gets until an instant ([`SynFilter::constant_until`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConstantVerdict {
+    /// `Drop` or `Reject` (an accept takes a token: never constant).
+    pub verdict: Verdict,
+    /// The first instant at which the verdict may change.
+    pub until: Nanos,
 }
 
 /// What a filter's state is at one moment: the first-stage bucket for all
@@ -116,6 +153,12 @@ impl<F: SynFilter + ?Sized> SynFilter for Box<F> {
     }
     fn set_refill_rate(&mut self, refill_rate: f64) -> Result<(), FilterConfigError> {
         (**self).set_refill_rate(refill_rate)
+    }
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        (**self).constant_until(now)
+    }
+    fn on_decided_elsewhere(&mut self, count: u64, verdict: Verdict, at: Nanos) -> u64 {
+        (**self).on_decided_elsewhere(count, verdict, at)
     }
 }
 
@@ -173,6 +216,11 @@ impl Intervals {
         self.start.is_some()
     }
 
+    /// End of the current period (`None` before the first arrival).
+    pub(crate) fn current_end(&self) -> Option<Nanos> {
+        self.start.map(|start| start + self.length)
+    }
+
     /// Start of the current period (zero before the first arrival).
     pub(crate) fn current_start(&self) -> Nanos {
         self.start.unwrap_or(Nanos::ZERO)
@@ -210,6 +258,13 @@ mod advance_tests {
                 Box::new(TokenBucketFilter::new(
                     TokenBucket::new(5, 10.5).unwrap(),
                     EmptyAction::Drop,
+                )),
+            ),
+            (
+                "tbf-reject",
+                Box::new(TokenBucketFilter::new(
+                    TokenBucket::new(2, 3.0).unwrap(),
+                    EmptyAction::Reject,
                 )),
             ),
             (
@@ -280,6 +335,99 @@ mod advance_tests {
                 advanced.advance(end);
                 prop_assert_eq!(plain.snapshot(), advanced.snapshot(), "{}", name);
             }
+        }
+    }
+
+    /// Gaps of a flood (bursts of SYNs within microseconds) mixed with
+    /// pauses, so that buckets run dry and periods end.
+    fn flood_gap() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            6 => 0u64..2_000_000,
+            2 => 2_000_000u64..400_000_000,
+            1 => 400_000_000u64..3_000_000_000,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the state, a constant verdict is what every SYN offered
+        /// before its end gets; and a filter told of those SYNs with
+        /// `on_decided_elsewhere` ends in the state of one that decided
+        /// them (same snapshot, same later verdicts).
+        #[test]
+        fn a_constant_verdict_holds_until_its_end(
+            gaps in proptest::collection::vec(flood_gap(), 1..300),
+            offsets in proptest::collection::vec(0u64..u64::MAX, 1..16),
+        ) {
+            for ((name, mut deciding), (_, mut told)) in filters().into_iter().zip(filters()) {
+                let mut now = Nanos::ZERO;
+                for (step, &gap) in gaps.iter().enumerate() {
+                    now += Nanos(gap);
+                    let verdict = deciding.on_syn(now);
+                    prop_assert_eq!(told.on_syn(now), verdict, "{} at {}", name, now);
+                    let Some(constant) = deciding.constant_until(now) else { continue };
+                    prop_assert!(constant.until > now, "{}: {:?} at {}", name, constant, now);
+                    prop_assert!(constant.verdict != Verdict::Accept, "{}", name);
+                    // SYNs at instants spread over [now, until), at most 5 s on.
+                    let span = (constant.until - now).0.min(5_000_000_000);
+                    let count = 1 + (step % offsets.len());
+                    let mut at: Vec<Nanos> = offsets[..count]
+                        .iter()
+                        .map(|o| now + Nanos(o % span))
+                        .collect();
+                    // The last instant the verdict is said to hold.
+                    if (constant.until - now).0 <= span {
+                        at.push(Nanos(constant.until.0 - 1));
+                    }
+                    at.sort();
+                    let count = at.len();
+                    for &t in &at {
+                        prop_assert_eq!(deciding.on_syn(t), constant.verdict, "{} at {} ({:?})", name, t, constant);
+                    }
+                    let last = *at.last().unwrap();
+                    prop_assert_eq!(told.on_decided_elsewhere(count as u64, constant.verdict, last), 0, "{}", name);
+                    now = last;
+                }
+                let end = now + Nanos::from_secs(2);
+                deciding.advance(end);
+                told.advance(end);
+                prop_assert_eq!(deciding.snapshot(), told.snapshot(), "{}", name);
+                for i in 0..50 {
+                    let t = end + Nanos(i * 1_000_000);
+                    prop_assert_eq!(deciding.on_syn(t), told.on_syn(t), "{} at {}", name, t);
+                }
+            }
+        }
+    }
+
+    /// Under a flood every filter reaches a constant verdict, and the end it
+    /// gives is the next token or the end of the period.
+    #[test]
+    fn a_flood_reaches_a_constant_verdict_in_every_filter() {
+        for (name, mut filter) in filters() {
+            let mut seen = Vec::new();
+            for i in 0..20_000u64 {
+                let now = Nanos(i * 100_000);
+                filter.on_syn(now);
+                if let Some(constant) = filter.constant_until(now) {
+                    assert!(constant.until > now, "{name}");
+                    assert!(
+                        constant.until <= now + Nanos::from_secs(1),
+                        "{name}: {constant:?} at {now}"
+                    );
+                    seen.push(constant.verdict);
+                }
+            }
+            assert!(
+                seen.len() > 10_000,
+                "{name}: {} constant of 20000",
+                seen.len()
+            );
+            let expected = match name {
+                "tbf" => Verdict::Drop,
+                _ => Verdict::Reject,
+            };
+            assert!(seen.contains(&expected), "{name}: {seen:?}");
         }
     }
 

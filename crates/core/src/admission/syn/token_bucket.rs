@@ -7,7 +7,7 @@
 //! Tokens are counted in integer nano-tokens so that refill is exact and
 //! runs are reproducible bit for bit.
 
-use super::{check, FilterConfigError, FilterSnapshot, SynFilter, Verdict};
+use super::{check, ConstantVerdict, FilterConfigError, FilterSnapshot, SynFilter, Verdict};
 use crate::Nanos;
 
 const NANO_PER_TOKEN: u128 = 1_000_000_000;
@@ -59,6 +59,30 @@ impl TokenBucket {
             self.level = self.capacity;
             self.refill_remainder = 0;
         }
+    }
+
+    /// When the bucket next holds a whole token, seen from `now`: `None`
+    /// if it holds one at `now`, `Nanos(u64::MAX)` if it never will (no
+    /// refill, or W = 0). Pure: refill is path-independent, so this is the
+    /// instant `try_take` would first succeed.
+    pub fn next_token_at(&self, now: Nanos) -> Option<Nanos> {
+        let mut level = self.level;
+        if now > self.last && level < self.capacity {
+            let scaled =
+                (now - self.last).0 as u128 * self.refill_per_second + self.refill_remainder;
+            level = (level + scaled / NANO_PER_TOKEN).min(self.capacity);
+        }
+        if level >= NANO_PER_TOKEN {
+            return None;
+        }
+        if self.capacity < NANO_PER_TOKEN || self.refill_per_second == 0 {
+            return Some(Nanos(u64::MAX));
+        }
+        // Smallest elapsed e with e·rate + remainder ≥ (1 token − level)·10⁹.
+        let wanted = (NANO_PER_TOKEN - self.level) * NANO_PER_TOKEN - self.refill_remainder;
+        let elapsed = wanted.div_ceil(self.refill_per_second);
+        let at = u128::from(self.last.0) + elapsed;
+        Some(Nanos(at.min(u128::from(u64::MAX)) as u64))
     }
 
     /// Takes one token at `now` if there is one.
@@ -168,6 +192,17 @@ impl SynFilter for TokenBucketFilter {
         let now = self.bucket.last_refill();
         self.bucket.set_refill_rate(now, refill_rate)
     }
+
+    /// Without a token every SYN finds the bucket empty until the next
+    /// token: drop (or reject) until then.
+    fn constant_until(&self, now: Nanos) -> Option<ConstantVerdict> {
+        let until = self.bucket.next_token_at(now)?;
+        let verdict = match self.when_empty {
+            EmptyAction::Drop => Verdict::Drop,
+            EmptyAction::Reject => Verdict::Reject,
+        };
+        Some(ConstantVerdict { verdict, until })
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +222,54 @@ mod tests {
         assert_eq!(f.on_syn(Nanos::from_millis(499)), Verdict::Drop);
         assert_eq!(f.on_syn(Nanos::from_millis(500)), Verdict::Accept);
         assert_eq!(f.on_syn(Nanos::from_millis(500)), Verdict::Drop);
+    }
+
+    #[test]
+    fn an_empty_bucket_drops_until_its_next_token() {
+        let mut f = TokenBucketFilter::new(TokenBucket::new(3, 2.0).unwrap(), EmptyAction::Drop);
+        assert_eq!(f.constant_until(Nanos::ZERO), None, "tokens left");
+        for _ in 0..3 {
+            f.on_syn(Nanos::ZERO);
+        }
+        let constant = f.constant_until(Nanos::from_millis(100)).unwrap();
+        assert_eq!(constant.verdict, Verdict::Drop);
+        assert_eq!(constant.until, Nanos::from_millis(500));
+        assert_eq!(f.on_syn(Nanos(499_999_999)), Verdict::Drop);
+        assert_eq!(f.on_syn(Nanos::from_millis(500)), Verdict::Accept);
+        // No refill: empty for ever.
+        let mut never =
+            TokenBucketFilter::new(TokenBucket::new(1, 0.0).unwrap(), EmptyAction::Reject);
+        never.on_syn(Nanos::ZERO);
+        assert_eq!(
+            never.constant_until(Nanos::from_secs(9)),
+            Some(ConstantVerdict {
+                verdict: Verdict::Reject,
+                until: Nanos(u64::MAX)
+            })
+        );
+    }
+
+    proptest! {
+        /// `next_token_at` is the first instant a token can be taken.
+        #[test]
+        fn the_next_token_comes_when_announced(
+            capacity in 1u64..5,
+            rate in 0.1f64..5000.0,
+            gaps in proptest::collection::vec(0u64..20_000_000, 1..60),
+        ) {
+            let mut bucket = TokenBucket::new(capacity, rate).unwrap();
+            let mut now = Nanos::ZERO;
+            for gap in gaps {
+                now += Nanos(gap);
+                while bucket.try_take(now) {}
+                let next = bucket.next_token_at(now).unwrap();
+                prop_assert!(next > now);
+                let mut before = bucket.clone();
+                prop_assert!(!before.try_take(Nanos(next.0 - 1)), "a token before {}", next);
+                let mut at = bucket.clone();
+                prop_assert!(at.try_take(next), "no token at {}", next);
+            }
+        }
     }
 
     #[test]
