@@ -38,7 +38,11 @@ fn quick_run_reproduces_the_orderings() {
     assert!(holds(c, "Fig. 11", "SSBT + Conn beats SSBT"));
     assert!(holds(c, "Fig. 9", "SSBT beats the traditional scheme"));
     assert!(holds(c, "Fig. 7", "follows the data stored"));
-    assert!(holds(c, "Fig. 9", "stays high when the total buffer is small"));
+    assert!(holds(
+        c,
+        "Fig. 9",
+        "stays high when the total buffer is small"
+    ));
     for name in [
         "fig3-active-probability.csv",
         "fig6-send-buffer.svg",
