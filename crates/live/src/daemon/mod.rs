@@ -1,10 +1,12 @@
 //! The skeleton every Vantage daemon shares: signals that only set flags
 //! ([`signals`]), the ready file checked against a stale pid ([`ready`]),
 //! systemd's readiness protocol ([`notify`]), the descriptor budget
-//! ([`descriptors`]) and append-only logs reopened on SIGUSR1
-//! ([`log_file`]). Each daemon (the gate first) keeps its own loop and
-//! looks at the flags there; nothing here decides anything.
+//! ([`descriptors`]), append-only logs reopened on SIGUSR1
+//! ([`log_file`]) and the size-capped configuration file
+//! ([`config_file`]). Each daemon (the gate, the proxy) keeps its own loop
+//! and looks at the flags there; nothing here decides anything.
 
+pub mod config_file;
 pub mod descriptors;
 pub mod log_file;
 pub mod notify;

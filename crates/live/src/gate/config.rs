@@ -43,6 +43,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::daemon::config_file::read_config_file;
+pub use crate::daemon::config_file::ConfigError;
 use serde::{Deserialize, Serialize};
 pub use vantage_core::admission::syn::Refill;
 use vantage_core::admission::syn::{
@@ -119,31 +121,6 @@ impl RulesBackend {
             RulesBackend::Auto => "auto",
             RulesBackend::Nft => "nft",
             RulesBackend::Iptables => "iptables",
-        }
-    }
-}
-
-/// A configuration that cannot be used, with where.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{origin}: cannot read: {source}")]
-    Read {
-        origin: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not TOML, an unknown key, or a value out of range: with the line
-    /// and the key path.
-    #[error(transparent)]
-    Invalid(#[from] config::ConfigError),
-}
-
-impl ConfigError {
-    /// The key path an invalid value's error names.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid(e) => e.key(),
-            ConfigError::Read { .. } => None,
         }
     }
 }
@@ -275,17 +252,7 @@ type Checker<'a> = config::Checker<'a, ConfigError>;
 impl GateConfig {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
-        let origin = path.display().to_string();
-        let read_error = |source| ConfigError::Read {
-            origin: origin.clone(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(read_error)?;
-        let text = vantage_core::config::read_capped(file, vantage_core::config::MAX_CONFIG_BYTES)
-            .map_err(|e| match e {
-                vantage_core::config::ReadCappedError::Io(source) => read_error(source),
-                other => read_error(std::io::Error::other(other)),
-            })?;
+        let (origin, text) = read_config_file(path)?;
         GateConfig::from_toml(&text, &origin)
     }
 

@@ -46,6 +46,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use crate::daemon::config_file::read_config_file;
+pub use crate::daemon::config_file::ConfigError;
 use serde::{Deserialize, Serialize};
 use vantage_core::config;
 
@@ -57,29 +59,6 @@ pub const MAX_WORKERS: u64 = 256;
 pub const DEFAULT_REJECT_PAGE: &str = "<!doctype html><title>Busy</title><h1>The site is busy</h1><p>Please come back in a little while.</p>\n";
 /// Largest rejection page accepted (it is sent for every rejection).
 pub const MAX_REJECT_PAGE_BYTES: usize = 16 << 10;
-
-/// A configuration that cannot be used, with where.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{origin}: cannot read: {source}")]
-    Read {
-        origin: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Invalid(#[from] config::ConfigError),
-}
-
-impl ConfigError {
-    /// The key path an invalid value's error names.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid(e) => e.key(),
-            ConfigError::Read { .. } => None,
-        }
-    }
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -299,16 +278,7 @@ fn hex_key(c: &Checker, key: &str, text: &str) -> Result<Vec<u8>, ConfigError> {
 impl ProxyConfig {
     /// Reads (at most [`config::MAX_CONFIG_BYTES`]) and validates a file.
     pub fn load(path: &Path) -> Result<ProxyConfig, ConfigError> {
-        let origin = path.display().to_string();
-        let read_error = |source| ConfigError::Read {
-            origin: origin.clone(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(read_error)?;
-        let text = config::read_capped(file, config::MAX_CONFIG_BYTES).map_err(|e| match e {
-            config::ReadCappedError::Io(source) => read_error(source),
-            other => read_error(std::io::Error::other(other)),
-        })?;
+        let (origin, text) = read_config_file(path)?;
         ProxyConfig::from_toml(&text, &origin)
     }
 
