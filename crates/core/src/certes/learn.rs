@@ -76,10 +76,33 @@ pub const MIN_WEIGHT: f64 = 0.01;
 /// A schedule is dropped from the mixture while removing it costs less
 /// log-likelihood than this (about χ²₁'s 95 % point over two).
 pub const ELIMINATION_THRESHOLD: f64 = 2.0;
+/// Log-likelihood differences below this are ties.
+const TIE: f64 = 1e-6;
 /// Cells with less mass are not reported.
 const MIN_CELL_MASS: f64 = 1e-4;
 const EM_MAX_ITERATIONS: usize = 20_000;
 const EM_CONVERGED: f64 = 1e-9;
+
+/// Where in a learned cell (after, by] the model is told the clients give
+/// up: nothing a server sees tells (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUpPlacement {
+    /// The cell's middle: the least worst-case error.
+    Midpoint,
+    /// The cell's end, the next retransmission a client did not send: right
+    /// when timeouts fall on retransmission times (the paper's 9/21/45 s for
+    /// its 3/6/12 s clients).
+    End,
+}
+
+impl GiveUpPlacement {
+    fn place(self, after: Nanos, by: Nanos) -> Nanos {
+        match self {
+            GiveUpPlacement::Midpoint => Nanos(after.0 + (by.0 - after.0) / 2),
+            GiveUpPlacement::End => by,
+        }
+    }
+}
 
 /// How an attempt ended, as the server saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,8 +138,9 @@ pub struct LearnCounts {
     pub attempts: u64,
     /// One SYN, accepted: says nothing.
     pub single_syn_accepted: u64,
-    /// One SYN, dropped, never retried: gave up before T_1 (or every retry
-    /// was lost); informs the give-up distribution only.
+    /// One SYN seen, dropped, none after: the client gave up before T_1,
+    /// or its other SYNs were lost in the network (the one seen may be a
+    /// retransmission); not used.
     pub single_syn_abandoned: u64,
     /// Fit at least one schedule SYN by SYN.
     pub classified: u64,
@@ -148,7 +172,6 @@ struct ClassKey {
     fits: u32,
     last_point: [u8; MAX_SCHEDULES],
     outcome: AttemptOutcome,
-    single_syn: bool,
 }
 
 /// The online learner (sans-IO: fed attempts, asked for estimates).
@@ -184,6 +207,9 @@ pub struct LearnedClients {
     /// Profiles whose schedules coincide and were learned as one weight.
     pub indistinguishable: Vec<Vec<String>>,
     pub counts: LearnCounts,
+    /// Attempts that only schedules learned below [`MIN_WEIGHT`] explain
+    /// (left out as noise).
+    pub explained_by_dropped_schedules: u64,
     /// EM iterations run (both stages).
     pub iterations: usize,
 }
@@ -277,18 +303,15 @@ impl SynLearner {
             fits: 0,
             last_point: [0; MAX_SCHEDULES],
             outcome,
-            single_syn: syns.len() == 1,
         };
         if syns.len() == 1 {
             match outcome {
-                AttemptOutcome::Accepted => {
-                    self.counts.single_syn_accepted += 1;
-                    return;
-                }
+                AttemptOutcome::Accepted => self.counts.single_syn_accepted += 1,
                 AttemptOutcome::Abandoned => self.counts.single_syn_abandoned += 1,
             }
-            key.fits = (1u32 << self.schedules.len()) - 1;
-        } else {
+            return;
+        }
+        {
             let offsets: Vec<Nanos> = syns.iter().map(|t| *t - syns[0]).collect();
             let mut missing = false;
             for allow_missing in [false, true] {
@@ -341,32 +364,46 @@ impl SynLearner {
     /// client waits past 21 s — are dropped rather than given an arbitrary
     /// share), and the cells are then the innermost intervals of the
     /// schedules kept.
-    pub fn learn(&self) -> Result<LearnedClients, LearnError> {
+    pub fn learn(&self, placement: GiveUpPlacement) -> Result<LearnedClients, LearnError> {
         let n = self.schedules.len();
-        if !self.classes.keys().any(|k| !k.single_syn) {
+        if self.classes.is_empty() {
             return Err(LearnError::NothingClassified);
         }
         let mut kept = vec![true; n];
         let mut iterations = 0;
-        let mut fit = self.fit(&kept, &vec![1.0 / n as f64; n]);
-        iterations += fit.iterations;
-        for (k, w) in kept.iter_mut().zip(&fit.weights) {
-            *k = *w >= MIN_WEIGHT;
+        let first = self.fit(&kept, &vec![1.0 / n as f64; n], 0);
+        iterations += first.iterations;
+        // Schedules below MIN_WEIGHT go; attempts only they explain are
+        // counted as noise and left out from here on.
+        let mut noise_mask = 0u32;
+        for (s, w) in first.weights.iter().enumerate() {
+            kept[s] = *w >= MIN_WEIGHT;
+            if kept[s] {
+                noise_mask |= 1 << s;
+            }
         }
-        fit = self.fit(&kept, &fit.weights);
+        let explained_by_dropped: u64 = self
+            .classes
+            .iter()
+            .filter(|(k, _)| k.fits & noise_mask == 0)
+            .map(|(_, c)| c)
+            .sum();
+        let mut fit = self.fit(&kept, &first.weights, noise_mask);
         iterations += fit.iterations;
         loop {
             let mut best: Option<(f64, usize, Fit)> = None;
-            for s in (0..n).filter(|&s| kept[s]) {
+            // Latest in the table first: among schedules the data cannot
+            // tell apart, the earlier listed (the more common) stays.
+            for s in (0..n).rev().filter(|&s| kept[s]) {
                 let mut trial = kept.clone();
                 trial[s] = false;
                 if !trial.iter().any(|k| *k) {
                     continue;
                 }
-                let candidate = self.fit(&trial, &fit.weights);
+                let candidate = self.fit(&trial, &fit.weights, noise_mask);
                 iterations += candidate.iterations;
                 let loss = fit.log_likelihood - candidate.log_likelihood;
-                if best.as_ref().is_none_or(|(l, _, _)| loss <= *l) {
+                if best.as_ref().is_none_or(|(l, _, _)| loss < *l - TIE) {
                     best = Some((loss, s, candidate));
                 }
             }
@@ -414,7 +451,7 @@ impl SynLearner {
                     weight: *mass,
                 });
                 match by {
-                    Some(by) => timeouts.push((Nanos((after.0 + by.0) / 2), *mass)),
+                    Some(by) => timeouts.push((placement.place(after, by), *mass)),
                     None => {
                         never += *mass;
                         timeouts.push((longest, *mass));
@@ -432,6 +469,7 @@ impl SynLearner {
             never_gives_up: never,
             indistinguishable,
             counts: self.counts.clone(),
+            explained_by_dropped_schedules: explained_by_dropped,
             iterations,
         })
     }
@@ -457,11 +495,7 @@ impl SynLearner {
     /// attempts constrains the give-up to under schedule `s`.
     fn cell_range(&self, grid: &[Option<Nanos>], key: &ClassKey, s: usize) -> (usize, usize) {
         let schedule = &self.schedules[s];
-        let k = if key.single_syn {
-            0
-        } else {
-            key.last_point[s] as usize
-        };
+        let k = key.last_point[s] as usize;
         let lower = schedule.points[k];
         let upper = match key.outcome {
             AttemptOutcome::Accepted => None,
@@ -479,15 +513,17 @@ impl SynLearner {
 
     /// EM for the schedules `kept`, starting from `weights` (renormalized
     /// over the kept ones) and a uniform π.
-    fn fit(&self, kept: &[bool], weights: &[f64]) -> Fit {
+    /// Classes that fit none of `keep_mask` (when non-zero) are left out.
+    fn fit(&self, kept: &[bool], weights: &[f64], keep_mask: u32) -> Fit {
         let n = self.schedules.len();
         let grid = self.grid(kept);
         let cells = grid.len();
-        // Per class: its count, whether it informs the mixture, and per
-        // schedule it fits the range of cells it allows.
-        let classes: Vec<(f64, bool, Vec<CellRange>)> = self
+        // Per class: its count and, per schedule it fits, the cells it allows.
+
+        let classes: Vec<(f64, Vec<CellRange>)> = self
             .classes
             .iter()
+            .filter(|(key, _)| keep_mask == 0 || key.fits & keep_mask != 0)
             .map(|(key, count)| {
                 let ranges = (0..n)
                     .filter(|&s| kept[s] && key.fits & (1 << s) != 0)
@@ -496,10 +532,10 @@ impl SynLearner {
                         (s, a, b)
                     })
                     .collect();
-                (*count as f64, !key.single_syn, ranges)
+                (*count as f64, ranges)
             })
             .collect();
-        if classes.iter().any(|(_, _, ranges)| ranges.is_empty()) {
+        if classes.iter().any(|(_, ranges)| ranges.is_empty()) {
             // Some attempts fit none of the kept schedules.
             return Fit {
                 weights: weights.to_vec(),
@@ -528,7 +564,7 @@ impl SynLearner {
             w_acc.iter_mut().for_each(|x| *x = 0.0);
             coefficient.iter_mut().for_each(|x| *x = 0.0);
             let mut ll = 0.0;
-            for (count, informs_mixture, ranges) in &classes {
+            for (count, ranges) in &classes {
                 let mut total = 0.0;
                 for (i, &(s, a, b)) in ranges.iter().enumerate() {
                     responsibility[i] = w[s] * (prefix[b] - prefix[a]);
@@ -544,9 +580,7 @@ impl SynLearner {
                     if r == 0.0 {
                         continue;
                     }
-                    if *informs_mixture {
-                        w_acc[s] += r;
-                    }
+                    w_acc[s] += r;
                     let per_mass = r / (prefix[b] - prefix[a]);
                     coefficient[a] += per_mass;
                     coefficient[b] -= per_mass;
@@ -705,7 +739,7 @@ mod tests {
             let (syns, outcome) = attempt(&mut rng, p, fto, 0.4, Nanos::from_secs(i));
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn().unwrap();
+        let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         assert!(
             (weight_of(&learned, "linux-3.7") - 0.5).abs() < 0.03,
             "{learned:?}"
@@ -754,7 +788,7 @@ mod tests {
             );
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn().unwrap();
+        let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         assert!(weight_of(&learned, "linux-3.7") > 0.99, "{learned:?}");
         assert!((learned.never_gives_up - 0.5).abs() < 0.05, "{learned:?}");
         let never = learned
@@ -780,7 +814,7 @@ mod tests {
             );
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn().unwrap();
+        let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         let group = learned
             .indistinguishable
             .iter()
@@ -818,7 +852,7 @@ mod tests {
         assert_eq!(c.malformed, 3);
         assert_eq!(c.classified_with_missing_syns, 1);
         assert_eq!(c.classified, 1);
-        let learned = learner.learn().unwrap();
+        let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         assert_eq!(learned.counts, c);
     }
 
@@ -827,7 +861,10 @@ mod tests {
         let mut learner = learner();
         learner.observe(&[Nanos::from_secs(1)], AttemptOutcome::Accepted);
         learner.observe(&[Nanos::from_secs(2)], AttemptOutcome::Abandoned);
-        assert_eq!(learner.learn(), Err(LearnError::NothingClassified));
+        assert_eq!(
+            learner.learn(GiveUpPlacement::Midpoint),
+            Err(LearnError::NothingClassified)
+        );
     }
 
     /// The state is a table of classes capped at [`MAX_CLASSES`]: feeding
@@ -894,7 +931,7 @@ mod tests {
             );
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn().unwrap();
+        let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         let base = CertesConfig::new(
             Nanos::from_millis(250),
             ClientMix::single(profile("windows-9x-nt")),
