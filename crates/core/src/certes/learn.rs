@@ -34,18 +34,27 @@
 //!
 //! What cannot be learned, and what we do instead:
 //! * Where in a cell a client gives up: no packet marks it. The cells are
-//!   Turnbull's innermost intervals of the schedules present (for a mixture
-//!   of schedules they are short); a cell's give-up time is its midpoint.
-//!   Mass beyond the last retransmission of every schedule is reported as
-//!   clients who never give up within the horizon.
+//!   Turnbull's innermost intervals of the schedules present (a mixture of
+//!   schedules makes them short; one schedule alone leaves them as wide as
+//!   its gaps); the caller places a cell's give-ups at its middle or at its
+//!   end ([`GiveUpPlacement`]). Mass beyond the last retransmission of
+//!   every schedule is reported as clients who never give up, and given to
+//!   the model at the mixture's longest connection timeout.
 //! * Schedules not in the table: their attempts fit none and are counted as
 //!   unclassified. Schedules with the same retransmission times (`linux-6.5`
-//!   and `macos` differ only in their 75 s connection timer) are one class;
-//!   its weight is split evenly over its profiles and the group reported.
-//! * A client that gives up before its first retransmission, with its only
-//!   SYN dropped, is seen as an abandoned one-SYN attempt: it informs the
-//!   give-up distribution but not the mixture. One whose first SYN was
-//!   accepted says nothing.
+//!   and `macos` differ only in their 75 s connection timer; `windows-7` and
+//!   `windows-2000` not at all) are one class; its weight is split evenly
+//!   over its profiles and the group reported. Schedules that differ only
+//!   after every client has given up (`linux-6.5-measured`'s 68 s) are a
+//!   tie, kept in table order.
+//! * Give-ups before the first retransmission: an attempt with one SYN seen
+//!   is either such a client or one whose other SYNs were lost in the
+//!   network (the SYN seen may itself be a retransmission); these attempts
+//!   are counted and not used. One whose first SYN was accepted says
+//!   nothing either. A model fed the learned times therefore misses clients
+//!   who give up before T_1.
+//! * An attempt whose first SYN was lost in the network is seen from a
+//!   retransmission on; its gaps rarely fit and it is counted unclassified.
 //!
 //! Memory: tallies per class of attempt (which schedules it fits, at which
 //! of their points it ended, accepted or not), at most [`MAX_CLASSES`];

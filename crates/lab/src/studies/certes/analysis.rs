@@ -388,6 +388,7 @@ pub(super) fn analyse(
         midstream_recovery_limit_s: midstream.recovery_limit_s,
         model_frustration_timeout_s: fto.as_secs_f64(),
         events: run.stats.events,
+        learned: None,
     }
 }
 

@@ -102,6 +102,9 @@ pub struct CertesRow {
     pub model_frustration_timeout_s: f64,
     /// Events the simulator processed.
     pub events: u64,
+    /// The model with the clients learned from the server's SYNs, beside
+    /// the told ones (scenarios with `[certes] learn = true`).
+    pub learned: Option<super::learned::LearnedComparison>,
 }
 
 /// One one-second bin of the tracking plots (Figures 18, 19, 21, 25, 26).
