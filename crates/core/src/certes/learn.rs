@@ -74,6 +74,8 @@ use std::collections::BTreeMap;
 pub const MAX_SCHEDULES: usize = 16;
 /// Most classes of attempts kept (see the module documentation).
 pub const MAX_CLASSES: usize = 512;
+/// Most retransmissions a schedule may have.
+pub const MAX_RETRANSMISSIONS: usize = 255;
 /// Attempts with more SYNs than this are counted as noise.
 pub const MAX_SYNS: usize = 32;
 /// Default tolerance on a SYN's arrival time beyond the schedule's own
@@ -131,6 +133,10 @@ pub enum LearnError {
     TooManySchedules { count: usize },
     #[error("profile `{name}` has no retransmission; its attempts would say nothing")]
     NoRetransmission { name: String },
+    #[error(
+        "profile `{name}` has {count} retransmissions; at most {MAX_RETRANSMISSIONS} are matched"
+    )]
+    TooManyRetransmissions { name: String, count: usize },
     #[error("tolerance {tolerance} is not below half the smallest gap {gap}: SYNs could match two points")]
     ToleranceTooWide { tolerance: Nanos, gap: Nanos },
     #[error("no attempt with a retransmission fit a known schedule: nothing learned")]
@@ -244,6 +250,12 @@ impl SynLearner {
             if profile.gaps.is_empty() {
                 return Err(LearnError::NoRetransmission {
                     name: profile.name.clone(),
+                });
+            }
+            if profile.retransmissions() > MAX_RETRANSMISSIONS {
+                return Err(LearnError::TooManyRetransmissions {
+                    name: profile.name.clone(),
+                    count: profile.retransmissions(),
                 });
             }
             let points: Vec<Nanos> = (0..=profile.retransmissions())
@@ -955,6 +967,14 @@ mod tests {
         assert_eq!(
             SynLearner::new(&[], DEFAULT_TOLERANCE).unwrap_err(),
             LearnError::NoSchedules
+        );
+        let mut long = profile("linux-3.7");
+        long.gaps = vec![Nanos::from_secs(1); MAX_RETRANSMISSIONS + 1];
+        long.give_up = Nanos::from_secs(1000);
+        let err = SynLearner::new(&[long], DEFAULT_TOLERANCE).unwrap_err();
+        assert!(
+            matches!(err, LearnError::TooManyRetransmissions { .. }),
+            "{err}"
         );
         let err = SynLearner::new(&[profile("linux-3.7")], Nanos::from_millis(600)).unwrap_err();
         assert!(matches!(err, LearnError::ToleranceTooWide { .. }), "{err}");
