@@ -389,6 +389,11 @@ pub(super) fn analyse(
         model_frustration_timeout_s: fto.as_secs_f64(),
         events: run.stats.events,
         learned: None,
+        learned_rel_err: None,
+        learned_at_cell_ends_rel_err: None,
+        told_mixture_rel_err: None,
+        learned_clients: None,
+        learned_give_ups: None,
     }
 }
 

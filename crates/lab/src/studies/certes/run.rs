@@ -70,6 +70,11 @@ pub fn run_one(
     if s.learn {
         let comparison = learned::compare(s, &run, &model, row.truth_mean_s, row.certes_rel_err)
             .map_err(|e| fail("certes.learn", e))?;
+        row.learned_rel_err = Some(comparison.learned_rel_err);
+        row.learned_at_cell_ends_rel_err = Some(comparison.learned_at_cell_ends_rel_err);
+        row.told_mixture_rel_err = Some(comparison.told_mixture_rel_err);
+        row.learned_clients = Some(comparison.learned_clients.clone());
+        row.learned_give_ups = Some(comparison.learned_give_ups.clone());
         row.learned = Some(comparison);
     }
     Ok(CertesResult {
