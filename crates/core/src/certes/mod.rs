@@ -16,6 +16,8 @@
 //! * [`baselines`] — the two estimators the paper beats (Appendix A:
 //!   M/M/1, Eq. 32; sliding window of drop rates, Eq. 33).
 //! * [`histogram`] — the SYN-to-END histogram behind the distribution.
+//! * [`learn`] — the clients' SYN schedules and give-up times learned from
+//!   the SYNs the server sees (ours, beyond the paper).
 
 /// The Certes paper's whole-run error of the mean over all 16 of its
 /// Table II tests (it reaches 2.5 % in 13 of them).
@@ -27,6 +29,7 @@ pub mod counters;
 pub mod histogram;
 pub mod ingest;
 pub mod input;
+pub mod learn;
 pub mod model;
 pub mod observed;
 pub mod summary;

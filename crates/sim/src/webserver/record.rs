@@ -9,6 +9,7 @@
 //! last byte (Eq. 1's CLIENT_RT, measured rather than inferred); of a
 //! give-up, from the first SYN to the moment the client gave up.
 
+use vantage_core::certes::learn::SynLearner;
 use vantage_core::certes::IntervalCounters;
 use vantage_core::Nanos;
 
@@ -124,6 +125,9 @@ pub struct WebRun {
     pub truth: Vec<IntervalTruth>,
     pub extras: Vec<IntervalExtras>,
     pub stats: RunStats,
+    /// The clients' SYN schedules and give-up times learned from the SYNs
+    /// the server saw, per attempt (what a capture at the server shows).
+    pub syn_learner: SynLearner,
 }
 
 impl WebRun {
@@ -135,6 +139,8 @@ impl WebRun {
             truth: vec![IntervalTruth::default(); n],
             extras: vec![IntervalExtras::default(); n],
             stats: RunStats::default(),
+            syn_learner: SynLearner::with_builtin_profiles()
+                .expect("the built-in profiles form a valid table"),
         }
     }
 

@@ -43,6 +43,7 @@ use crate::webserver::network::ClientPath;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+use vantage_core::certes::learn::AttemptOutcome;
 use vantage_core::certes::LatencyHistogram;
 use vantage_core::Nanos;
 
@@ -66,6 +67,9 @@ enum ServerState {
 }
 
 struct Client {
+    /// Arrival times at the server of this attempt's SYNs (none once one
+    /// is accepted and reported).
+    syns_seen: Vec<Nanos>,
     profile: u16,
     frustration_timeout: Nanos,
     give_up_after: Nanos,
@@ -196,6 +200,7 @@ impl Sim<'_> {
             let frustration_timeout = c.clients.choose_frustration_timeout(self.rng.gen());
             let path = c.path.client_path(self.rng.gen());
             self.clients.push(Client {
+                syns_seen: Vec::new(),
                 profile: profile_index as u16,
                 frustration_timeout,
                 give_up_after: profile.give_up_at(frustration_timeout),
@@ -310,6 +315,7 @@ impl Sim<'_> {
         let cl = &mut self.clients[client as usize];
         cl.txn += 1;
         cl.txn_start = now;
+        cl.syns_seen.clear();
         cl.attempt = 0;
         cl.phase = Phase::Connecting;
         cl.requests_left = requests;
@@ -385,6 +391,14 @@ impl Sim<'_> {
                 self.request_sockets -= 1;
             }
             cl.phase = Phase::Idle;
+            // Reported when the client gives up; a capture infers it when
+            // no SYN follows within the schedule's next gap.
+            if !cl.syns_seen.is_empty() {
+                self.run
+                    .syn_learner
+                    .observe(&cl.syns_seen, AttemptOutcome::Abandoned);
+                cl.syns_seen.clear();
+            }
             let i = self.interval(now);
             self.run.truth[i].record(waited, true);
             self.next_transaction(client, now);
@@ -421,6 +435,12 @@ impl Sim<'_> {
                 }
                 stats.offered_by_attempt[j] += 1;
                 stats.dropped_by_attempt[j] += u64::from(full);
+                let seen = &mut self.clients[client as usize].syns_seen;
+                seen.push(now);
+                if !full {
+                    self.run.syn_learner.observe(seen, AttemptOutcome::Accepted);
+                    seen.clear();
+                }
                 if attempt > 0 {
                     let extras = &mut self.run.extras[i];
                     extras.retries_offered += 1;

@@ -388,6 +388,12 @@ pub(super) fn analyse(
         midstream_recovery_limit_s: midstream.recovery_limit_s,
         model_frustration_timeout_s: fto.as_secs_f64(),
         events: run.stats.events,
+        learned: None,
+        learned_rel_err: None,
+        learned_at_cell_ends_rel_err: None,
+        told_mixture_rel_err: None,
+        learned_clients: None,
+        learned_give_ups: None,
     }
 }
 

@@ -53,11 +53,13 @@ use vantage_sim::syn::Effort;
 mod analysis;
 mod checks;
 mod estimates;
+mod learned;
 mod results;
 mod run;
 mod scenario;
 
 pub use checks::{checks, rows_by_scenario};
+pub use learned::LearnedComparison;
 pub use results::{CertesRow, TrackPoint};
 pub use run::{run, run_one, CertesResult};
 pub use scenario::{scenarios, steps, CertesScenario, PaperRow};
@@ -107,6 +109,7 @@ impl Study for CertesStudy {
         report::certes::write_outputs(&results, &checks, &options.out.join(NAME))?;
         if options.print_tables {
             report::certes::print_tables(&results);
+            print_learned(&results);
             report::print_checks(&checks);
             let simulated: f64 = results.iter().map(|r| r.row.horizon_s).sum();
             let events: u64 = results.iter().map(|r| r.row.events).sum();
@@ -130,6 +133,49 @@ impl Study for CertesStudy {
             document,
             summary: serde_json::Value::Object(summary),
         })
+    }
+}
+
+/// Beyond the paper: the three models' whole-run errors where the scenario
+/// asks for the learned one (`[certes] learn = true`).
+fn print_learned(results: &[CertesResult]) {
+    let rows: Vec<&CertesRow> = results
+        .iter()
+        .map(|r| &r.row)
+        .filter(|r| r.learned.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("\nClients learned from the server's SYNs (whole-run error of the mean):");
+    println!(
+        "  {:<12} {:<14} {:>10} {:>13} {:>10} {:>14}  learned mixture | give-up cells (s)",
+        "scenario", "population", "told", "told mixture", "learned", "at cell ends"
+    );
+    for row in rows {
+        if let Some(l) = &row.learned {
+            println!(
+                "  {:<12} {:<14} {:>+9.2}% {:>+12.2}% {:>+9.2}% {:>+13.2}%  {} | {}",
+                row.scenario,
+                row.profile,
+                100.0 * l.told_rel_err,
+                100.0 * l.told_mixture_rel_err,
+                100.0 * l.learned_rel_err,
+                100.0 * l.learned_at_cell_ends_rel_err,
+                l.learned_clients,
+                l.learned_give_ups
+            );
+            println!(
+                "  {:<27} attempts {}: {} fit SYN by SYN, {} with SYNs missing, {} one SYN, {} unclassified, {} not kept",
+                "",
+                l.attempts,
+                l.classified,
+                l.classified_with_missing_syns,
+                l.single_syn,
+                l.unclassified,
+                l.not_kept
+            );
+        }
     }
 }
 

@@ -102,6 +102,20 @@ pub struct CertesRow {
     pub model_frustration_timeout_s: f64,
     /// Events the simulator processed.
     pub events: u64,
+    /// The model with the clients learned from the server's SYNs, beside
+    /// the told ones (scenarios with `[certes] learn = true`); its main
+    /// figures are repeated flat below for the CSV.
+    #[serde(skip)]
+    pub learned: Option<super::learned::LearnedComparison>,
+    /// Whole-run error with the learned clients (give-ups at cell midpoints).
+    pub learned_rel_err: Option<f64>,
+    /// The same with give-ups at cell ends.
+    pub learned_at_cell_ends_rel_err: Option<f64>,
+    /// Whole-run error of the model told the clients' true timeouts.
+    pub told_mixture_rel_err: Option<f64>,
+    /// The learned mixture and give-up cells.
+    pub learned_clients: Option<String>,
+    pub learned_give_ups: Option<String>,
 }
 
 /// One one-second bin of the tracking plots (Figures 18, 19, 21, 25, 26).

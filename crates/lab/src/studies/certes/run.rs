@@ -3,6 +3,7 @@
 
 use super::analysis::{analyse, track};
 use super::estimates::Estimates;
+use super::learned;
 use super::results::{CertesRow, TrackPoint};
 use super::scenario::{CertesScenario, PaperRow};
 use rayon::prelude::*;
@@ -65,7 +66,17 @@ pub fn run_one(
     let estimates = Estimates::compute(s, &run, &model, effort)
         .map_err(|e| fail("scenario.interval_ms", e.to_string()))?;
     let track = track(&system, &run, &estimates);
-    let row = analyse(s, &system, &run, &estimates, &track, effort);
+    let mut row = analyse(s, &system, &run, &estimates, &track, effort);
+    if s.learn {
+        let comparison = learned::compare(s, &run, &model, row.truth_mean_s, row.certes_rel_err)
+            .map_err(|e| fail("certes.learn", e))?;
+        row.learned_rel_err = Some(comparison.learned_rel_err);
+        row.learned_at_cell_ends_rel_err = Some(comparison.learned_at_cell_ends_rel_err);
+        row.told_mixture_rel_err = Some(comparison.told_mixture_rel_err);
+        row.learned_clients = Some(comparison.learned_clients.clone());
+        row.learned_give_ups = Some(comparison.learned_give_ups.clone());
+        row.learned = Some(comparison);
+    }
     Ok(CertesResult {
         row,
         track,

@@ -223,6 +223,10 @@ struct CertesSection {
     /// `false`: the paper's undamped recursion (Section 3.2 as published).
     #[serde(default = "default_damping")]
     damping: bool,
+    /// Also run the model with the clients learned from the server's SYNs,
+    /// and with the clients' true frustration timeouts.
+    #[serde(default)]
+    learn: bool,
 }
 
 fn default_damping() -> bool {
@@ -242,6 +246,7 @@ impl Default for CertesSection {
             percentile_bound: None,
             bound_reason: None,
             damping: true,
+            learn: false,
         }
     }
 }
@@ -298,6 +303,8 @@ pub struct CertesScenario {
     pub percentile_bound: f64,
     pub bound_reason: Option<String>,
     pub paper: Option<PaperRow>,
+    /// Whether the learned and told-mixture models run beside the told one.
+    pub learn: bool,
 }
 
 /// Checks of this study's scenario format, beside the shared ones.
@@ -702,6 +709,7 @@ impl CertesScenario {
             percentile_bound,
             bound_reason: ce.bound_reason.clone(),
             paper,
+            learn: ce.learn,
         };
         // Every run must be accepted by the simulator and the estimator.
         for index in 0..scenario.profiles.len() {
