@@ -32,6 +32,7 @@ use anyhow::{bail, Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use vantage_core::tcp::{syn_schedule, ClientMix};
+use vantage_lab::provenance::{self, RunRecord};
 use vantage_lab::{studies, RunOptions, ScenarioFile, Study, StudyOutcome};
 
 #[derive(Parser)]
@@ -52,7 +53,7 @@ enum Command {
     },
     /// Rerun every study (or one) and compare with the papers' results.
     Reproduce {
-        /// Study to run (default: all). Known: abacus, certes, sbac.
+        /// Study to run (default: all). Known: abacus, certes, sbac, ssbt.
         study: Option<String>,
         #[command(flatten)]
         output: OutputArgs,
@@ -109,9 +110,14 @@ struct OutputArgs {
     /// Print all results as one JSON document instead of tables.
     #[arg(long)]
     json: bool,
-    /// Directory for CSV files and SVG plots.
+    /// Directory for CSV files, SVG plots and manifest.json; a quick run
+    /// writes under OUT/quick, `sim` under OUT/sim/<scenario file name>.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Exit with status 1, after writing every file, when a statement of
+    /// the papers does not hold.
+    #[arg(long)]
+    check: bool,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -174,12 +180,17 @@ fn run(cli: Cli) -> Result<()> {
             let text = read_text(&scenario, "scenario")?;
             let origin = scenario.display().to_string();
             let study = studies::for_file(&text, &origin)?;
-            let file = ScenarioFile {
+            let root = provenance::sim_root(&output.out, output.quick, &scenario)?;
+            let record = RunRecord::start(command_line(), output.quick, Some(&scenario));
+            let files = [ScenarioFile {
                 origin: &origin,
                 text: &text,
-            };
-            let outcome = study.run(&[file], &run_options(&output))?;
-            finish(&[(study.name(), outcome)], &output)
+            }];
+            let outcome = study.run(&files, &run_options(&output, &root))?;
+            let manifest = record.manifest(&[(study.name(), files.as_slice())]);
+            manifest.write(&root.join(study.name()))?;
+            manifest.write(&root)?;
+            finish(&[(study.name(), outcome)], &output, &root)
         }
         Command::Reproduce { study, output } => {
             threads(&output)?;
@@ -187,15 +198,32 @@ fn run(cli: Cli) -> Result<()> {
                 None => studies::all().to_vec(),
                 Some(name) => vec![studies::by_name(name)?],
             };
-            let options = run_options(&output);
+            let root = provenance::results_root(&output.out, output.quick);
+            let record = RunRecord::start(command_line(), output.quick, None);
+            let options = run_options(&output, &root);
             let mut outcomes = Vec::new();
+            let mut ran: Vec<(&str, Vec<ScenarioFile>)> = Vec::new();
             for study in chosen {
                 if !output.json {
                     println!("\n# Study `{}` — {}\n", study.name(), study.paper());
                 }
                 outcomes.push((study.name(), study.reproduce(&options)?));
+                let files: Vec<ScenarioFile> = study
+                    .scenario_files()
+                    .iter()
+                    .map(|(origin, text)| ScenarioFile { origin, text })
+                    .collect();
+                record
+                    .manifest(&[(study.name(), files.as_slice())])
+                    .write(&root.join(study.name()))?;
+                ran.push((study.name(), files));
             }
-            finish(&outcomes, &output)
+            let all: Vec<(&str, &[ScenarioFile])> = ran
+                .iter()
+                .map(|(name, files)| (*name, files.as_slice()))
+                .collect();
+            record.manifest(&all).write(&root)?;
+            finish(&outcomes, &output, &root)
         }
         Command::Testbed { command } => testbed::run(command),
         Command::Gate { command } => gate::run(command),
@@ -268,17 +296,32 @@ fn threads(output: &OutputArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_options(output: &OutputArgs) -> RunOptions {
+/// The options of a run that writes its study folders under `root`.
+fn run_options(output: &OutputArgs, root: &std::path::Path) -> RunOptions {
     RunOptions {
         quick: output.quick,
         print_tables: !output.json,
-        out: output.out.clone(),
+        out: root.to_path_buf(),
     }
 }
 
+/// This process's command line, as the manifest records it.
+fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Prints the JSON document (one study's own, or the one for every study),
-/// or the count of the papers' statements that hold and where the files are.
-fn finish(outcomes: &[(&str, StudyOutcome)], output: &OutputArgs) -> Result<()> {
+/// or the count of the papers' statements that hold and where the files are
+/// (`root`). With `--check`, ends with status
+/// [`provenance::STATEMENT_FAILED_STATUS`] when a statement does not hold.
+fn finish(
+    outcomes: &[(&str, StudyOutcome)],
+    output: &OutputArgs,
+    root: &std::path::Path,
+) -> Result<()> {
+    let checks = outcomes.iter().flat_map(|(_, o)| o.checks.iter());
     if output.json {
         match outcomes {
             [(_, outcome)] => println!("{}", outcome.document),
@@ -287,14 +330,19 @@ fn finish(outcomes: &[(&str, StudyOutcome)], output: &OutputArgs) -> Result<()> 
                 serde_json::to_string_pretty(&vantage_lab::report::all_studies_document(outcomes))?
             ),
         }
-        return Ok(());
+    } else {
+        let total = checks.clone().count();
+        let holds = checks.clone().filter(|c| c.holds).count();
+        if total > 0 {
+            println!("{holds} of {total} statements of the papers hold in our runs.");
+        }
+        println!("CSV and SVG files are in {}", root.display());
     }
-    let checks = outcomes.iter().flat_map(|(_, o)| o.checks.iter());
-    let total = checks.clone().count();
-    let holds = checks.filter(|c| c.holds).count();
-    if total > 0 {
-        println!("{holds} of {total} statements of the papers hold in our runs.");
+    let status = provenance::check_status(checks.clone());
+    if output.check && status != 0 {
+        let failed = checks.filter(|c| !c.holds).count();
+        eprintln!("vantage: --check: {failed} statement(s) of the papers do not hold");
+        return Err(ExitStatus(status).into());
     }
-    println!("CSV and SVG files are in {}", output.out.display());
     Ok(())
 }

@@ -65,10 +65,12 @@ fn quick_abacus_study_as_json() {
     }
     for figure in ["fig4", "fig5", "fig8", "fig9", "fig10", "fig11"] {
         assert!(out_dir
+            .join("quick")
             .join("abacus")
             .join(format!("{figure}.csv"))
             .exists());
         let svg = out_dir
+            .join("quick")
             .join("abacus")
             .join(format!("{figure}-windows-9x-nt.svg"));
         let text = std::fs::read_to_string(&svg).expect("svg written");
@@ -97,6 +99,24 @@ fn quick_abacus_study_as_json() {
             assert_eq!(c["holds"], true, "{c}");
         }
     }
+    // A manifest in the quick folder and the study's, naming every scenario.
+    for folder in [out_dir.join("quick"), out_dir.join("quick").join("abacus")] {
+        let text = std::fs::read_to_string(folder.join("manifest.json")).expect("manifest.json");
+        let manifest: serde_json::Value = serde_json::from_str(&text).expect("manifest parses");
+        assert_eq!(manifest["mode"], "quick");
+        assert_eq!(manifest["studies"][0]["study"], "abacus");
+        assert_eq!(
+            manifest["studies"][0]["scenarios"]
+                .as_array()
+                .unwrap()
+                .len(),
+            6
+        );
+    }
+    assert!(
+        !out_dir.join("abacus").exists(),
+        "a quick run leaves the full run's folder alone"
+    );
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 

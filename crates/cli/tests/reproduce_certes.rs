@@ -161,7 +161,7 @@ fn quick_certes_study_as_json_within_documented_bounds() {
         .expect("summary check");
     assert_eq!(summary["holds"], true, "{summary}");
     // Files: the Figure 16 table, tracking series, plots.
-    let dir = out_dir.join("certes");
+    let dir = out_dir.join("quick").join("certes");
     let table = std::fs::read_to_string(dir.join("figure16.csv")).expect("figure16.csv");
     assert!(table.starts_with("scenario,figure,profile,"));
     assert_eq!(table.lines().count(), rows.len() + 1);

@@ -34,6 +34,22 @@ pub enum LabError {
         #[source]
         source: Box<LabError>,
     },
+    #[error("cannot write {}", path.display())]
+    WriteFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{} holds results that are not those of {scenario} ({}); remove it or choose another --out",
+        dir.display(),
+        recorded.as_deref().map_or_else(|| "no manifest.json names their scenario".to_string(), |r| format!("they are of {r}"))
+    )]
+    ResultsOfAnotherScenario {
+        dir: PathBuf,
+        scenario: String,
+        recorded: Option<String>,
+    },
     #[error("plot: {0}")]
     Plot(String),
     #[error(transparent)]

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod experiment;
+pub mod provenance;
 pub mod report;
 pub mod studies;
 pub mod study;
