@@ -68,7 +68,10 @@ fn quick_sbac_study_as_json() {
         "fig11-table2-busy-day.svg",
         "paper-comparison.csv",
     ] {
-        assert!(out_dir.join("sbac").join(file).exists(), "{file}");
+        assert!(
+            out_dir.join("quick").join("sbac").join(file).exists(),
+            "{file}"
+        );
     }
     let _ = std::fs::remove_dir_all(&out_dir);
 }
