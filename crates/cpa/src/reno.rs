@@ -49,7 +49,8 @@
 //!   window widens to what the sender showed), so one mismatch does not flag
 //!   every later packet.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 
 use serde::Serialize;
 use vantage_core::Nanos;
@@ -203,7 +204,13 @@ pub struct RenoSender {
     avoidance_bytes: u64,
     smoothed_rtt: Option<Nanos>,
     rtt_variation: Nanos,
+    /// Transmissions not yet passed by a new ACK, in the order sent: end,
+    /// departure, whether a retransmission.
     outstanding: VecDeque<(i64, Nanos, bool)>,
+    /// The same transmissions indexed by end, then departure (with their
+    /// count), so a re-send finds its previous transmission in O(log n)
+    /// even when the record is long (bytes re-sent long after their ACK).
+    outstanding_by_end: BTreeMap<i64, BTreeMap<Nanos, u32>>,
     entries: Vec<Entry>,
     stack: Vec<u32>,
     counters: RenoCounters,
@@ -238,6 +245,7 @@ impl RenoSender {
             smoothed_rtt: None,
             rtt_variation: Nanos::ZERO,
             outstanding: VecDeque::new(),
+            outstanding_by_end: BTreeMap::new(),
             entries: Vec::new(),
             stack: Vec::new(),
             counters: RenoCounters::default(),
@@ -463,6 +471,12 @@ impl RenoSender {
         self.last_send_at = Some(now);
         self.outstanding
             .push_back((end, now, outcome.retransmission));
+        *self
+            .outstanding_by_end
+            .entry(end)
+            .or_default()
+            .entry(now)
+            .or_default() += 1;
         outcome
     }
 
@@ -531,6 +545,25 @@ impl RenoSender {
     /// unacknowledged transmissions, those of the segment with the smallest
     /// end beyond `start`, the latest.
     fn previous_send_of(&self, start: i64) -> Option<Nanos> {
+        let found = self
+            .outstanding_by_end
+            .range((Bound::Excluded(start), Bound::Unbounded))
+            .next()
+            .and_then(|(_, departures)| departures.last_key_value())
+            .map(|(&sent_at, _)| sent_at);
+        #[cfg(test)]
+        assert_eq!(
+            found,
+            self.previous_send_by_scan(start),
+            "index and record disagree"
+        );
+        found
+    }
+
+    /// The definition [`RenoSender::previous_send_of`] indexes: a scan of
+    /// every unacknowledged transmission. Tests check the index against it.
+    #[cfg(test)]
+    fn previous_send_by_scan(&self, start: i64) -> Option<Nanos> {
         let end = self
             .outstanding
             .iter()
@@ -542,6 +575,22 @@ impl RenoSender {
             .filter(|&&(e, _, _)| e == end)
             .map(|&(_, sent_at, _)| sent_at)
             .max()
+    }
+
+    /// Removes one transmission from [`RenoSender::outstanding_by_end`].
+    fn forget_departure(&mut self, end: i64, sent_at: Nanos) {
+        let Some(departures) = self.outstanding_by_end.get_mut(&end) else {
+            return;
+        };
+        if let Some(count) = departures.get_mut(&sent_at) {
+            *count -= 1;
+            if *count == 0 {
+                departures.remove(&sent_at);
+            }
+        }
+        if departures.is_empty() {
+            self.outstanding_by_end.remove(&end);
+        }
     }
 
     /// Takes an RTT sample from the newest segment `ack` covers, unless it
@@ -556,6 +605,7 @@ impl RenoSender {
             resent |= retransmission;
             newest = Some(sent_at);
             self.outstanding.pop_front();
+            self.forget_departure(end, sent_at);
         }
         let Some(sent_at) = newest else {
             return;
@@ -657,6 +707,35 @@ mod tests {
     fn send(sender: &mut RenoSender, now: Nanos, n: i64) -> SendOutcome {
         let (start, end) = segment(n);
         sender.on_send(now, 1000 + n as u32, start, end)
+    }
+
+    /// A connection whose bytes are sent over and over again long after
+    /// they were acknowledged (copies of one trace merged into one
+    /// connection): nothing new is acknowledged, so every transmission
+    /// stays in the model's record, which the index by end must follow
+    /// (every lookup is checked against a scan of the record).
+    #[test]
+    fn the_index_of_previous_sends_follows_a_record_that_never_shrinks() {
+        let mut sender = RenoSender::new(config(10), 1, 1 << 30);
+        for n in 1..=10 {
+            send(&mut sender, ms(0), n);
+        }
+        sender.on_ack(ms(50), 10, ack_of(10));
+        let copies = 200;
+        for copy in 1..=copies {
+            for n in 1..=10 {
+                let outcome = send(&mut sender, ms(1000 * copy + n as u64), n);
+                assert!(outcome.retransmission);
+            }
+            sender.on_ack(ms(1000 * copy + 50), 10, ack_of(10));
+        }
+        assert_eq!(sender.outstanding.len(), 10 * copies as usize);
+        let entries: usize = sender
+            .outstanding_by_end
+            .values()
+            .map(|d| d.values().sum::<u32>() as usize)
+            .sum();
+        assert_eq!(entries, sender.outstanding.len());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! connections stay distinct from every other copy's. Packets of all copies
 //! are merged in time order, each copy keeping its own packet order; the
 //! output is a microsecond pcap of Ethernet frames. IPv6 addresses are
-//! moved in their third 16-bit word instead.
+//! moved in their third 16-bit word instead. `--keep-addresses` leaves
+//! every copy's addresses alone, so the copies of a connection merge into
+//! one long connection.
 //!
 //! `cargo run --release -p vantage-trace --example replicate -- --copies 40
 //! --spacing-ms 1000 --out loss.pcap dsack.dmp.gz`
@@ -32,6 +34,9 @@ struct Args {
     spacing_ns: u64,
     out: String,
     inputs: Vec<String>,
+    /// Keep every copy's addresses, merging the copies of a connection into
+    /// one long connection (a hostile shape for the analyses).
+    keep_addresses: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -39,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
     let mut spacing_ns = None;
     let mut out = None;
     let mut inputs = Vec::new();
+    let mut keep_addresses = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -58,6 +64,7 @@ fn parse_args() -> Result<Args, String> {
                 spacing_ns = Some((ms * 1e6).round() as u64);
             }
             "--out" => out = Some(value("--out")?),
+            "--keep-addresses" => keep_addresses = true,
             _ => inputs.push(arg),
         }
     }
@@ -73,6 +80,7 @@ fn parse_args() -> Result<Args, String> {
         spacing_ns: spacing_ns.ok_or("give --spacing-ms MS")?,
         out: out.ok_or("give --out FILE")?,
         inputs,
+        keep_addresses,
     })
 }
 
@@ -202,7 +210,9 @@ fn run(args: Args) -> Result<u64, String> {
         frame_buf.clear();
         frame_buf.extend_from_slice(&frame.data);
         // Stream 0 keeps the original addresses.
-        move_addresses(&mut frame_buf, stream as u16);
+        if !args.keep_addresses {
+            move_addresses(&mut frame_buf, stream as u16);
+        }
         let at = base_ns + time;
         let mut record = Vec::with_capacity(16);
         record.extend_from_slice(&((at / 1_000_000_000) as u32).to_le_bytes());
