@@ -1,6 +1,6 @@
 //! End-to-end test of `vantage reproduce sbac --quick --json`: the fields
-//! every row promises, Table 2 beside the paper, the running time and the
-//! files written.
+//! every row promises, Table 2 beside the paper and the
+//! files written (the running time is printed, not checked).
 
 use std::process::Command;
 use std::time::Instant;
@@ -27,9 +27,9 @@ fn quick_sbac_study_as_json() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    if !cfg!(debug_assertions) {
-        assert!(elapsed < 60.0, "--quick took {elapsed:.1} s");
-    }
+    // Timings are not pass/fail (a busy machine is slower); the running
+    // time is printed for the record.
+    eprintln!("reproduce sbac --quick took {elapsed:.1} s");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     let rows = doc["rows"].as_array().expect("rows");
     assert!(!rows.is_empty());
