@@ -101,6 +101,11 @@ pub struct ExactSummary {
     pub p50_s: Option<f64>,
     pub p90_s: Option<f64>,
     pub p99_s: Option<f64>,
+    /// Present when the transactions outnumber the client times kept one
+    /// by one (`observed::MAX_EXACT_CLIENT_TIMES`): the percentiles' largest
+    /// relative error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentiles_relative_error: Option<f64>,
     /// Completed connections by retry count (SYNs before the answered one).
     pub completed_by_retries: Vec<u64>,
 }
@@ -330,29 +335,9 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
     let (first, rest) = exacts.split_first()?;
     let mut merged = (*first).clone();
     for other in rest {
-        merged.connections.extend(other.connections.iter().copied());
-        merged.completed += other.completed;
-        merged.gave_up += other.gave_up;
-        merged.refused += other.refused;
-        merged.reset += other.reset;
-        merged.aborted += other.aborted;
-        merged.unresolved += other.unresolved;
-        merged.total_time += other.total_time;
+        merged.add_totals(other);
     }
-    let mut completed_by_retries: Vec<u64> = Vec::new();
-    for figures in exacts {
-        for interval in &figures.intervals {
-            if completed_by_retries.len() < interval.completed_by_retries.len() {
-                completed_by_retries.resize(interval.completed_by_retries.len(), 0);
-            }
-            for (slot, n) in completed_by_retries
-                .iter_mut()
-                .zip(&interval.completed_by_retries)
-            {
-                *slot += n;
-            }
-        }
-    }
+    let completed_by_retries = merged.completed_by_retries.clone();
     let summary = ExactSummary {
         mean_s: secs(merged.mean()),
         completed: merged.completed,
@@ -366,6 +351,7 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         p50_s: secs(merged.percentile(0.5)),
         p90_s: secs(merged.percentile(0.9)),
         p99_s: secs(merged.percentile(0.99)),
+        percentiles_relative_error: merged.times.relative_error(),
         completed_by_retries,
     };
     Some((summary, merged))
