@@ -1245,6 +1245,44 @@ mod tests {
     }
 
     #[test]
+    fn client_times_are_exact_up_to_the_limit_then_within_the_stated_error() {
+        let mut times = ClientTimes::default();
+        for i in 1..=1000u64 {
+            times.record(Nanos(i * 1000));
+        }
+        assert_eq!(times.quantile(0.5), Some(Nanos(500_000)));
+        assert_eq!(times.quantile(1.0), Some(Nanos(1_000_000)));
+        assert_eq!(times.relative_error(), None);
+        let n = MAX_EXACT_CLIENT_TIMES as u64 + 200_000;
+        let mut many = ClientTimes::default();
+        let mut other = ClientTimes::default();
+        for i in 1..=n {
+            // Half in each, merged: the same as one store.
+            if i % 2 == 0 {
+                many.record(Nanos(i * 1000));
+            } else {
+                other.record(Nanos(i * 1000));
+            }
+        }
+        many.merge(&other);
+        assert_eq!(many.len(), n);
+        many.record(Nanos::ZERO);
+        let error = many.relative_error().unwrap();
+        assert!(error <= 0.001, "{error}");
+        for q in [0.01, 0.5, 0.9, 0.99, 1.0] {
+            let rank = ((q * (n + 1) as f64).ceil() as u64).clamp(1, n + 1);
+            // Values are 0 and i·1000 for i in 1..=n: the rank-th smallest.
+            let exact = (rank - 1) * 1000;
+            let got = many.quantile(q).unwrap().0 as f64;
+            assert!(
+                (got - exact as f64).abs() <= error * exact as f64 + 1.0,
+                "{q}: {got} vs {exact}"
+            );
+        }
+        assert_eq!(many.quantile(0.0), Some(Nanos::ZERO));
+    }
+
+    #[test]
     fn aligned_grid_and_indices() {
         let g = IntervalGrid::aligned(Nanos(1_700_000_000_123_456_789), Nanos::from_millis(250))
             .unwrap();
