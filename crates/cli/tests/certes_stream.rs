@@ -106,6 +106,9 @@ fn certes_estimate_on_a_pipe_prints_intervals_before_the_capture_ends() {
     assert_eq!(summary["completed"], 120, "{summary}");
     assert_eq!(summary["exact"]["completed"], 120, "{summary}");
     // One line per 250 ms interval through the last packet, then the summary.
-    assert_eq!(rest.len() - 1, summary["intervals"].as_u64().unwrap() as usize);
+    assert_eq!(
+        rest.len() - 1,
+        summary["intervals"].as_u64().unwrap() as usize
+    );
     assert!(summary["trace"].get("late_counts").is_none(), "{summary}");
 }

@@ -342,7 +342,10 @@ impl CaptureStream {
 
     /// Intervals from the first packet's through the latest packet's.
     fn intervals_so_far(&self) -> usize {
-        match (self.collector.first_timestamp(), self.collector.last_timestamp()) {
+        match (
+            self.collector.first_timestamp(),
+            self.collector.last_timestamp(),
+        ) {
             (Some(first), Some(last)) => {
                 let first = first.0 / self.interval.0;
                 (last.0 / self.interval.0).saturating_sub(first) as usize + 1
@@ -430,7 +433,11 @@ impl CaptureStream {
         }
         let mut closed = Vec::new();
         for index in next..=last {
-            let mut present = taken.remove(&index).unwrap_or_default().into_iter().peekable();
+            let mut present = taken
+                .remove(&index)
+                .unwrap_or_default()
+                .into_iter()
+                .peekable();
             let classes = names
                 .iter()
                 .map(|name| {

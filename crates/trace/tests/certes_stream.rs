@@ -56,7 +56,7 @@ impl Attempts {
             t,
             Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1)),
         )];
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             packets.extend([
                 (
                     t + 100_000,
@@ -68,8 +68,14 @@ impl Attempts {
                     t + 300_000,
                     Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
                 ),
-                (t + 400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
-                (t + 500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
+                (
+                    t + 400_000,
+                    Tcp::new(server, client, 5101, isn + 1, FIN | ACK),
+                ),
+                (
+                    t + 500_000,
+                    Tcp::new(client, server, isn + 1, 5102, FIN | ACK),
+                ),
             ]);
         }
         for (time, tcp) in packets {

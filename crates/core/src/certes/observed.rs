@@ -1258,7 +1258,7 @@ mod tests {
         let mut other = ClientTimes::default();
         for i in 1..=n {
             // Half in each, merged: the same as one store.
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 many.record(Nanos(i * 1000));
             } else {
                 other.record(Nanos(i * 1000));

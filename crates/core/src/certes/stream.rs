@@ -127,7 +127,9 @@ impl ClassBucketer {
     pub fn add(&mut self, observation: ConnectionObservation) -> Result<(), ObservedError> {
         observation.validate(self.added as usize)?;
         self.added += 1;
-        self.clock = self.clock.max(observation.syn_arrivals[observation.syn_arrivals.len() - 1]);
+        self.clock = self
+            .clock
+            .max(observation.syn_arrivals[observation.syn_arrivals.len() - 1]);
         if let Some(end) = observation.end {
             self.clock = self.clock.max(end);
         }
@@ -360,7 +362,13 @@ mod tests {
         let mut stream = ClassBucketer::new(interval, config()).unwrap();
         let mut most_retained = 0;
         for o in &observations {
-            let last = o.syn_arrivals.last().copied().into_iter().chain(o.end).max();
+            let last = o
+                .syn_arrivals
+                .last()
+                .copied()
+                .into_iter()
+                .chain(o.end)
+                .max();
             stream.advance(last.unwrap());
             stream.add(o.clone()).unwrap();
             most_retained = most_retained.max(stream.retained());

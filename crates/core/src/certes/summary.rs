@@ -11,8 +11,8 @@ use super::counters::IntervalCounters;
 use super::input::{CaptureNotes, ClassInput, EstimateInput, EMPTY_INTERVAL};
 use super::model::{Certes, Estimate, NetworkLoss};
 use super::observed::{ExactFigures, ExactInterval};
-use std::collections::BTreeMap;
 use crate::Nanos;
+use std::collections::BTreeMap;
 
 /// One interval of one class, as printed and serialized.
 #[derive(Clone, Debug, Serialize)]
@@ -296,7 +296,13 @@ impl RunningEstimate {
             let e = certes.on_interval(given.counters);
             tally.add(given.counters, &e);
             let class = self.classed.then(|| given.class.to_string());
-            each(interval_row(t_start_s, class, given.counters, &e, given.exact))?;
+            each(interval_row(
+                t_start_s,
+                class,
+                given.counters,
+                &e,
+                given.exact,
+            ))?;
         }
         Ok(())
     }
@@ -310,7 +316,8 @@ impl RunningEstimate {
         exact: &BTreeMap<String, ExactFigures>,
         notes: Option<CaptureNotes>,
     ) -> Summary {
-        let exacts_of = |class: &str| -> Vec<&ExactFigures> { exact.get(class).into_iter().collect() };
+        let exacts_of =
+            |class: &str| -> Vec<&ExactFigures> { exact.get(class).into_iter().collect() };
         let (total, classes) = if self.classed {
             let mut all = Tally::default();
             for (_, tally) in self.classes.values() {
