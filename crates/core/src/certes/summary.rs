@@ -641,4 +641,65 @@ mod tests {
         assert_eq!(summary.frustration_timeout_s, 21.0);
         assert_eq!(format_seconds(Nanos::from_millis(250)), "250 ms");
     }
+
+    /// Fed interval by interval, the run gives the same rows and summary
+    /// as the whole-input run.
+    #[test]
+    fn running_estimate_equals_the_whole_input_run() {
+        let busy = IntervalCounters {
+            dropped: 6,
+            accepted: 10,
+            completed: 9,
+            syn_to_end_sum: Nanos::from_millis(2500),
+            rtt_sum: Nanos::from_millis(400),
+            ..IntervalCounters::default()
+        };
+        let input = EstimateInput {
+            description: "test".to_string(),
+            t0_s: 0.0,
+            origin_unix: None,
+            intervals: 160,
+            classes: vec![ClassInput {
+                class: String::new(),
+                counters: (0..160)
+                    .filter(|i| i % 3 != 1)
+                    .map(|i| (i, busy.clone()))
+                    .collect(),
+                exact: None,
+            }],
+            capture_notes: None,
+        };
+        let clients = ClientMix::builtin("linux-6.5").unwrap();
+        let config = CertesConfig::new(Nanos::from_millis(250), clients, Nanos::from_secs(21));
+        let certes = Certes::new(config).unwrap();
+        let fto = Nanos::from_secs(21);
+        let whole = estimate_input(&input, &certes, fto);
+        let mut running = RunningEstimate::new(&certes, fto, false, 0.0);
+        let mut rows = Vec::new();
+        for i in 0..input.intervals {
+            let given = [ClassInterval {
+                class: "",
+                counters: input.classes[0].at(i),
+                exact: None,
+            }];
+            running
+                .interval(&given, |row| {
+                    rows.push(row);
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+        }
+        let summary = running.finish("test".to_string(), None, &BTreeMap::new(), None);
+        let json = |v: &serde_json::Value| v.to_string();
+        let value = |v: serde_json::Result<serde_json::Value>| v.unwrap();
+        assert_eq!(
+            json(&value(serde_json::to_value(&rows))),
+            json(&value(serde_json::to_value(&whole.rows)))
+        );
+        assert_eq!(
+            json(&value(serde_json::to_value(&summary))),
+            json(&value(serde_json::to_value(&whole.summary)))
+        );
+        assert!(whole.summary.total.gave_up > 0.0);
+    }
 }
