@@ -20,6 +20,8 @@ const ORIGIN_NS: u64 = 1_700_000_000_000_000_000;
 /// answered, served and closed, the others are SYNs nobody answers.
 struct Attempts {
     attempts: u64,
+    /// No attempt before this one is answered.
+    answered_from: u64,
     next: u64,
     pcap: Pcap,
     buffer: Vec<u8>,
@@ -27,7 +29,7 @@ struct Attempts {
 }
 
 impl Attempts {
-    fn new(attempts: u64) -> Attempts {
+    fn new(attempts: u64, answered_from: u64) -> Attempts {
         let pcap = Pcap {
             nanosecond: true,
             ..Pcap::ethernet()
@@ -35,6 +37,7 @@ impl Attempts {
         let buffer = pcap.header();
         Attempts {
             attempts,
+            answered_from,
             next: 0,
             pcap,
             buffer,
@@ -56,7 +59,7 @@ impl Attempts {
             t,
             Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1)),
         )];
-        if i.is_multiple_of(10) {
+        if i.is_multiple_of(10) && i >= self.answered_from {
             packets.extend([
                 (
                     t + 100_000,
@@ -103,7 +106,7 @@ impl Read for Attempts {
 #[test]
 fn certes_capture_of_a_million_attempts_holds_observations_within_the_cap() {
     let attempts = 1_000_000u64;
-    let reader = TraceReader::from_reader("attempts", Attempts::new(attempts)).unwrap();
+    let reader = TraceReader::from_reader("attempts", Attempts::new(attempts, 0)).unwrap();
     let model = CertesConfig::new(
         Nanos::from_secs(1),
         ClientMix::builtin("linux-6.5").unwrap(),
@@ -139,4 +142,40 @@ fn certes_capture_of_a_million_attempts_holds_observations_within_the_cap() {
     assert_eq!(notes.connections, attempts);
     assert!(notes.connections_evicted > 0);
     assert_eq!(notes.connections_not_kept, 0);
+}
+
+/// No listener named, and the listener answers nothing for its first
+/// 300,000 attempts: the connections kept until it is seen answering stop
+/// at their cap, and those beyond it are reported, not silently lost.
+#[test]
+fn certes_capture_keeps_connections_to_an_unconfirmed_responder_within_a_cap() {
+    let attempts = 400_000u64;
+    let reader =
+        TraceReader::from_reader("late listener", Attempts::new(attempts, 300_000)).unwrap();
+    let model = CertesConfig::new(
+        Nanos::from_secs(1),
+        ClientMix::builtin("linux-6.5").unwrap(),
+        Nanos::from_secs(21),
+    );
+    let mut capture =
+        CaptureStream::from_reader("late listener".into(), reader, None, None, &model).unwrap();
+    while capture.read_packet().unwrap() {}
+    assert_eq!(capture.most_retained(), MAX_UNCONFIRMED_CONNECTIONS);
+    let input = capture.into_input().unwrap();
+    let notes = input.capture_notes.as_ref().unwrap();
+    assert!(notes.connections_not_kept > 0);
+    assert_eq!(notes.connections + notes.connections_not_kept, attempts);
+    assert_eq!(notes.connections_to_other_servers, 0);
+    let dropped: u64 = input.classes[0]
+        .counters
+        .iter()
+        .map(|(_, c)| c.dropped)
+        .sum();
+    let accepted: u64 = input.classes[0]
+        .counters
+        .iter()
+        .map(|(_, c)| c.accepted)
+        .sum();
+    assert_eq!(dropped + accepted, notes.connections);
+    assert_eq!(accepted, 10_000);
 }
