@@ -6,8 +6,10 @@
 //! and `vantage_core::certes::summary` runs the model and summarizes.
 //! Output: a per-interval table (idle intervals left out), or `--json`
 //! (one document: `intervals` and `summary`), or `--jsonl` (one object per
-//! interval, then one `{"summary": …}` line), `--csv FILE` (every
-//! interval), and the summary.
+//! interval, then one `{"summary": …}` line; from a capture, each interval's
+//! line as soon as it closes, through `vantage_trace::certes::CaptureStream`
+//! and `vantage_core::certes::summary::RunningEstimate`), `--csv FILE`
+//! (every interval), and the summary.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
