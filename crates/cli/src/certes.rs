@@ -6,22 +6,25 @@
 //! and `vantage_core::certes::summary` runs the model and summarizes.
 //! Output: a per-interval table (idle intervals left out), or `--json`
 //! (one document: `intervals` and `summary`), or `--jsonl` (one object per
-//! interval, then one `{"summary": …}` line), `--csv FILE` (every
-//! interval), and the summary.
+//! interval, then one `{"summary": …}` line; from a capture, each interval's
+//! line as soon as it closes, through `vantage_trace::certes::CaptureStream`
+//! and `vantage_core::certes::summary::RunningEstimate`), `--csv FILE`
+//! (every interval), and the summary.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use vantage_core::certes::ingest;
-use vantage_core::certes::input::EstimateInput;
-use vantage_core::certes::summary::estimate_each;
+use vantage_core::certes::input::{CaptureNotes, EstimateInput, EMPTY_INTERVAL};
+use vantage_core::certes::observed::ExactInterval;
+use vantage_core::certes::summary::{estimate_each, ClassInterval, RunningEstimate};
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
 use vantage_core::config::CappedReader;
 use vantage_core::tcp::ClientMix;
 use vantage_core::Nanos;
 use vantage_lab::report::certes_estimate::{self, CsvRows};
-use vantage_trace::certes::capture_input;
+use vantage_trace::certes::{capture_input, CaptureStream, ClosedInterval};
 use vantage_trace::handshake::{ClassBy, ServerFilter};
 
 #[derive(clap::Args)]
@@ -191,6 +194,15 @@ fn estimate(args: EstimateArgs) -> Result<()> {
                     path.display()
                 );
             }
+            if args.jsonl {
+                let options = StreamOptions {
+                    server: args.server,
+                    by: args.by,
+                    frustration_timeout: args.frustration_timeout,
+                    csv: args.csv.as_deref(),
+                };
+                return stream_capture(path, options, &config, &fresh);
+            }
             capture_input(path, args.server, args.by, &config)?
         }
         _ => bail!(
@@ -254,22 +266,113 @@ fn estimate(args: EstimateArgs) -> Result<()> {
         );
         print!("{}", certes_estimate::render_summary(&summary));
     }
-    if let Some(notes) = &input.capture_notes {
-        if notes.connections_evicted > 0 {
-            eprintln!(
-                "vantage: warning: {} connections ({} of them half-open) finished early to keep the connection table within its cap; their SYNs are counted",
-                notes.connections_evicted, notes.connections_evicted_half_open
-            );
-        }
-        if let Some(message) = &notes.cut_off {
-            eprintln!(
-                "vantage: warning: {message}; the {} complete packets before it were read",
-                notes.packets
-            );
-            return Err(crate::ExitStatus(crate::cpa::CUT_OFF_EXIT_STATUS).into());
-        }
+    match &input.capture_notes {
+        Some(notes) => capture_warnings(notes),
+        None => Ok(()),
+    }
+}
+
+/// Warns of what the capture reader counted; a capture cut off gives exit
+/// status 3.
+fn capture_warnings(notes: &CaptureNotes) -> Result<()> {
+    if notes.connections_evicted > 0 {
+        eprintln!(
+            "vantage: warning: {} connections ({} of them half-open) finished early to keep the connection table within its cap; their SYNs are counted",
+            notes.connections_evicted, notes.connections_evicted_half_open
+        );
+    }
+    if notes.connections_not_kept > 0 {
+        eprintln!(
+            "vantage: warning: {} connections to a listener were left out: they came before it answered its first SYN, beyond the {} such connections kept (name the listener with --server)",
+            notes.connections_not_kept,
+            vantage_trace::certes::MAX_UNCONFIRMED_CONNECTIONS
+        );
+    }
+    if notes.late_counts > 0 {
+        eprintln!(
+            "vantage: warning: {} counts arrived for intervals already printed and were left out of them and of the summary",
+            notes.late_counts
+        );
+    }
+    if let Some(message) = &notes.cut_off {
+        eprintln!(
+            "vantage: warning: {message}; the {} complete packets before it were read",
+            notes.packets
+        );
+        return Err(crate::ExitStatus(crate::cpa::CUT_OFF_EXIT_STATUS).into());
     }
     Ok(())
+}
+
+/// What a streamed capture run takes from the arguments.
+struct StreamOptions<'a> {
+    server: Option<ServerFilter>,
+    by: Option<ClassBy>,
+    frustration_timeout: Nanos,
+    csv: Option<&'a Path>,
+}
+
+/// `--trace FILE --jsonl`: each interval's line as soon as the capture's
+/// clock closes it (flushed, so a live pipe shows it at once), then the
+/// summary line.
+fn stream_capture(
+    path: &Path,
+    args: StreamOptions<'_>,
+    config: &CertesConfig,
+    fresh: &Certes,
+) -> Result<()> {
+    let mut capture = CaptureStream::open(path, args.server, args.by, config)?;
+    let mut run = RunningEstimate::new(fresh, args.frustration_timeout, args.by.is_some(), 0.0);
+    let mut csv = match args.csv {
+        Some(path) => Some(CsvRows::create(path, true)?),
+        None => None,
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut emit = |closed: Vec<ClosedInterval>, run: &mut RunningEstimate| -> Result<()> {
+        let empty = ExactInterval::default();
+        for interval in closed {
+            let given: Vec<ClassInterval<'_>> = interval
+                .classes
+                .iter()
+                .map(|(class, taken)| ClassInterval {
+                    class,
+                    counters: taken.as_ref().map_or(&EMPTY_INTERVAL, |t| &t.counters),
+                    exact: Some(taken.as_ref().map_or(&empty, |t| &t.exact)),
+                })
+                .collect();
+            run.interval(&given, |row| {
+                if let Some(csv) = &mut csv {
+                    csv.write(&row)?;
+                }
+                serde_json::to_writer(&mut out, &row)?;
+                out.write_all(b"\n")?;
+                out.flush()?;
+                Ok::<(), anyhow::Error>(())
+            })?;
+        }
+        Ok(())
+    };
+    while capture.read_packet()? {
+        let closed = capture.take_closed()?;
+        emit(closed, &mut run)?;
+    }
+    let (closed, totals) = capture.finish_stream()?;
+    emit(closed, &mut run)?;
+    if let Some(csv) = csv {
+        csv.finish()?;
+    }
+    let summary = run.finish(
+        totals.description,
+        Some(totals.origin_unix),
+        &totals.classes,
+        Some(totals.notes.clone()),
+    );
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &serde_json::json!({ "summary": summary }))?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    capture_warnings(&totals.notes)
 }
 
 /// Whether a positional input is a capture rather than a counters file: by

@@ -1,21 +1,57 @@
 //! A server-side capture as Certes input: [`handshake`](crate::handshake)
-//! reads one observation per connection, and `vantage_core::certes::observed`
-//! turns them into the interval counters the server would have counted
-//! (Section 4) and the exact client-perceived times (Eq. 1 with the real
-//! retry count), per class (Section 3.2.4) when asked.
+//! reads one observation per connection, and
+//! `vantage_core::certes::stream` adds each, as soon as its connection
+//! finishes, to the interval counters the server would have counted
+//! (Section 4) and to the exact client-perceived times (Eq. 1 with the real
+//! retry count), per class (Section 3.2.4) when asked — the same rules as
+//! `vantage_core::certes::observed`.
+//!
+//! Memory is bounded by the connection table's cap, the connections whose
+//! outcome waits for the capture's clock (see `stream`), the intervals not
+//! yet handed over, and — when no listener is named — the connections to
+//! responders not yet seen answering a SYN, at most
+//! [`MAX_UNCONFIRMED_CONNECTIONS`]. It does not grow with the number of
+//! SYNs in the capture.
+//!
+//! Read as a stream ([`CaptureStream::take_closed`]), an interval is
+//! handed over once no connection can still land in it: the capture's
+//! clock, the first packet of every connection still open and the first
+//! SYN of every connection still waiting are all past its end; without a
+//! listener named, a connection to a responder not yet seen answering holds
+//! its intervals for up to the table's idle timeout (name the listener with
+//! `--server` for prompt intervals). Counts that arrive for an interval
+//! already handed over — a responder that answers its first SYN only after
+//! that, or timestamps that go backwards across an interval — are left out
+//! of the stream and counted (`CaptureNotes::late_counts`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use vantage_core::certes::input::{
-    check_class_intervals, observe_class, CaptureNotes, ClassInput, EstimateInput,
-    TooManyClassIntervals,
+    check_class_intervals, CaptureNotes, ClassInput, EstimateInput, TooManyClassIntervals,
 };
-use vantage_core::certes::observed::{ExactConfig, ObservedError};
+use vantage_core::certes::observed::{
+    ConnectionObservation, ExactConfig, ExactFigures, IntervalGrid, ObservedError, MAX_INTERVALS,
+};
+use vantage_core::certes::stream::{BucketedInterval, ClassBucketer};
 use vantage_core::certes::CertesConfig;
+use vantage_core::Nanos;
 
+use crate::decode::Endpoint;
 use crate::error::TraceError;
-use crate::handshake::{read_handshakes, ClassBy, HandshakeConfig, ServerFilter};
+use crate::file::TraceReader;
+use crate::handshake::{ClassBy, Handshake, HandshakeCollector, HandshakeConfig, ServerFilter};
+
+/// Most connections kept while their responder has not been seen
+/// answering a SYN (no `--server` given: a responder becomes a listener
+/// when it answers one). Beyond it, such connections are counted, not
+/// kept; if their responder answers later they are reported as
+/// `connections_not_kept`.
+pub const MAX_UNCONFIRMED_CONNECTIONS: usize = 100_000;
+
+/// Most responders whose connections beyond [`MAX_UNCONFIRMED_CONNECTIONS`]
+/// are counted one by one (further ones count as other servers').
+const MAX_UNCONFIRMED_RESPONDERS: usize = 100_000;
 
 /// Why a capture gives no Certes input.
 #[derive(Debug, thiserror::Error)]
@@ -57,104 +93,533 @@ pub fn capture_input(
     by: Option<ClassBy>,
     model: &CertesConfig,
 ) -> Result<EstimateInput, CaptureInputError> {
-    let handshake_config = HandshakeConfig {
-        server,
-        ..HandshakeConfig::default()
-    };
-    let name = path.display().to_string();
-    let trace =
-        read_handshakes(path, &handshake_config).map_err(|source| CaptureInputError::Read {
+    let mut capture = CaptureStream::open(path, server, by, model)?;
+    while capture.read_packet()? {}
+    capture.into_input()
+}
+
+/// One interval handed over by [`CaptureStream::take_closed`].
+#[derive(Clone, Debug)]
+pub struct ClosedInterval {
+    /// Index from the first interval (the one holding the first packet).
+    pub index: usize,
+    /// Every class known so far, in order, with what it counted in the
+    /// interval (`None`: nothing).
+    pub classes: Vec<(String, Option<BucketedInterval>)>,
+}
+
+/// What a streamed capture gives at its end, beside its intervals.
+#[derive(Clone, Debug)]
+pub struct CaptureTotals {
+    pub description: String,
+    /// Interval 0's start, ns since the UNIX epoch.
+    pub origin_unix: Nanos,
+    /// Intervals from the first packet's through the last packet's.
+    pub intervals: usize,
+    /// Per class, the exact figures' totals (no connections, no intervals).
+    pub classes: BTreeMap<String, ExactFigures>,
+    pub notes: CaptureNotes,
+}
+
+/// A capture read packet by packet (see the module docs).
+pub struct CaptureStream {
+    name: String,
+    reader: TraceReader,
+    collector: HandshakeCollector,
+    server: Option<ServerFilter>,
+    by: Option<ClassBy>,
+    interval: Nanos,
+    exact_config: ExactConfig,
+    listeners: BTreeSet<Endpoint>,
+    unconfirmed: BTreeMap<Endpoint, Vec<ConnectionObservation>>,
+    unconfirmed_len: usize,
+    /// First SYNs of the unconfirmed connections (multiset).
+    unconfirmed_first_syns: BTreeMap<Nanos, u32>,
+    /// How long an unconfirmed connection holds its intervals open.
+    unconfirmed_hold: Nanos,
+    not_kept: BTreeMap<Endpoint, u64>,
+    classes: BTreeMap<String, ClassBucketer>,
+    selected: u64,
+    handshakes: u64,
+    /// The clock's interval when the waiting connections were last
+    /// decided.
+    clock_interval: Option<u64>,
+    /// The clock entered a new interval since [`take_closed`](Self::take_closed).
+    crossed: bool,
+    /// Next interval to hand over, by index from the clock's origin.
+    next_to_close: Option<u64>,
+    late_counts: u64,
+    most_retained: usize,
+}
+
+impl CaptureStream {
+    /// Opens a capture (`-`: standard input); see [`capture_input`].
+    pub fn open(
+        path: &Path,
+        server: Option<ServerFilter>,
+        by: Option<ClassBy>,
+        model: &CertesConfig,
+    ) -> Result<CaptureStream, CaptureInputError> {
+        let name = path.display().to_string();
+        let reader = TraceReader::open(path).map_err(|source| CaptureInputError::Read {
             path: name.clone(),
             source,
         })?;
-    let listeners: Vec<String> = trace.listeners.iter().map(|l| l.to_string()).collect();
-    if trace.handshakes.is_empty() {
-        let target = match &server {
+        CaptureStream::from_reader(name, reader, server, by, model)
+    }
+
+    /// Like [`open`](Self::open), for an open reader named `name`.
+    pub fn from_reader(
+        name: String,
+        reader: TraceReader,
+        server: Option<ServerFilter>,
+        by: Option<ClassBy>,
+        model: &CertesConfig,
+    ) -> Result<CaptureStream, CaptureInputError> {
+        let exact_config = ExactConfig::from_model(model).map_err(CaptureInputError::Setup)?;
+        IntervalGrid::new(Nanos::ZERO, model.interval).map_err(CaptureInputError::Setup)?;
+        let handshake_config = HandshakeConfig {
+            server,
+            ..HandshakeConfig::default()
+        };
+        Ok(CaptureStream {
+            name,
+            reader,
+            collector: HandshakeCollector::new(handshake_config),
+            server,
+            by,
+            interval: model.interval,
+            exact_config,
+            listeners: BTreeSet::new(),
+            unconfirmed: BTreeMap::new(),
+            unconfirmed_len: 0,
+            unconfirmed_first_syns: BTreeMap::new(),
+            unconfirmed_hold: handshake_config.table.idle_timeout,
+            not_kept: BTreeMap::new(),
+            classes: BTreeMap::new(),
+            selected: 0,
+            handshakes: 0,
+            clock_interval: None,
+            crossed: false,
+            next_to_close: None,
+            late_counts: 0,
+            most_retained: 0,
+        })
+    }
+
+    /// Reads the next packet and adds the connections it finished; false
+    /// at the end of the capture.
+    pub fn read_packet(&mut self) -> Result<bool, CaptureInputError> {
+        let more = self
+            .collector
+            .read_packet(&mut self.reader)
+            .map_err(|source| CaptureInputError::Read {
+                path: self.name.clone(),
+                source,
+            })?;
+        for handshake in self.collector.take_finished() {
+            self.route(handshake)?;
+        }
+        if let Some(clock) = self.collector.last_timestamp() {
+            let index = clock.0 / self.interval.0;
+            if self.clock_interval != Some(index) {
+                self.clock_interval = Some(index);
+                self.crossed = true;
+                for bucketer in self.classes.values_mut() {
+                    bucketer.advance(clock);
+                }
+            }
+        }
+        self.most_retained = self.most_retained.max(self.retained());
+        Ok(more)
+    }
+
+    /// Connection observations held now: those waiting for the clock to
+    /// decide their outcome and those to responders not yet seen
+    /// answering. (The connection table holds the open connections, at
+    /// most `TableConfig::max_connections`.)
+    pub fn retained(&self) -> usize {
+        self.unconfirmed_len + self.classes.values().map(|c| c.retained()).sum::<usize>()
+    }
+
+    /// The most [`retained`](Self::retained) after any packet.
+    pub fn most_retained(&self) -> usize {
+        self.most_retained
+    }
+
+    /// Connections open in the connection table now.
+    pub fn open_connections(&self) -> usize {
+        self.collector.open_connections()
+    }
+
+    fn route(&mut self, handshake: Handshake) -> Result<(), CaptureInputError> {
+        self.handshakes += 1;
+        let answered = !handshake.synacks.is_empty();
+        if answered && self.listeners.insert(handshake.server) && self.server.is_none() {
+            if let Some(waiting) = self.unconfirmed.remove(&handshake.server) {
+                self.unconfirmed_len -= waiting.len();
+                for observation in waiting {
+                    let first = observation.syn_arrivals.first().copied();
+                    if let Some(n) = first.and_then(|f| self.unconfirmed_first_syns.get_mut(&f)) {
+                        *n -= 1;
+                        if *n == 0 {
+                            if let Some(first) = first {
+                                self.unconfirmed_first_syns.remove(&first);
+                            }
+                        }
+                    }
+                    self.add(observation)?;
+                }
+            }
+        }
+        let selected = match &self.server {
+            Some(filter) => filter.matches(&handshake.server),
+            None => self.listeners.contains(&handshake.server),
+        };
+        let mut observation = handshake.observation();
+        if let Some(by) = self.by {
+            observation.class = Some(by.class_of(&handshake));
+        }
+        if selected {
+            self.add(observation)?;
+        } else if self.server.is_none() {
+            if self.unconfirmed_len < MAX_UNCONFIRMED_CONNECTIONS {
+                if let Some(first) = observation.syn_arrivals.first() {
+                    *self.unconfirmed_first_syns.entry(*first).or_default() += 1;
+                }
+                self.unconfirmed
+                    .entry(handshake.server)
+                    .or_default()
+                    .push(observation);
+                self.unconfirmed_len += 1;
+            } else if let Some(n) = self.not_kept.get_mut(&handshake.server) {
+                *n += 1;
+            } else if self.not_kept.len() < MAX_UNCONFIRMED_RESPONDERS {
+                self.not_kept.insert(handshake.server, 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, observation: ConnectionObservation) -> Result<(), CaptureInputError> {
+        self.selected += 1;
+        let class = observation.class.clone().unwrap_or_default();
+        if !self.classes.contains_key(&class) {
+            // Every class is a row per interval: refuse before memory grows
+            // (a span beyond MAX_INTERVALS is refused at the end, by name).
+            let mut intervals = self.intervals_so_far();
+            if intervals as u64 > MAX_INTERVALS {
+                intervals = 1;
+            }
+            check_class_intervals(self.classes.len() + 1, intervals, &self.class_key()).map_err(
+                |source| CaptureInputError::TooLarge {
+                    path: self.name.clone(),
+                    source,
+                },
+            )?;
+            let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
+                .map_err(CaptureInputError::Setup)?;
+            self.classes.insert(class.clone(), bucketer);
+        }
+        if let Some(bucketer) = self.classes.get_mut(&class) {
+            bucketer
+                .add(observation)
+                .map_err(|source| CaptureInputError::Observed {
+                    path: self.name.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn class_key(&self) -> String {
+        match self.by {
+            Some(ClassBy::Listener) => "--by listener".to_string(),
+            Some(ClassBy::SourcePrefix(bits)) => format!("--by source-prefix/{bits}"),
+            None => "none".to_string(),
+        }
+    }
+
+    /// Intervals from the first packet's through the latest packet's.
+    fn intervals_so_far(&self) -> usize {
+        match (
+            self.collector.first_timestamp(),
+            self.collector.last_timestamp(),
+        ) {
+            (Some(first), Some(last)) => {
+                let first = first.0 / self.interval.0;
+                (last.0 / self.interval.0).saturating_sub(first) as usize + 1
+            }
+            _ => 1,
+        }
+    }
+
+    fn first_index(&self) -> u64 {
+        self.collector.first_timestamp().unwrap_or(Nanos::ZERO).0 / self.interval.0
+    }
+
+    /// The intervals no connection can still land in, not handed over yet
+    /// (every interval from the first, empty ones included), in order.
+    pub fn take_closed(&mut self) -> Result<Vec<ClosedInterval>, CaptureInputError> {
+        if !std::mem::take(&mut self.crossed) {
+            return Ok(Vec::new());
+        }
+        let Some(clock) = self.collector.last_timestamp() else {
+            return Ok(Vec::new());
+        };
+        let mut watermark = clock;
+        if let Some(open) = self.collector.oldest_open() {
+            watermark = watermark.min(open);
+        }
+        for bucketer in self.classes.values() {
+            if let Some(first) = bucketer.earliest_waiting() {
+                watermark = watermark.min(first);
+            }
+        }
+        // A connection to a responder not yet seen answering holds its
+        // intervals for the table's idle timeout: the responder may still
+        // answer another connection and become a listener.
+        let held_since = Nanos(clock.0.saturating_sub(self.unconfirmed_hold.0));
+        if let Some((first, _)) = self.unconfirmed_first_syns.range(held_since..).next() {
+            watermark = watermark.min(*first);
+        }
+        let before = watermark.0 / self.interval.0;
+        let next = *self.next_to_close.get_or_insert(self.first_index());
+        if before <= next {
+            return Ok(Vec::new());
+        }
+        // A gap of years would be handed over interval by interval.
+        let grid = IntervalGrid::aligned(
+            self.collector.first_timestamp().unwrap_or(Nanos::ZERO),
+            self.interval,
+        )
+        .map_err(CaptureInputError::Setup)?;
+        let intervals = grid
+            .checked_count_through(clock)
+            .map_err(CaptureInputError::Setup)?;
+        check_class_intervals(self.classes.len(), intervals, &self.class_key()).map_err(
+            |source| CaptureInputError::TooLarge {
+                path: self.name.clone(),
+                source,
+            },
+        )?;
+        Ok(self.close_through(before - 1))
+    }
+
+    /// Hands over every interval from the next through `last` (index from
+    /// the clock's origin).
+    fn close_through(&mut self, last: u64) -> Vec<ClosedInterval> {
+        let first_index = self.first_index();
+        let next = *self.next_to_close.get_or_insert(first_index);
+        let mut taken: BTreeMap<u64, Vec<(String, BucketedInterval)>> = BTreeMap::new();
+        for (class, bucketer) in &mut self.classes {
+            for interval in bucketer.take_through(last) {
+                if interval.index < next {
+                    let c = &interval.counters;
+                    let x = &interval.exact;
+                    self.late_counts += c.dropped + c.accepted + c.completed + x.gave_up;
+                    continue;
+                }
+                taken
+                    .entry(interval.index)
+                    .or_default()
+                    .push((class.clone(), interval));
+            }
+        }
+        // Without classes, the one class is there from the first interval.
+        let mut names: Vec<String> = self.classes.keys().cloned().collect();
+        if self.by.is_none() && names.is_empty() {
+            names.push(String::new());
+        }
+        let mut closed = Vec::new();
+        for index in next..=last {
+            let mut present = taken
+                .remove(&index)
+                .unwrap_or_default()
+                .into_iter()
+                .peekable();
+            let classes = names
+                .iter()
+                .map(|name| {
+                    let here = present.next_if(|(class, _)| class == name).map(|(_, b)| b);
+                    (name.clone(), here)
+                })
+                .collect();
+            closed.push(ClosedInterval {
+                index: (index - first_index) as usize,
+                classes,
+            });
+        }
+        self.next_to_close = Some(last + 1);
+        closed
+    }
+
+    /// Ends the capture: every connection is added and decided.
+    fn finish(&mut self) -> Result<Nanos, CaptureInputError> {
+        self.collector.finish_streaming();
+        for handshake in self.collector.take_finished() {
+            self.route(handshake)?;
+        }
+        let capture_end = self.collector.last_timestamp().unwrap_or(Nanos::ZERO);
+        for bucketer in self.classes.values_mut() {
+            bucketer.finish(capture_end);
+        }
+        if self.selected == 0 {
+            return Err(self.no_connection());
+        }
+        Ok(capture_end)
+    }
+
+    fn no_connection(&self) -> CaptureInputError {
+        let stats = self.collector.stats();
+        let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
+        let target = match &self.server {
             Some(filter) => format!("to {filter}"),
             None => "to a listener that answered a SYN".to_string(),
         };
-        let attempts = trace.stats.connections - trace.stats.without_syn;
+        let attempts = stats.connections - stats.without_syn;
         let seen = if attempts == 0 {
             "no SYN captured".to_string()
         } else {
             format!("{attempts} connections opened by a SYN, none {target}")
         };
-        return Err(CaptureInputError::NoConnection(format!(
-            "{name}: no connection attempt {target} ({seen}; {} packets, {} connections; listeners seen: {}){}",
-            trace.stats.packets,
-            trace.stats.connections,
+        CaptureInputError::NoConnection(format!(
+            "{}: no connection attempt {target} ({seen}; {} packets, {} connections; listeners seen: {}){}",
+            self.name,
+            stats.packets,
+            stats.connections,
             if listeners.is_empty() {
                 "none".to_string()
             } else {
                 listeners.join(", ")
             },
-            if server.is_none() {
+            if self.server.is_none() {
                 "; if every SYN to your listener was dropped or refused, name it with --server ADDR:PORT"
             } else {
                 ""
             }
-        )));
+        ))
     }
-    let grid = trace
-        .grid(model.interval)
+
+    /// The grid and its number of intervals through the capture's end,
+    /// checked against the caps.
+    fn checked_grid(&self, capture_end: Nanos) -> Result<(IntervalGrid, usize), CaptureInputError> {
+        let grid = IntervalGrid::aligned(
+            self.collector.first_timestamp().unwrap_or(Nanos::ZERO),
+            self.interval,
+        )
         .map_err(CaptureInputError::Setup)?;
-    let capture_end = trace.capture_end();
-    let exact_config = ExactConfig::from_model(model).map_err(CaptureInputError::Setup)?;
-    let classes_observed = match by {
-        Some(by) => trace.observations_by_class(by),
-        None => BTreeMap::from([(String::new(), trace.observations())]),
-    };
-    let key = match by {
-        Some(ClassBy::Listener) => "--by listener".to_string(),
-        Some(ClassBy::SourcePrefix(bits)) => format!("--by source-prefix/{bits}"),
-        None => "none".to_string(),
-    };
-    let intervals_through_end = grid
-        .checked_count_through(capture_end)
-        .map_err(CaptureInputError::Setup)?;
-    check_class_intervals(classes_observed.len(), intervals_through_end, &key).map_err(
-        |source| CaptureInputError::TooLarge {
-            path: name.clone(),
-            source,
-        },
-    )?;
-    let mut notes = CaptureNotes {
-        packets: trace.stats.packets,
-        connections: trace.handshakes.len() as u64,
-        listeners,
-        connections_without_syn: trace.stats.without_syn,
-        connections_to_other_servers: trace.stats.other_servers,
-        connections_evicted: trace.stats.evicted,
-        connections_evicted_half_open: trace.stats.evicted_half_open,
-        cut_off: trace.stats.cut_off.clone(),
-        ..CaptureNotes::default()
-    };
-    let observed_error = |source| CaptureInputError::Observed {
-        path: name.clone(),
-        source,
-    };
-    let mut classes = Vec::new();
-    let mut intervals = 0;
-    for (class, mut observations) in classes_observed {
-        let observed = observe_class(&mut observations, grid, capture_end, &exact_config)
-            .map_err(observed_error)?;
-        let counted = observed.counters;
-        notes.abandoned += observed.abandoned;
-        notes.syns_after_answer += counted.stats.syns_after_answer;
-        notes.rtt_missing += counted.stats.rtt_missing;
-        intervals = counted.intervals.len();
-        classes.push(ClassInput::from_dense(
-            class,
-            counted.intervals,
-            Some(observed.exact),
-        ));
+        let intervals = grid
+            .checked_count_through(capture_end)
+            .map_err(CaptureInputError::Setup)?;
+        check_class_intervals(self.classes.len(), intervals, &self.class_key()).map_err(
+            |source| CaptureInputError::TooLarge {
+                path: self.name.clone(),
+                source,
+            },
+        )?;
+        Ok((grid, intervals))
     }
-    Ok(EstimateInput {
-        description: name,
-        t0_s: 0.0,
-        origin_unix: Some(grid.start),
-        intervals,
-        classes,
-        capture_notes: Some(notes),
-    })
+
+    fn notes(&self) -> CaptureNotes {
+        let stats = self.collector.stats();
+        let not_kept: u64 = self
+            .not_kept
+            .iter()
+            .filter(|(server, _)| self.listeners.contains(server))
+            .map(|(_, n)| n)
+            .sum();
+        let mut notes = CaptureNotes {
+            packets: stats.packets,
+            connections: self.selected,
+            listeners: self.listeners.iter().map(|l| l.to_string()).collect(),
+            connections_without_syn: stats.without_syn,
+            connections_to_other_servers: self.handshakes - self.selected - not_kept,
+            connections_evicted: stats.evicted,
+            connections_evicted_half_open: stats.evicted_half_open,
+            connections_not_kept: not_kept,
+            late_counts: self.late_counts,
+            cut_off: stats.cut_off.clone(),
+            ..CaptureNotes::default()
+        };
+        for bucketer in self.classes.values() {
+            notes.abandoned += bucketer.abandoned();
+            notes.syns_after_answer += bucketer.stats().syns_after_answer;
+            notes.rtt_missing += bucketer.stats().rtt_missing;
+        }
+        notes
+    }
+
+    /// Reads nothing more: the whole capture as one estimate input (every
+    /// interval not handed over; read this way, none was).
+    pub fn into_input(mut self) -> Result<EstimateInput, CaptureInputError> {
+        let capture_end = self.finish()?;
+        let (grid, intervals) = self.checked_grid(capture_end)?;
+        let notes = self.notes();
+        let first_index = grid.start.0 / grid.interval.0;
+        let mut classes = Vec::new();
+        for (class, bucketer) in &mut self.classes {
+            let mut figures = ExactFigures::empty(grid, intervals);
+            figures.add_totals(bucketer.figures());
+            let mut counters = Vec::new();
+            for taken in bucketer.take_through(u64::MAX) {
+                let index = (taken.index - first_index) as usize;
+                if let Some(slot) = figures.intervals.get_mut(index) {
+                    *slot = taken.exact;
+                }
+                if taken.counters != Default::default() {
+                    counters.push((index, taken.counters));
+                }
+            }
+            classes.push(ClassInput {
+                class: class.clone(),
+                counters,
+                exact: Some(figures),
+            });
+        }
+        Ok(EstimateInput {
+            description: self.name.clone(),
+            t0_s: 0.0,
+            origin_unix: Some(grid.start),
+            intervals,
+            classes,
+            capture_notes: Some(notes),
+        })
+    }
+
+    /// Reads nothing more: hands over the intervals still open (through
+    /// the capture's last packet) and returns the totals.
+    pub fn finish_stream(
+        mut self,
+    ) -> Result<(Vec<ClosedInterval>, CaptureTotals), CaptureInputError> {
+        let capture_end = self.finish()?;
+        let (grid, intervals) = self.checked_grid(capture_end)?;
+        let first_index = grid.start.0 / grid.interval.0;
+        let last = first_index + intervals as u64 - 1;
+        let closed = if self.next_to_close.is_some_and(|next| next > last) {
+            Vec::new()
+        } else {
+            self.close_through(last)
+        };
+        let notes = self.notes();
+        let classes = self
+            .classes
+            .iter()
+            .map(|(class, bucketer)| {
+                let mut figures = ExactFigures::empty(grid, 0);
+                figures.add_totals(bucketer.figures());
+                (class.clone(), figures)
+            })
+            .collect();
+        Ok((
+            closed,
+            CaptureTotals {
+                description: self.name.clone(),
+                origin_unix: grid.start,
+                intervals,
+                classes,
+                notes,
+            },
+        ))
+    }
 }

@@ -1323,6 +1323,21 @@ impl ConnectionTable {
         false
     }
 
+    /// When the oldest connection still in the table was first seen
+    /// (`None` when it is empty): a connection finished later starts no
+    /// earlier, unless the capture's timestamps go backwards.
+    pub fn oldest_active_since(&mut self) -> Option<Nanos> {
+        while let Some((key, id)) = self.open_order.front() {
+            match self.active.get(key) {
+                Some(a) if a.connection.id == *id => return Some(a.connection.first_timestamp),
+                _ => {
+                    self.open_order.pop_front();
+                }
+            }
+        }
+        None
+    }
+
     /// Drops order entries of connections no longer in the table once they
     /// outnumber the live ones, so the queues follow the table's size.
     fn compact_orders(&mut self) {

@@ -460,7 +460,9 @@ impl HandshakeTrace {
     }
 }
 
-/// Builds a [`HandshakeTrace`] from segments fed in capture order.
+/// Builds a [`HandshakeTrace`] from segments fed in capture order; or,
+/// read in one pass, hands each connection over as it finishes
+/// ([`take_finished`](Self::take_finished)) and keeps none.
 pub struct HandshakeCollector {
     config: HandshakeConfig,
     table: ConnectionTable,
@@ -486,6 +488,71 @@ impl HandshakeCollector {
             last_timestamp: None,
             previous_timestamp: None,
         }
+    }
+
+    /// Takes the connections finished since the last call, in the order
+    /// finished (every connection with a captured SYN, to any responder:
+    /// selecting is the caller's). Taken connections are not kept.
+    pub fn take_finished(&mut self) -> Vec<Handshake> {
+        std::mem::take(&mut self.all)
+    }
+
+    /// Reads, decodes and takes in the next packet; false at the end of
+    /// the capture (a record cut off is noted in the stats, not an error).
+    pub fn read_packet(&mut self, reader: &mut TraceReader) -> Result<bool, TraceError> {
+        let packet = match reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => return Ok(false),
+            // Every complete packet before the cut is used; the stats
+            // carry the warning.
+            Err(error) if error.is_cut_off() => {
+                self.stats.cut_off = Some(error.to_string());
+                return Ok(false);
+            }
+            Err(error) => return Err(error),
+        };
+        match decode(&packet) {
+            Ok(segment) => self.observe(&segment),
+            Err(reason) => {
+                self.saw_time(packet.timestamp);
+                self.stats.skipped.add(reason);
+            }
+        }
+        Ok(true)
+    }
+
+    /// End of a streamed capture: every connection still open is finished
+    /// (then taken with [`take_finished`](Self::take_finished)).
+    pub fn finish_streaming(&mut self) {
+        self.table.finish_all();
+        self.drain();
+        self.stats.evicted = self.table.stats().evicted;
+        self.stats.evicted_half_open = self.table.stats().evicted_half_open;
+    }
+
+    /// What was counted so far.
+    pub fn stats(&self) -> &HandshakeStats {
+        &self.stats
+    }
+
+    /// Earliest and latest packet timestamps so far.
+    pub fn first_timestamp(&self) -> Option<Nanos> {
+        self.first_timestamp
+    }
+
+    pub fn last_timestamp(&self) -> Option<Nanos> {
+        self.last_timestamp
+    }
+
+    /// When the oldest connection still open was first seen: connections
+    /// finished later start no earlier (unless timestamps go backwards).
+    pub fn oldest_open(&mut self) -> Option<Nanos> {
+        self.table.oldest_active_since()
+    }
+
+    /// Connections in the table now.
+    pub fn open_connections(&self) -> usize {
+        self.table.active_len()
     }
 
     /// Takes one packet's time (every packet, TCP or not, marks the span
@@ -563,26 +630,7 @@ pub fn handshakes_from_reader(
     config: &HandshakeConfig,
 ) -> Result<HandshakeTrace, TraceError> {
     let mut collector = HandshakeCollector::new(*config);
-    loop {
-        let packet = match reader.next_packet() {
-            Ok(Some(packet)) => packet,
-            Ok(None) => break,
-            // Every complete packet before the cut is used; the stats
-            // carry the warning.
-            Err(error) if error.is_cut_off() => {
-                collector.stats.cut_off = Some(error.to_string());
-                break;
-            }
-            Err(error) => return Err(error),
-        };
-        match decode(&packet) {
-            Ok(segment) => collector.observe(&segment),
-            Err(reason) => {
-                collector.saw_time(packet.timestamp);
-                collector.stats.skipped.add(reason);
-            }
-        }
-    }
+    while collector.read_packet(&mut reader)? {}
     Ok(collector.finish())
 }
 

@@ -173,8 +173,20 @@ pub struct CaptureNotes {
     /// them, half-open): their SYNs are counted, their END may be missing.
     pub connections_evicted: u64,
     pub connections_evicted_half_open: u64,
+    /// Connections to a listener that were not kept while it had not yet
+    /// answered any SYN (the reader's cap on such connections): left out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub connections_not_kept: u64,
+    /// Read as a stream: counts (drops, accepts, completions, give-ups)
+    /// that arrived for an interval already handed over, left out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub late_counts: u64,
     /// The capture stops mid-record: what and at which byte offset (every
     /// complete packet before it was read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut_off: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -16,6 +16,8 @@
 //! * [`baselines`] — the two estimators the paper beats (Appendix A:
 //!   M/M/1, Eq. 32; sliding window of drop rates, Eq. 33).
 //! * [`histogram`] — the SYN-to-END histogram behind the distribution.
+//! * [`observed`], [`stream`] — counters and exact figures from observed
+//!   connections (a capture), in one pass and bounded memory.
 //! * [`learn`] — the clients' SYN schedules and give-up times learned from
 //!   the SYNs the server sees (ours, beyond the paper).
 
@@ -32,6 +34,7 @@ pub mod input;
 pub mod learn;
 pub mod model;
 pub mod observed;
+pub mod stream;
 pub mod summary;
 
 pub use baselines::{BaselineEstimates, Baselines};

@@ -345,6 +345,35 @@ fn check_bounds(
     Ok(())
 }
 
+/// Where per-interval figures go: the entry of the interval holding an
+/// instant. A dense grid ([`bucket`], [`exact`]) and a sparse map of the
+/// intervals still open (`super::stream`) both apply the same rules.
+pub trait IntervalSlots<T> {
+    /// Index of the interval holding `t`.
+    fn index(&self, t: Nanos) -> u64;
+    /// The entry of the interval holding `t`.
+    fn at(&mut self, t: Nanos) -> &mut T;
+}
+
+/// One entry per interval of a grid, from its start.
+struct DenseSlots<'a, T> {
+    grid: IntervalGrid,
+    intervals: &'a mut [T],
+}
+
+impl<T> IntervalSlots<T> for DenseSlots<'_, T> {
+    fn index(&self, t: Nanos) -> u64 {
+        self.grid.index_of(t).unwrap_or(0)
+    }
+
+    // Every index is within the grid: events are checked to lie in
+    // [grid.start, capture_end] first.
+    fn at(&mut self, t: Nanos) -> &mut T {
+        let index = self.index(t) as usize;
+        &mut self.intervals[index]
+    }
+}
+
 /// Builds the per-interval counters of Eq. 2–3 from one class's
 /// observations, for the intervals from `grid.start` through the one
 /// holding `capture_end` (empty intervals included).
@@ -356,69 +385,80 @@ pub fn bucket(
     let count = grid.checked_count_through(capture_end)?;
     let mut intervals = vec![IntervalCounters::default(); count];
     let mut stats = BucketStats::default();
-    // Every index below is within `count`: events are checked to lie in
-    // [grid.start, capture_end].
-    let slot = |t: Nanos| grid.index_of(t).unwrap_or(0) as usize;
+    let mut slots = DenseSlots {
+        grid,
+        intervals: &mut intervals,
+    };
     for (index, o) in observations.iter().enumerate() {
         check_bounds(index, o, &grid, capture_end)?;
-        stats.connections += 1;
-        // SYNs before the answered one (all of them when none was answered;
-        // all but the last when the last was refused) were dropped.
-        let dropped_until = match (o.answered, o.refused) {
-            (Some(answered), _) => answered,
-            (None, true) => o.syn_arrivals.len() - 1,
-            (None, false) => o.syn_arrivals.len(),
-        };
-        for &t in &o.syn_arrivals[..dropped_until] {
-            intervals[slot(t)].dropped += 1;
-            stats.dropped += 1;
-        }
-        if o.refused {
-            stats.refused += 1;
-        }
-        let Some(answered) = o.answered else {
-            continue;
-        };
-        let answered_at = o.syn_arrivals[answered];
-        intervals[slot(answered_at)].accepted += 1;
-        stats.accepted += 1;
-        stats.syns_after_answer += (o.syn_arrivals.len() - answered - 1) as u64;
-        let credited = match o.end {
-            Some(_) if o.failure == Some(Failure::Reset) => {
-                stats.reset += 1;
-                &mut intervals[slot(answered_at)]
-            }
-            Some(end) => {
-                if o.failure == Some(Failure::Aborted) {
-                    stats.aborted += 1;
-                }
-                let c = &mut intervals[slot(end)];
-                let syn_to_end = end - answered_at;
-                c.completed += 1;
-                c.syn_to_end_sum += syn_to_end;
-                c.syn_to_end_histogram
-                    .get_or_insert_with(LatencyHistogram::new)
-                    .record(syn_to_end);
-                match o.rtt {
-                    Some(rtt) => c.rtt_sum += rtt,
-                    None => stats.rtt_missing += 1,
-                }
-                stats.completed += 1;
-                c
-            }
-            None => {
-                stats.accepted_without_end += 1;
-                &mut intervals[slot(answered_at)]
-            }
-        };
-        credited.segments_sent += o.segments_sent;
-        credited.segments_retransmitted += o.segments_retransmitted;
+        bucket_one(o, &mut stats, &mut slots);
     }
     Ok(ObservedCounters {
         grid,
         intervals,
         stats,
     })
+}
+
+/// Adds one (valid) observation to the interval counters (see the module
+/// docs for the rules).
+pub fn bucket_one(
+    o: &ConnectionObservation,
+    stats: &mut BucketStats,
+    intervals: &mut impl IntervalSlots<IntervalCounters>,
+) {
+    stats.connections += 1;
+    // SYNs before the answered one (all of them when none was answered;
+    // all but the last when the last was refused) were dropped.
+    let dropped_until = match (o.answered, o.refused) {
+        (Some(answered), _) => answered,
+        (None, true) => o.syn_arrivals.len() - 1,
+        (None, false) => o.syn_arrivals.len(),
+    };
+    for &t in &o.syn_arrivals[..dropped_until] {
+        intervals.at(t).dropped += 1;
+        stats.dropped += 1;
+    }
+    if o.refused {
+        stats.refused += 1;
+    }
+    let Some(answered) = o.answered else {
+        return;
+    };
+    let answered_at = o.syn_arrivals[answered];
+    intervals.at(answered_at).accepted += 1;
+    stats.accepted += 1;
+    stats.syns_after_answer += (o.syn_arrivals.len() - answered - 1) as u64;
+    let credited = match o.end {
+        Some(_) if o.failure == Some(Failure::Reset) => {
+            stats.reset += 1;
+            intervals.at(answered_at)
+        }
+        Some(end) => {
+            if o.failure == Some(Failure::Aborted) {
+                stats.aborted += 1;
+            }
+            let c = intervals.at(end);
+            let syn_to_end = end - answered_at;
+            c.completed += 1;
+            c.syn_to_end_sum += syn_to_end;
+            c.syn_to_end_histogram
+                .get_or_insert_with(LatencyHistogram::new)
+                .record(syn_to_end);
+            match o.rtt {
+                Some(rtt) => c.rtt_sum += rtt,
+                None => stats.rtt_missing += 1,
+            }
+            stats.completed += 1;
+            c
+        }
+        None => {
+            stats.accepted_without_end += 1;
+            intervals.at(answered_at)
+        }
+    };
+    credited.segments_sent += o.segments_sent;
+    credited.segments_retransmitted += o.segments_retransmitted;
 }
 
 /// Ends at first SYN + FTO every accepted connection that had not ended by
@@ -448,26 +488,47 @@ pub fn end_abandoned(
 ) -> u64 {
     let mut ended = 0;
     for o in observations.iter_mut() {
-        let (Some(answered), false) = (o.answered, o.refused) else {
-            continue;
-        };
-        let (Some(first), Some(answered_at)) = (
-            o.syn_arrivals.first().copied(),
-            o.syn_arrivals.get(answered).copied(),
-        ) else {
-            continue;
-        };
-        let abandoned = first + frustration_timeout;
-        let ended_before = o.end.is_some_and(|end| end <= abandoned);
-        if !ended_before && abandoned <= capture_end && abandoned >= answered_at {
-            o.end = Some(abandoned);
-            // Gone at FTO: whatever ended the connection later, its client
-            // saw no failure but its own frustration.
-            o.failure = None;
+        if end_abandoned_one(o, frustration_timeout, capture_end) {
             ended += 1;
         }
     }
     ended
+}
+
+/// First SYN + FTO of an accepted connection that had not ended by then
+/// (no END, or one seen only later) and was answered before it: the
+/// instant [`end_abandoned`] ends it at once the capture reaches it.
+pub fn abandon_time(o: &ConnectionObservation, frustration_timeout: Nanos) -> Option<Nanos> {
+    let (Some(answered), false) = (o.answered, o.refused) else {
+        return None;
+    };
+    let (Some(first), Some(answered_at)) = (
+        o.syn_arrivals.first().copied(),
+        o.syn_arrivals.get(answered).copied(),
+    ) else {
+        return None;
+    };
+    let abandoned = first + frustration_timeout;
+    let ended_before = o.end.is_some_and(|end| end <= abandoned);
+    (!ended_before && abandoned >= answered_at).then_some(abandoned)
+}
+
+/// [`end_abandoned`] for one observation; whether it was ended.
+pub fn end_abandoned_one(
+    o: &mut ConnectionObservation,
+    frustration_timeout: Nanos,
+    capture_end: Nanos,
+) -> bool {
+    match abandon_time(o, frustration_timeout) {
+        Some(abandoned) if abandoned <= capture_end => {
+            o.end = Some(abandoned);
+            // Gone at FTO: whatever ended the connection later, its client
+            // saw no failure but its own frustration.
+            o.failure = None;
+            true
+        }
+        _ => false,
+    }
 }
 
 /// What the exact figures assume about clients that never got in.
@@ -624,6 +685,12 @@ pub struct ExactFigures {
     pub unresolved: u64,
     /// Σ CLIENT_RT over completed and gave-up connections.
     pub total_time: Nanos,
+    /// Completed connections by retry count, over every interval.
+    #[serde(skip)]
+    pub completed_by_retries: Vec<u64>,
+    /// CLIENT_RT of every transaction, for the percentiles.
+    #[serde(skip)]
+    pub times: ClientTimes,
 }
 
 impl ExactFigures {
@@ -650,20 +717,151 @@ impl ExactFigures {
         (n > 0).then(|| Nanos(self.total_time.0 / n))
     }
 
-    /// The q-quantile of CLIENT_RT over every transaction (nearest rank).
+    /// The q-quantile of CLIENT_RT over every transaction (nearest rank;
+    /// see [`ClientTimes`] for its resolution).
     pub fn percentile(&self, q: f64) -> Option<Nanos> {
-        let mut times: Vec<Nanos> = self
-            .connections
-            .iter()
-            .filter_map(|c| c.client_time)
-            .collect();
-        if times.is_empty() {
+        self.times.quantile(q)
+    }
+
+    /// Figures with nothing counted yet, over `grid` with `intervals`
+    /// intervals.
+    pub fn empty(grid: IntervalGrid, intervals: usize) -> ExactFigures {
+        ExactFigures {
+            grid,
+            connections: Vec::new(),
+            intervals: vec![ExactInterval::default(); intervals],
+            completed: 0,
+            gave_up: 0,
+            refused: 0,
+            reset: 0,
+            aborted: 0,
+            unresolved: 0,
+            total_time: Nanos::ZERO,
+            completed_by_retries: Vec::new(),
+            times: ClientTimes::default(),
+        }
+    }
+
+    /// Adds another set of figures' totals (not their connections nor
+    /// intervals).
+    pub fn add_totals(&mut self, other: &ExactFigures) {
+        self.completed += other.completed;
+        self.gave_up += other.gave_up;
+        self.refused += other.refused;
+        self.reset += other.reset;
+        self.aborted += other.aborted;
+        self.unresolved += other.unresolved;
+        self.total_time += other.total_time;
+        add_counts(&mut self.completed_by_retries, &other.completed_by_retries);
+        self.times.merge(&other.times);
+    }
+}
+
+/// Adds `other` element-wise into `into`, growing it as needed.
+fn add_counts(into: &mut Vec<u64>, other: &[u64]) {
+    if into.len() < other.len() {
+        into.resize(other.len(), 0);
+    }
+    for (slot, n) in into.iter_mut().zip(other) {
+        *slot += n;
+    }
+}
+
+/// Most client times [`ClientTimes`] keeps one by one (8 MB).
+pub const MAX_EXACT_CLIENT_TIMES: usize = 1_000_000;
+
+/// Ratio between consecutive buckets of [`ClientTimes`] beyond
+/// [`MAX_EXACT_CLIENT_TIMES`]: a percentile is then the geometric middle
+/// of its bucket, within 0.1 % of the exact one.
+pub const CLIENT_TIME_BUCKET_RATIO: f64 = 1.002;
+
+/// The CLIENT_RT of every transaction, for nearest-rank percentiles in
+/// bounded memory: every value up to [`MAX_EXACT_CLIENT_TIMES`] (the
+/// percentiles are then exact), beyond that a histogram of logarithmic
+/// buckets ([`CLIENT_TIME_BUCKET_RATIO`]; `relative_error` says so). A
+/// histogram crate would do as well; this one is a few lines and keeps
+/// zero exact.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientTimes {
+    values: Vec<Nanos>,
+    /// Bucket index (0: zero; k ≥ 1: [r^(k−1), r^k) ns) → count.
+    buckets: std::collections::BTreeMap<u32, u64>,
+}
+
+impl ClientTimes {
+    pub fn record(&mut self, time: Nanos) {
+        if self.buckets.is_empty() && self.values.len() < MAX_EXACT_CLIENT_TIMES {
+            self.values.push(time);
+            return;
+        }
+        for value in std::mem::take(&mut self.values) {
+            *self.buckets.entry(Self::bucket_of(value)).or_default() += 1;
+        }
+        *self.buckets.entry(Self::bucket_of(time)).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, other: &ClientTimes) {
+        for value in &other.values {
+            self.record(*value);
+        }
+        for (bucket, count) in &other.buckets {
+            if self.buckets.is_empty() {
+                // Past the exact limit: bucket what was kept.
+                for value in std::mem::take(&mut self.values) {
+                    *self.buckets.entry(Self::bucket_of(value)).or_default() += 1;
+                }
+            }
+            *self.buckets.entry(*bucket).or_default() += count;
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.values.len() as u64 + self.buckets.values().sum::<u64>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `None` while every value is kept (percentiles exact), else the
+    /// largest relative error of a percentile.
+    pub fn relative_error(&self) -> Option<f64> {
+        (!self.buckets.is_empty()).then(|| CLIENT_TIME_BUCKET_RATIO.sqrt() - 1.0)
+    }
+
+    fn bucket_of(time: Nanos) -> u32 {
+        if time.0 == 0 {
+            return 0;
+        }
+        1 + ((time.0 as f64).ln() / CLIENT_TIME_BUCKET_RATIO.ln()).floor() as u32
+    }
+
+    /// The q-quantile (nearest rank).
+    pub fn quantile(&self, q: f64) -> Option<Nanos> {
+        let n = self.len();
+        if n == 0 {
             return None;
         }
-        times.sort_unstable();
         let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-        let rank = ((q * times.len() as f64).ceil() as usize).clamp(1, times.len());
-        Some(times[rank - 1])
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        if self.buckets.is_empty() {
+            let mut times = self.values.clone();
+            times.sort_unstable();
+            return Some(times[rank as usize - 1]);
+        }
+        let mut seen = 0;
+        for (bucket, count) in &self.buckets {
+            seen += count;
+            if seen >= rank {
+                if *bucket == 0 {
+                    return Some(Nanos::ZERO);
+                }
+                let lower = CLIENT_TIME_BUCKET_RATIO.powi(*bucket as i32 - 1);
+                let middle = lower * CLIENT_TIME_BUCKET_RATIO.sqrt();
+                return Some(Nanos(middle.round() as u64));
+            }
+        }
+        None
     }
 }
 
@@ -679,105 +877,128 @@ pub fn exact(
         return Err(ObservedError::ZeroFrustrationTimeout);
     }
     let count = grid.checked_count_through(capture_end)?;
-    let mut figures = ExactFigures {
+    let mut figures = ExactFigures::empty(grid, 0);
+    figures.connections.reserve(observations.len());
+    let mut intervals = vec![ExactInterval::default(); count];
+    let mut slots = DenseSlots {
         grid,
-        connections: Vec::with_capacity(observations.len()),
-        intervals: vec![ExactInterval::default(); count],
-        completed: 0,
-        gave_up: 0,
-        refused: 0,
-        reset: 0,
-        aborted: 0,
-        unresolved: 0,
-        total_time: Nanos::ZERO,
+        intervals: &mut intervals,
     };
-    let mut offsets = Vec::new();
     for (index, o) in observations.iter().enumerate() {
         check_bounds(index, o, &grid, capture_end)?;
-        let first_syn = o.syn_arrivals[0];
-        let mut connection = ExactConnection {
-            index,
-            outcome: ExactOutcome::Unresolved,
-            first_syn,
-            retries: (o.syn_arrivals.len() - 1) as u32,
-            conn_fail: None,
-            syn_to_end: None,
-            rtt: None,
-            client_time: None,
-            at: None,
-            interval: None,
-        };
-        match (o.answered, o.end) {
-            (Some(_), Some(_)) if o.failure == Some(Failure::Reset) => {
-                connection.outcome = ExactOutcome::Reset;
-                figures.reset += 1;
+        let connection = exact_one(index, o, capture_end, config, &mut figures, &mut slots);
+        figures.connections.push(connection);
+    }
+    figures.intervals = intervals;
+    Ok(figures)
+}
+
+/// Adds one (valid) observation to the exact figures' totals and
+/// intervals, and returns its own figures (`index` names it). Only a
+/// never-answered connection depends on `capture_end`: its client gave up
+/// within the capture or its outcome is unknown.
+pub fn exact_one(
+    index: usize,
+    o: &ConnectionObservation,
+    capture_end: Nanos,
+    config: &ExactConfig,
+    figures: &mut ExactFigures,
+    intervals: &mut impl IntervalSlots<ExactInterval>,
+) -> ExactConnection {
+    let first_syn = o.syn_arrivals[0];
+    let mut connection = ExactConnection {
+        index,
+        outcome: ExactOutcome::Unresolved,
+        first_syn,
+        retries: (o.syn_arrivals.len() - 1) as u32,
+        conn_fail: None,
+        syn_to_end: None,
+        rtt: None,
+        client_time: None,
+        at: None,
+        interval: None,
+    };
+    match (o.answered, o.end) {
+        (Some(_), Some(_)) if o.failure == Some(Failure::Reset) => {
+            connection.outcome = ExactOutcome::Reset;
+            figures.reset += 1;
+        }
+        (Some(answered), Some(end)) => {
+            if o.failure == Some(Failure::Aborted) {
+                figures.aborted += 1;
             }
-            (Some(answered), Some(end)) => {
-                if o.failure == Some(Failure::Aborted) {
-                    figures.aborted += 1;
-                }
-                let answered_at = o.syn_arrivals[answered];
-                let conn_fail = answered_at - first_syn;
-                let syn_to_end = end - answered_at;
-                let rtt = o.rtt.unwrap_or(Nanos::ZERO);
-                let client_time = conn_fail + syn_to_end + rtt;
-                let slot = grid.index_of(end).unwrap_or(0);
-                let interval = &mut figures.intervals[slot as usize];
-                interval.completed += 1;
-                interval.total_time += client_time;
-                interval.conn_fail_total += conn_fail;
-                if interval.completed_by_retries.len() <= answered {
-                    interval.completed_by_retries.resize(answered + 1, 0);
-                }
-                interval.completed_by_retries[answered] += 1;
-                figures.completed += 1;
-                figures.total_time += client_time;
+            let answered_at = o.syn_arrivals[answered];
+            let conn_fail = answered_at - first_syn;
+            let syn_to_end = end - answered_at;
+            let rtt = o.rtt.unwrap_or(Nanos::ZERO);
+            let client_time = conn_fail + syn_to_end + rtt;
+            let slot = intervals.index(end);
+            let interval = intervals.at(end);
+            interval.completed += 1;
+            interval.total_time += client_time;
+            interval.conn_fail_total += conn_fail;
+            if interval.completed_by_retries.len() <= answered {
+                interval.completed_by_retries.resize(answered + 1, 0);
+            }
+            interval.completed_by_retries[answered] += 1;
+            if figures.completed_by_retries.len() <= answered {
+                figures.completed_by_retries.resize(answered + 1, 0);
+            }
+            figures.completed_by_retries[answered] += 1;
+            figures.completed += 1;
+            figures.total_time += client_time;
+            figures.times.record(client_time);
+            connection = ExactConnection {
+                outcome: ExactOutcome::Completed,
+                retries: answered as u32,
+                conn_fail: Some(conn_fail),
+                syn_to_end: Some(syn_to_end),
+                rtt: Some(rtt),
+                client_time: Some(client_time),
+                at: Some(end),
+                interval: Some(slot),
+                ..connection
+            };
+        }
+        (Some(_), None) => figures.unresolved += 1,
+        (None, _) if o.refused => {
+            connection.outcome = ExactOutcome::Refused;
+            figures.refused += 1;
+        }
+        (None, _) => {
+            let at = give_up_time(o, config);
+            if at > capture_end {
+                figures.unresolved += 1;
+            } else {
+                let wait = at - first_syn;
+                let slot = intervals.index(at);
+                let interval = intervals.at(at);
+                interval.gave_up += 1;
+                interval.total_time += wait;
+                interval.conn_fail_total += wait;
+                figures.gave_up += 1;
+                figures.total_time += wait;
+                figures.times.record(wait);
                 connection = ExactConnection {
-                    outcome: ExactOutcome::Completed,
-                    retries: answered as u32,
-                    conn_fail: Some(conn_fail),
-                    syn_to_end: Some(syn_to_end),
-                    rtt: Some(rtt),
-                    client_time: Some(client_time),
-                    at: Some(end),
+                    outcome: ExactOutcome::GaveUp,
+                    conn_fail: Some(wait),
+                    client_time: Some(wait),
+                    at: Some(at),
                     interval: Some(slot),
                     ..connection
                 };
             }
-            (Some(_), None) => figures.unresolved += 1,
-            (None, _) if o.refused => {
-                connection.outcome = ExactOutcome::Refused;
-                figures.refused += 1;
-            }
-            (None, _) => {
-                offsets.clear();
-                offsets.extend(o.syn_arrivals.iter().map(|t| *t - first_syn));
-                let wait = config.give_up_wait(&offsets);
-                let at = first_syn + wait;
-                if at > capture_end {
-                    figures.unresolved += 1;
-                } else {
-                    let slot = grid.index_of(at).unwrap_or(0);
-                    let interval = &mut figures.intervals[slot as usize];
-                    interval.gave_up += 1;
-                    interval.total_time += wait;
-                    interval.conn_fail_total += wait;
-                    figures.gave_up += 1;
-                    figures.total_time += wait;
-                    connection = ExactConnection {
-                        outcome: ExactOutcome::GaveUp,
-                        conn_fail: Some(wait),
-                        client_time: Some(wait),
-                        at: Some(at),
-                        interval: Some(slot),
-                        ..connection
-                    };
-                }
-            }
         }
-        figures.connections.push(connection);
     }
-    Ok(figures)
+    connection
+}
+
+/// When the client of a never-answered connection gave up: first SYN +
+/// [`ExactConfig::give_up_wait`].
+pub fn give_up_time(o: &ConnectionObservation, config: &ExactConfig) -> Nanos {
+    let first_syn = o.syn_arrivals[0];
+    let offsets: Vec<Nanos> = o.syn_arrivals.iter().map(|t| *t - first_syn).collect();
+    first_syn + config.give_up_wait(&offsets)
 }
 
 /// Runs a fresh estimator over consecutive intervals' counters.
@@ -1021,6 +1242,44 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("longer interval"));
+    }
+
+    #[test]
+    fn client_times_are_exact_up_to_the_limit_then_within_the_stated_error() {
+        let mut times = ClientTimes::default();
+        for i in 1..=1000u64 {
+            times.record(Nanos(i * 1000));
+        }
+        assert_eq!(times.quantile(0.5), Some(Nanos(500_000)));
+        assert_eq!(times.quantile(1.0), Some(Nanos(1_000_000)));
+        assert_eq!(times.relative_error(), None);
+        let n = MAX_EXACT_CLIENT_TIMES as u64 + 200_000;
+        let mut many = ClientTimes::default();
+        let mut other = ClientTimes::default();
+        for i in 1..=n {
+            // Half in each, merged: the same as one store.
+            if i.is_multiple_of(2) {
+                many.record(Nanos(i * 1000));
+            } else {
+                other.record(Nanos(i * 1000));
+            }
+        }
+        many.merge(&other);
+        assert_eq!(many.len(), n);
+        many.record(Nanos::ZERO);
+        let error = many.relative_error().unwrap();
+        assert!(error <= 0.001, "{error}");
+        for q in [0.01, 0.5, 0.9, 0.99, 1.0] {
+            let rank = ((q * (n + 1) as f64).ceil() as u64).clamp(1, n + 1);
+            // Values are 0 and i·1000 for i in 1..=n: the rank-th smallest.
+            let exact = (rank - 1) * 1000;
+            let got = many.quantile(q).unwrap().0 as f64;
+            assert!(
+                (got - exact as f64).abs() <= error * exact as f64 + 1.0,
+                "{q}: {got} vs {exact}"
+            );
+        }
+        assert_eq!(many.quantile(0.0), Some(Nanos::ZERO));
     }
 
     #[test]

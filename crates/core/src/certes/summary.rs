@@ -10,8 +10,9 @@ use serde::Serialize;
 use super::counters::IntervalCounters;
 use super::input::{CaptureNotes, ClassInput, EstimateInput, EMPTY_INTERVAL};
 use super::model::{Certes, Estimate, NetworkLoss};
-use super::observed::ExactFigures;
+use super::observed::{ExactFigures, ExactInterval};
 use crate::Nanos;
+use std::collections::BTreeMap;
 
 /// One interval of one class, as printed and serialized.
 #[derive(Clone, Debug, Serialize)]
@@ -101,6 +102,11 @@ pub struct ExactSummary {
     pub p50_s: Option<f64>,
     pub p90_s: Option<f64>,
     pub p99_s: Option<f64>,
+    /// Present when the transactions outnumber the client times kept one
+    /// by one (`observed::MAX_EXACT_CLIENT_TIMES`): the percentiles' largest
+    /// relative error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentiles_relative_error: Option<f64>,
     /// Completed connections by retry count (SYNs before the answered one).
     pub completed_by_retries: Vec<u64>,
 }
@@ -176,29 +182,177 @@ pub fn estimate_each<E>(
             let e = estimators[k].on_interval(c);
             tallies[k].add(c, &e);
             let exact = class.exact.as_ref().map(|x| &x.intervals[i]);
-            each(IntervalRow {
-                t_start_s: round9(input.t0_s + (i as f64) * interval.as_secs_f64()),
-                class: classed.then(|| class.class.clone()),
-                dropped: c.dropped,
-                accepted: c.accepted,
-                completed: c.completed,
-                drop_rate: c.drop_rate(),
-                gave_up: e.gave_up,
-                estimate_mean_s: secs(e.mean),
-                syn_to_end_mean_s: secs(e.syn_to_end_mean),
-                rtt_mean_s: secs(e.rtt_mean),
-                conn_fail_mean_s: secs(e.conn_fail_mean),
-                p50_s: secs(e.percentile(0.5)),
-                p90_s: secs(e.percentile(0.9)),
-                p99_s: secs(e.percentile(0.99)),
-                exact_mean_s: exact.map(|x| secs(x.mean())),
-                exact_completed: exact.map(|x| x.completed),
-                exact_gave_up: exact.map(|x| x.gave_up),
-                exact_conn_fail_mean_s: exact.map(|x| secs(x.conn_fail_mean())),
-            })?;
+            let t_start_s = round9(input.t0_s + (i as f64) * interval.as_secs_f64());
+            let class = classed.then(|| class.class.clone());
+            each(interval_row(t_start_s, class, c, &e, exact))?;
         }
     }
     Ok(summarize(input, tallies, fresh, frustration_timeout))
+}
+
+/// The row of one interval of one class.
+fn interval_row(
+    t_start_s: f64,
+    class: Option<String>,
+    c: &IntervalCounters,
+    e: &Estimate,
+    exact: Option<&ExactInterval>,
+) -> IntervalRow {
+    IntervalRow {
+        t_start_s,
+        class,
+        dropped: c.dropped,
+        accepted: c.accepted,
+        completed: c.completed,
+        drop_rate: c.drop_rate(),
+        gave_up: e.gave_up,
+        estimate_mean_s: secs(e.mean),
+        syn_to_end_mean_s: secs(e.syn_to_end_mean),
+        rtt_mean_s: secs(e.rtt_mean),
+        conn_fail_mean_s: secs(e.conn_fail_mean),
+        p50_s: secs(e.percentile(0.5)),
+        p90_s: secs(e.percentile(0.9)),
+        p99_s: secs(e.percentile(0.99)),
+        exact_mean_s: exact.map(|x| secs(x.mean())),
+        exact_completed: exact.map(|x| x.completed),
+        exact_gave_up: exact.map(|x| x.gave_up),
+        exact_conn_fail_mean_s: exact.map(|x| secs(x.conn_fail_mean())),
+    }
+}
+
+/// One class's counters in one interval, for [`RunningEstimate::interval`].
+pub struct ClassInterval<'a> {
+    /// Empty when the input has no classes.
+    pub class: &'a str,
+    pub counters: &'a IntervalCounters,
+    /// Capture input: the interval's exact figures.
+    pub exact: Option<&'a ExactInterval>,
+}
+
+/// An estimate run fed one interval at a time, as a live input closes
+/// them (the model is incremental, Section 3.2): each row as soon as its
+/// interval is given, the summary at the end — the same rows and summary
+/// as [`estimate_each`], with two departures a stream cannot avoid: a
+/// class first seen after its earlier intervals were given has no rows
+/// for them (its model still runs over them, empty), and the classed
+/// total adds up the class sums (the same figures up to the last bits of
+/// the floating-point sums).
+pub struct RunningEstimate {
+    fresh: Certes,
+    frustration_timeout: Nanos,
+    classed: bool,
+    t0_s: f64,
+    next: usize,
+    classes: BTreeMap<String, (Certes, Tally)>,
+}
+
+impl RunningEstimate {
+    /// `classed`: the rows name their class; `t0_s`: interval 0's start.
+    pub fn new(
+        fresh: &Certes,
+        frustration_timeout: Nanos,
+        classed: bool,
+        t0_s: f64,
+    ) -> RunningEstimate {
+        RunningEstimate {
+            fresh: fresh.clone(),
+            frustration_timeout,
+            classed,
+            t0_s,
+            next: 0,
+            classes: BTreeMap::new(),
+        }
+    }
+
+    /// Intervals given so far.
+    pub fn intervals(&self) -> usize {
+        self.next
+    }
+
+    /// The next interval of every class known, in class order.
+    pub fn interval<E>(
+        &mut self,
+        classes: &[ClassInterval<'_>],
+        mut each: impl FnMut(IntervalRow) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let i = self.next;
+        self.next += 1;
+        let t_start_s = round9(self.t0_s + (i as f64) * self.fresh.config().interval.as_secs_f64());
+        for given in classes {
+            let (certes, tally) = match self.classes.get_mut(given.class) {
+                Some(state) => state,
+                None => {
+                    let mut certes = self.fresh.clone();
+                    let mut tally = Tally::default();
+                    for _ in 0..i {
+                        let e = certes.on_interval(&EMPTY_INTERVAL);
+                        tally.add(&EMPTY_INTERVAL, &e);
+                    }
+                    self.classes
+                        .entry(given.class.to_string())
+                        .or_insert((certes, tally))
+                }
+            };
+            let e = certes.on_interval(given.counters);
+            tally.add(given.counters, &e);
+            let class = self.classed.then(|| given.class.to_string());
+            each(interval_row(
+                t_start_s,
+                class,
+                given.counters,
+                &e,
+                given.exact,
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// The summary: `exact` holds each class's exact figures (capture
+    /// input), `notes` what the reader counted.
+    pub fn finish(
+        self,
+        description: String,
+        origin_unix: Option<Nanos>,
+        exact: &BTreeMap<String, ExactFigures>,
+        notes: Option<CaptureNotes>,
+    ) -> Summary {
+        let exacts_of =
+            |class: &str| -> Vec<&ExactFigures> { exact.get(class).into_iter().collect() };
+        let (total, classes) = if self.classed {
+            let mut all = Tally::default();
+            for (_, tally) in self.classes.values() {
+                all.merge(tally);
+            }
+            let every: Vec<&ExactFigures> = exact.values().collect();
+            let classes = self
+                .classes
+                .iter()
+                .map(|(class, (_, tally))| {
+                    class_summary(Some(class.clone()), &exacts_of(class), tally)
+                })
+                .collect();
+            (class_summary(None, &every, &all), classes)
+        } else {
+            let (class, tally) = match self.classes.iter().next() {
+                Some((class, (_, tally))) => (class.clone(), tally.clone()),
+                None => (String::new(), Tally::default()),
+            };
+            (class_summary(None, &exacts_of(&class), &tally), Vec::new())
+        };
+        let config = self.fresh.config();
+        Summary {
+            input: description,
+            profile: config.clients.name.clone(),
+            interval_s: config.interval.as_secs_f64(),
+            frustration_timeout_s: self.frustration_timeout.as_secs_f64(),
+            network_loss: network_loss_name(config.network_loss),
+            intervals: self.next,
+            origin_unix_s: origin_unix.map(|n| n.as_secs_f64()),
+            total,
+            classes,
+            trace: notes,
+        }
+    }
 }
 
 /// Walks one class's non-empty intervals in order of index.
@@ -262,6 +416,30 @@ impl Tally {
         }
     }
 
+    /// Adds another tally (its intervals after this one's).
+    fn merge(&mut self, other: &Tally) {
+        let total = &mut self.counters;
+        total.dropped += other.counters.dropped;
+        total.accepted += other.counters.accepted;
+        total.completed += other.counters.completed;
+        total.syn_to_end_sum += other.counters.syn_to_end_sum;
+        total.rtt_sum += other.counters.rtt_sum;
+        self.total_time_nanos += other.total_time_nanos;
+        self.transactions += other.transactions;
+        self.gave_up += other.gave_up;
+        if self.completed_by_attempt.len() < other.completed_by_attempt.len() {
+            self.completed_by_attempt
+                .resize(other.completed_by_attempt.len(), 0.0);
+        }
+        for (slot, n) in self
+            .completed_by_attempt
+            .iter_mut()
+            .zip(&other.completed_by_attempt)
+        {
+            *slot += n;
+        }
+    }
+
     /// Σ numerators / Σ transactions (Eq. 4 over the whole input), ns.
     fn mean_nanos(&self) -> Option<f64> {
         (self.transactions > 0.0).then(|| self.total_time_nanos / self.transactions)
@@ -287,7 +465,7 @@ pub fn format_seconds(n: Nanos) -> String {
     }
 }
 
-fn class_summary(class: Option<String>, inputs: &[&ClassInput], tally: &Tally) -> ClassSummary {
+fn class_summary(class: Option<String>, exacts: &[&ExactFigures], tally: &Tally) -> ClassSummary {
     let total = &tally.counters;
     let mut by_retries = tally.completed_by_attempt.clone();
     by_retries
@@ -296,8 +474,7 @@ fn class_summary(class: Option<String>, inputs: &[&ClassInput], tally: &Tally) -
     while by_retries.last().is_some_and(|n| *n == 0.0) {
         by_retries.pop();
     }
-    let exacts: Vec<&ExactFigures> = inputs.iter().filter_map(|i| i.exact.as_ref()).collect();
-    let (exact, relative_difference) = match exact_summary(&exacts) {
+    let (exact, relative_difference) = match exact_summary(exacts) {
         None => (None, None),
         Some((summary, merged)) => {
             let estimate_mean = tally.mean_nanos().map(|mean| Nanos(mean.round() as u64));
@@ -330,29 +507,9 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
     let (first, rest) = exacts.split_first()?;
     let mut merged = (*first).clone();
     for other in rest {
-        merged.connections.extend(other.connections.iter().copied());
-        merged.completed += other.completed;
-        merged.gave_up += other.gave_up;
-        merged.refused += other.refused;
-        merged.reset += other.reset;
-        merged.aborted += other.aborted;
-        merged.unresolved += other.unresolved;
-        merged.total_time += other.total_time;
+        merged.add_totals(other);
     }
-    let mut completed_by_retries: Vec<u64> = Vec::new();
-    for figures in exacts {
-        for interval in &figures.intervals {
-            if completed_by_retries.len() < interval.completed_by_retries.len() {
-                completed_by_retries.resize(interval.completed_by_retries.len(), 0);
-            }
-            for (slot, n) in completed_by_retries
-                .iter_mut()
-                .zip(&interval.completed_by_retries)
-            {
-                *slot += n;
-            }
-        }
-    }
+    let completed_by_retries = merged.completed_by_retries.clone();
     let summary = ExactSummary {
         mean_s: secs(merged.mean()),
         completed: merged.completed,
@@ -366,6 +523,7 @@ fn exact_summary(exacts: &[&ExactFigures]) -> Option<(ExactSummary, ExactFigures
         p50_s: secs(merged.percentile(0.5)),
         p90_s: secs(merged.percentile(0.9)),
         p99_s: secs(merged.percentile(0.99)),
+        percentiles_relative_error: merged.times.relative_error(),
         completed_by_retries,
     };
     Some((summary, merged))
@@ -386,7 +544,10 @@ fn summarize(
     frustration_timeout: Nanos,
 ) -> Summary {
     let config = certes.config();
-    let all_inputs: Vec<&ClassInput> = input.classes.iter().collect();
+    fn exacts_of(classes: &[ClassInput]) -> Vec<&ExactFigures> {
+        classes.iter().filter_map(|c| c.exact.as_ref()).collect()
+    }
+    let all_exacts = exacts_of(&input.classes);
     let (total, classes) = if input.classed() {
         // The whole input's sums run class after class, as one list of
         // every class's estimates would: the model again, per class.
@@ -404,12 +565,18 @@ fn summarize(
             .classes
             .iter()
             .zip(&tallies)
-            .map(|(c, tally)| class_summary(Some(c.class.clone()), &[c], tally))
+            .map(|(c, tally)| {
+                class_summary(
+                    Some(c.class.clone()),
+                    &exacts_of(std::slice::from_ref(c)),
+                    tally,
+                )
+            })
             .collect();
-        (class_summary(None, &all_inputs, &all), classes)
+        (class_summary(None, &all_exacts, &all), classes)
     } else {
         let tally = tallies.into_iter().next().unwrap_or_default();
-        (class_summary(None, &all_inputs, &tally), Vec::new())
+        (class_summary(None, &all_exacts, &tally), Vec::new())
     };
     Summary {
         input: input.description.clone(),
@@ -473,5 +640,66 @@ mod tests {
         assert!(summary.classes.is_empty() && summary.total.exact.is_none());
         assert_eq!(summary.frustration_timeout_s, 21.0);
         assert_eq!(format_seconds(Nanos::from_millis(250)), "250 ms");
+    }
+
+    /// Fed interval by interval, the run gives the same rows and summary
+    /// as the whole-input run.
+    #[test]
+    fn running_estimate_equals_the_whole_input_run() {
+        let busy = IntervalCounters {
+            dropped: 6,
+            accepted: 10,
+            completed: 9,
+            syn_to_end_sum: Nanos::from_millis(2500),
+            rtt_sum: Nanos::from_millis(400),
+            ..IntervalCounters::default()
+        };
+        let input = EstimateInput {
+            description: "test".to_string(),
+            t0_s: 0.0,
+            origin_unix: None,
+            intervals: 160,
+            classes: vec![ClassInput {
+                class: String::new(),
+                counters: (0..160)
+                    .filter(|i| i % 3 != 1)
+                    .map(|i| (i, busy.clone()))
+                    .collect(),
+                exact: None,
+            }],
+            capture_notes: None,
+        };
+        let clients = ClientMix::builtin("linux-6.5").unwrap();
+        let config = CertesConfig::new(Nanos::from_millis(250), clients, Nanos::from_secs(21));
+        let certes = Certes::new(config).unwrap();
+        let fto = Nanos::from_secs(21);
+        let whole = estimate_input(&input, &certes, fto);
+        let mut running = RunningEstimate::new(&certes, fto, false, 0.0);
+        let mut rows = Vec::new();
+        for i in 0..input.intervals {
+            let given = [ClassInterval {
+                class: "",
+                counters: input.classes[0].at(i),
+                exact: None,
+            }];
+            running
+                .interval(&given, |row| {
+                    rows.push(row);
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+        }
+        let summary = running.finish("test".to_string(), None, &BTreeMap::new(), None);
+        let json = |v: &serde_json::Value| v.to_string();
+        let value = |v: serde_json::Result<serde_json::Value>| v.unwrap();
+        assert_eq!(
+            json(&value(serde_json::to_value(&rows))),
+            json(&value(serde_json::to_value(&whole.rows)))
+        );
+        assert_eq!(
+            json(&value(serde_json::to_value(&summary))),
+            json(&value(serde_json::to_value(&whole.summary)))
+        );
+        assert!(whole.summary.total.gave_up > 0.0);
     }
 }
