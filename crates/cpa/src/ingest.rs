@@ -272,7 +272,7 @@ const PACKET_BATCHES_IN_FLIGHT: usize = 8;
 /// the same.
 fn read_in_stages(
     source: &mut Source,
-    analyse: impl FnMut(CapturedConnection, &mut Analyzer) + Send,
+    analyse: impl FnMut(Vec<CapturedConnection>, &mut Analyzer) + Send,
     analyzer: &mut Analyzer,
 ) -> Result<(), CpaError> {
     let Source { input, tracker } = source;
@@ -337,9 +337,11 @@ fn read_in_stages(
 const PIPELINE_DEPTH: usize = 64;
 
 /// Runs `read`, which hands each finished connection to its argument, and
-/// `analyse` on each of them in the order they were handed over: on the
-/// same thread, or with `threads` = 2 on a second one, fed through a
-/// bounded channel.
+/// `analyse` on them in the order they were handed over: on the same
+/// thread one at a time, or with `threads` = 2 on a second one, fed
+/// through a bounded channel, as many at a time as are waiting (when many
+/// connections finish together, as at the end of a trace of long ones,
+/// `analyse` can spread them over the cores).
 fn pipeline<A>(
     threads: usize,
     analyzer: &mut Analyzer,
@@ -347,16 +349,18 @@ fn pipeline<A>(
     read: impl FnOnce(&mut dyn FnMut(CapturedConnection)) -> Result<(), CpaError>,
 ) -> Result<(), CpaError>
 where
-    A: FnMut(CapturedConnection, &mut Analyzer) + Send,
+    A: FnMut(Vec<CapturedConnection>, &mut Analyzer) + Send,
 {
     if threads < 2 {
-        return read(&mut |captured| analyse(captured, analyzer));
+        return read(&mut |captured| analyse(vec![captured], analyzer));
     }
     std::thread::scope(|scope| {
         let (sender, receiver) = std::sync::mpsc::sync_channel(PIPELINE_DEPTH);
         let worker = scope.spawn(move || {
-            for captured in receiver {
-                analyse(captured, analyzer);
+            while let Ok(first) = receiver.recv() {
+                let mut waiting = vec![first];
+                waiting.extend(receiver.try_iter().take(PIPELINE_DEPTH));
+                analyse(waiting, analyzer);
             }
         });
         // A send fails only when the analysis thread panicked; the join
@@ -382,9 +386,15 @@ pub(crate) fn single(
     analyzer: &mut Analyzer,
 ) -> Result<InputSummary, CpaError> {
     let mut source = Source::open(path, side, options.table)?;
-    let analyse = move |captured: CapturedConnection, analyzer: &mut Analyzer| match side {
-        Side::Client => analyzer.on_connection(Some(&captured), None),
-        Side::Server => analyzer.on_connection(None, Some(&captured)),
+    let analyse = move |batch: Vec<CapturedConnection>, analyzer: &mut Analyzer| {
+        let connections: Vec<_> = batch
+            .iter()
+            .map(|captured| match side {
+                Side::Client => (Some(captured), None),
+                Side::Server => (None, Some(captured)),
+            })
+            .collect();
+        analyzer.on_connections(&connections);
     };
     let mut more = true;
     while more {
@@ -394,7 +404,7 @@ pub(crate) fn single(
         }
         more = source.step()?;
         while let Some(captured) = source.pop() {
-            analyse(captured, analyzer);
+            analyse(vec![captured], analyzer);
         }
     }
     source.check_link_type()?;
@@ -532,7 +542,11 @@ pub(crate) fn dual(
     pipeline(
         1,
         analyzer,
-        |captured, analyzer| pairing_ref.offer(captured, analyzer),
+        |batch, analyzer| {
+            for captured in batch {
+                pairing_ref.offer(captured, analyzer);
+            }
+        },
         |deliver| read(&mut sources, deliver, Some(options.parallel_after_packets)),
     )?;
     if !(sources[0].done() && sources[1].done()) {
@@ -540,7 +554,11 @@ pub(crate) fn dual(
         pipeline(
             options.threads,
             analyzer,
-            |captured, analyzer| pairing_ref.offer(captured, analyzer),
+            |batch, analyzer| {
+            for captured in batch {
+                pairing_ref.offer(captured, analyzer);
+            }
+        },
             |deliver| read(&mut sources, deliver, None),
         )?;
     }

@@ -237,7 +237,7 @@ pub(crate) struct DelaySamples {
 }
 
 /// Input-wide estimates used where a connection has no sample of its own.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Fallback {
     pub raw_one_way: [Option<i64>; 2],
     pub round_trip: Option<Nanos>,
@@ -292,6 +292,15 @@ impl ConnectionView {
         match self.samples.raw_one_way {
             [Some(a), Some(b)] => Some(Nanos((a + b).max(0) as u64)),
             _ => self.samples.round_trip,
+        }
+    }
+
+    /// Whether [`build`] used the [`Fallback`] it was given: where the
+    /// connection lacks delay samples of its own.
+    pub fn rests_on_fallback(&self) -> bool {
+        match self.vantage {
+            Vantage::Both => self.samples.raw_one_way.contains(&None),
+            Vantage::Server | Vantage::Client => self.samples.round_trip.is_none(),
         }
     }
 
