@@ -395,42 +395,46 @@ impl Analyzer {
             })
             .collect();
 
-        let mut transactions: Vec<Transaction> = pending
-            .into_iter()
-            .map(|p| {
-                let path_delays = delays.get(&(p.client.ip, p.server.ip)).copied();
-                let placement = placement(p.vantage, offset, path_delays);
-                let profiled = profile::profile(&p.raw, &placement);
-                let mut flags = p.flags;
-                flags.clamped_arcs = profiled.clamped;
-                let verdict = profile::verdict(profiled.duration, &profiled.path);
-                let packets = packet_events(&p.packets, &profiled.path, &placement);
-                stats.transactions += 1;
-                Transaction {
-                    number: 0,
-                    connection: p.connection,
-                    index_in_connection: p.index,
-                    client: p.client,
-                    server: p.server,
-                    vantage: p.vantage,
-                    start: profiled.start,
-                    duration: profiled.duration,
-                    request_bytes: p.request_bytes,
-                    response_bytes: p.response_bytes,
-                    profile: profiled.profile,
-                    phases: profiled.phases,
-                    critical_path_packets: profiled.packets,
-                    losses: profiled.losses,
-                    flags,
-                    initial_window: p.initial_window,
-                    propagation_used: placement.propagation,
-                    path: profiled.path,
-                    packets,
-                    verdict,
-                }
-            })
-            .collect();
-        transactions.sort_by(|a, b| {
+        // Each transaction is profiled on its own (on the rayon pool with
+        // two threads); the order is kept.
+        let profile_one = |p: Pending| {
+            let path_delays = delays.get(&(p.client.ip, p.server.ip)).copied();
+            let placement = placement(p.vantage, offset, path_delays);
+            let profiled = profile::profile(&p.raw, &placement);
+            let mut flags = p.flags;
+            flags.clamped_arcs = profiled.clamped;
+            let verdict = profile::verdict(profiled.duration, &profiled.path);
+            let packets = packet_events(&p.packets, &profiled.path, &placement);
+            Transaction {
+                number: 0,
+                connection: p.connection,
+                index_in_connection: p.index,
+                client: p.client,
+                server: p.server,
+                vantage: p.vantage,
+                start: profiled.start,
+                duration: profiled.duration,
+                request_bytes: p.request_bytes,
+                response_bytes: p.response_bytes,
+                profile: profiled.profile,
+                phases: profiled.phases,
+                critical_path_packets: profiled.packets,
+                losses: profiled.losses,
+                flags,
+                initial_window: p.initial_window,
+                propagation_used: placement.propagation,
+                path: profiled.path,
+                packets,
+                verdict,
+            }
+        };
+        let mut transactions: Vec<Transaction> = if options.threads > 1 {
+            pending.into_par_iter().map(profile_one).collect()
+        } else {
+            pending.into_iter().map(profile_one).collect()
+        };
+        stats.transactions += transactions.len() as u64;
+        let by_start = |a: &Transaction, b: &Transaction| {
             (
                 a.start,
                 a.client,
@@ -445,7 +449,13 @@ impl Analyzer {
                     b.connection,
                     b.index_in_connection,
                 ))
-        });
+        };
+        // Both sorts are stable: the same order either way.
+        if options.threads > 1 {
+            transactions.par_sort_by(by_start);
+        } else {
+            transactions.sort_by(by_start);
+        }
         for (i, t) in transactions.iter_mut().enumerate() {
             t.number = i + 1;
         }
@@ -554,8 +564,7 @@ fn examine(
     };
     for span in &spans {
         let last = span.index + 1 == spans.len();
-        let Some(raw) =
-            critical_path::trace(&graph, span, options.teardown, options.min_rto, last)
+        let Some(raw) = critical_path::trace(&graph, span, options.teardown, options.min_rto, last)
         else {
             traced.untraceable += 1;
             continue;

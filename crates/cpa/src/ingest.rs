@@ -259,9 +259,9 @@ impl Source {
 
 /// Packets handed from the reading thread to the tracking one at a time,
 /// and batches in flight at most: the reader waits beyond these, so
-/// memory stays bounded (the connection table's cap plus 8 × 512 decoded
+/// memory stays bounded (the connection table's cap plus 8 × 2,048 decoded
 /// headers).
-const PACKET_BATCH: usize = 512;
+const PACKET_BATCH: usize = 2048;
 const PACKET_BATCHES_IN_FLIGHT: usize = 8;
 
 /// The rest of one trace in three stages, each on its own thread (two
@@ -555,10 +555,10 @@ pub(crate) fn dual(
             options.threads,
             analyzer,
             |batch, analyzer| {
-            for captured in batch {
-                pairing_ref.offer(captured, analyzer);
-            }
-        },
+                for captured in batch {
+                    pairing_ref.offer(captured, analyzer);
+                }
+            },
             |deliver| read(&mut sources, deliver, None),
         )?;
     }
