@@ -84,8 +84,13 @@ const METHODS: [&[u8]; 9] = [
 impl PayloadStart {
     /// Classifies the captured bytes of a payload.
     pub fn classify(captured: &[u8]) -> PayloadStart {
-        if captured.is_empty() {
+        let Some(&first) = captured.first() else {
             return PayloadStart::Unknown;
+        };
+        // Every token below starts with a capital letter: most payloads
+        // (the body bytes of a transfer) are told apart by their first byte.
+        if !first.is_ascii_uppercase() {
+            return PayloadStart::Other;
         }
         let mut undecided = false;
         for token in METHODS.iter().copied().chain([b"HTTP/".as_slice()]) {
