@@ -568,3 +568,112 @@ pub(crate) fn dual(
     }
     Ok([sources[0].summary(), sources[1].summary()])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_trace::synth::trace_files;
+
+    /// Every connection of a trace, in the order the table finishes them;
+    /// `None` when the trace cannot be read whole.
+    fn connections(path: &Path, side: Side) -> Option<Vec<CapturedConnection>> {
+        let mut source = Source::open(path, side, TableConfig::default()).ok()?;
+        let mut all = Vec::new();
+        loop {
+            let more = source.step().ok()?;
+            while let Some(captured) = source.pop() {
+                all.push(captured);
+            }
+            if !more {
+                return Some(all);
+            }
+        }
+    }
+
+    /// What batching relies on: a view that does not rest on the
+    /// input-wide delays is the same whatever they are; and some views do
+    /// rest on them (connections without a delay sample of their own).
+    #[test]
+    fn only_views_resting_on_the_fallback_depend_on_it() {
+        let mut files = trace_files("zeek");
+        files.extend(trace_files("tcptrace"));
+        let other = crate::view::Fallback {
+            raw_one_way: [Some(3_000_000), Some(-1_000_000)],
+            round_trip: Some(Nanos::from_millis(37)),
+            clock_offset: None,
+        };
+        let mut depending = 0;
+        for path in files {
+            for side in [Side::Server, Side::Client] {
+                for captured in connections(&path, side).unwrap_or_default() {
+                    let both = [Some(&captured), Some(&captured)];
+                    let single = match side {
+                        Side::Client => [Some(&captured), None],
+                        Side::Server => [None, Some(&captured)],
+                    };
+                    for [client, server] in [single, both] {
+                        let build = |fallback| {
+                            crate::view::build(client, server, fallback)
+                                .map(|view| (format!("{view:?}"), view.rests_on_fallback()))
+                        };
+                        let (Some(plain), Some(given)) =
+                            (build(&Default::default()), build(&other))
+                        else {
+                            continue;
+                        };
+                        assert_eq!(plain.1, given.1, "{}", path.display());
+                        if plain.1 {
+                            depending += usize::from(plain.0 != given.0);
+                        } else {
+                            assert!(plain.0 == given.0, "{} as {side:?}", path.display());
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            depending > 0 || trace_files("zeek").is_empty(),
+            "no view rests on the fallback: the test shows nothing"
+        );
+    }
+
+    /// Batches examined on the rayon pool give what one connection at a
+    /// time gives, including connections placed with the delays of the
+    /// ones before them in the same batch.
+    #[test]
+    fn connections_analysed_in_batches_give_what_one_at_a_time_gives() {
+        let mut files = trace_files("zeek");
+        files.extend(trace_files("tcptrace"));
+        for path in files {
+            for side in [Side::Server, Side::Client] {
+                let Some(all) = connections(&path, side) else {
+                    continue;
+                };
+                let pairs: Vec<_> = all
+                    .iter()
+                    .map(|captured| match side {
+                        Side::Client => (Some(captured), None),
+                        Side::Server => (None, Some(captured)),
+                    })
+                    .collect();
+                let options = Options::default();
+                let mut one_at_a_time = Analyzer::new(options.clone());
+                for &(client, server) in &pairs {
+                    one_at_a_time.on_connection(client, server);
+                }
+                let expected = one_at_a_time.finish();
+                for size in [2, 3, pairs.len().max(2)] {
+                    let mut batched = Analyzer::new(options.clone());
+                    for batch in pairs.chunks(size) {
+                        batched.on_connections(batch);
+                    }
+                    assert!(
+                        batched.finish() == expected,
+                        "{} as {side:?}, {size} at a time",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+}
