@@ -52,11 +52,14 @@ make_shape() { # shape → path of its trace
 
 measure() { # shape, name, command…
   local shape=$1 name=$2; shift 2
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >"$work/out" 2>"$work/err" || true
-  read -r seconds kib <"$work/time"
-  printf '  %-34s %8.2f s %10.0f packets/s %8.0f MiB peak\n' "$name" "$seconds" \
-    "$(echo "$packets / $seconds" | bc -l)" "$(echo "$kib / 1024" | bc -l)"
-  echo "$shape $name $seconds $kib" >>"$work/results"
+  /usr/bin/time -f "%e %M %U %S" -o "$work/time" "$@" >"$work/out" 2>"$work/err" || true
+  read -r seconds kib user system <"$work/time"
+  # CPU time (user + system, all threads) says what the work costs when
+  # other jobs share the cores and wall times are inflated.
+  local cpu; cpu=$(echo "$user + $system" | bc -l)
+  printf '  %-34s %8.2f s %10.0f packets/s %8.0f MiB peak %6.2f s CPU\n' "$name" "$seconds" \
+    "$(echo "$packets / $seconds" | bc -l)" "$(echo "$kib / 1024" | bc -l)" "$cpu"
+  echo "$shape $name $seconds $kib $cpu" >>"$work/results"
 }
 
 : >"$work/results"
@@ -77,11 +80,13 @@ for shape in $shapes; do
     measure "$shape" tshark tshark -r "$trace" -T fields -e frame.number \
       -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
       -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight
-    awk -v s="$shape" '$1 == s {t[$2] = $3} END {
+    awk -v s="$shape" '$1 == s {t[$2] = $3; c[$2] = $5} END {
       printf "  run: vantage cpa is %.2f× the speed of tcptrace and %.1f× that of tshark",
         t["tcptrace"] / t["vantage"], t["tshark"] / t["vantage"]
       if ("before" in t) printf " (before: %.2f× and %.1f×)",
         t["tcptrace"] / t["before"], t["tshark"] / t["before"]
+      printf "; CPU time %.2f× tcptrace'"'"'s", c["vantage"] / c["tcptrace"]
+      if ("before" in c) printf " (before: %.2f×)", c["before"] / c["tcptrace"]
       printf "\n" }' "$work/results"
   done
 done

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use rayon::prelude::*;
 use serde::Serialize;
 use vantage_core::Nanos;
 use vantage_trace::{Connection, Endpoint, Opening, SkipCounts};
@@ -251,16 +252,55 @@ impl Analyzer {
         client: Option<&CapturedConnection>,
         server: Option<&CapturedConnection>,
     ) {
-        let failure = server
-            .or(client)
-            .and_then(|captured| Failures::classify(&captured.connection));
-        let Some(view) = view::build(client, server, &self.fallback) else {
+        let examined = examine(client, server, &self.fallback, &self.options);
+        self.take_in(examined);
+    }
+
+    /// Takes in several finished connections (client capture, server
+    /// capture): the same as [`Analyzer::on_connection`] on each in turn,
+    /// with the connections examined on the rayon pool. A connection whose
+    /// view rests on the input-wide delays of the connections before it is
+    /// examined again when those changed within the batch, so the result
+    /// does not depend on how the input was batched.
+    pub fn on_connections(
+        &mut self,
+        connections: &[(Option<&CapturedConnection>, Option<&CapturedConnection>)],
+    ) {
+        if connections.len() < 2 {
+            for &(client, server) in connections {
+                self.on_connection(client, server);
+            }
+            return;
+        }
+        let before = self.fallback;
+        let options = &self.options;
+        let examined: Vec<Examined> = connections
+            .par_iter()
+            .map(|&(client, server)| examine(client, server, &before, options))
+            .collect();
+        for (&(client, server), examined) in connections.iter().zip(examined) {
+            let examined = if examined.rests_on_fallback && self.fallback != before {
+                examine(client, server, &self.fallback, &self.options)
+            } else {
+                examined
+            };
+            self.take_in(examined);
+        }
+    }
+
+    /// Adds one examined connection to the counts, the input-wide delays
+    /// and the transactions to profile.
+    fn take_in(&mut self, examined: Examined) {
+        let Examined {
+            failure, outcome, ..
+        } = examined;
+        let Some(seen) = outcome else {
             if let Some(failure) = failure {
                 self.stats.failures.add(failure);
             }
             return;
         };
-        match view.vantage {
+        match seen.vantage {
             Vantage::Both => {
                 self.stats.connections_both += 1;
                 self.both_seen = true;
@@ -268,88 +308,33 @@ impl Analyzer {
             Vantage::Server => self.stats.connections_server_only += 1,
             Vantage::Client => self.stats.connections_client_only += 1,
         }
-        let pair = self
-            .pairs
-            .entry((view.client.ip, view.server.ip))
-            .or_default();
+        let pair = self.pairs.entry(seen.hosts).or_default();
         for sender in [Side::Client, Side::Server] {
             keep_min(
                 &mut pair.raw_one_way[sender.index()],
-                view.samples.raw_one_way[sender.index()],
+                seen.samples.raw_one_way[sender.index()],
             );
             keep_min(
                 &mut self.fallback.raw_one_way[sender.index()],
-                view.samples.raw_one_way[sender.index()],
+                seen.samples.raw_one_way[sender.index()],
             );
         }
-        keep_min(&mut pair.round_trip, view.samples.round_trip);
-        keep_min(&mut self.fallback.round_trip, view.samples.round_trip);
+        keep_min(&mut pair.round_trip, seen.samples.round_trip);
+        keep_min(&mut self.fallback.round_trip, seen.samples.round_trip);
 
-        self.stats.artefacts.add(&view.artefacts);
+        self.stats.artefacts.add(&seen.artefacts);
         if let Some(failure) = failure {
             self.stats.failures.add(failure);
             return;
         }
-        let spans = transaction::split(&view);
-        if spans.is_empty() {
-            self.stats.connections_without_transactions += 1;
-            return;
-        }
-        let graph = Graph::build(&view, &spans, &self.options);
-        let mut model_flags = vec![(0u32, 0u32); spans.len()];
-        for index in 0..view.records.len() as u32 {
-            if let (Some(outcome), Some(slot)) = (
-                graph.outcome(index),
-                model_flags.get_mut(graph.owner(index)),
-            ) {
-                slot.0 += u32::from(outcome.hidden_timeout);
-                slot.1 += u32::from(outcome.beyond_window);
+        match seen.transactions {
+            None => self.stats.connections_without_transactions += 1,
+            Some(traced) => {
+                self.stats.hidden_timeouts += traced.hidden_timeouts;
+                self.stats.beyond_window += traced.beyond_window;
+                self.stats.transactions_untraceable += traced.untraceable;
+                self.pending.extend(traced.pending);
             }
-        }
-        let mut events = if self.options.keep_packets {
-            critical_path::events_by_transaction(&graph, spans.len())
-        } else {
-            Vec::new()
-        };
-        self.stats.hidden_timeouts += graph.counts.hidden_timeouts;
-        self.stats.beyond_window += graph.counts.beyond_window;
-        for span in &spans {
-            let last = span.index + 1 == spans.len();
-            let Some(raw) = critical_path::trace(
-                &graph,
-                span,
-                self.options.teardown,
-                self.options.min_rto,
-                last,
-            ) else {
-                self.stats.transactions_untraceable += 1;
-                continue;
-            };
-            let mut flags = TransactionFlags {
-                pipelined: span.pipelined,
-                incomplete: raw.incomplete,
-                teardown: raw.teardown,
-                unexplained_arcs: raw.unexplained as u32,
-                ..TransactionFlags::default()
-            };
-            (flags.hidden_timeouts, flags.beyond_window) = model_flags[span.index];
-            let packets = events
-                .get_mut(span.index)
-                .map(std::mem::take)
-                .unwrap_or_default();
-            self.pending.push(Pending {
-                raw,
-                connection: view.id.0,
-                index: span.index,
-                client: view.client,
-                server: view.server,
-                vantage: view.vantage,
-                request_bytes: span.request_bytes(),
-                response_bytes: span.response_bytes(),
-                flags,
-                initial_window: graph.initial_window,
-                packets,
-            });
         }
     }
 
@@ -410,42 +395,46 @@ impl Analyzer {
             })
             .collect();
 
-        let mut transactions: Vec<Transaction> = pending
-            .into_iter()
-            .map(|p| {
-                let path_delays = delays.get(&(p.client.ip, p.server.ip)).copied();
-                let placement = placement(p.vantage, offset, path_delays);
-                let profiled = profile::profile(&p.raw, &placement);
-                let mut flags = p.flags;
-                flags.clamped_arcs = profiled.clamped;
-                let verdict = profile::verdict(profiled.duration, &profiled.path);
-                let packets = packet_events(&p.packets, &profiled.path, &placement);
-                stats.transactions += 1;
-                Transaction {
-                    number: 0,
-                    connection: p.connection,
-                    index_in_connection: p.index,
-                    client: p.client,
-                    server: p.server,
-                    vantage: p.vantage,
-                    start: profiled.start,
-                    duration: profiled.duration,
-                    request_bytes: p.request_bytes,
-                    response_bytes: p.response_bytes,
-                    profile: profiled.profile,
-                    phases: profiled.phases,
-                    critical_path_packets: profiled.packets,
-                    losses: profiled.losses,
-                    flags,
-                    initial_window: p.initial_window,
-                    propagation_used: placement.propagation,
-                    path: profiled.path,
-                    packets,
-                    verdict,
-                }
-            })
-            .collect();
-        transactions.sort_by(|a, b| {
+        // Each transaction is profiled on its own (on the rayon pool with
+        // two threads); the order is kept.
+        let profile_one = |p: Pending| {
+            let path_delays = delays.get(&(p.client.ip, p.server.ip)).copied();
+            let placement = placement(p.vantage, offset, path_delays);
+            let profiled = profile::profile(&p.raw, &placement);
+            let mut flags = p.flags;
+            flags.clamped_arcs = profiled.clamped;
+            let verdict = profile::verdict(profiled.duration, &profiled.path);
+            let packets = packet_events(&p.packets, &profiled.path, &placement);
+            Transaction {
+                number: 0,
+                connection: p.connection,
+                index_in_connection: p.index,
+                client: p.client,
+                server: p.server,
+                vantage: p.vantage,
+                start: profiled.start,
+                duration: profiled.duration,
+                request_bytes: p.request_bytes,
+                response_bytes: p.response_bytes,
+                profile: profiled.profile,
+                phases: profiled.phases,
+                critical_path_packets: profiled.packets,
+                losses: profiled.losses,
+                flags,
+                initial_window: p.initial_window,
+                propagation_used: placement.propagation,
+                path: profiled.path,
+                packets,
+                verdict,
+            }
+        };
+        let mut transactions: Vec<Transaction> = if options.threads > 1 {
+            pending.into_par_iter().map(profile_one).collect()
+        } else {
+            pending.into_iter().map(profile_one).collect()
+        };
+        stats.transactions += transactions.len() as u64;
+        let by_start = |a: &Transaction, b: &Transaction| {
             (
                 a.start,
                 a.client,
@@ -460,7 +449,13 @@ impl Analyzer {
                     b.connection,
                     b.index_in_connection,
                 ))
-        });
+        };
+        // Both sorts are stable: the same order either way.
+        if options.threads > 1 {
+            transactions.par_sort_by(by_start);
+        } else {
+            transactions.sort_by(by_start);
+        }
         for (i, t) in transactions.iter_mut().enumerate() {
             t.number = i + 1;
         }
@@ -475,6 +470,133 @@ impl Analyzer {
             stats,
         }
     }
+}
+
+/// What one connection gives the analyzer, worked out from the
+/// connection and the input-wide delays before it alone (see
+/// [`Analyzer::on_connections`]).
+struct Examined {
+    failure: Option<Failure>,
+    /// `None` when no capture has a segment of it.
+    outcome: Option<Seen>,
+    /// The view used the input-wide delays (the connection lacks samples of
+    /// its own).
+    rests_on_fallback: bool,
+}
+
+/// A connection with a view.
+struct Seen {
+    vantage: Vantage,
+    hosts: (IpAddr, IpAddr),
+    samples: view::DelaySamples,
+    artefacts: vantage_trace::Artefacts,
+    /// `None` when it carried no transaction (or failed).
+    transactions: Option<Traced>,
+}
+
+/// A connection's transactions, traced.
+struct Traced {
+    hidden_timeouts: u64,
+    beyond_window: u64,
+    untraceable: u64,
+    pending: Vec<Pending>,
+}
+
+/// View, transactions, Reno forward pass and backward pass of one
+/// connection; reads nothing but its arguments.
+fn examine(
+    client: Option<&CapturedConnection>,
+    server: Option<&CapturedConnection>,
+    fallback: &Fallback,
+    options: &Options,
+) -> Examined {
+    let failure = server
+        .or(client)
+        .and_then(|captured| Failures::classify(&captured.connection));
+    let Some(view) = view::build(client, server, fallback) else {
+        return Examined {
+            failure,
+            outcome: None,
+            rests_on_fallback: false,
+        };
+    };
+    let rests_on_fallback = view.rests_on_fallback();
+    let mut seen = Seen {
+        vantage: view.vantage,
+        hosts: (view.client.ip, view.server.ip),
+        samples: view.samples,
+        artefacts: view.artefacts,
+        transactions: None,
+    };
+    let examined = |seen| Examined {
+        failure,
+        outcome: Some(seen),
+        rests_on_fallback,
+    };
+    if failure.is_some() {
+        return examined(seen);
+    }
+    let spans = transaction::split(&view);
+    if spans.is_empty() {
+        return examined(seen);
+    }
+    let graph = Graph::build(&view, &spans, options);
+    let mut model_flags = vec![(0u32, 0u32); spans.len()];
+    for index in 0..view.records.len() as u32 {
+        if let (Some(outcome), Some(slot)) = (
+            graph.outcome(index),
+            model_flags.get_mut(graph.owner(index)),
+        ) {
+            slot.0 += u32::from(outcome.hidden_timeout);
+            slot.1 += u32::from(outcome.beyond_window);
+        }
+    }
+    let mut events = if options.keep_packets {
+        critical_path::events_by_transaction(&graph, spans.len())
+    } else {
+        Vec::new()
+    };
+    let mut traced = Traced {
+        hidden_timeouts: graph.counts.hidden_timeouts,
+        beyond_window: graph.counts.beyond_window,
+        untraceable: 0,
+        pending: Vec::with_capacity(spans.len()),
+    };
+    for span in &spans {
+        let last = span.index + 1 == spans.len();
+        let Some(raw) = critical_path::trace(&graph, span, options.teardown, options.min_rto, last)
+        else {
+            traced.untraceable += 1;
+            continue;
+        };
+        let mut flags = TransactionFlags {
+            pipelined: span.pipelined,
+            incomplete: raw.incomplete,
+            teardown: raw.teardown,
+            unexplained_arcs: raw.unexplained as u32,
+            ..TransactionFlags::default()
+        };
+        (flags.hidden_timeouts, flags.beyond_window) = model_flags[span.index];
+        let packets = events
+            .get_mut(span.index)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        traced.pending.push(Pending {
+            raw,
+            connection: view.id.0,
+            index: span.index,
+            client: view.client,
+            server: view.server,
+            vantage: view.vantage,
+            request_bytes: span.request_bytes(),
+            response_bytes: span.response_bytes(),
+            flags,
+            initial_window: graph.initial_window,
+            packets,
+        });
+    }
+    seen.transactions = Some(traced);
+    examined(seen)
 }
 
 /// Where a transaction's unobserved events go and which clock it is

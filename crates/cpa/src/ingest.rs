@@ -259,9 +259,9 @@ impl Source {
 
 /// Packets handed from the reading thread to the tracking one at a time,
 /// and batches in flight at most: the reader waits beyond these, so
-/// memory stays bounded (the connection table's cap plus 8 × 512 decoded
+/// memory stays bounded (the connection table's cap plus 8 × 2,048 decoded
 /// headers).
-const PACKET_BATCH: usize = 512;
+const PACKET_BATCH: usize = 2048;
 const PACKET_BATCHES_IN_FLIGHT: usize = 8;
 
 /// The rest of one trace in three stages, each on its own thread (two
@@ -272,7 +272,7 @@ const PACKET_BATCHES_IN_FLIGHT: usize = 8;
 /// the same.
 fn read_in_stages(
     source: &mut Source,
-    analyse: impl FnMut(CapturedConnection, &mut Analyzer) + Send,
+    analyse: impl FnMut(Vec<CapturedConnection>, &mut Analyzer) + Send,
     analyzer: &mut Analyzer,
 ) -> Result<(), CpaError> {
     let Source { input, tracker } = source;
@@ -337,9 +337,11 @@ fn read_in_stages(
 const PIPELINE_DEPTH: usize = 64;
 
 /// Runs `read`, which hands each finished connection to its argument, and
-/// `analyse` on each of them in the order they were handed over: on the
-/// same thread, or with `threads` = 2 on a second one, fed through a
-/// bounded channel.
+/// `analyse` on them in the order they were handed over: on the same
+/// thread one at a time, or with `threads` = 2 on a second one, fed
+/// through a bounded channel, as many at a time as are waiting (when many
+/// connections finish together, as at the end of a trace of long ones,
+/// `analyse` can spread them over the cores).
 fn pipeline<A>(
     threads: usize,
     analyzer: &mut Analyzer,
@@ -347,16 +349,18 @@ fn pipeline<A>(
     read: impl FnOnce(&mut dyn FnMut(CapturedConnection)) -> Result<(), CpaError>,
 ) -> Result<(), CpaError>
 where
-    A: FnMut(CapturedConnection, &mut Analyzer) + Send,
+    A: FnMut(Vec<CapturedConnection>, &mut Analyzer) + Send,
 {
     if threads < 2 {
-        return read(&mut |captured| analyse(captured, analyzer));
+        return read(&mut |captured| analyse(vec![captured], analyzer));
     }
     std::thread::scope(|scope| {
         let (sender, receiver) = std::sync::mpsc::sync_channel(PIPELINE_DEPTH);
         let worker = scope.spawn(move || {
-            for captured in receiver {
-                analyse(captured, analyzer);
+            while let Ok(first) = receiver.recv() {
+                let mut waiting = vec![first];
+                waiting.extend(receiver.try_iter().take(PIPELINE_DEPTH));
+                analyse(waiting, analyzer);
             }
         });
         // A send fails only when the analysis thread panicked; the join
@@ -382,9 +386,15 @@ pub(crate) fn single(
     analyzer: &mut Analyzer,
 ) -> Result<InputSummary, CpaError> {
     let mut source = Source::open(path, side, options.table)?;
-    let analyse = move |captured: CapturedConnection, analyzer: &mut Analyzer| match side {
-        Side::Client => analyzer.on_connection(Some(&captured), None),
-        Side::Server => analyzer.on_connection(None, Some(&captured)),
+    let analyse = move |batch: Vec<CapturedConnection>, analyzer: &mut Analyzer| {
+        let connections: Vec<_> = batch
+            .iter()
+            .map(|captured| match side {
+                Side::Client => (Some(captured), None),
+                Side::Server => (None, Some(captured)),
+            })
+            .collect();
+        analyzer.on_connections(&connections);
     };
     let mut more = true;
     while more {
@@ -394,7 +404,7 @@ pub(crate) fn single(
         }
         more = source.step()?;
         while let Some(captured) = source.pop() {
-            analyse(captured, analyzer);
+            analyse(vec![captured], analyzer);
         }
     }
     source.check_link_type()?;
@@ -532,7 +542,11 @@ pub(crate) fn dual(
     pipeline(
         1,
         analyzer,
-        |captured, analyzer| pairing_ref.offer(captured, analyzer),
+        |batch, analyzer| {
+            for captured in batch {
+                pairing_ref.offer(captured, analyzer);
+            }
+        },
         |deliver| read(&mut sources, deliver, Some(options.parallel_after_packets)),
     )?;
     if !(sources[0].done() && sources[1].done()) {
@@ -540,7 +554,11 @@ pub(crate) fn dual(
         pipeline(
             options.threads,
             analyzer,
-            |captured, analyzer| pairing_ref.offer(captured, analyzer),
+            |batch, analyzer| {
+                for captured in batch {
+                    pairing_ref.offer(captured, analyzer);
+                }
+            },
             |deliver| read(&mut sources, deliver, None),
         )?;
     }
@@ -549,4 +567,113 @@ pub(crate) fn dual(
         source.check_link_type()?;
     }
     Ok([sources[0].summary(), sources[1].summary()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_trace::synth::trace_files;
+
+    /// Every connection of a trace, in the order the table finishes them;
+    /// `None` when the trace cannot be read whole.
+    fn connections(path: &Path, side: Side) -> Option<Vec<CapturedConnection>> {
+        let mut source = Source::open(path, side, TableConfig::default()).ok()?;
+        let mut all = Vec::new();
+        loop {
+            let more = source.step().ok()?;
+            while let Some(captured) = source.pop() {
+                all.push(captured);
+            }
+            if !more {
+                return Some(all);
+            }
+        }
+    }
+
+    /// What batching relies on: a view that does not rest on the
+    /// input-wide delays is the same whatever they are; and some views do
+    /// rest on them (connections without a delay sample of their own).
+    #[test]
+    fn only_views_resting_on_the_fallback_depend_on_it() {
+        let mut files = trace_files("zeek");
+        files.extend(trace_files("tcptrace"));
+        let other = crate::view::Fallback {
+            raw_one_way: [Some(3_000_000), Some(-1_000_000)],
+            round_trip: Some(Nanos::from_millis(37)),
+            clock_offset: None,
+        };
+        let mut depending = 0;
+        for path in files {
+            for side in [Side::Server, Side::Client] {
+                for captured in connections(&path, side).unwrap_or_default() {
+                    let both = [Some(&captured), Some(&captured)];
+                    let single = match side {
+                        Side::Client => [Some(&captured), None],
+                        Side::Server => [None, Some(&captured)],
+                    };
+                    for [client, server] in [single, both] {
+                        let build = |fallback| {
+                            crate::view::build(client, server, fallback)
+                                .map(|view| (format!("{view:?}"), view.rests_on_fallback()))
+                        };
+                        let (Some(plain), Some(given)) =
+                            (build(&Default::default()), build(&other))
+                        else {
+                            continue;
+                        };
+                        assert_eq!(plain.1, given.1, "{}", path.display());
+                        if plain.1 {
+                            depending += usize::from(plain.0 != given.0);
+                        } else {
+                            assert!(plain.0 == given.0, "{} as {side:?}", path.display());
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            depending > 0 || trace_files("zeek").is_empty(),
+            "no view rests on the fallback: the test shows nothing"
+        );
+    }
+
+    /// Batches examined on the rayon pool give what one connection at a
+    /// time gives, including connections placed with the delays of the
+    /// ones before them in the same batch.
+    #[test]
+    fn connections_analysed_in_batches_give_what_one_at_a_time_gives() {
+        let mut files = trace_files("zeek");
+        files.extend(trace_files("tcptrace"));
+        for path in files {
+            for side in [Side::Server, Side::Client] {
+                let Some(all) = connections(&path, side) else {
+                    continue;
+                };
+                let pairs: Vec<_> = all
+                    .iter()
+                    .map(|captured| match side {
+                        Side::Client => (Some(captured), None),
+                        Side::Server => (None, Some(captured)),
+                    })
+                    .collect();
+                let options = Options::default();
+                let mut one_at_a_time = Analyzer::new(options.clone());
+                for &(client, server) in &pairs {
+                    one_at_a_time.on_connection(client, server);
+                }
+                let expected = one_at_a_time.finish();
+                for size in [2, 3, pairs.len().max(2)] {
+                    let mut batched = Analyzer::new(options.clone());
+                    for batch in pairs.chunks(size) {
+                        batched.on_connections(batch);
+                    }
+                    assert!(
+                        batched.finish() == expected,
+                        "{} as {side:?}, {size} at a time",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
 }

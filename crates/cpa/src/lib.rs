@@ -160,8 +160,9 @@ pub struct Options {
     /// Cores to use: 1 reads and analyses on one thread; 2 (the default)
     /// pipelines reading, connection tracking and analysis on their own
     /// threads once the trace has shown [`Options::parallel_after_packets`]
-    /// packets, and renders `--json` on two. The output is the same either
-    /// way (every stage sees its items in the same order).
+    /// packets, analyses connections that finish together, profiles the
+    /// transactions and renders `--json` on two. The output is the same
+    /// either way (every stage sees its items in the same order).
     pub threads: usize,
     /// Packets read before a second thread starts: a smaller trace is done
     /// before the thread pays for itself.

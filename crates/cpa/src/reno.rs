@@ -49,6 +49,7 @@
 //!   window widens to what the sender showed), so one mismatch does not flag
 //!   every later packet.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
@@ -168,12 +169,6 @@ pub struct RenoCounters {
     pub idle_restarts: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    liberator: Liberator,
-    edge: i64,
-}
-
 /// The Reno sender model of one direction of one connection.
 #[derive(Clone, Debug)]
 pub struct RenoSender {
@@ -207,12 +202,16 @@ pub struct RenoSender {
     /// Transmissions not yet passed by a new ACK, in the order sent: end,
     /// departure, whether a retransmission.
     outstanding: VecDeque<(i64, Nanos, bool)>,
-    /// The same transmissions indexed by end, then departure (with their
-    /// count), so a re-send finds its previous transmission in O(log n)
-    /// even when the record is long (bytes re-sent long after their ACK).
-    outstanding_by_end: BTreeMap<i64, BTreeMap<Nanos, u32>>,
-    entries: Vec<Entry>,
-    stack: Vec<u32>,
+    /// The same transmissions indexed by end, then departure latest first
+    /// (with their count), so a re-send finds its previous transmission in
+    /// O(log n) even when the record is long (bytes re-sent long after
+    /// their ACK).
+    outstanding_by_end: BTreeMap<(i64, Reverse<Nanos>), u32>,
+    /// Every event that moved the window edge, in order.
+    entries: Vec<Liberator>,
+    /// Strict suffix minima of the edges after each entry, increasing from bottom
+    /// to top: (edge, index of the entry).
+    stack: Vec<(i64, u32)>,
     counters: RenoCounters,
 }
 
@@ -360,7 +359,7 @@ impl RenoSender {
                 self.probed_from.get_or_insert(start.max(self.snd_max));
             }
             self.counters.window_probes += 1;
-            outcome.liberator = self.entries.last().map(|entry| entry.liberator);
+            outcome.liberator = self.entries.last().copied();
         } else if self
             .probed_from
             .is_some_and(|from| start >= from && start < self.snd_max)
@@ -473,9 +472,7 @@ impl RenoSender {
             .push_back((end, now, outcome.retransmission));
         *self
             .outstanding_by_end
-            .entry(end)
-            .or_default()
-            .entry(now)
+            .entry((end, Reverse(now)))
             .or_default() += 1;
         outcome
     }
@@ -545,12 +542,13 @@ impl RenoSender {
     /// unacknowledged transmissions, those of the segment with the smallest
     /// end beyond `start`, the latest.
     fn previous_send_of(&self, start: i64) -> Option<Nanos> {
+        // Every key of end `start` sorts at or before this one.
+        let after_start = (start, Reverse(Nanos::ZERO));
         let found = self
             .outstanding_by_end
-            .range((Bound::Excluded(start), Bound::Unbounded))
+            .range((Bound::Excluded(after_start), Bound::Unbounded))
             .next()
-            .and_then(|(_, departures)| departures.last_key_value())
-            .map(|(&sent_at, _)| sent_at);
+            .map(|(&(_, Reverse(sent_at)), _)| sent_at);
         #[cfg(test)]
         assert_eq!(
             found,
@@ -579,17 +577,12 @@ impl RenoSender {
 
     /// Removes one transmission from [`RenoSender::outstanding_by_end`].
     fn forget_departure(&mut self, end: i64, sent_at: Nanos) {
-        let Some(departures) = self.outstanding_by_end.get_mut(&end) else {
-            return;
-        };
-        if let Some(count) = departures.get_mut(&sent_at) {
+        let key = (end, Reverse(sent_at));
+        if let Some(count) = self.outstanding_by_end.get_mut(&key) {
             *count -= 1;
             if *count == 0 {
-                departures.remove(&sent_at);
+                self.outstanding_by_end.remove(&key);
             }
-        }
-        if departures.is_empty() {
-            self.outstanding_by_end.remove(&end);
         }
     }
 
@@ -636,35 +629,48 @@ impl RenoSender {
     fn push(&mut self, liberator: Liberator) {
         let edge = self.edge();
         let index = self.entries.len() as u32;
-        self.entries.push(Entry { liberator, edge });
-        while let Some(&top) = self.stack.last() {
-            if self.entries[top as usize].edge >= edge {
-                self.stack.pop();
-            } else {
-                break;
-            }
+        self.entries.push(liberator);
+        while self.stack.last().is_some_and(|&(top, _)| top >= edge) {
+            self.stack.pop();
         }
-        self.stack.push(index);
+        self.stack.push((edge, index));
     }
 
     /// The event that released a packet ending at `end`, and whether it was
     /// beyond the window (then the window is widened to it).
     fn liberator_of(&mut self, end: i64) -> (Liberator, bool) {
-        let below = self
-            .stack
-            .partition_point(|&index| self.entries[index as usize].edge < end);
+        let below = suffix_partition(&self.stack, end);
         if below == 0 {
-            return (self.entries[0].liberator, false);
+            return (self.entries[0], false);
         }
-        let last_below = self.stack[below - 1] as usize;
+        let last_below = self.stack[below - 1].1 as usize;
         if last_below + 1 < self.entries.len() {
-            return (self.entries[last_below + 1].liberator, false);
+            return (self.entries[last_below + 1], false);
         }
         // Beyond the window: the latest event released it; resynchronise.
+        // The latest entry is the top of the stack, whose edge grows.
         let needed = (end - self.una).max(0) as u64;
         self.cwnd = self.cwnd.max(needed);
-        self.entries[last_below].edge = end;
-        (self.entries[last_below].liberator, true)
+        self.stack[below - 1].0 = end;
+        (self.entries[last_below], true)
+    }
+}
+
+/// How many stack entries have an edge below `end` (the stack's edges
+/// increase): a galloping search from the top, since a packet is nearly
+/// always released by one of the latest events.
+fn suffix_partition(stack: &[(i64, u32)], end: i64) -> usize {
+    let mut high = stack.len();
+    let mut step = 1;
+    // Invariant: every entry at `high` or above has an edge of at least
+    // `end`.
+    loop {
+        let low = high.saturating_sub(step);
+        if low == 0 || stack[low].0 < end {
+            return low + stack[low..high].partition_point(|&(edge, _)| edge < end);
+        }
+        high = low;
+        step *= 2;
     }
 }
 
@@ -733,7 +739,7 @@ mod tests {
         let entries: usize = sender
             .outstanding_by_end
             .values()
-            .map(|d| d.values().sum::<u32>() as usize)
+            .map(|&count| count as usize)
             .sum();
         assert_eq!(entries, sender.outstanding.len());
     }

@@ -84,8 +84,13 @@ const METHODS: [&[u8]; 9] = [
 impl PayloadStart {
     /// Classifies the captured bytes of a payload.
     pub fn classify(captured: &[u8]) -> PayloadStart {
-        if captured.is_empty() {
+        let Some(&first) = captured.first() else {
             return PayloadStart::Unknown;
+        };
+        // Every token below starts with a capital letter: most payloads
+        // (the body bytes of a transfer) are told apart by their first byte.
+        if !first.is_ascii_uppercase() {
+            return PayloadStart::Other;
         }
         let mut undecided = false;
         for token in METHODS.iter().copied().chain([b"HTTP/".as_slice()]) {
@@ -237,7 +242,7 @@ pub(crate) struct DelaySamples {
 }
 
 /// Input-wide estimates used where a connection has no sample of its own.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Fallback {
     pub raw_one_way: [Option<i64>; 2],
     pub round_trip: Option<Nanos>,
@@ -292,6 +297,15 @@ impl ConnectionView {
         match self.samples.raw_one_way {
             [Some(a), Some(b)] => Some(Nanos((a + b).max(0) as u64)),
             _ => self.samples.round_trip,
+        }
+    }
+
+    /// Whether [`build`] used the [`Fallback`] it was given: where the
+    /// connection lacks delay samples of its own.
+    pub fn rests_on_fallback(&self) -> bool {
+        match self.vantage {
+            Vantage::Both => self.samples.raw_one_way.contains(&None),
+            Vantage::Server | Vantage::Client => self.samples.round_trip.is_none(),
         }
     }
 

@@ -670,9 +670,14 @@ impl SequenceTracker {
         } else {
             return false;
         };
-        self.recent
-            .iter()
-            .any(|(seen, at)| seen == fingerprint && now.saturating_sub(*at) <= window)
+        // Sequence and acknowledgement numbers first: they tell nearly
+        // every pair apart without comparing the whole fingerprint.
+        self.recent.iter().any(|(seen, at)| {
+            seen.seq == fingerprint.seq
+                && seen.ack == fingerprint.ack
+                && seen == fingerprint
+                && now.saturating_sub(*at) <= window
+        })
     }
 
     fn remember(&mut self, fingerprint: Fingerprint, now: Nanos) {
