@@ -71,6 +71,7 @@ pub fn print_checks(checks: &[Check]) {
         "paper",
         "ours",
         "difference",
+        "criterion",
         "holds",
     ]);
     for c in checks {
@@ -81,6 +82,7 @@ pub fn print_checks(checks: &[Check]) {
             right(c.paper.clone()),
             right(c.ours.clone()),
             right(c.difference.map_or(String::new(), |d| format!("{d:+.2}"))),
+            Cell::new(&c.criterion),
             Cell::new(if c.holds { "yes" } else { "NO" }),
         ]);
     }
