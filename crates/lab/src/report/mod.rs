@@ -6,6 +6,7 @@ pub mod abacus;
 pub mod abacus_plot;
 pub mod certes;
 pub mod certes_estimate;
+pub mod html;
 pub mod sbac;
 pub mod ssbt;
 pub(crate) mod svg;
