@@ -4,8 +4,8 @@
 //! JSON and every SVG file the studies wrote, with no image pointing at a
 //! missing file; a screenshot is kept under `target/test-artefacts/`.
 //! Without Chromium the test says so and passes, unless
-//! `VANTAGE_REQUIRE_CHROMIUM=1` (set where Chromium is installed, as
-//! `scripts/test` does).
+//! `VANTAGE_REQUIRE_CHROMIUM=1`. `vantage sim` writes the page of its own
+//! folder too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -160,9 +160,9 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
     let Some(chromium) = chromium else {
         let message = "chromium is not installed (nor chromium-browser, google-chrome, \
                        $VANTAGE_CHROMIUM): the report was written but not rendered";
+        let _ = std::fs::remove_dir_all(&tmp);
         assert!(!required, "VANTAGE_REQUIRE_CHROMIUM=1: {message}");
         eprintln!("skipped: {message}");
-        let _ = std::fs::remove_dir_all(&tmp);
         return;
     };
     let url = format!(
@@ -172,13 +172,20 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
     let profile = tmp.join("chromium-profile");
     let dom = browser(&chromium, &profile, &["--dump-dom".to_string()], &url);
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
-    assert!(dom.contains("<h1>"), "not the report: {}", &dom[..dom.len().min(500)]);
+    assert!(
+        dom.contains("<h1>"),
+        "not the report: {}",
+        &dom[..dom.len().min(500)]
+    );
 
     // Every statement, with its criterion and verdict.
     for c in checks {
         for key in ["claim", "paper", "ours", "criterion"] {
             let text = c[key].as_str().unwrap_or_else(|| panic!("{key} in {c}"));
-            assert!(dom.contains(&dom_text(text)), "{key} {text:?} not in the DOM");
+            assert!(
+                dom.contains(&dom_text(text)),
+                "{key} {text:?} not in the DOM"
+            );
         }
     }
     let verdicts = dom.matches("<td class=\"holds\">").count();
@@ -227,4 +234,56 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
     eprintln!("screenshot: {}", png.display());
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn sim_writes_the_report_of_its_folder() {
+    let tmp = std::env::temp_dir().join(format!("vantage-report-sim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ssbt/fig6-send-buffer.toml");
+    let run = Command::new(env!("CARGO_BIN_EXE_vantage"))
+        .arg("sim")
+        .arg(&scenario)
+        .args(["--quick", "--json", "--out"])
+        .arg(&tmp)
+        .output()
+        .expect("the vantage binary runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON document");
+    let checks = doc["checks"].as_array().expect("checks");
+    assert!(!checks.is_empty());
+    let folder = tmp.join("quick/sim/fig6-send-buffer");
+    let page = std::fs::read_to_string(folder.join("index.html")).expect("index.html written");
+    assert!(page.contains("id=\"study-ssbt\""));
+    assert!(page.contains(&format!(
+        "{} of {}",
+        checks.iter().filter(|c| c["holds"] == true).count(),
+        checks.len()
+    )));
+    for c in checks {
+        let criterion = c["criterion"].as_str().expect("criterion");
+        assert!(
+            page.contains(&html_escape(criterion)),
+            "{criterion:?} not in the page"
+        );
+    }
+    assert!(
+        page.contains("fig6-send-buffer.toml"),
+        "the scenario file's provenance"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// `text` as the report escapes it.
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }

@@ -368,7 +368,8 @@ mod tests {
 
     #[test]
     fn a_relation_keeps_its_callers_verdict_and_text() {
-        let c = Check::statement("f", "p", "c", "AF < TBF", "1 vs 2").relation("AF's < TBF's", true);
+        let c =
+            Check::statement("f", "p", "c", "AF < TBF", "1 vs 2").relation("AF's < TBF's", true);
         assert!(c.holds);
         assert_eq!(c.criterion, "AF's < TBF's");
         assert_eq!(c.unit, None);

@@ -149,7 +149,7 @@ fn section(page: &mut String, root: &Path, name: &str, outcome: &StudyOutcome) {
         }
     }
     statements(page, &outcome.checks);
-    figures(page, &dir);
+    figures(page, name, &dir);
     page.push_str("</section>\n");
 }
 
@@ -173,7 +173,10 @@ fn provenance(page: &mut String, m: &Manifest) {
     row("started", format!("{} UTC", m.started_at));
     row(
         "duration",
-        format!("{:.1} s from the run's start to this study's end", m.duration_s),
+        format!(
+            "{:.1} s from the run's start to this study's end",
+            m.duration_s
+        ),
     );
     row("threads", m.threads.to_string());
     row(
@@ -237,8 +240,8 @@ fn statements(page: &mut String, checks: &[Check]) {
     page.push_str("</table>\n");
 }
 
-/// Every `*.svg` in `dir`, by file name, inlined.
-fn figures(page: &mut String, dir: &Path) {
+/// Every `*.svg` in `dir` (the folder of `study`), by file name, inlined.
+fn figures(page: &mut String, study: &str, dir: &Path) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -257,7 +260,8 @@ fn figures(page: &mut String, dir: &Path) {
             Ok(svg) => {
                 let _ = writeln!(
                     page,
-                    "<figure id=\"figure-{}\">\n{svg}\n<figcaption>{}</figcaption>\n</figure>",
+                    "<figure id=\"figure-{}-{}\">\n{svg}\n<figcaption>{}</figcaption>\n</figure>",
+                    escape(study),
                     escape(&name),
                     escape(&name)
                 );
@@ -334,8 +338,7 @@ mod tests {
 
     #[test]
     fn the_page_holds_every_statement_figure_and_the_provenance() {
-        let root =
-            std::env::temp_dir().join(format!("vantage-html-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("vantage-html-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let dir = root.join("sbac");
         std::fs::create_dir_all(&dir).unwrap();
@@ -350,12 +353,24 @@ mod tests {
             text: "[scenario]\nseed = 7\n",
         }];
         let record = RunRecord::start(vec!["vantage".into(), "reproduce".into()], true, None);
-        record.manifest(&[("sbac", files.as_slice())]).write(&dir).unwrap();
-        record.manifest(&[("sbac", files.as_slice())]).write(&root).unwrap();
+        record
+            .manifest(&[("sbac", files.as_slice())])
+            .write(&dir)
+            .unwrap();
+        record
+            .manifest(&[("sbac", files.as_slice())])
+            .write(&root)
+            .unwrap();
         let checks = vec![
-            Check::statement("Fig. 3b", "m = 5", "utilization <b>low</b>", "< 7 %", "31 %")
-                .unit("%")
-                .judge(31.0, Criterion::Below(7.0)),
+            Check::statement(
+                "Fig. 3b",
+                "m = 5",
+                "utilization <b>low</b>",
+                "< 7 %",
+                "31 %",
+            )
+            .unit("%")
+            .judge(31.0, Criterion::Below(7.0)),
             Check::statement("Fig. 8a", "m = 15", "stable > responsive", "—", "2 vs 1")
                 .relation("stable's > responsive's", true),
         ];
@@ -370,6 +385,7 @@ mod tests {
         assert!(page.contains("<svg width=\"10\" height=\"10\"><text>a</text></svg>"));
         assert!(!page.contains("<?xml"));
         assert!(page.contains("<figcaption>fig1.svg</figcaption>"));
+        assert!(page.contains("<figure id=\"figure-sbac-fig1.svg\">"));
         assert!(page.contains("broken.svg not shown: no &lt;svg&gt; element"));
         assert!(page.contains("scenario.seed = 7"));
         assert!(page.contains("Session-Based Admission Control"));
@@ -381,8 +397,7 @@ mod tests {
 
     #[test]
     fn a_folder_without_manifest_says_so() {
-        let root =
-            std::env::temp_dir().join(format!("vantage-html-none-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("vantage-html-none-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let page = render(&root, &[("abacus", outcome(Vec::new()))]);
         assert!(page.contains("no provenance: cannot read"));

@@ -373,7 +373,9 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
     ) {
         add.push(
             add.statement(
-                &format!("very high r ({highest:.0}): TBF, which never rejects, has the lowest cost"),
+                &format!(
+                    "very high r ({highest:.0}): TBF, which never rejects, has the lowest cost"
+                ),
                 "TBF ≤ AF".into(),
                 format!(
                     "TBF {:.2}, AF {:.2}",
