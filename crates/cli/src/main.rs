@@ -190,7 +190,9 @@ fn run(cli: Cli) -> Result<()> {
             let manifest = record.manifest(&[(study.name(), files.as_slice())]);
             manifest.write(&root.join(study.name()))?;
             manifest.write(&root)?;
-            finish(&[(study.name(), outcome)], &output, &root)
+            let outcomes = [(study.name(), outcome)];
+            vantage_lab::report::html::write_report(&root, &outcomes)?;
+            finish(&outcomes, &output, &root)
         }
         Command::Reproduce { study, output } => {
             threads(&output)?;
@@ -223,6 +225,7 @@ fn run(cli: Cli) -> Result<()> {
                 .map(|(name, files)| (*name, files.as_slice()))
                 .collect();
             record.manifest(&all).write(&root)?;
+            vantage_lab::report::html::write_report(&root, &outcomes)?;
             finish(&outcomes, &output, &root)
         }
         Command::Testbed { command } => testbed::run(command),
@@ -337,6 +340,10 @@ fn finish(
             println!("{holds} of {total} statements of the papers hold in our runs.");
         }
         println!("CSV and SVG files are in {}", root.display());
+        println!(
+            "The report: {}",
+            root.join(vantage_lab::report::html::REPORT_FILE).display()
+        );
     }
     let status = provenance::check_status(checks.clone());
     if output.check && status != 0 {

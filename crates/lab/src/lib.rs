@@ -13,4 +13,4 @@ pub mod studies;
 pub mod study;
 
 pub use error::LabError;
-pub use study::{Check, RunOptions, ScenarioFile, Study, StudyOutcome};
+pub use study::{Check, Criterion, RunOptions, ScenarioFile, Statement, Study, StudyOutcome};

@@ -270,15 +270,7 @@ mod tests {
     use super::*;
 
     fn check(holds: bool) -> Check {
-        Check {
-            figure: "fig".into(),
-            profile: "p".into(),
-            claim: "c".into(),
-            paper: "1".into(),
-            ours: "1".into(),
-            difference: None,
-            holds,
-        }
+        Check::statement("fig", "p", "c", "1", "1").relation("c", holds)
     }
 
     fn temp_dir(name: &str) -> PathBuf {

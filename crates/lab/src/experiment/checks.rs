@@ -56,52 +56,88 @@ pub fn checks(x: &Experiment, rows: &[ResultRow], source: &str) -> Vec<Check> {
                 };
                 let figure = format!("section6-{source}");
                 let holds = statements_hold(c, af, tbf);
-                out.push(Check {
-                    figure: figure.clone(),
-                    profile: profile.clone(),
-                    claim: format!(
-                        "{} bounds p99 connection delay well below {}",
-                        label(candidate),
-                        label(baseline)
+                out.push(
+                    Check::statement(
+                        figure.as_str(),
+                        profile.as_str(),
+                        format!(
+                            "{} bounds p99 connection delay well below {}",
+                            label(candidate),
+                            label(baseline)
+                        ),
+                        format!("AF p99 ≤ {:.0} % of TBF's", 100.0 * c.well_below_ratio),
+                        format!("{:.2} s vs {:.2} s", af.delay_p99_s, tbf.delay_p99_s),
+                    )
+                    .unit("s")
+                    .difference(Some(af.delay_p99_s - tbf.delay_p99_s))
+                    .relation(
+                        format!(
+                            "AF's p99 delay ≤ {} × TBF's",
+                            crate::study::number(c.well_below_ratio)
+                        ),
+                        holds[0],
                     ),
-                    paper: format!("AF p99 ≤ {:.0} % of TBF's", 100.0 * c.well_below_ratio),
-                    ours: format!("{:.2} s vs {:.2} s", af.delay_p99_s, tbf.delay_p99_s),
-                    difference: Some(af.delay_p99_s - tbf.delay_p99_s),
-                    holds: holds[0],
-                });
-                out.push(Check {
-                    figure: figure.clone(),
-                    profile: profile.clone(),
-                    claim: format!(
-                        "… and mean connection delay, the paper's Figure 8 metric, well below {}'s",
-                        label(baseline)
+                );
+                out.push(
+                    Check::statement(
+                        figure.as_str(),
+                        profile.as_str(),
+                        format!(
+                            "… and mean connection delay, the paper's Figure 8 metric, well below {}'s",
+                            label(baseline)
+                        ),
+                        format!("AF mean ≤ {:.0} % of TBF's", 100.0 * c.well_below_ratio),
+                        format!("{:.2} s vs {:.2} s", af.delay_mean_s, tbf.delay_mean_s),
+                    )
+                    .unit("s")
+                    .difference(Some(af.delay_mean_s - tbf.delay_mean_s))
+                    .relation(
+                        format!(
+                            "AF's mean delay ≤ {} × TBF's",
+                            crate::study::number(c.well_below_ratio)
+                        ),
+                        holds[1],
                     ),
-                    paper: format!("AF mean ≤ {:.0} % of TBF's", 100.0 * c.well_below_ratio),
-                    ours: format!("{:.2} s vs {:.2} s", af.delay_mean_s, tbf.delay_mean_s),
-                    difference: Some(af.delay_mean_s - tbf.delay_mean_s),
-                    holds: holds[1],
-                });
-                out.push(Check {
-                    figure: figure.clone(),
-                    profile: profile.clone(),
-                    claim: format!("… at a success rate comparable to {}'s", label(baseline)),
-                    paper: format!("within {} points", c.comparable_success_points),
-                    ours: format!("{:.1} % vs {:.1} %", af.throughput_pct, tbf.throughput_pct),
-                    difference: Some(af.throughput_pct - tbf.throughput_pct),
-                    holds: holds[2],
-                });
-                out.push(Check {
-                    figure,
-                    profile: profile.clone(),
-                    claim: format!("… with far fewer client time-outs than {}", label(baseline)),
-                    paper: format!(
-                        "≤ {:.0} % of TBF's (paper: 0.04 % vs 5.5 %)",
-                        100.0 * c.far_fewer_ratio
+                );
+                out.push(
+                    Check::statement(
+                        figure.as_str(),
+                        profile.as_str(),
+                        format!("… at a success rate comparable to {}'s", label(baseline)),
+                        format!("within {} points", c.comparable_success_points),
+                        format!("{:.1} % vs {:.1} %", af.throughput_pct, tbf.throughput_pct),
+                    )
+                    .unit("points")
+                    .difference(Some(af.throughput_pct - tbf.throughput_pct))
+                    .relation(
+                        format!(
+                            "|AF's success − TBF's| ≤ {} points",
+                            crate::study::number(c.comparable_success_points)
+                        ),
+                        holds[2],
                     ),
-                    ours: format!("{:.2} % vs {:.2} %", af.timeouts_pct, tbf.timeouts_pct),
-                    difference: Some(af.timeouts_pct - tbf.timeouts_pct),
-                    holds: holds[3],
-                });
+                );
+                out.push(
+                    Check::statement(
+                        figure.as_str(),
+                        profile.as_str(),
+                        format!("… with far fewer client time-outs than {}", label(baseline)),
+                        format!(
+                            "≤ {:.0} % of TBF's (paper: 0.04 % vs 5.5 %)",
+                            100.0 * c.far_fewer_ratio
+                        ),
+                        format!("{:.2} % vs {:.2} %", af.timeouts_pct, tbf.timeouts_pct),
+                    )
+                    .unit("%")
+                    .difference(Some(af.timeouts_pct - tbf.timeouts_pct))
+                    .relation(
+                        format!(
+                            "TBF timed some clients out and AF's time-outs ≤ {} × TBF's",
+                            crate::study::number(c.far_fewer_ratio)
+                        ),
+                        holds[3],
+                    ),
+                );
             }
         }
     }

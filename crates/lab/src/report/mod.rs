@@ -6,6 +6,7 @@ pub mod abacus;
 pub mod abacus_plot;
 pub mod certes;
 pub mod certes_estimate;
+pub mod html;
 pub mod sbac;
 pub mod ssbt;
 pub(crate) mod svg;
@@ -71,6 +72,7 @@ pub fn print_checks(checks: &[Check]) {
         "paper",
         "ours",
         "difference",
+        "criterion",
         "holds",
     ]);
     for c in checks {
@@ -81,6 +83,7 @@ pub fn print_checks(checks: &[Check]) {
             right(c.paper.clone()),
             right(c.ours.clone()),
             right(c.difference.map_or(String::new(), |d| format!("{d:+.2}"))),
+            Cell::new(&c.criterion),
             Cell::new(if c.holds { "yes" } else { "NO" }),
         ]);
     }

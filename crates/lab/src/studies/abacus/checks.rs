@@ -5,7 +5,7 @@
 //! retransmit at different times. "Moderate burstiness" is the middle of
 //! Figure 8's sweep (σ = 55), since the paper does not give its value.
 
-use crate::Check;
+use crate::{Check, Criterion, Statement};
 use vantage_sim::syn::filters::FilterKind;
 use vantage_sim::syn::scenario::Scenario;
 use vantage_sim::syn::{Row, ScenarioResult};
@@ -22,37 +22,38 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                 .iter()
                 .filter(|r| r.profile == clients.name)
                 .collect();
-            let mut add = |claim: &str, paper: String, ours: String, difference, holds| {
-                out.push(Check {
-                    figure: scenario.figure.clone(),
-                    profile: clients.name.clone(),
-                    claim: claim.to_string(),
-                    paper,
-                    ours,
-                    difference,
-                    holds,
-                })
+            let mut add = Add {
+                figure: &scenario.figure,
+                profile: &clients.name,
+                checks: &mut out,
             };
             match scenario.figure.as_str() {
                 "fig4" => {
                     for row in &rows {
                         let spread = row.value.unwrap_or(0.0);
                         if let Some(&w) = row.extras.get("first_widening_max_ms") {
-                            add(
-                                &format!("R1: first retransmission widens a {spread:.0} ms burst by at most ≈220 ms"),
-                                "≤ 220 ms".into(),
-                                format!("{w:.1} ms"),
-                                Some(w - 220.0),
-                                w <= 220.0,
+                            add.push(
+                                add.statement(
+                                    &format!("R1: first retransmission widens a {spread:.0} ms burst by at most ≈220 ms"),
+                                    "≤ 220 ms".into(),
+                                    format!("{w:.1} ms"),
+                                )
+                                .unit("ms")
+                                .difference(Some(w - 220.0))
+                                .judge(w, Criterion::AtMost(220.0)),
                             );
                         }
                         if let Some(&w) = row.extras.get("later_widening_max_ms") {
-                            add(
-                                &format!("R1: each later retransmission of a {spread:.0} ms burst widens it by ≈20 ms more"),
-                                "≤ 20 ms".into(),
-                                format!("{w:.1} ms"),
-                                Some(w - 20.0),
-                                w <= 20.0 + 1e-6,
+                            // 1e-6 ms: rounding of the widths, not slack.
+                            add.push(
+                                add.statement(
+                                    &format!("R1: each later retransmission of a {spread:.0} ms burst widens it by ≈20 ms more"),
+                                    "≤ 20 ms".into(),
+                                    format!("{w:.1} ms"),
+                                )
+                                .unit("ms")
+                                .difference(Some(w - 20.0))
+                                .judge(w, Criterion::AtMost(20.0 + 1e-6)),
                             );
                         }
                     }
@@ -63,15 +64,19 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                         .filter_map(|r| Some((r.value?, *r.extras.get("settle_mean_s")?)))
                         .collect();
                     if let (Some(first), Some(last)) = (settle.first(), settle.last()) {
-                        add(
-                            "the closer r_t is to λ, the longer drops go on after a burst",
-                            "settling time falls as r_t − λ grows".into(),
-                            format!(
-                                "{:.1} s at r_t = {:.0} … {:.1} s at r_t = {:.0}",
-                                first.1, first.0, last.1, last.0
+                        add.push(
+                            add.statement(
+                                "the closer r_t is to λ, the longer drops go on after a burst",
+                                "settling time falls as r_t − λ grows".into(),
+                                format!(
+                                    "{:.1} s at r_t = {:.0} … {:.1} s at r_t = {:.0}",
+                                    first.1, first.0, last.1, last.0
+                                ),
+                            )
+                            .relation(
+                                "along the r_t sweep no settling time exceeds the previous one by more than 1 s, and the last is below the first",
+                                settle.windows(2).all(|w| w[1].1 <= w[0].1 + 1.0) && last.1 < first.1,
                             ),
-                            None,
-                            settle.windows(2).all(|w| w[1].1 <= w[0].1 + 1.0) && last.1 < first.1,
                         );
                     }
                 }
@@ -84,18 +89,22 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                             .filter(|r| r.filter == kind.name())
                             .collect();
                         if let (Some(small), Some(large)) = (series.first(), series.last()) {
-                            add(
-                                &format!(
-                                    "{}: a larger bucket improves performance (cost falls)",
-                                    kind.name()
+                            add.push(
+                                add.statement(
+                                    &format!(
+                                        "{}: a larger bucket improves performance (cost falls)",
+                                        kind.name()
+                                    ),
+                                    "cost at W = 512 < at W = 8".into(),
+                                    format!(
+                                        "{:.2} → {:.2}",
+                                        small.summary.cost_mean, large.summary.cost_mean
+                                    ),
+                                )
+                                .relation(
+                                    "mean cost at the largest W < at the smallest W",
+                                    large.summary.cost_mean < small.summary.cost_mean,
                                 ),
-                                "cost at W = 512 < at W = 8".into(),
-                                format!(
-                                    "{:.2} → {:.2}",
-                                    small.summary.cost_mean, large.summary.cost_mean
-                                ),
-                                None,
-                                large.summary.cost_mean < small.summary.cost_mean,
                             );
                         }
                     }
@@ -130,16 +139,22 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                         let ours_s = best.value.unwrap_or(0.0);
                         let holds = at_predicted
                             .is_some_and(|c| c <= best.summary.cost_mean * 1.005 + 1e-9);
-                        add(
-                            &format!("O2: cost is lowest at S = max{{T_i ≤ r/h}} (r = {r:.0})"),
-                            format!("S = {predicted:.0} s"),
-                            format!(
-                                "S = {ours_s:.0} s (cost {:.3}; at S = {predicted:.0} s: {})",
-                                best.summary.cost_mean,
-                                at_predicted.map_or("not run".to_string(), |c| format!("{c:.3}"))
+                        add.push(
+                            add.statement(
+                                &format!("O2: cost is lowest at S = max{{T_i ≤ r/h}} (r = {r:.0})"),
+                                format!("S = {predicted:.0} s"),
+                                format!(
+                                    "S = {ours_s:.0} s (cost {:.3}; at S = {predicted:.0} s: {})",
+                                    best.summary.cost_mean,
+                                    at_predicted.map_or("not run".to_string(), |c| format!("{c:.3}"))
+                                ),
+                            )
+                            .unit("s")
+                            .difference(Some(ours_s - predicted))
+                            .relation(
+                                "the mean cost at the predicted S ≤ 1.005 × the lowest cost of the sweep (+1e-9); the S of the lowest cost may differ",
+                                holds,
                             ),
-                            Some(ours_s - predicted),
-                            holds,
                         );
                     }
                 }
@@ -151,7 +166,22 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
     out
 }
 
-type Add<'a> = dyn FnMut(&str, String, String, Option<f64>, bool) + 'a;
+/// Where one figure's statements for one population go.
+struct Add<'a> {
+    figure: &'a str,
+    profile: &'a str,
+    checks: &'a mut Vec<Check>,
+}
+
+impl Add<'_> {
+    fn statement(&self, claim: &str, paper: String, ours: String) -> Statement {
+        Check::statement(self.figure, self.profile, claim, paper, ours)
+    }
+
+    fn push(&mut self, check: Check) {
+        self.checks.push(check);
+    }
+}
 
 fn find<'r>(rows: &[&'r Row], filter: FilterKind, value: f64) -> Option<&'r Row> {
     rows.iter()
@@ -172,25 +202,32 @@ fn reject_never_times_out(rows: &[&Row], add: &mut Add) {
         .filter(|r| r.filter == FilterKind::TbfReject.name())
         .map(|r| r.summary.timeouts_pct)
         .fold(0.0, f64::max);
-    add(
-        "TBF w/ Reject: no request times out",
-        "0 %".into(),
-        format!("{worst:.3} % (worst point)"),
-        Some(worst),
-        worst == 0.0,
+    add.push(
+        add.statement(
+            "TBF w/ Reject: no request times out",
+            "0 %".into(),
+            format!("{worst:.3} % (worst point)"),
+        )
+        .unit("%")
+        .difference(Some(worst))
+        .judge(worst, Criterion::AtMost(0.0)),
     );
 }
 
 fn af_cheaper_than_reject(af: &Row, reject: &Row, claim: &str, add: &mut Add) {
-    add(
-        claim,
-        "AF < Reject".into(),
-        format!(
-            "AF {:.2}, Reject {:.2}",
-            af.summary.cost_mean, reject.summary.cost_mean
+    add.push(
+        add.statement(
+            claim,
+            "AF < Reject".into(),
+            format!(
+                "AF {:.2}, Reject {:.2}",
+                af.summary.cost_mean, reject.summary.cost_mean
+            ),
+        )
+        .relation(
+            "AF's mean cost < TBF w/ Reject's",
+            af.summary.cost_mean < reject.summary.cost_mean,
         ),
-        None,
-        af.summary.cost_mean < reject.summary.cost_mean,
     );
 }
 
@@ -200,25 +237,35 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Tbf, highest),
         find(rows, FilterKind::Abacus, highest),
     ) {
-        add(
-            &format!("highest burstiness (σ = {highest:.0}): AF's mean delay below TBF's"),
-            "AF < TBF".into(),
-            format!(
-                "AF {:.2} s, TBF {:.2} s",
-                af.summary.delay_mean_s, tbf.summary.delay_mean_s
+        add.push(
+            add.statement(
+                &format!("highest burstiness (σ = {highest:.0}): AF's mean delay below TBF's"),
+                "AF < TBF".into(),
+                format!(
+                    "AF {:.2} s, TBF {:.2} s",
+                    af.summary.delay_mean_s, tbf.summary.delay_mean_s
+                ),
+            )
+            .relation(
+                "AF's mean delay < TBF's",
+                af.summary.delay_mean_s < tbf.summary.delay_mean_s,
             ),
-            None,
-            af.summary.delay_mean_s < tbf.summary.delay_mean_s,
         );
-        add(
-            &format!("highest burstiness (σ = {highest:.0}): AF's time-outs far below TBF's"),
-            "AF < TBF / 2".into(),
-            format!(
-                "AF {:.3} %, TBF {:.3} %",
-                af.summary.timeouts_pct, tbf.summary.timeouts_pct
+        add.push(
+            add.statement(
+                &format!("highest burstiness (σ = {highest:.0}): AF's time-outs far below TBF's"),
+                "AF < TBF / 2".into(),
+                format!(
+                    "AF {:.3} %, TBF {:.3} %",
+                    af.summary.timeouts_pct, tbf.summary.timeouts_pct
+                ),
+            )
+            .unit("%")
+            .judge_noted(
+                af.summary.timeouts_pct,
+                Criterion::Below(tbf.summary.timeouts_pct / 2.0),
+                "half of TBF's",
             ),
-            None,
-            af.summary.timeouts_pct < tbf.summary.timeouts_pct / 2.0,
         );
     }
     let m = MODERATE_STD_DEV;
@@ -228,28 +275,37 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Greedy, m),
     ) {
         let gap_af = af.summary.throughput_pct - reject.summary.throughput_pct;
-        add(
-            "moderate burstiness: TBF w/ Reject's throughput below AF's (points)",
-            "5.0".into(),
-            format!("{gap_af:.2}"),
-            Some(gap_af - 5.0),
-            gap_af > 0.0,
+        add.push(
+            add.statement(
+                "moderate burstiness: TBF w/ Reject's throughput below AF's (points)",
+                "5.0".into(),
+                format!("{gap_af:.2}"),
+            )
+            .unit("points")
+            .difference(Some(gap_af - 5.0))
+            .judge(gap_af, Criterion::SameDirection),
         );
         let gap_greedy = greedy.summary.throughput_pct - reject.summary.throughput_pct;
-        add(
-            "moderate burstiness: TBF w/ Reject's throughput below Greedy's (points)",
-            "8.0".into(),
-            format!("{gap_greedy:.2}"),
-            Some(gap_greedy - 8.0),
-            gap_greedy > 0.0,
+        add.push(
+            add.statement(
+                "moderate burstiness: TBF w/ Reject's throughput below Greedy's (points)",
+                "8.0".into(),
+                format!("{gap_greedy:.2}"),
+            )
+            .unit("points")
+            .difference(Some(gap_greedy - 8.0))
+            .judge(gap_greedy, Criterion::SameDirection),
         );
         let extra = 100.0 * (reject.summary.cost_mean / af.summary.cost_mean - 1.0);
-        add(
-            "moderate burstiness: TBF w/ Reject's cost above AF's (%)",
-            "15".into(),
-            format!("{extra:.1}"),
-            Some(extra - 15.0),
-            extra > 0.0,
+        add.push(
+            add.statement(
+                "moderate burstiness: TBF w/ Reject's cost above AF's (%)",
+                "15".into(),
+                format!("{extra:.1}"),
+            )
+            .unit("%")
+            .difference(Some(extra - 15.0))
+            .judge(extra, Criterion::SameDirection),
         );
         af_cheaper_than_reject(
             af,
@@ -281,18 +337,28 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
     let tbf = mean_timeouts(FilterKind::Tbf);
     for (kind, stated) in paper {
         let ours = mean_timeouts(kind);
-        let holds = match kind {
-            FilterKind::Tbf => ours > 0.0,
-            FilterKind::TbfReject => ours == 0.0,
-            _ => ours < tbf / 2.0,
+        // The paper's values are not checked: TBF must time some clients
+        // out, Reject none, and the others fewer than half of TBF's.
+        let (criterion, note) = match kind {
+            FilterKind::Tbf => (Criterion::SameDirection, None),
+            FilterKind::TbfReject => (Criterion::AtMost(0.0), None),
+            _ => (
+                Criterion::Below(tbf / 2.0),
+                Some("half of TBF's; the paper's value is not checked"),
+            ),
         };
-        add(
-            &format!("mean % timed out over r ∈ [0, 500]: {}", kind.name()),
-            format!("{stated}"),
-            format!("{ours:.3}"),
-            Some(ours - stated),
-            holds,
-        );
+        let statement = add
+            .statement(
+                &format!("mean % timed out over r ∈ [0, 500]: {}", kind.name()),
+                format!("{stated}"),
+                format!("{ours:.3}"),
+            )
+            .unit("%")
+            .difference(Some(ours - stated));
+        add.push(match note {
+            Some(note) => statement.judge_noted(ours, criterion, note),
+            None => statement.judge(ours, criterion),
+        });
     }
     if let (Some(af), Some(reject)) = (
         find(rows, FilterKind::Abacus, PAPER_REJECT_COST),
@@ -305,15 +371,21 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Tbf, highest),
         find(rows, FilterKind::Abacus, highest),
     ) {
-        add(
-            &format!("very high r ({highest:.0}): TBF, which never rejects, has the lowest cost"),
-            "TBF ≤ AF".into(),
-            format!(
-                "TBF {:.2}, AF {:.2}",
-                tbf_row.summary.cost_mean, af.summary.cost_mean
+        add.push(
+            add.statement(
+                &format!(
+                    "very high r ({highest:.0}): TBF, which never rejects, has the lowest cost"
+                ),
+                "TBF ≤ AF".into(),
+                format!(
+                    "TBF {:.2}, AF {:.2}",
+                    tbf_row.summary.cost_mean, af.summary.cost_mean
+                ),
+            )
+            .relation(
+                "TBF's mean cost ≤ AF's",
+                tbf_row.summary.cost_mean <= af.summary.cost_mean,
             ),
-            None,
-            tbf_row.summary.cost_mean <= af.summary.cost_mean,
         );
     }
 }

@@ -6,7 +6,7 @@ use super::{
     APPLICATION_PAPER_MIN_ERROR, CERTES_BOUND, PAPER_ALL_TESTS_BOUND, RECOVERY_TOLERANCE,
     SYN_TO_END_PAPER_MIN_ERROR,
 };
-use crate::Check;
+use crate::{Check, Criterion, Statement};
 use std::collections::BTreeMap;
 
 // ─────────────────────────────── checks ───────────────────────────────
@@ -14,6 +14,14 @@ use std::collections::BTreeMap;
 /// The population under which Test O's told model errs most; the model
 /// with the learned clients must meet 2.5 % and do better.
 const LEARNED_MUST_BEAT_TOLD_UNDER: &str = "mix-2026";
+
+/// |ours| ≤ `bound`, both in per cent (`bound` a fraction).
+fn within(bound: f64) -> Criterion {
+    Criterion::Within {
+        target: 0.0,
+        tolerance: 100.0 * bound,
+    }
+}
 
 fn pct(v: f64) -> String {
     format!("{:+.2} %", 100.0 * v)
@@ -24,20 +32,13 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
     let mut out = Vec::new();
     for r in results {
         let row = &r.row;
-        let mut add =
-            |claim: String, paper: String, ours: String, difference: Option<f64>, holds: bool| {
-                out.push(Check {
-                    figure: format!("{} ({})", row.scenario, row.figure),
-                    profile: row.profile.clone(),
-                    claim,
-                    paper,
-                    ours,
-                    difference,
-                    holds,
-                })
-            };
+        let figure = format!("{} ({})", row.scenario, row.figure);
+        let statement = |claim: String, paper: String, ours: String| -> Statement {
+            Check::statement(figure.as_str(), row.profile.as_str(), claim, paper, ours)
+        };
+        let mut add = |check: Check| out.push(check);
         let err = row.certes_rel_err;
-        add(
+        add(statement(
             "Fig. 16: Certes' mean within 2.5 % of the client-perceived mean".into(),
             match r.paper.as_ref().and_then(|p| p.certes_error_pct) {
                 Some(e) => format!(
@@ -47,23 +48,25 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                 None => "≤ 2.5 % (13 of 16 tests)".into(),
             },
             pct(err),
-            Some(100.0 * (err.abs() - CERTES_BOUND)),
-            err.abs() <= CERTES_BOUND,
-        );
+        )
+        .unit("%")
+        .difference(Some(100.0 * (err.abs() - CERTES_BOUND)))
+        .judge(100.0 * err, within(CERTES_BOUND)));
         if row.certes_bound > CERTES_BOUND {
-            add(
+            add(statement(
                 format!(
                     "documented bound for this scenario: {}",
                     r.bound_reason.as_deref().unwrap_or("")
                 ),
                 format!("≤ {:.1} % (≤ 7.4 % in all tests)", 100.0 * row.certes_bound),
                 pct(err),
-                Some(100.0 * (err.abs() - row.certes_bound)),
-                err.abs() <= row.certes_bound,
-            );
+            )
+            .unit("%")
+            .difference(Some(100.0 * (err.abs() - row.certes_bound)))
+            .judge(100.0 * err, within(row.certes_bound)));
         }
         if let (Some(l), true) = (&row.learned, row.profile == LEARNED_MUST_BEAT_TOLD_UNDER) {
-            add(
+            add(statement(
                 "beyond the paper: the model with the clients learned from the server's SYNs \
                  (give-ups at cell midpoints) meets 2.5 % and errs less than the model told \
                  21 s (Test O's misinformed case)"
@@ -76,26 +79,36 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                     pct(l.told_mixture_rel_err),
                     pct(l.learned_rel_err)
                 ),
-                Some(100.0 * (l.learned_rel_err.abs() - CERTES_BOUND)),
+            )
+            .unit("%")
+            .difference(Some(100.0 * (l.learned_rel_err.abs() - CERTES_BOUND)))
+            .relation(
+                "|learned model's error| ≤ 2.5 % and < |told model's error|",
                 l.learned_rel_err.abs() <= CERTES_BOUND
                     && l.learned_rel_err.abs() < l.told_rel_err.abs(),
-            );
+            ));
         }
-        add(
+        add(statement(
             "Fig. 16: SYN-to-END underestimates by 5 % to more than 80 %".into(),
             "−5 % … < −80 %".into(),
             pct(row.syn_to_end_rel_err),
-            None,
-            row.syn_to_end_rel_err <= -SYN_TO_END_PAPER_MIN_ERROR,
-        );
-        add(
+        )
+        .unit("%")
+        .judge(
+            100.0 * row.syn_to_end_rel_err,
+            Criterion::AtMost(-100.0 * SYN_TO_END_PAPER_MIN_ERROR),
+        ));
+        add(statement(
             "Fig. 16: the application-level (Apache) time errs by at least 80 %".into(),
             "≤ −80 %".into(),
             pct(row.application_rel_err),
-            None,
-            row.application_rel_err <= -APPLICATION_PAPER_MIN_ERROR,
-        );
-        add(
+        )
+        .unit("%")
+        .judge(
+            100.0 * row.application_rel_err,
+            Criterion::AtMost(-100.0 * APPLICATION_PAPER_MIN_ERROR),
+        ));
+        add(statement(
             format!(
                 "Figs. 18–19: Certes tracks the per-second mean (mean |error| ≤ {:.0} %)",
                 100.0 * row.tracking_bound
@@ -108,21 +121,33 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                 100.0 * row.certes_tracking_err_p90,
                 100.0 * row.certes_interval_err
             ),
-            None,
+        )
+        .unit("%")
+        .relation(
+            format!(
+                "at least one bin, and mean |error| over the bins ≤ {} %",
+                crate::study::number(100.0 * row.tracking_bound)
+            ),
             row.tracking_bins > 0 && row.certes_tracking_err <= row.tracking_bound,
-        );
-        add(
+        ));
+        add(statement(
             format!(
                 "Figs. 18–19: … and the ten-second mean (mean |error| ≤ {:.0} %)",
                 100.0 * row.tracking_bound_10s
             ),
             "close overlap".into(),
             format!("{:.2} %", 100.0 * row.certes_tracking_err_10s),
-            None,
+        )
+        .unit("%")
+        .relation(
+            format!(
+                "at least one bin, and mean |error| over the ten-second bins ≤ {} %",
+                crate::study::number(100.0 * row.tracking_bound_10s)
+            ),
             row.tracking_bins > 0 && row.certes_tracking_err_10s <= row.tracking_bound_10s,
-        );
+        ));
         if let Some(mm1) = row.mm1_tracking_err {
-            add(
+            add(statement(
                 "App. A, Eq. 32: the M/M/1 estimate tracks worse than Certes".into(),
                 "Certes < M/M/1".into(),
                 format!(
@@ -130,14 +155,16 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                     100.0 * row.certes_tracking_err,
                     100.0 * mm1
                 ),
-                None,
+            )
+            .relation(
+                "Certes' mean per-second |error| < M/M/1's",
                 row.certes_tracking_err < mm1,
-            );
+            ));
         }
         // Figures 23–24 compare the baselines on Test J's on/off load.
         if r.on_off && row.profile == "windows-9x-nt" {
             if let Some(sw) = row.sliding_window_tracking_err {
-                add(
+                add(statement(
                     "Figs. 23–24 (on/off load): the sliding window of Eq. 33 tracks worse than Certes".into(),
                     "Certes < window".into(),
                     format!(
@@ -145,9 +172,11 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                         100.0 * row.certes_tracking_err,
                         100.0 * sw
                     ),
-                    None,
+                )
+                .relation(
+                    "Certes' mean per-second |error| < the sliding window's",
                     row.certes_tracking_err < sw,
-                );
+                ));
             }
         }
         for (q, truth, certes, e, cdf) in [
@@ -167,7 +196,7 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
             ),
         ] {
             if let (Some(t), Some(c), Some(e), Some(f)) = (truth, certes, e, cdf) {
-                add(
+                add(statement(
                     format!(
                         "Fig. 17: the estimated distribution at the true {q} within {:.0} points",
                         100.0 * row.percentile_bound
@@ -178,16 +207,17 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                         100.0 * f,
                         pct(e)
                     ),
-                    Some(100.0 * f),
-                    f.abs() <= row.percentile_bound,
-                );
+                )
+                .unit("points")
+                .difference(Some(100.0 * f))
+                .judge(100.0 * f, within(row.percentile_bound)));
             }
         }
         if let Some(start) = row.midstream_start_s {
             let fto = row.model_frustration_timeout_s;
             let recovered = row.midstream_recovered_after_s;
             let limit = row.midstream_recovery_limit_s.unwrap_or(fto);
-            add(
+            let recovery = statement(
                 format!(
                     "App. B: started at {start:.2} s, Certes converges within one FTO (every later {:.0} s bin within {:.0} % of the estimator started at 0)",
                     row.tracking_bin_s,
@@ -195,46 +225,62 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                 ),
                 format!("after {fto:.0} s (≤ {limit:.2} s: the bin the FTO ends in)"),
                 recovered.map_or("never".into(), |r| format!("after {r:.2} s")),
-                recovered.map(|r| r - fto),
-                recovered.is_some_and(|r| r <= limit),
-            );
+            )
+            .unit("s")
+            .difference(recovered.map(|r| r - fto));
+            add(match recovered {
+                Some(r) => recovery.judge(r, Criterion::AtMost(limit)),
+                None => recovery.relation(
+                    format!(
+                        "recovered, after at most {} s (it never did)",
+                        crate::study::number(limit)
+                    ),
+                    false,
+                ),
+            });
             if let Some(e) = row.midstream_after_fto_rel_err {
-                add(
+                add(statement(
                     "App. B: after one FTO, the mid-stream estimator's mean within 2.5 %".into(),
                     "≤ 2.5 %".into(),
                     pct(e),
-                    None,
-                    e.abs() <= row.certes_bound,
-                );
+                )
+                .unit("%")
+                .judge(100.0 * e, within(row.certes_bound)));
             }
         }
         if row.profile == "windows-9x-nt" {
             if let Some(paper) = &r.paper {
                 if let Some([lo, hi]) = paper.syn_drop_pct {
                     let (ours_lo, ours_hi) = (row.syn_drop_pct_p5, row.syn_drop_pct_p95);
-                    add(
+                    add(statement(
                         format!(
                             "Table II, Test {}: SYN drop rate (per-second p5–p95)",
                             paper.test
                         ),
                         format!("{lo}–{hi} %"),
                         format!("{ours_lo:.1}–{ours_hi:.1} %"),
-                        None,
+                    )
+                    .unit("%")
+                    .relation(
+                        "our p5–p95 range overlaps the paper's range",
                         ours_lo <= hi && ours_hi >= lo,
-                    );
+                    ));
                 }
                 if let Some([lo, hi]) = paper.connections_per_s {
                     let (ours_lo, ours_hi) = (row.connections_per_s_p5, row.connections_per_s_p95);
-                    add(
+                    add(statement(
                         format!(
                             "Table II, Test {}: connections per second (per-second p5–p95)",
                             paper.test
                         ),
                         format!("{lo}–{hi}"),
                         format!("{ours_lo:.0}–{ours_hi:.0}"),
-                        None,
+                    )
+                    .unit("connections/s")
+                    .relation(
+                        "our p5–p95 range overlaps the paper's range",
                         ours_lo <= hi && ours_hi >= lo,
-                    );
+                    ));
                 }
             }
         }
@@ -254,18 +300,22 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
             .iter()
             .map(|r| r.row.certes_rel_err.abs())
             .fold(0.0, f64::max);
-        out.push(Check {
-            figure: "all (Fig. 16)".into(),
-            profile: "all".into(),
-            claim: "Certes within 2.5 % / within 7.4 % of the truth, over all runs".into(),
-            paper: "13 of 16 / 16 of 16".into(),
-            ours: format!(
-                "{within} of {n} / {within_all} of {n} (worst {:.2} %)",
-                100.0 * worst
+        out.push(
+            Check::statement(
+                "all (Fig. 16)",
+                "all",
+                "Certes within 2.5 % / within 7.4 % of the truth, over all runs",
+                "13 of 16 / 16 of 16",
+                format!(
+                    "{within} of {n} / {within_all} of {n} (worst {:.2} %)",
+                    100.0 * worst
+                ),
+            )
+            .relation(
+                "every run within 7.4 % (the count within 2.5 % is not checked)",
+                within_all == n,
             ),
-            difference: None,
-            holds: within_all == n,
-        });
+        );
     }
     out
 }

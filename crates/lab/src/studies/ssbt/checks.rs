@@ -9,23 +9,18 @@ pub const STAYS_HIGH: f64 = 0.8;
 /// What counts as "low" utilization of a persistent connection.
 pub const LOW_UTILIZATION: f64 = 0.5;
 
+/// A statement judged by a relation among our numbers, `criterion` saying
+/// exactly which.
 fn check(
     figure: &str,
     profile: &str,
     claim: &str,
     paper: &str,
     ours: String,
+    criterion: &str,
     holds: bool,
 ) -> Check {
-    Check {
-        figure: figure.into(),
-        profile: profile.into(),
-        claim: claim.into(),
-        paper: paper.into(),
-        ours,
-        difference: None,
-        holds,
-    }
+    Check::statement(figure, profile, claim, paper, ours).relation(criterion, holds)
 }
 
 fn kb(bytes: f64) -> String {
@@ -92,6 +87,7 @@ fn active_probability(rows: &SsbtRows, out: &mut Vec<Check>) {
             "a persistent connection is rarely active, whatever the network",
             "low for every condition",
             format!("at most {worst:.3} over every curve"),
+            "the highest active probability at T_p = 15 s over every curve < 0.5",
             worst < LOW_UTILIZATION,
         ));
     }
@@ -122,6 +118,7 @@ fn active_probability(rows: &SsbtRows, out: &mut Vec<Check>) {
             "utilization rises as T_p falls below 5 s",
             "rises for T_p < 5 s",
             format!("U({shortest} s) / U(5 s) ≥ {least_gain:.2}"),
+            "on every curve U(shortest T_p) > U(5 s) > U(longest T_p)",
             rises,
         ));
     }
@@ -149,6 +146,7 @@ fn buffers(rows: &SsbtRows, out: &mut Vec<Check>) {
             "the higher the loss, the smaller the assigned send buffer",
             "1 % < 0.1 % < 0.01 %",
             ours,
+            "the mean assigned send buffer is smaller at each higher loss rate",
             ordered,
         ));
     }
@@ -164,6 +162,7 @@ fn buffers(rows: &SsbtRows, out: &mut Vec<Check>) {
                 kb(r.mean_assigned_bytes),
                 kb(r.mean_peak_stored_bytes)
             ),
+            "1 ≤ mean assigned receive buffer / mean peak stored ≤ 4",
             (1.0..=4.0).contains(&ratio),
         ));
     }
@@ -192,6 +191,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
             "SSBT throughput stays high when the total buffer is small",
             "stays high",
             format!("{} vs {}", rate(a), rate(b)),
+            "SSBT's throughput with the smallest total ≥ 0.8 × with the largest (1:1 split)",
             a >= STAYS_HIGH * b,
         ));
     }
@@ -221,6 +221,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
                 "large fixed buffers lose throughput when the total buffer is small",
                 "decreases",
                 format!("{} at {small} MB vs {} at {large} MB", rate(a), rate(b)),
+                "the largest fixed pair's throughput with the smallest total < 0.8 × with the largest",
                 a < STAYS_HIGH * b,
             ));
         }
@@ -247,6 +248,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
                 rate(fixed),
                 rate(best)
             ),
+            "SSBT's throughput > the median of the traditional pairs' (smallest total)",
             s.result.client_side_bytes_per_sec > fixed,
         ));
         let fixed_time = median(
@@ -264,6 +266,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
                 "SSBT {:.2} s, traditional median {:.2} s",
                 s.result.mean_transfer_secs, fixed_time
             ),
+            "SSBT's mean transfer time < the median of the traditional pairs' (smallest total)",
             s.result.mean_transfer_secs < fixed_time,
         ));
     }
@@ -281,6 +284,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
                     rate(linux.result.client_side_bytes_per_sec),
                     linux.result.mean_transfer_secs
                 ),
+                "SSBT's throughput > Linux autotuning's",
                 s.result.client_side_bytes_per_sec > linux.result.client_side_bytes_per_sec,
             ));
         }
@@ -298,6 +302,7 @@ fn buffer_size(rows: &SsbtRows, out: &mut Vec<Check>) {
                 rate(linux.result.client_side_bytes_per_sec),
                 linux.result.mean_transfer_secs
             ),
+            "SSBT's throughput > Linux autotuning's",
             s.result.client_side_bytes_per_sec > linux.result.client_side_bytes_per_sec,
         ));
     }
@@ -341,6 +346,7 @@ fn split_ratio(rows: &SsbtRows, out: &mut Vec<Check>) {
                 .map(|(p, s)| format!("{p}: {s}"))
                 .collect::<Vec<_>>()
                 .join("; "),
+            "the best split (of pairs whose throughput varies by more than 1 % with it) is not the same for every pair",
             differ,
         ));
     }
@@ -358,6 +364,7 @@ fn split_ratio(rows: &SsbtRows, out: &mut Vec<Check>) {
             "SSBT throughput stays high whatever the split",
             "robust",
             format!("{} to {}", rate(low), rate(high)),
+            "SSBT's lowest throughput over the splits ≥ 0.8 × its highest",
             low >= STAYS_HIGH * high,
         ));
     }
@@ -383,6 +390,7 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
                 rate(managed.result.client_side_bytes_per_sec),
                 rate(plain.result.client_side_bytes_per_sec)
             ),
+            "SSBT+Conn's throughput > SSBT's",
             managed.result.client_side_bytes_per_sec > plain.result.client_side_bytes_per_sec,
         ));
         out.push(check(
@@ -394,6 +402,7 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
                 "{:.2} s vs {:.2} s",
                 managed.result.mean_transfer_secs, plain.result.mean_transfer_secs
             ),
+            "SSBT+Conn's mean transfer time < SSBT's",
             managed.result.mean_transfer_secs < plain.result.mean_transfer_secs,
         ));
     }
@@ -413,6 +422,7 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
                 rate(linux.result.client_side_bytes_per_sec),
                 linux.result.mean_transfer_secs
             ),
+            "SSBT+Conn's throughput > Linux autotuning's",
             managed.result.client_side_bytes_per_sec > linux.result.client_side_bytes_per_sec,
         ));
     }
@@ -432,6 +442,7 @@ fn connection_management(rows: &SsbtRows, out: &mut Vec<Check>) {
             "the traditional scheme does worse at N_max = 600 than at 846",
             "worse",
             format!("mean {} vs {}", rate(small), rate(big)),
+            "the traditional pairs' mean throughput at N_max = 600 < at 846 (Fig. 9; same total, 1:1 split)",
             small < big,
         ));
     }
