@@ -284,3 +284,28 @@ fn the_probe_reads_an_unknown_field_error() {
     );
     assert_eq!(expected_keys("f: invalid type: map, expected f64"), None);
 }
+
+/// Every ```toml example in docs/scenarios.md loads with the parser of
+/// the study it names.
+#[test]
+fn every_example_loads() {
+    let mut examples = 0;
+    let mut rest = DOC;
+    while let Some(start) = rest.find("```toml\n") {
+        let body = &rest[start + "```toml\n".len()..];
+        let end = body.find("```").expect("a closed ```toml block");
+        let text = &body[..end];
+        let doc: Table = toml::from_str(text)
+            .unwrap_or_else(|e| panic!("an example in docs/scenarios.md is not TOML: {e}"));
+        let study = doc
+            .get("scenario")
+            .and_then(|s| s.get("study"))
+            .and_then(Value::as_str)
+            .expect("an example names scenario.study");
+        parser(study)(text)
+            .unwrap_or_else(|e| panic!("the {study} example in docs/scenarios.md: {e}"));
+        examples += 1;
+        rest = &body[end + 3..];
+    }
+    assert_eq!(examples, studies::all().len(), "one example per study");
+}
