@@ -19,6 +19,8 @@
 //! Two socket-filter programs (one per verdict, 23 instructions each,
 //! assembled in [`program`]) read their deadline, compare it with
 //! `bpf_ktime_get_ns`, and on a match add one to their count (atomically).
+//! They never read the packet, so the same programs serve the iptables and
+//! the ip6tables rules (IPv4 and IPv6 listeners alike).
 //! They are pinned in bpffs ([`pin_path`]) and used by iptables rules in
 //! front of each listener's NFQUEUE rule:
 //!
