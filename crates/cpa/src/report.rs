@@ -419,7 +419,7 @@ pub fn stale_resends_line(analysis: &Analysis) -> Option<String> {
         return None;
     }
     Some(format!(
-        "stale re-sends (bytes already acknowledged, in no transaction): {} segments — {} from clients ({} bytes), {} from servers ({} bytes)\n",
+        "stale re-sends (bytes already acknowledged, starting or adding to no transaction): {} segments — {} from clients ({} bytes), {} from servers ({} bytes)\n",
         s.segments(),
         s.client_segments,
         s.client_bytes,
