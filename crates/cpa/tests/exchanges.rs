@@ -578,9 +578,16 @@ fn requests_re_sent_over_acknowledged_bytes_are_counted_as_stale() {
             assert_eq!(connections, 1, "{name}: the copies are one connection");
             assert_eq!(analysis.transactions.len(), 2, "{name}");
             let stale = analysis.stats.stale_resends;
+            let line = vantage_cpa::report::stale_resends_line(&analysis);
             if name == "stale-single" {
                 assert_eq!(stale, StaleResends::default());
+                assert_eq!(line, None);
             } else {
+                assert!(
+                    line.as_deref()
+                        .is_some_and(|l| l.contains("8 segments — 4 from clients (440 bytes)")),
+                    "{line:?}"
+                );
                 // Copies 2 and 3: two requests and two responses each.
                 assert_eq!(
                     stale,
