@@ -131,6 +131,9 @@ pub fn run(args: CpaArgs) -> Result<()> {
             }
         }
     }
+    if let Some(line) = report::stale_resends_line(&analysis) {
+        eprint!("vantage: warning: {line}");
+    }
     let mut cut_off = false;
     for input in &analysis.stats.inputs {
         if input.connections_evicted > 0 {

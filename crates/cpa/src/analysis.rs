@@ -19,7 +19,7 @@ use vantage_trace::{Connection, Endpoint, Opening, SkipCounts};
 use crate::critical_path::{self, RawNode, RawPath};
 use crate::graph::Graph;
 use crate::profile::{self, PacketEvent, PathArc, Placement, Transaction, TransactionFlags};
-use crate::transaction;
+use crate::transaction::{self, StaleResends};
 use crate::view::{self, CapturedConnection, Fallback, Vantage};
 use crate::{Options, Side};
 
@@ -191,6 +191,9 @@ pub struct AnalysisStats {
     /// Reno models (Sections 3.3 and 3.5), over all connections.
     pub hidden_timeouts: u64,
     pub beyond_window: u64,
+    /// Payload segments re-sending bytes already acknowledged, which start
+    /// no transaction and add to none (see [`StaleResends`]).
+    pub stale_resends: StaleResends,
     /// Capture artefacts over all connections and captures.
     pub artefacts: vantage_trace::Artefacts,
     /// One per input file (filled by [`crate::analyze`]).
@@ -323,6 +326,7 @@ impl Analyzer {
         keep_min(&mut self.fallback.round_trip, seen.samples.round_trip);
 
         self.stats.artefacts.add(&seen.artefacts);
+        self.stats.stale_resends.add(&seen.stale_resends);
         if let Some(failure) = failure {
             self.stats.failures.add(failure);
             return;
@@ -490,6 +494,7 @@ struct Seen {
     hosts: (IpAddr, IpAddr),
     samples: view::DelaySamples,
     artefacts: vantage_trace::Artefacts,
+    stale_resends: StaleResends,
     /// `None` when it carried no transaction (or failed).
     transactions: Option<Traced>,
 }
@@ -526,6 +531,7 @@ fn examine(
         hosts: (view.client.ip, view.server.ip),
         samples: view.samples,
         artefacts: view.artefacts,
+        stale_resends: StaleResends::default(),
         transactions: None,
     };
     let examined = |seen| Examined {
@@ -536,7 +542,8 @@ fn examine(
     if failure.is_some() {
         return examined(seen);
     }
-    let spans = transaction::split(&view);
+    let (spans, stale_resends) = transaction::split(&view);
+    seen.stale_resends = stale_resends;
     if spans.is_empty() {
         return examined(seen);
     }

@@ -63,6 +63,7 @@ pub use profile::{
 };
 pub use reno::{LossRepair, RenoConfig, RenoSender};
 pub use report::SizeClasses;
+pub use transaction::StaleResends;
 
 pub use view::{CapturedConnection, PayloadStart, SegmentExtra, Vantage};
 

@@ -384,6 +384,9 @@ pub fn render(analysis: &Analysis, classes: &SizeClasses) -> String {
     if let Some(line) = failures_line(analysis) {
         out.push_str(&line);
     }
+    if let Some(line) = stale_resends_line(analysis) {
+        out.push_str(&line);
+    }
     out.push('\n');
     out.push_str(&render_aggregate(&aggregate(analysis, classes)));
     out.push('\n');
@@ -405,6 +408,23 @@ pub fn failures_line(analysis: &Analysis) -> Option<String> {
         f.abandoned,
         f.reset_by_server,
         f.aborted_by_client
+    ))
+}
+
+/// The stale re-sends, one line, when there were any: payload segments of
+/// bytes already acknowledged, which no transaction includes.
+pub fn stale_resends_line(analysis: &Analysis) -> Option<String> {
+    let s = &analysis.stats.stale_resends;
+    if s.segments() == 0 {
+        return None;
+    }
+    Some(format!(
+        "stale re-sends (bytes already acknowledged, starting or adding to no transaction): {} segments — {} from clients ({} bytes), {} from servers ({} bytes)\n",
+        s.segments(),
+        s.client_segments,
+        s.client_bytes,
+        s.server_segments,
+        s.server_bytes
     ))
 }
 

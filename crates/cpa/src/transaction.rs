@@ -20,9 +20,56 @@
 //! the client otherwise — in that endpoint's time order, from first
 //! transmissions of new bytes, so retransmissions and reordering do not
 //! create transactions. Sequence numbers are relative (the SYN is 0).
+//!
+//! A payload segment that brings no new byte and that its receiver had
+//! already acknowledged (by the vantage's order) is a stale re-send: it
+//! starts no transaction and adds to none, so it is counted
+//! ([`StaleResends`]). A spurious retransmission after a lost ACK is one; a
+//! connection whose later exchanges reuse sequence numbers acknowledged long
+//! before (copies of a trace merged with their addresses kept) gives many.
+
+use serde::Serialize;
 
 use crate::view::{ConnectionView, PayloadStart};
 use crate::Side;
+
+/// Payload segments that re-sent bytes their receiver had already
+/// acknowledged, by sender: they start no transaction and their bytes are
+/// in none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StaleResends {
+    pub client_segments: u64,
+    /// Payload bytes of those segments.
+    pub client_bytes: u64,
+    pub server_segments: u64,
+    pub server_bytes: u64,
+}
+
+impl StaleResends {
+    pub fn segments(&self) -> u64 {
+        self.client_segments + self.server_segments
+    }
+
+    pub fn add(&mut self, other: &StaleResends) {
+        self.client_segments += other.client_segments;
+        self.client_bytes += other.client_bytes;
+        self.server_segments += other.server_segments;
+        self.server_bytes += other.server_bytes;
+    }
+
+    fn count(&mut self, sender: Side, bytes: u64) {
+        match sender {
+            Side::Client => {
+                self.client_segments += 1;
+                self.client_bytes += bytes;
+            }
+            Side::Server => {
+                self.server_segments += 1;
+                self.server_bytes += bytes;
+            }
+        }
+    }
+}
 
 /// One request/response exchange, as byte ranges of the two sequence
 /// spaces.
@@ -53,8 +100,9 @@ impl TransactionSpan {
     }
 }
 
-/// The transactions of a connection, in order.
-pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
+/// The transactions of a connection, in order, and the stale re-sends
+/// that took no part in them.
+pub(crate) fn split(view: &ConnectionView) -> (Vec<TransactionSpan>, StaleResends) {
     let vantage_side = if view.vantage.observes(Side::Server) {
         Side::Server
     } else {
@@ -72,18 +120,32 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
     let mut http = None::<bool>;
     let mut spans: Vec<TransactionSpan> = Vec::new();
     let mut current: Option<TransactionSpan> = None;
+    // Highest acknowledgement of each sender's bytes seen so far.
+    let mut acknowledged = [i64::MIN; 2];
+    let mut stale = StaleResends::default();
 
     for &index in view.side_order(vantage_side) {
         let record = view.record(index);
+        if record.flags.ack() {
+            let receiver = record.sender.other().index();
+            acknowledged[receiver] = acknowledged[receiver].max(record.ack);
+        }
         if record.payload_len == 0 || record.flags.rst() {
             continue;
         }
         let (start, end) = record.data_range();
+        let high = match record.sender {
+            Side::Client => client_high,
+            Side::Server => server_high,
+        };
+        if end <= high {
+            if end <= acknowledged[record.sender.index()] {
+                stale.count(record.sender, u64::from(record.payload_len));
+            }
+            continue;
+        }
         match record.sender {
             Side::Client => {
-                if end <= client_high {
-                    continue;
-                }
                 let aligned = start == client_high;
                 let several = aligned && record.payload == PayloadStart::Requests;
                 let starts_request = aligned
@@ -139,9 +201,6 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
                 client_high = end;
             }
             Side::Server => {
-                if end <= server_high {
-                    continue;
-                }
                 let from = server_high;
                 let span = current.get_or_insert(TransactionSpan {
                     index: spans.len(),
@@ -161,5 +220,5 @@ pub(crate) fn split(view: &ConnectionView) -> Vec<TransactionSpan> {
     if let Some(span) = current {
         spans.push(span);
     }
-    spans
+    (spans, stale)
 }

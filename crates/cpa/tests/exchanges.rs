@@ -7,7 +7,8 @@ mod common;
 use common::{ms, Delivery, Exchange, ACK, FIN, PSH, SYN};
 use vantage_core::Nanos;
 use vantage_cpa::{
-    analyze, conserves, Analysis, ArcKind, Inputs, LossRepair, Options, Profile, Teardown, Vantage,
+    analyze, conserves, Analysis, ArcKind, Inputs, LossRepair, Options, Profile, StaleResends,
+    Teardown, Vantage,
 };
 
 fn options(teardown: Teardown) -> Options {
@@ -522,4 +523,83 @@ fn a_delayed_ack_is_client_time_and_single_vantage_calls_it_network_variation() 
     let t = &server.transactions[0];
     assert_eq!(t.duration, Nanos(ms(100.0)));
     assert_eq!(t.profile, profile(0.0, 0.0, 60.0, 40.0, 0.0, 0.0));
+}
+
+/// One copy of a persistent HTTP/1.1 connection (two requests of 100 and
+/// 120 bytes, responses of 500 and 700 bytes, no close) starting at
+/// `base` ms: copies with the same addresses and sequence numbers merge
+/// into one connection, as `replicate --keep-addresses` makes them.
+fn persistent_copy(ex: &mut Exchange, base: f64) {
+    ex.client(base, 0, 0, SYN, 0)
+        .server(base + 10.0, 0, 1, SYN | ACK, 0)
+        .starting(b"GET /a HTTP/1.1\r\n")
+        .client(base + 20.0, 1, 1, ACK | PSH, 100)
+        .starting(b"HTTP/1.1 200 OK\r\n")
+        .server(base + 40.0, 1, 101, ACK | PSH, 500)
+        .client(base + 50.0, 101, 501, ACK, 0)
+        .starting(b"GET /b HTTP/1.1\r\n")
+        .client(base + 100.0, 101, 501, ACK | PSH, 120)
+        .starting(b"HTTP/1.1 200 OK\r\n")
+        .server(base + 130.0, 501, 221, ACK | PSH, 700)
+        .client(base + 140.0, 221, 1201, ACK, 0);
+}
+
+#[test]
+fn requests_re_sent_over_acknowledged_bytes_are_counted_as_stale() {
+    let single = {
+        let mut ex = Exchange::new(10.0, 10.0);
+        persistent_copy(&mut ex, 0.0);
+        ex
+    };
+    let mut merged = Exchange::new(10.0, 10.0);
+    for copy in 0..3 {
+        persistent_copy(&mut merged, 1000.0 * f64::from(copy));
+    }
+    for (exchange, name) in [(&single, "stale-single"), (&merged, "stale-merged")] {
+        let (client, server) = exchange.write(name);
+        for inputs in [
+            Inputs {
+                client: None,
+                server: Some(server.path.clone()),
+            },
+            Inputs {
+                client: Some(client.path.clone()),
+                server: None,
+            },
+            Inputs {
+                client: Some(client.path.clone()),
+                server: Some(server.path.clone()),
+            },
+        ] {
+            let analysis = analyze(&inputs, &Options::default()).expect("analysis");
+            let connections = analysis.stats.connections_both
+                + analysis.stats.connections_server_only
+                + analysis.stats.connections_client_only;
+            assert_eq!(connections, 1, "{name}: the copies are one connection");
+            assert_eq!(analysis.transactions.len(), 2, "{name}");
+            let stale = analysis.stats.stale_resends;
+            let line = vantage_cpa::report::stale_resends_line(&analysis);
+            if name == "stale-single" {
+                assert_eq!(stale, StaleResends::default());
+                assert_eq!(line, None);
+            } else {
+                assert!(
+                    line.as_deref()
+                        .is_some_and(|l| l.contains("8 segments — 4 from clients (440 bytes)")),
+                    "{line:?}"
+                );
+                // Copies 2 and 3: two requests and two responses each.
+                assert_eq!(
+                    stale,
+                    StaleResends {
+                        client_segments: 4,
+                        client_bytes: 2 * (100 + 120),
+                        server_segments: 4,
+                        server_bytes: 2 * (500 + 700),
+                    },
+                    "{name} {inputs:?}"
+                );
+            }
+        }
+    }
 }
