@@ -389,20 +389,7 @@ impl CaptureStream {
             return Ok(Vec::new());
         }
         // A gap of years would be handed over interval by interval.
-        let grid = IntervalGrid::aligned(
-            self.collector.first_timestamp().unwrap_or(Nanos::ZERO),
-            self.interval,
-        )
-        .map_err(CaptureInputError::Setup)?;
-        let intervals = grid
-            .checked_count_through(clock)
-            .map_err(CaptureInputError::Setup)?;
-        check_class_intervals(self.classes.len(), intervals, &self.class_key()).map_err(
-            |source| CaptureInputError::TooLarge {
-                path: self.name.clone(),
-                source,
-            },
-        )?;
+        self.checked_grid(clock)?;
         Ok(self.close_through(before - 1))
     }
 
