@@ -288,6 +288,13 @@ fn capture_warnings(notes: &CaptureNotes) -> Result<()> {
             vantage_trace::certes::MAX_UNCONFIRMED_CONNECTIONS
         );
     }
+    if notes.decided_early > 0 {
+        eprintln!(
+            "vantage: warning: {} connections were decided before the capture reached their give-up or abandon time, beyond the {} held at once; they count as if the capture ran on to that time",
+            notes.decided_early,
+            vantage_trace::certes::MAX_HELD_CONNECTIONS
+        );
+    }
     if notes.late_counts > 0 {
         eprintln!(
             "vantage: warning: {} counts arrived for intervals already printed and were left out of them and of the summary",

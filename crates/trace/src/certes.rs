@@ -7,7 +7,8 @@
 //! `vantage_core::certes::observed`.
 //!
 //! Memory is bounded by the connection table's cap, the connections whose
-//! outcome waits for the capture's clock (see `stream`), the intervals not
+//! outcome waits for the capture's clock (see `stream`; at most
+//! [`MAX_HELD_CONNECTIONS`]), the intervals not
 //! yet handed over, and — when no listener is named — the connections to
 //! responders not yet seen answering a SYN, at most
 //! [`MAX_UNCONFIRMED_CONNECTIONS`]. It does not grow with the number of
@@ -48,6 +49,14 @@ use crate::handshake::{ClassBy, Handshake, HandshakeCollector, HandshakeConfig, 
 /// kept; if their responder answers later they are reported as
 /// `connections_not_kept`.
 pub const MAX_UNCONFIRMED_CONNECTIONS: usize = 100_000;
+
+/// Most connections held, over all classes, while the capture's clock has
+/// not yet decided their outcome (a client that may still give up, an
+/// accepted connection that may still be abandoned). Beyond it the one
+/// decided soonest is decided at once, as if the capture ran on to that
+/// instant, and counted (`CaptureNotes::decided_early`). A flood puts
+/// every SYN of one frustration timeout in that window.
+pub const MAX_HELD_CONNECTIONS: usize = 200_000;
 
 /// Most responders whose connections beyond [`MAX_UNCONFIRMED_CONNECTIONS`]
 /// are counted one by one (further ones count as other servers').
@@ -150,6 +159,9 @@ pub struct CaptureStream {
     next_to_close: Option<u64>,
     late_counts: u64,
     most_retained: usize,
+    /// At least the observations the classes hold (see
+    /// [`MAX_HELD_CONNECTIONS`]).
+    held_at_most: usize,
 }
 
 impl CaptureStream {
@@ -204,6 +216,7 @@ impl CaptureStream {
             next_to_close: None,
             late_counts: 0,
             most_retained: 0,
+            held_at_most: 0,
         })
     }
 
@@ -328,6 +341,18 @@ impl CaptureStream {
                     path: self.name.clone(),
                     source,
                 })?;
+            // An upper bound: an observation adds at most one waiting one.
+            self.held_at_most += 1;
+        }
+        if self.held_at_most > MAX_HELD_CONNECTIONS {
+            self.held_at_most = self.classes.values().map(|c| c.retained()).sum();
+            while self.held_at_most > MAX_HELD_CONNECTIONS {
+                let fullest = self.classes.values_mut().max_by_key(|c| c.retained());
+                if !fullest.is_some_and(|c| c.decide_soonest_early()) {
+                    break;
+                }
+                self.held_at_most -= 1;
+            }
         }
         Ok(())
     }
@@ -526,6 +551,7 @@ impl CaptureStream {
             connections_evicted_half_open: stats.evicted_half_open,
             connections_not_kept: not_kept,
             late_counts: self.late_counts,
+            decided_early: self.classes.values().map(|c| c.decided_early()).sum(),
             cut_off: stats.cut_off.clone(),
             ..CaptureNotes::default()
         };

@@ -181,6 +181,11 @@ pub struct CaptureNotes {
     /// that arrived for an interval already handed over, left out.
     #[serde(skip_serializing_if = "is_zero")]
     pub late_counts: u64,
+    /// Read as a stream: connections decided before the capture's clock
+    /// reached their give-up or abandon instant, to stay within the cap on
+    /// held connections (as if the capture ran on to that instant).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub decided_early: u64,
     /// The capture stops mid-record: what and at which byte offset (every
     /// complete packet before it was read).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -10,7 +10,10 @@
 //! first SYN + FTO is still ahead (abandoned or unresolved). Those wait,
 //! until the clock passes that instant or the capture ends — at most one
 //! frustration timeout (or the profile's give-up time) after their first
-//! SYN. [`ClassBucketer::retained`] counts them.
+//! SYN. [`ClassBucketer::retained`] counts them. A flood can put many
+//! connections in that window, so the caller caps them: beyond its cap the
+//! observation decided soonest is decided at once, as if the capture ran on
+//! to that instant ([`ClassBucketer::decide_soonest_early`]), and counted.
 //!
 //! Intervals are kept sparse, by index from the clock's origin
 //! (`t / Δ`, the same as [`IntervalGrid::aligned`]'s), until the caller
@@ -95,6 +98,7 @@ pub struct ClassBucketer {
     waiting_first_syns: BTreeMap<Nanos, u32>,
     clock: Nanos,
     added: u64,
+    decided_early: u64,
 }
 
 impl ClassBucketer {
@@ -118,6 +122,7 @@ impl ClassBucketer {
             waiting_first_syns: BTreeMap::new(),
             clock: Nanos::ZERO,
             added: 0,
+            decided_early: 0,
         })
     }
 
@@ -224,6 +229,26 @@ impl ClassBucketer {
         self.waiting.len()
     }
 
+    /// Decides the waiting observation whose outcome the clock would decide
+    /// soonest, as if the capture ran on to that instant (what
+    /// [`advance`](Self::advance) does when the clock gets there); the
+    /// caller's cap on held observations. Returns whether there was one.
+    pub fn decide_soonest_early(&mut self) -> bool {
+        let Some(Reverse(waiting)) = self.waiting.pop() else {
+            return false;
+        };
+        self.forget_waiting(&waiting.observation);
+        self.decided_early += 1;
+        let decided_at = waiting.decided_at;
+        self.apply(waiting.observation, decided_at);
+        true
+    }
+
+    /// Observations decided early by [`decide_soonest_early`](Self::decide_soonest_early).
+    pub fn decided_early(&self) -> u64 {
+        self.decided_early
+    }
+
     /// Intervals holding something, not yet taken.
     pub fn open_intervals(&self) -> usize {
         self.counters.len().max(self.exact.len())
@@ -305,6 +330,42 @@ mod tests {
             clients: ClientMix::builtin("linux-6.5").unwrap(),
             frustration_timeout: Nanos::from_secs(21),
         }
+    }
+
+    /// Deciding the soonest waiting observation early gives what letting
+    /// the clock reach its instant gives, and is counted.
+    #[test]
+    fn deciding_early_is_the_clock_reaching_the_instant() {
+        let never_answered = |first: f64| ConnectionObservation {
+            syn_arrivals: vec![s(first), s(first + 1.0)],
+            ..Default::default()
+        };
+        let accepted_unserved = |first: f64| ConnectionObservation {
+            syn_arrivals: vec![s(first)],
+            answered: Some(0),
+            ..Default::default()
+        };
+        let interval = Nanos::from_millis(250);
+        let mut early = ClassBucketer::new(interval, config()).unwrap();
+        let mut clocked = ClassBucketer::new(interval, config()).unwrap();
+        for b in [&mut early, &mut clocked] {
+            b.advance(s(101.0));
+            b.add(never_answered(100.0)).unwrap();
+            b.add(accepted_unserved(100.5)).unwrap();
+            assert_eq!(b.retained(), 2);
+        }
+        assert!(early.decide_soonest_early());
+        assert!(early.decide_soonest_early());
+        assert!(!early.decide_soonest_early());
+        assert_eq!((early.retained(), early.decided_early()), (0, 2));
+        clocked.advance(s(200.0));
+        assert_eq!((clocked.retained(), clocked.decided_early()), (0, 0));
+        assert_eq!(early.abandoned(), 1);
+        assert_eq!(early.abandoned(), clocked.abandoned());
+        assert_eq!(early.stats(), clocked.stats());
+        assert_eq!(early.take_through(u64::MAX), clocked.take_through(u64::MAX));
+        assert_eq!(early.figures().gave_up, clocked.figures().gave_up);
+        assert_eq!(early.figures().gave_up, 1);
     }
 
     /// A mix of every outcome, fed in the order a capture finishes them,
