@@ -11,6 +11,8 @@
 //! * [`nft`] — running `nft`, a script as one transaction, failures as
 //!   typed errors;
 //! * [`process`] — whether a recorded owner pid is alive;
+//! * [`packet_ring`] — an `AF_PACKET` TPACKET_V3 capture with a kernel-side
+//!   filter for a listener's handshakes, tear-downs and data segments;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
 //! * [`socket`] — setting a socket option whose value is a C int;
@@ -24,6 +26,7 @@ pub mod command;
 pub mod iptables;
 pub mod nfqueue;
 pub mod nft;
+pub mod packet_ring;
 pub mod privilege;
 pub mod proc_net;
 pub mod process;

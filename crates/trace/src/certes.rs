@@ -40,7 +40,7 @@ use vantage_core::Nanos;
 
 use crate::decode::Endpoint;
 use crate::error::TraceError;
-use crate::file::TraceReader;
+use crate::file::{Packet, TraceReader};
 use crate::handshake::{ClassBy, Handshake, HandshakeCollector, HandshakeConfig, ServerFilter};
 
 /// Most connections kept while their responder has not been seen
@@ -133,7 +133,8 @@ pub struct CaptureTotals {
 /// A capture read packet by packet (see the module docs).
 pub struct CaptureStream {
     name: String,
-    reader: TraceReader,
+    /// `None` for a live source, fed by [`push_packet`](Self::push_packet).
+    reader: Option<TraceReader>,
     collector: HandshakeCollector,
     server: Option<ServerFilter>,
     by: Option<ClassBy>,
@@ -180,10 +181,33 @@ impl CaptureStream {
         CaptureStream::from_reader(name, reader, server, by, model)
     }
 
+    /// A stream fed packet by packet by a live source named `name` (an
+    /// interface ring): [`push_packet`](Self::push_packet) and
+    /// [`advance_clock`](Self::advance_clock) instead of
+    /// [`read_packet`](Self::read_packet).
+    pub fn live(
+        name: String,
+        server: Option<ServerFilter>,
+        by: Option<ClassBy>,
+        model: &CertesConfig,
+    ) -> Result<CaptureStream, CaptureInputError> {
+        CaptureStream::new(name, None, server, by, model)
+    }
+
     /// Like [`open`](Self::open), for an open reader named `name`.
     pub fn from_reader(
         name: String,
         reader: TraceReader,
+        server: Option<ServerFilter>,
+        by: Option<ClassBy>,
+        model: &CertesConfig,
+    ) -> Result<CaptureStream, CaptureInputError> {
+        CaptureStream::new(name, Some(reader), server, by, model)
+    }
+
+    fn new(
+        name: String,
+        reader: Option<TraceReader>,
         server: Option<ServerFilter>,
         by: Option<ClassBy>,
         model: &CertesConfig,
@@ -222,14 +246,40 @@ impl CaptureStream {
 
     /// Reads the next packet and adds the connections it finished; false
     /// at the end of the capture.
+    /// A live stream has no file: false at once.
     pub fn read_packet(&mut self) -> Result<bool, CaptureInputError> {
-        let more = self
-            .collector
-            .read_packet(&mut self.reader)
-            .map_err(|source| CaptureInputError::Read {
-                path: self.name.clone(),
-                source,
-            })?;
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(false);
+        };
+        let more =
+            self.collector
+                .read_packet(reader)
+                .map_err(|source| CaptureInputError::Read {
+                    path: self.name.clone(),
+                    source,
+                })?;
+        self.took_input()?;
+        Ok(more)
+    }
+
+    /// Takes one packet from any source (the entry
+    /// [`read_packet`](Self::read_packet) uses for a file) and adds the
+    /// connections it finished.
+    pub fn push_packet(&mut self, packet: &Packet<'_>) -> Result<(), CaptureInputError> {
+        self.collector.push_packet(packet);
+        self.took_input()
+    }
+
+    /// A live source's clock reached `now` with no packet (a poll timed
+    /// out): idle connections finish and intervals can close on time.
+    pub fn advance_clock(&mut self, now: Nanos) -> Result<(), CaptureInputError> {
+        self.collector.advance_clock(now);
+        self.took_input()
+    }
+
+    /// After a packet or a clock step: routes the finished connections
+    /// and moves the classes' clocks.
+    fn took_input(&mut self) -> Result<(), CaptureInputError> {
         for handshake in self.collector.take_finished() {
             self.route(handshake)?;
         }
@@ -244,7 +294,7 @@ impl CaptureStream {
             }
         }
         self.most_retained = self.most_retained.max(self.retained());
-        Ok(more)
+        Ok(())
     }
 
     /// Connection observations held now: those waiting for the clock to
@@ -634,5 +684,136 @@ impl CaptureStream {
                 notes,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{syn_options, Pcap, Record, Tcp, ACK, FIN, PSH, SYN};
+    use vantage_core::tcp::ClientMix;
+
+    const ORIGIN_NS: u64 = 1_700_000_000_000_000_000;
+
+    /// Twenty attempts 100 ms apart: every fourth has its first SYN
+    /// dropped and answered on the retry 1 s later; all are served.
+    fn capture() -> Vec<u8> {
+        let pcap = Pcap {
+            nanosecond: true,
+            ..Pcap::ethernet()
+        };
+        let server = ("10.0.0.2", 80);
+        let mut records = Vec::new();
+        for i in 0..20u64 {
+            let client = ("10.1.0.1", 2000 + i as u16);
+            let isn = 7000 + i as u32;
+            let first = ORIGIN_NS + i * 100_000_000;
+            let syn = Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1));
+            records.push(Record::new(first, syn.ethernet()));
+            let t = if i % 4 == 0 {
+                records.push(Record::new(first + 1_000_000_000, syn.ethernet()));
+                first + 1_000_000_000
+            } else {
+                first
+            };
+            for (dt, tcp) in [
+                (
+                    100_000,
+                    Tcp::new(server, client, 5000, isn + 1, SYN | ACK)
+                        .options(syn_options(1460, 7, 1)),
+                ),
+                (200_000, Tcp::new(client, server, isn + 1, 5001, ACK)),
+                (
+                    300_000,
+                    Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
+                ),
+                (400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
+                (500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
+            ] {
+                records.push(Record::new(t + dt, tcp.ethernet()));
+            }
+        }
+        records.sort_by_key(|r| r.timestamp_ns);
+        pcap.file(&records)
+    }
+
+    fn model() -> CertesConfig {
+        CertesConfig::new(
+            Nanos::from_millis(250),
+            ClientMix::builtin("linux-6.5").unwrap(),
+            Nanos::from_secs(21),
+        )
+    }
+
+    fn reader() -> TraceReader {
+        TraceReader::from_reader("synthetic", std::io::Cursor::new(capture())).unwrap()
+    }
+
+    /// Packets pushed one by one from outside give the same intervals and
+    /// totals as the file read by the stream itself.
+    #[test]
+    fn pushed_packets_give_what_the_file_gives() {
+        let server = Some(":80".parse().unwrap());
+        let mut from_file =
+            CaptureStream::from_reader("synthetic".into(), reader(), server, None, &model())
+                .unwrap();
+        let mut file_closed = Vec::new();
+        while from_file.read_packet().unwrap() {
+            file_closed.extend(from_file.take_closed().unwrap());
+        }
+        let (rest, file_totals) = from_file.finish_stream().unwrap();
+        file_closed.extend(rest);
+
+        let mut live = CaptureStream::live("synthetic".into(), server, None, &model()).unwrap();
+        assert!(!live.read_packet().unwrap());
+        let mut source = reader();
+        let mut live_closed = Vec::new();
+        while let Some(packet) = source.next_packet().unwrap() {
+            live.push_packet(&packet).unwrap();
+            live_closed.extend(live.take_closed().unwrap());
+        }
+        let (rest, live_totals) = live.finish_stream().unwrap();
+        live_closed.extend(rest);
+
+        assert_eq!(format!("{file_closed:?}"), format!("{live_closed:?}"));
+        assert_eq!(format!("{file_totals:?}"), format!("{live_totals:?}"));
+        let dropped: u64 = live_closed
+            .iter()
+            .flat_map(|c| &c.classes)
+            .filter_map(|(_, b)| b.as_ref())
+            .map(|b| b.counters.dropped)
+            .sum();
+        assert_eq!(dropped, 5);
+        assert_eq!(live_totals.notes.connections, 20);
+    }
+
+    /// With no packet, the clock still closes intervals once it passes
+    /// them (a live source's poll timeout).
+    #[test]
+    fn the_clock_closes_intervals_without_packets() {
+        let server = Some(":80".parse().unwrap());
+        let mut live = CaptureStream::live("synthetic".into(), server, None, &model()).unwrap();
+        let mut source = reader();
+        while let Some(packet) = source.next_packet().unwrap() {
+            live.push_packet(&packet).unwrap();
+        }
+        let before: usize = live.take_closed().unwrap().len();
+        // Ten seconds later, nothing captured: every interval through the
+        // last packet's is closed.
+        let last = ORIGIN_NS + 19 * 100_000_000 + 1_000_000;
+        live.advance_clock(Nanos(last + 10_000_000_000)).unwrap();
+        let closed = live.take_closed().unwrap();
+        assert!(!closed.is_empty());
+        let completed: u64 = closed
+            .iter()
+            .flat_map(|c| &c.classes)
+            .filter_map(|(_, b)| b.as_ref())
+            .map(|b| b.counters.completed)
+            .sum();
+        assert!(before + closed.len() >= 40, "{before} + {}", closed.len());
+        assert!(completed > 0);
+        // An earlier clock changes nothing.
+        live.advance_clock(Nanos(ORIGIN_NS)).unwrap();
+        assert!(live.take_closed().unwrap().is_empty());
     }
 }

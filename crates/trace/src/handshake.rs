@@ -68,7 +68,7 @@ use crate::connection::{Connection, ConnectionTable, Direction, FinishCause, Seg
 use crate::connection::{Opening, TableConfig};
 use crate::decode::{decode, Endpoint, SkipCounts};
 use crate::error::TraceError;
-use crate::file::TraceReader;
+use crate::file::{Packet, TraceReader};
 
 /// Acknowledgement distance beyond which an ACK is not for this SYN-ACK.
 const ACK_REACH: u32 = 1 << 30;
@@ -511,14 +511,34 @@ impl HandshakeCollector {
             }
             Err(error) => return Err(error),
         };
-        match decode(&packet) {
+        self.push_packet(&packet);
+        Ok(true)
+    }
+
+    /// Decodes and takes in one packet from any source (a capture file, a
+    /// live ring): the one entry both go through.
+    pub fn push_packet(&mut self, packet: &Packet<'_>) {
+        match decode(packet) {
             Ok(segment) => self.observe(&segment),
             Err(reason) => {
                 self.saw_time(packet.timestamp);
                 self.stats.skipped.add(reason);
             }
         }
-        Ok(true)
+    }
+
+    /// A live source's clock reached `now` with no packet: connections
+    /// idle past the table's timeout finish, and the span of the capture
+    /// reaches `now` (not counted as a packet). An earlier `now` is
+    /// ignored.
+    pub fn advance_clock(&mut self, now: Nanos) {
+        if self.last_timestamp.is_some_and(|last| now <= last) {
+            return;
+        }
+        self.first_timestamp.get_or_insert(now);
+        self.last_timestamp = Some(now);
+        self.table.expire(now);
+        self.drain();
     }
 
     /// End of a streamed capture: every connection still open is finished
