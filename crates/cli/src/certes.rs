@@ -39,6 +39,34 @@ enum CertesCommand {
     /// counters (--counters) or a server-side capture (--trace); with a
     /// capture, also the exact figure from each connection's own SYNs.
     Estimate(EstimateArgs),
+    /// Run the Certes watch daemon on a live listener (AF_PACKET capture;
+    /// needs CAP_NET_RAW): metrics, JSON Lines, until SIGTERM. SIGHUP
+    /// reloads, SIGUSR1 reopens the log. `watch check --config FILE`
+    /// validates a configuration (docs/certes-watch.md).
+    Watch(WatchArgs),
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct WatchArgs {
+    #[command(subcommand)]
+    action: Option<WatchAction>,
+    /// Watch configuration (TOML; docs/certes-watch.md).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Create this file, holding the daemon's pid, once it captures
+    /// (removed on exit).
+    #[arg(long, value_name = "PATH")]
+    ready_file: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand)]
+enum WatchAction {
+    /// Validate a configuration and print what it sets.
+    Check {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 /// Format of a counters file.
@@ -117,51 +145,36 @@ struct EstimateArgs {
 pub fn run(args: CertesArgs) -> Result<()> {
     match args.command {
         CertesCommand::Estimate(args) => estimate(args),
+        CertesCommand::Watch(args) => watch(args),
     }
 }
 
-/// Parses `250ms`, `1s`, `1.5s`, `500us`, `100ns`, `2min`; a bare number is
-/// seconds.
-fn parse_duration(text: &str) -> Result<Nanos, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (e.g. 250ms, 1s, 21s)"))?;
-    let scale = match unit.trim() {
-        "" | "s" => 1e9,
-        "ms" => 1e6,
-        "us" | "µs" => 1e3,
-        "ns" => 1.0,
-        "min" => 60e9,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{text}` (known: ns, us, ms, s, min)"
-            ))
+fn watch(args: WatchArgs) -> Result<()> {
+    use vantage_live::watch;
+    match (args.action, args.config) {
+        (Some(WatchAction::Check { config }), _) => {
+            println!("{}", watch::check(&config)?);
+            Ok(())
         }
-    };
-    let nanos = value * scale;
-    if !(1.0..=86_400e9).contains(&nanos) {
-        return Err(format!("`{text}` is out of range (1 ns to 24 h)"));
+        (None, Some(path)) => {
+            let config = watch::WatchConfig::load(&path)?;
+            let signals = vantage_live::daemon::Signals::new();
+            signals.register().context("vantage certes watch")?;
+            let options = watch::RunOptions {
+                ready_file: args.ready_file,
+                signals,
+                config_path: Some(path),
+            };
+            let summary = watch::run(&config, &options)?;
+            serde_json::to_writer(std::io::stdout().lock(), &summary)?;
+            println!();
+            Ok(())
+        }
+        (None, None) => bail!("give --config FILE (or `watch check --config FILE`)"),
     }
-    Ok(Nanos(nanos.round() as u64))
 }
 
-fn parse_network_loss(text: &str) -> Result<NetworkLoss, String> {
-    match text.trim() {
-        "none" => Ok(NetworkLoss::None),
-        "retransmissions" => Ok(NetworkLoss::FromRetransmissions),
-        other => match other.parse::<f64>() {
-            Ok(q) if (0.0..1.0).contains(&q) => Ok(NetworkLoss::Fixed(q)),
-            _ => Err(format!(
-                "`{other}` is not a network loss: give `none`, `retransmissions` or a fraction in [0, 1) such as 0.03"
-            )),
-        },
-    }
-}
+use vantage_live::watch::config::{parse_duration, parse_network_loss};
 
 fn estimate(args: EstimateArgs) -> Result<()> {
     let clients = ClientMix::builtin(&args.profile).context("--profile")?;

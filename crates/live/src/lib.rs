@@ -7,6 +7,9 @@
 //! * [`proxy`] — the HTTP reverse proxy with session-based admission
 //!   control (`vantage proxy`): SBAC's controllers and signed session
 //!   cookies in front of real web servers (`docs/proxy.md`).
+//! * [`watch`] — the Certes watch daemon (`vantage certes watch`): the
+//!   client-perceived response time of any listener, from an in-process
+//!   capture, as Prometheus metrics (`docs/certes-watch.md`).
 //! * [`daemon`] — what every daemon shares: signals as flags, the ready
 //!   file, sd_notify, the descriptor budget, append-only logs;
 //! * [`metrics`] — the hardened `/metrics` endpoint, the exposition
@@ -22,3 +25,4 @@ pub mod gate;
 pub mod metrics;
 pub mod proxy;
 pub mod synflood;
+pub mod watch;

@@ -163,7 +163,14 @@ pub struct CaptureStream {
     /// At least the observations the classes hold (see
     /// [`MAX_HELD_CONNECTIONS`]).
     held_at_most: usize,
+    /// Live source: at most this many classes; later ones go to
+    /// [`OTHER_CLASS`].
+    max_classes: Option<usize>,
 }
+
+/// The class of a live stream's connections beyond its class cap
+/// ([`CaptureStream::set_class_cap`]).
+pub const OTHER_CLASS: &str = "other";
 
 impl CaptureStream {
     /// Opens a capture (`-`: standard input); see [`capture_input`].
@@ -185,13 +192,25 @@ impl CaptureStream {
     /// interface ring): [`push_packet`](Self::push_packet) and
     /// [`advance_clock`](Self::advance_clock) instead of
     /// [`read_packet`](Self::read_packet).
+    /// `max_connections` caps the connection table
+    /// (`TableConfig::max_connections`).
     pub fn live(
         name: String,
         server: Option<ServerFilter>,
         by: Option<ClassBy>,
         model: &CertesConfig,
+        max_connections: usize,
     ) -> Result<CaptureStream, CaptureInputError> {
-        CaptureStream::new(name, None, server, by, model)
+        let mut stream = CaptureStream::new(name, None, server, by, model)?;
+        let config = HandshakeConfig {
+            server,
+            table: crate::connection::TableConfig {
+                max_connections: max_connections.max(1),
+                ..HandshakeConfig::default().table
+            },
+        };
+        stream.collector = HandshakeCollector::new(config);
+        Ok(stream)
     }
 
     /// Like [`open`](Self::open), for an open reader named `name`.
@@ -241,6 +260,7 @@ impl CaptureStream {
             late_counts: 0,
             most_retained: 0,
             held_at_most: 0,
+            max_classes: None,
         })
     }
 
@@ -310,6 +330,41 @@ impl CaptureStream {
         self.most_retained
     }
 
+    /// Caps the classes of a stream split `by` a source prefix: beyond
+    /// `cap` classes, connections of a new class count in [`OTHER_CLASS`]
+    /// (a live source sees any number of clients).
+    pub fn set_class_cap(&mut self, cap: usize) {
+        self.max_classes = Some(cap.max(1));
+    }
+
+    /// A live stream never ends: its intervals are handed over and
+    /// forgotten, so the caps on a whole run's span do not apply.
+    fn is_live(&self) -> bool {
+        self.reader.is_none()
+    }
+
+    /// The first packet's time (or the first clock step's): interval 0
+    /// holds it.
+    pub fn first_timestamp(&self) -> Option<Nanos> {
+        self.collector.first_timestamp()
+    }
+
+    /// What the stream counted beside the connections it took, so far.
+    pub fn notes_so_far(&self) -> CaptureNotes {
+        self.notes()
+    }
+
+    /// Per class, the exact figures' running totals (failures by kind,
+    /// give-ups, unresolved).
+    pub fn class_figures(&self) -> impl Iterator<Item = (&String, &ExactFigures)> {
+        self.classes.iter().map(|(class, b)| (class, b.figures()))
+    }
+
+    /// The packet decoder's and connection table's counts so far.
+    pub fn handshake_stats(&self) -> &crate::handshake::HandshakeStats {
+        self.collector.stats()
+    }
+
     /// Connections open in the connection table now.
     pub fn open_connections(&self) -> usize {
         self.collector.open_connections()
@@ -341,7 +396,14 @@ impl CaptureStream {
         };
         let mut observation = handshake.observation();
         if let Some(by) = self.by {
-            observation.class = Some(by.class_of(&handshake));
+            let mut class = by.class_of(&handshake);
+            if self
+                .max_classes
+                .is_some_and(|cap| self.classes.len() >= cap && !self.classes.contains_key(&class))
+            {
+                class = OTHER_CLASS.to_string();
+            }
+            observation.class = Some(class);
         }
         if selected {
             self.add(observation)?;
@@ -367,7 +429,7 @@ impl CaptureStream {
     fn add(&mut self, observation: ConnectionObservation) -> Result<(), CaptureInputError> {
         self.selected += 1;
         let class = observation.class.clone().unwrap_or_default();
-        if !self.classes.contains_key(&class) {
+        if !self.classes.contains_key(&class) && !self.is_live() {
             // Every class is a row per interval: refuse before memory grows
             // (a span beyond MAX_INTERVALS is refused at the end, by name).
             let mut intervals = self.intervals_so_far();
@@ -380,6 +442,10 @@ impl CaptureStream {
                     source,
                 },
             )?;
+            let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
+                .map_err(CaptureInputError::Setup)?;
+            self.classes.insert(class.clone(), bucketer);
+        } else if !self.classes.contains_key(&class) {
             let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
                 .map_err(CaptureInputError::Setup)?;
             self.classes.insert(class.clone(), bucketer);
@@ -463,8 +529,11 @@ impl CaptureStream {
         if before <= next {
             return Ok(Vec::new());
         }
-        // A gap of years would be handed over interval by interval.
-        self.checked_grid(clock)?;
+        // A gap of years would be handed over interval by interval (a
+        // live clock does not jump).
+        if !self.is_live() {
+            self.checked_grid(clock)?;
+        }
         Ok(self.close_through(before - 1))
     }
 
@@ -764,7 +833,8 @@ mod tests {
         let (rest, file_totals) = from_file.finish_stream().unwrap();
         file_closed.extend(rest);
 
-        let mut live = CaptureStream::live("synthetic".into(), server, None, &model()).unwrap();
+        let mut live =
+            CaptureStream::live("synthetic".into(), server, None, &model(), 1000).unwrap();
         assert!(!live.read_packet().unwrap());
         let mut source = reader();
         let mut live_closed = Vec::new();
@@ -792,7 +862,8 @@ mod tests {
     #[test]
     fn the_clock_closes_intervals_without_packets() {
         let server = Some(":80".parse().unwrap());
-        let mut live = CaptureStream::live("synthetic".into(), server, None, &model()).unwrap();
+        let mut live =
+            CaptureStream::live("synthetic".into(), server, None, &model(), 1000).unwrap();
         let mut source = reader();
         while let Some(packet) = source.next_packet().unwrap() {
             live.push_packet(&packet).unwrap();

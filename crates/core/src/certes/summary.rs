@@ -275,6 +275,16 @@ impl RunningEstimate {
         classes: &[ClassInterval<'_>],
         mut each: impl FnMut(IntervalRow) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.interval_with_estimates(classes, |row, _| each(row))
+    }
+
+    /// Like [`interval`](Self::interval), with each row the model's
+    /// estimate it came from (its distribution: [`Estimate::cdf`]).
+    pub fn interval_with_estimates<E>(
+        &mut self,
+        classes: &[ClassInterval<'_>],
+        mut each: impl FnMut(IntervalRow, &Estimate) -> Result<(), E>,
+    ) -> Result<(), E> {
         let i = self.next;
         self.next += 1;
         let t_start_s = round9(self.t0_s + (i as f64) * self.fresh.config().interval.as_secs_f64());
@@ -296,13 +306,10 @@ impl RunningEstimate {
             let e = certes.on_interval(given.counters);
             tally.add(given.counters, &e);
             let class = self.classed.then(|| given.class.to_string());
-            each(interval_row(
-                t_start_s,
-                class,
-                given.counters,
+            each(
+                interval_row(t_start_s, class, given.counters, &e, given.exact),
                 &e,
-                given.exact,
-            ))?;
+            )?;
         }
         Ok(())
     }

@@ -1,0 +1,561 @@
+//! The watch daemon's Prometheus families (names by the Prometheus naming
+//! rules: a `vantage_certes_` prefix, base units, `_total` counters, `_ratio`
+//! for fractions), in the registry the shared endpoint serves.
+//!
+//! The histogram of client-perceived response time is the model's
+//! distribution (`Estimate::cdf`: the SYN-to-END distribution shifted by each
+//! retry's wait, and the give-ups at their wait) times the interval's
+//! transactions, added up over the intervals. Its counts are expected
+//! counts, exported rounded (cumulative bucket by cumulative bucket, so they
+//! stay monotone); its `_sum` is the sum of Eq. 4's numerators.
+//!
+//! Bucket bounds ([`bucket_bounds`]): every instant a built-in client
+//! profile sends a SYN or gives up (Table 1 and today's kernels: 1, 2, 3,
+//! 3.4, 4, 5, 7, 9, 10.1, 11, 15, 19, 21, … 180 s) — a client served on its
+//! k-th retransmission lands between its k-th and (k+1)-th SYN — and, below
+//! the first retransmission, 5 ms to 500 ms for the served-at-once. The
+//! bounds are the same on every host whatever its configuration, so a
+//! fleet's histograms add up (`sum by (le)`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+use vantage_core::certes::observed::ExactFigures;
+use vantage_core::certes::summary::IntervalRow;
+use vantage_core::certes::Estimate;
+use vantage_core::tcp::syn_schedule::BUILTIN_PROFILES;
+use vantage_core::tcp::SynProfile;
+
+use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
+
+type Labels = Vec<(String, String)>;
+type FloatCounter = Counter<f64, AtomicU64>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Below the first retransmission: the clients served at once.
+const SUBSECOND_BOUNDS: [f64; 7] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5];
+
+/// The histogram's upper bounds, seconds, increasing (see the module docs).
+pub fn bucket_bounds() -> Vec<f64> {
+    let mut bounds: Vec<f64> = SUBSECOND_BOUNDS.to_vec();
+    for name in BUILTIN_PROFILES {
+        if let Ok(profile) = SynProfile::builtin(name) {
+            for k in 1..=profile.retransmissions() {
+                bounds.push(profile.send_offset(k).as_secs_f64());
+            }
+            bounds.push(profile.give_up.as_secs_f64());
+        }
+    }
+    // Offsets are whole milliseconds: rounding removes float noise.
+    let mut bounds: Vec<f64> = bounds
+        .into_iter()
+        .map(|b| (b * 1000.0).round() / 1000.0)
+        .collect();
+    bounds.sort_by(f64::total_cmp);
+    bounds.dedup();
+    bounds
+}
+
+/// The model's expected counts per bucket, added up over intervals.
+#[derive(Debug)]
+pub struct ModelHistogram {
+    inner: Mutex<HistogramState>,
+}
+
+#[derive(Debug)]
+struct HistogramState {
+    bounds: Vec<f64>,
+    /// Expected transactions at or below each bound.
+    cumulative: Vec<f64>,
+    transactions: f64,
+    sum_seconds: f64,
+}
+
+impl Default for ModelHistogram {
+    fn default() -> ModelHistogram {
+        let bounds = bucket_bounds();
+        ModelHistogram {
+            inner: Mutex::new(HistogramState {
+                cumulative: vec![0.0; bounds.len()],
+                bounds,
+                transactions: 0.0,
+                sum_seconds: 0.0,
+            }),
+        }
+    }
+}
+
+impl ModelHistogram {
+    /// Adds one interval's estimate.
+    pub fn add(&self, estimate: &Estimate) {
+        let transactions = estimate.transactions();
+        if transactions <= 0.0 {
+            return;
+        }
+        let mut state = match self.inner.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let HistogramState {
+            bounds,
+            cumulative,
+            transactions: total,
+            sum_seconds,
+        } = &mut *state;
+        for (bound, c) in bounds.iter().zip(cumulative.iter_mut()) {
+            *c += transactions * estimate.cdf(bound * 1e9);
+        }
+        *total += transactions;
+        *sum_seconds += estimate.total_time_nanos() / 1e9;
+    }
+
+    /// Rounded count, and the per-bucket counts as exported (the last is
+    /// `+Inf`).
+    pub fn exported(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let state = match self.inner.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let count = state.transactions.round() as u64;
+        let mut buckets = Vec::with_capacity(state.bounds.len() + 1);
+        let mut below = 0u64;
+        for (bound, c) in state.bounds.iter().zip(&state.cumulative) {
+            let at_or_below = (c.round() as u64).clamp(below, count);
+            buckets.push((*bound, at_or_below - below));
+            below = at_or_below;
+        }
+        buckets.push((f64::MAX, count - below));
+        (state.sum_seconds, count, buckets)
+    }
+}
+
+impl TypedMetric for ModelHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for ModelHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (sum, count, buckets) = self.exported();
+        encoder
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Why the capture left something out or decided early (`CaptureNotes`
+/// and the decoder's counts), by reason.
+pub const NOTE_REASONS: [&str; 10] = [
+    "packets_not_decoded",
+    "connections_without_syn",
+    "connections_to_other_servers",
+    "connections_evicted",
+    "connections_not_kept",
+    "late_counts",
+    "decided_early",
+    "syns_after_answer",
+    "rtt_missing",
+    "abandoned",
+];
+
+/// The families.
+pub struct WatchMetrics {
+    registry: Registry,
+    endpoint: EndpointCounters,
+    response_time: Family<Labels, ModelHistogram>,
+    mean: Family<Labels, FloatGauge>,
+    quantile: Family<Labels, FloatGauge>,
+    syn_to_end_mean: Family<Labels, FloatGauge>,
+    give_up_ratio: Family<Labels, FloatGauge>,
+    syn_drop_ratio: Family<Labels, FloatGauge>,
+    exact_mean: Family<Labels, FloatGauge>,
+    syns_dropped: Family<Labels, Counter>,
+    syns_accepted: Family<Labels, Counter>,
+    completed: Family<Labels, Counter>,
+    gave_up_estimated: Family<Labels, FloatCounter>,
+    syn_to_end_seconds: Family<Labels, FloatCounter>,
+    exact_transactions: Family<Labels, Counter>,
+    exact_client_time: Family<Labels, FloatCounter>,
+    failures: Family<Labels, Counter>,
+    failures_seen: Mutex<BTreeMap<(String, &'static str), u64>>,
+    intervals: Counter,
+    packets: Counter,
+    ring_packets: Counter,
+    ring_drops: Counter,
+    ring_freezes: Counter,
+    kernel: Family<Labels, Counter>,
+    notes: Family<Labels, Counter>,
+    notes_seen: Mutex<BTreeMap<&'static str, u64>>,
+    open_connections: Gauge,
+    held_connections: Gauge,
+    reloads: Family<Labels, Counter>,
+}
+
+fn class_label(class: &str) -> Labels {
+    let name = if class.is_empty() { "all" } else { class };
+    vec![("class".to_string(), name.to_string())]
+}
+
+impl Default for WatchMetrics {
+    fn default() -> WatchMetrics {
+        WatchMetrics::new()
+    }
+}
+
+impl WatchMetrics {
+    pub fn new() -> WatchMetrics {
+        let mut registry = Registry::default();
+        let m = WatchMetrics {
+            registry: Registry::default(),
+            endpoint: EndpointCounters::default(),
+            response_time: Family::default(),
+            mean: Family::default(),
+            quantile: Family::default(),
+            syn_to_end_mean: Family::default(),
+            give_up_ratio: Family::default(),
+            syn_drop_ratio: Family::default(),
+            exact_mean: Family::default(),
+            syns_dropped: Family::default(),
+            syns_accepted: Family::default(),
+            completed: Family::default(),
+            gave_up_estimated: Family::default(),
+            syn_to_end_seconds: Family::default(),
+            exact_transactions: Family::default(),
+            exact_client_time: Family::default(),
+            failures: Family::default(),
+            failures_seen: Mutex::new(BTreeMap::new()),
+            intervals: Counter::default(),
+            packets: Counter::default(),
+            ring_packets: Counter::default(),
+            ring_drops: Counter::default(),
+            ring_freezes: Counter::default(),
+            kernel: Family::default(),
+            notes: Family::default(),
+            notes_seen: Mutex::new(BTreeMap::new()),
+            open_connections: Gauge::default(),
+            held_connections: Gauge::default(),
+            reloads: Family::default(),
+        };
+        registry.register_with_unit(
+            "vantage_certes_client_response_time",
+            "Client-perceived response time estimated by Certes (SYN retries and give-ups included), expected counts rounded",
+            Unit::Seconds,
+            m.response_time.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_interval_mean",
+            "Last closed interval: mean client-perceived response time (Eq. 4), NaN when no transaction ended",
+            Unit::Seconds,
+            m.mean.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_interval_quantile",
+            "Last closed interval: quantiles of the model's client-perceived response time",
+            Unit::Seconds,
+            m.quantile.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_interval_syn_to_end_mean",
+            "Last closed interval: mean SYN-to-END of completed connections (what server-side metrics report)",
+            Unit::Seconds,
+            m.syn_to_end_mean.clone(),
+        );
+        registry.register(
+            "vantage_certes_interval_give_up_ratio",
+            "Last closed interval: share of transactions that are clients giving up",
+            m.give_up_ratio.clone(),
+        );
+        registry.register(
+            "vantage_certes_interval_syn_drop_ratio",
+            "Last closed interval: share of SYNs the server dropped (DR, Eq. 5)",
+            m.syn_drop_ratio.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_interval_exact_mean",
+            "Last closed interval: exact mean client-perceived time of connections whose SYNs were all seen, NaN when none ended",
+            Unit::Seconds,
+            m.exact_mean.clone(),
+        );
+        registry.register(
+            "vantage_certes_syns_dropped",
+            "SYNs the server dropped (DROPPED)",
+            m.syns_dropped.clone(),
+        );
+        registry.register(
+            "vantage_certes_syns_accepted",
+            "SYNs the server answered (ACCEPTED)",
+            m.syns_accepted.clone(),
+        );
+        registry.register(
+            "vantage_certes_completed",
+            "Connections ended (COMPLETED)",
+            m.completed.clone(),
+        );
+        registry.register(
+            "vantage_certes_gave_up_estimated",
+            "Clients the model estimates gave up (fractional)",
+            m.gave_up_estimated.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_syn_to_end",
+            "Sum of SYN-to-END of completed connections",
+            Unit::Seconds,
+            m.syn_to_end_seconds.clone(),
+        );
+        registry.register(
+            "vantage_certes_exact_transactions",
+            "Exact figures: transactions (completed and given up) whose SYNs the capture saw",
+            m.exact_transactions.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_exact_client_time",
+            "Exact figures: summed client-perceived time of those transactions",
+            Unit::Seconds,
+            m.exact_client_time.clone(),
+        );
+        registry.register(
+            "vantage_certes_failures",
+            "Connections that failed their client, by kind: refused (SYN answered by RST), reset (by the server before data), aborted (by the client before data), gave_up (no SYN answered)",
+            m.failures.clone(),
+        );
+        registry.register(
+            "vantage_certes_intervals",
+            "Intervals closed and estimated",
+            m.intervals.clone(),
+        );
+        registry.register(
+            "vantage_certes_packets",
+            "Packets taken from the ring",
+            m.packets.clone(),
+        );
+        registry.register(
+            "vantage_certes_ring_packets",
+            "Packets the kernel filter kept for the ring (PACKET_STATISTICS)",
+            m.ring_packets.clone(),
+        );
+        registry.register(
+            "vantage_certes_ring_drops",
+            "Packets the kernel dropped because the ring was full (PACKET_STATISTICS)",
+            m.ring_drops.clone(),
+        );
+        registry.register(
+            "vantage_certes_ring_freezes",
+            "Times the ring was full (PACKET_STATISTICS)",
+            m.ring_freezes.clone(),
+        );
+        registry.register(
+            "vantage_certes_kernel",
+            "Kernel counters of the network namespace over the closed intervals, as a cross-check (counter: ListenDrops, ListenOverflows, PassiveOpens)",
+            m.kernel.clone(),
+        );
+        registry.register(
+            "vantage_certes_capture_notes",
+            "What the capture left out or decided early, by reason (docs/certes.md)",
+            m.notes.clone(),
+        );
+        registry.register(
+            "vantage_certes_open_connections",
+            "Connections open in the connection table",
+            m.open_connections.clone(),
+        );
+        registry.register(
+            "vantage_certes_held_connections",
+            "Connections held while the clock decides their outcome",
+            m.held_connections.clone(),
+        );
+        registry.register(
+            "vantage_certes_reloads",
+            "Configuration reloads (SIGHUP), by result",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "vantage_metrics_connections_refused",
+            "Connections to the metrics endpoint closed at once because too many were open",
+            m.endpoint.connections_refused.clone(),
+        );
+        registry.register(
+            "vantage_metrics_requests_refused",
+            "Requests to the metrics endpoint answered with a client error",
+            m.endpoint.requests_refused.clone(),
+        );
+        register_build_info(&mut registry);
+        registry.register_collector(Box::new(ProcessCollector));
+        WatchMetrics { registry, ..m }
+    }
+
+    /// The endpoint's own counters (registered here).
+    pub fn endpoint_counters(&self) -> EndpointCounters {
+        self.endpoint.clone()
+    }
+
+    /// One closed interval of one class.
+    pub fn add_interval(&self, class: &str, row: &IntervalRow, estimate: &Estimate) {
+        let labels = class_label(class);
+        self.response_time.get_or_create(&labels).add(estimate);
+        let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        self.mean
+            .get_or_create(&labels)
+            .set(nan(row.estimate_mean_s));
+        for (q, value) in [("0.5", row.p50_s), ("0.9", row.p90_s), ("0.99", row.p99_s)] {
+            let mut l = labels.clone();
+            l.push(("quantile".to_string(), q.to_string()));
+            self.quantile.get_or_create(&l).set(nan(value));
+        }
+        self.syn_to_end_mean
+            .get_or_create(&labels)
+            .set(nan(row.syn_to_end_mean_s));
+        self.give_up_ratio
+            .get_or_create(&labels)
+            .set(estimate.give_up_rate);
+        self.syn_drop_ratio
+            .get_or_create(&labels)
+            .set(row.drop_rate);
+        self.exact_mean
+            .get_or_create(&labels)
+            .set(nan(row.exact_mean_s.flatten()));
+        self.syns_dropped.get_or_create(&labels).inc_by(row.dropped);
+        self.syns_accepted
+            .get_or_create(&labels)
+            .inc_by(row.accepted);
+        self.completed.get_or_create(&labels).inc_by(row.completed);
+        self.gave_up_estimated
+            .get_or_create(&labels)
+            .inc_by(row.gave_up.max(0.0));
+        if let (Some(mean), completed) = (row.syn_to_end_mean_s, row.completed) {
+            self.syn_to_end_seconds
+                .get_or_create(&labels)
+                .inc_by(mean * completed as f64);
+        }
+        let exact_completed = row.exact_completed.unwrap_or(0);
+        let exact_gave_up = row.exact_gave_up.unwrap_or(0);
+        let exact = exact_completed + exact_gave_up;
+        self.exact_transactions.get_or_create(&labels).inc_by(exact);
+        if let Some(mean) = row.exact_mean_s.flatten() {
+            self.exact_client_time
+                .get_or_create(&labels)
+                .inc_by(mean * exact as f64);
+        }
+    }
+
+    /// Counts an interval closed (every class done).
+    pub fn count_interval(&self) {
+        self.intervals.inc();
+    }
+
+    /// The failures by kind from each class's running exact figures.
+    pub fn set_failures<'a>(&self, classes: impl Iterator<Item = (&'a String, &'a ExactFigures)>) {
+        let mut seen = match self.failures_seen.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for (class, figures) in classes {
+            for (kind, value) in [
+                ("refused", figures.refused),
+                ("reset", figures.reset),
+                ("aborted", figures.aborted),
+                ("gave_up", figures.gave_up),
+            ] {
+                let before = seen.entry((class.clone(), kind)).or_insert(0);
+                if value > *before {
+                    let mut labels = class_label(class);
+                    labels.push(("kind".to_string(), kind.to_string()));
+                    self.failures.get_or_create(&labels).inc_by(value - *before);
+                    *before = value;
+                }
+            }
+        }
+    }
+
+    /// The capture's notes so far, as running totals by reason.
+    pub fn set_notes(&self, totals: &[(&'static str, u64)]) {
+        let mut seen = match self.notes_seen.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for &(reason, value) in totals {
+            let before = seen.entry(reason).or_insert(0);
+            let counter = self
+                .notes
+                .get_or_create(&vec![("reason".to_string(), reason.to_string())]);
+            if value > *before {
+                counter.inc_by(value - *before);
+                *before = value;
+            }
+        }
+    }
+
+    pub fn count_packet(&self) {
+        self.packets.inc();
+    }
+
+    /// The ring's running totals since this ring opened; `previous` is
+    /// what was exported of them already.
+    pub fn add_ring(&self, packets: u64, drops: u64, freezes: u64) {
+        self.ring_packets.inc_by(packets);
+        self.ring_drops.inc_by(drops);
+        self.ring_freezes.inc_by(freezes);
+    }
+
+    /// One interval's kernel counter deltas.
+    pub fn add_kernel(&self, deltas: &[(&'static str, u64)]) {
+        for &(name, value) in deltas {
+            self.kernel
+                .get_or_create(&vec![("counter".to_string(), name.to_string())])
+                .inc_by(value);
+        }
+    }
+
+    pub fn set_connections(&self, open: usize, held: usize) {
+        self.open_connections.set(open as i64);
+        self.held_connections.set(held as i64);
+    }
+
+    pub fn count_reload(&self, applied: bool) {
+        let result = if applied { "applied" } else { "refused" };
+        self.reloads
+            .get_or_create(&vec![("result".to_string(), result.to_string())])
+            .inc();
+    }
+
+    /// Every metric in `format`.
+    pub fn encode(&self, format: Format) -> String {
+        crate::metrics::encode(&self.registry, format)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_hold_the_schedules_points() {
+        let bounds = bucket_bounds();
+        for point in [
+            0.1, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 9.0, 15.0, 21.0, 31.0, 45.0, 63.0,
+        ] {
+            assert!(bounds.contains(&point), "{point} not in {bounds:?}");
+        }
+        assert!(bounds.windows(2).all(|w| w[0] < w[1]));
+        assert!(bounds.len() < 60, "{}", bounds.len());
+    }
+
+    #[test]
+    fn an_empty_registry_encodes() {
+        let m = WatchMetrics::new();
+        m.count_reload(true);
+        let text = m.encode(Format::Text);
+        assert!(
+            text.contains("vantage_certes_reloads_total{result=\"applied\"} 1"),
+            "{text}"
+        );
+    }
+}
