@@ -247,7 +247,12 @@ impl CaptureState {
             .advance_clock(Nanos(start.0.saturating_sub(self.lag.0)))?;
         let mut housekeeping = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            let got = match self.ring.next(POLL)? {
+            // Wake at the wall clock's next interval boundary, so that the
+            // kernel counters are read close to it.
+            let now = wall_clock();
+            let to_boundary = self.interval.0 - now.0 % self.interval.0;
+            let wait = POLL.min(Duration::from_nanos(to_boundary) + Duration::from_millis(1));
+            let got = match self.ring.next(wait)? {
                 Some(p) => {
                     let packet = Packet {
                         timestamp: Nanos(p.timestamp_ns),

@@ -173,7 +173,9 @@ pub struct WatchMetrics {
     endpoint: EndpointCounters,
     response_time: Family<Labels, ModelHistogram>,
     mean: Family<Labels, FloatGauge>,
-    quantile: Family<Labels, FloatGauge>,
+    p50: Family<Labels, FloatGauge>,
+    p90: Family<Labels, FloatGauge>,
+    p99: Family<Labels, FloatGauge>,
     syn_to_end_mean: Family<Labels, FloatGauge>,
     give_up_ratio: Family<Labels, FloatGauge>,
     syn_drop_ratio: Family<Labels, FloatGauge>,
@@ -219,7 +221,9 @@ impl WatchMetrics {
             endpoint: EndpointCounters::default(),
             response_time: Family::default(),
             mean: Family::default(),
-            quantile: Family::default(),
+            p50: Family::default(),
+            p90: Family::default(),
+            p99: Family::default(),
             syn_to_end_mean: Family::default(),
             give_up_ratio: Family::default(),
             syn_drop_ratio: Family::default(),
@@ -257,12 +261,25 @@ impl WatchMetrics {
             Unit::Seconds,
             m.mean.clone(),
         );
-        registry.register_with_unit(
-            "vantage_certes_interval_quantile",
-            "Last closed interval: quantiles of the model's client-perceived response time",
-            Unit::Seconds,
-            m.quantile.clone(),
-        );
+        for (name, help, family) in [
+            (
+                "vantage_certes_interval_p50",
+                "Last closed interval: median of the model's client-perceived response time, NaN when no transaction ended",
+                &m.p50,
+            ),
+            (
+                "vantage_certes_interval_p90",
+                "Last closed interval: 90th percentile of the model's client-perceived response time, NaN when no transaction ended",
+                &m.p90,
+            ),
+            (
+                "vantage_certes_interval_p99",
+                "Last closed interval: 99th percentile of the model's client-perceived response time, NaN when no transaction ended",
+                &m.p99,
+            ),
+        ] {
+            registry.register_with_unit(name, help, Unit::Seconds, family.clone());
+        }
         registry.register_with_unit(
             "vantage_certes_interval_syn_to_end_mean",
             "Last closed interval: mean SYN-to-END of completed connections (what server-side metrics report)",
@@ -405,11 +422,9 @@ impl WatchMetrics {
         self.mean
             .get_or_create(&labels)
             .set(nan(row.estimate_mean_s));
-        for (q, value) in [("0.5", row.p50_s), ("0.9", row.p90_s), ("0.99", row.p99_s)] {
-            let mut l = labels.clone();
-            l.push(("quantile".to_string(), q.to_string()));
-            self.quantile.get_or_create(&l).set(nan(value));
-        }
+        self.p50.get_or_create(&labels).set(nan(row.p50_s));
+        self.p90.get_or_create(&labels).set(nan(row.p90_s));
+        self.p99.get_or_create(&labels).set(nan(row.p99_s));
         self.syn_to_end_mean
             .get_or_create(&labels)
             .set(nan(row.syn_to_end_mean_s));
