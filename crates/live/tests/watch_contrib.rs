@@ -1,0 +1,75 @@
+//! The watch daemon's contrib files: the example configuration is valid,
+//! `promtool check rules` accepts the alert rules (when promtool is
+//! installed), the dashboard is JSON with panels on the daemon's metrics,
+//! and the unit grants CAP_NET_RAW only.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn contrib(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../contrib")
+        .join(path)
+}
+
+#[test]
+fn the_example_configuration_is_valid() {
+    let config = vantage_live::watch::WatchConfig::load(&contrib("watch.example.toml")).unwrap();
+    assert_eq!(config.ports(), vec![80, 443]);
+}
+
+#[test]
+fn the_alert_rules_pass_promtool() {
+    let rules = contrib("prometheus/vantage-watch.yml");
+    let text = std::fs::read_to_string(&rules).unwrap();
+    assert!(text.contains("vantage_certes_client_response_time_seconds_bucket"));
+    if Command::new("promtool").arg("--version").output().is_err() {
+        eprintln!("skipped promtool check rules: promtool is not installed (Debian `prometheus`)");
+        return;
+    }
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_dashboard_queries_the_daemons_metrics() {
+    let text = std::fs::read_to_string(contrib("grafana/vantage-watch.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(!panels.is_empty());
+    let exprs: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .collect();
+    assert!(exprs
+        .iter()
+        .any(|e| e.starts_with("histogram_quantile(0.99, sum by (le) (rate(vantage_certes_client_response_time_seconds_bucket")));
+    let metrics =
+        vantage_live::watch::WatchMetrics::new().encode(vantage_live::metrics::Format::Text);
+    for name in [
+        "vantage_certes_gave_up_estimated_total",
+        "vantage_certes_syns_dropped_total",
+        "vantage_certes_ring_drops_total",
+    ] {
+        assert!(exprs.iter().any(|e| e.contains(name)), "{name}");
+        assert!(metrics.contains(name), "{name} is not exported");
+    }
+}
+
+#[test]
+fn the_unit_grants_cap_net_raw_only() {
+    let unit = std::fs::read_to_string(contrib("systemd/vantage-watch.service")).unwrap();
+    assert!(unit.contains("\nAmbientCapabilities=CAP_NET_RAW\n"));
+    assert!(unit.contains("\nCapabilityBoundingSet=CAP_NET_RAW\n"));
+    assert!(unit.contains("certes watch --config"));
+}
