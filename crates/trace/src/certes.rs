@@ -166,6 +166,9 @@ pub struct CaptureStream {
     /// Live source: at most this many classes; later ones go to
     /// [`OTHER_CLASS`].
     max_classes: Option<usize>,
+    /// Several listeners named (live source): a connection to any is
+    /// selected.
+    named: Vec<ServerFilter>,
 }
 
 /// The class of a live stream's connections beyond its class cap
@@ -192,16 +195,24 @@ impl CaptureStream {
     /// interface ring): [`push_packet`](Self::push_packet) and
     /// [`advance_clock`](Self::advance_clock) instead of
     /// [`read_packet`](Self::read_packet).
-    /// `max_connections` caps the connection table
-    /// (`TableConfig::max_connections`).
+    /// `listeners` selects the connections (any one matching; none given:
+    /// every responder that answered a SYN); `max_connections` caps the
+    /// connection table (`TableConfig::max_connections`).
     pub fn live(
         name: String,
-        server: Option<ServerFilter>,
+        listeners: &[ServerFilter],
         by: Option<ClassBy>,
         model: &CertesConfig,
         max_connections: usize,
     ) -> Result<CaptureStream, CaptureInputError> {
+        let server = match listeners {
+            [one] => Some(*one),
+            _ => None,
+        };
         let mut stream = CaptureStream::new(name, None, server, by, model)?;
+        if listeners.len() > 1 {
+            stream.named = listeners.to_vec();
+        }
         let config = HandshakeConfig {
             server,
             table: crate::connection::TableConfig {
@@ -261,6 +272,7 @@ impl CaptureStream {
             most_retained: 0,
             held_at_most: 0,
             max_classes: None,
+            named: Vec::new(),
         })
     }
 
@@ -373,7 +385,8 @@ impl CaptureStream {
     fn route(&mut self, handshake: Handshake) -> Result<(), CaptureInputError> {
         self.handshakes += 1;
         let answered = !handshake.synacks.is_empty();
-        if answered && self.listeners.insert(handshake.server) && self.server.is_none() {
+        let any_listener = self.server.is_none() && self.named.is_empty();
+        if answered && self.listeners.insert(handshake.server) && any_listener {
             if let Some(waiting) = self.unconfirmed.remove(&handshake.server) {
                 self.unconfirmed_len -= waiting.len();
                 for observation in waiting {
@@ -392,6 +405,9 @@ impl CaptureStream {
         }
         let selected = match &self.server {
             Some(filter) => filter.matches(&handshake.server),
+            None if !self.named.is_empty() => {
+                self.named.iter().any(|f| f.matches(&handshake.server))
+            }
             None => self.listeners.contains(&handshake.server),
         };
         let mut observation = handshake.observation();
@@ -407,7 +423,7 @@ impl CaptureStream {
         }
         if selected {
             self.add(observation)?;
-        } else if self.server.is_none() {
+        } else if any_listener {
             if self.unconfirmed_len < MAX_UNCONFIRMED_CONNECTIONS {
                 if let Some(first) = observation.syn_arrivals.first() {
                     *self.unconfirmed_first_syns.entry(*first).or_default() += 1;
@@ -833,8 +849,14 @@ mod tests {
         let (rest, file_totals) = from_file.finish_stream().unwrap();
         file_closed.extend(rest);
 
-        let mut live =
-            CaptureStream::live("synthetic".into(), server, None, &model(), 1000).unwrap();
+        let mut live = CaptureStream::live(
+            "synthetic".into(),
+            &[":80".parse().unwrap()],
+            None,
+            &model(),
+            1000,
+        )
+        .unwrap();
         assert!(!live.read_packet().unwrap());
         let mut source = reader();
         let mut live_closed = Vec::new();
@@ -861,9 +883,14 @@ mod tests {
     /// them (a live source's poll timeout).
     #[test]
     fn the_clock_closes_intervals_without_packets() {
-        let server = Some(":80".parse().unwrap());
-        let mut live =
-            CaptureStream::live("synthetic".into(), server, None, &model(), 1000).unwrap();
+        let mut live = CaptureStream::live(
+            "synthetic".into(),
+            &[":80".parse().unwrap()],
+            None,
+            &model(),
+            1000,
+        )
+        .unwrap();
         let mut source = reader();
         while let Some(packet) = source.next_packet().unwrap() {
             live.push_packet(&packet).unwrap();
@@ -886,5 +913,28 @@ mod tests {
         // An earlier clock changes nothing.
         live.advance_clock(Nanos(ORIGIN_NS)).unwrap();
         assert!(live.take_closed().unwrap().is_empty());
+    }
+
+    /// Several listeners named: a connection to any of them counts, and
+    /// one to another address on the same port does not.
+    #[test]
+    fn a_live_stream_selects_any_named_listener() {
+        let run = |listeners: &[&str]| {
+            let listeners: Vec<ServerFilter> =
+                listeners.iter().map(|l| l.parse().unwrap()).collect();
+            let mut live =
+                CaptureStream::live("synthetic".into(), &listeners, None, &model(), 1000).unwrap();
+            let mut source = reader();
+            while let Some(packet) = source.next_packet().unwrap() {
+                live.push_packet(&packet).unwrap();
+            }
+            live.finish_stream()
+                .map(|(_, totals)| totals.notes.connections)
+        };
+        assert_eq!(run(&[":81", "10.0.0.2:80"]).unwrap(), 20);
+        assert!(matches!(
+            run(&[":81", "10.0.0.9:80"]),
+            Err(CaptureInputError::NoConnection(_))
+        ));
     }
 }

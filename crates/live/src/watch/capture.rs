@@ -143,7 +143,7 @@ impl Pipeline {
         );
         let mut stream = CaptureStream::live(
             name,
-            config.server_filter(),
+            &config.listeners,
             config.classes.map(|c| c.by),
             &config.model,
             config.max_connections,

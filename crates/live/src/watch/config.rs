@@ -312,16 +312,6 @@ impl WatchConfig {
         ports
     }
 
-    /// The connection stream's listener: the one listener when one is
-    /// given; with several, every responder on their ports that answered
-    /// a SYN (the kernel filter keeps only their ports).
-    pub fn server_filter(&self) -> Option<ServerFilter> {
-        match self.listeners.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        }
-    }
-
     /// What one line of a check prints.
     pub fn describe(&self) -> String {
         let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
@@ -375,7 +365,6 @@ block_count = 4
         assert_eq!(config.model.network_loss, NetworkLoss::Fixed(0.01));
         assert_eq!(config.ring.bytes(), 4 * 65536);
         assert_eq!(config.classes.unwrap().max, 8);
-        assert!(config.server_filter().is_none());
     }
 
     #[test]
