@@ -32,8 +32,8 @@ struct Namespace {
 }
 
 impl Namespace {
-    fn create() -> Namespace {
-        let name = format!("vw-test-{}", std::process::id());
+    fn create(test: &str) -> Namespace {
+        let name = format!("vw-{test}-{}", std::process::id());
         let _ = Command::new("ip")
             .args(["netns", "del", &name])
             .stderr(std::process::Stdio::null())
@@ -112,7 +112,7 @@ fn watch_counts_an_overflowing_listener() {
         eprintln!("skipped: needs `ip` (iproute2)");
         return;
     }
-    let namespace = Namespace::create();
+    let namespace = Namespace::create("count");
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_guard = StopOnDrop(Arc::clone(&stop));
     let dir = std::env::temp_dir().join(format!("vantage-watch-test-{}", std::process::id()));
@@ -307,6 +307,93 @@ fn watch_counts_an_overflowing_listener() {
     }
     let jsonl_accepted: u64 = lines.iter().map(|l| l["accepted"].as_u64().unwrap()).sum();
     assert_eq!(jsonl_accepted as usize, CONNECTIONS);
+    std::fs::remove_dir_all(&dir).ok();
+    drop(namespace);
+}
+
+/// SIGHUP and SIGUSR1, by their flags: a valid new file restarts the
+/// capture with it, a changed `metrics_listen` and a broken file are
+/// refused while the running capture goes on, and a reopen after a rename
+/// writes to a new log file.
+#[test]
+fn watch_reloads_refuses_and_reopens() {
+    if !vantage_sys::privilege::is_root() {
+        eprintln!("skipped: needs root (a network namespace and CAP_NET_RAW)");
+        return;
+    }
+    let namespace = Namespace::create("reload");
+    let dir = std::env::temp_dir().join(format!("vantage-watch-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("watch.toml");
+    let log = dir.join("watch.log");
+    let _ = std::fs::remove_file(&log);
+    let file = |interval: &str, metrics: &str| {
+        format!(
+            "listeners = [\":{PORT}\"]\ninterface = \"lo\"\ninterval = \"{interval}\"\nmetrics_listen = \"{metrics}\"\nlog = \"{}\"\n",
+            log.display()
+        )
+    };
+    std::fs::write(&path, file("250ms", "127.0.0.1:19467")).unwrap();
+    let config = WatchConfig::load(&path).unwrap();
+    let signals = Signals::new();
+    let _guard = StopOnDrop(signals.stop.clone());
+    let daemon_signals = signals.clone();
+    let name = namespace.name.clone();
+    let config_path = path.clone();
+    let daemon = std::thread::spawn(move || {
+        Namespace::enter(&name);
+        let options = RunOptions {
+            ready_file: None,
+            signals: daemon_signals,
+            config_path: Some(config_path),
+        };
+        watch::run(&config, &options)
+    });
+    let wait_for = |what: &str, file: &Path| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no `{what}` in {}:\n{text}",
+                file.display()
+            );
+            assert!(!daemon.is_finished(), "the daemon stopped");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("capturing", &log);
+
+    // A valid new file: applied.
+    std::fs::write(&path, file("500ms", "127.0.0.1:19467")).unwrap();
+    signals.reload.store(true, Ordering::Relaxed);
+    wait_for("reloaded", &log);
+    // metrics_listen changed: refused.
+    std::fs::write(&path, file("500ms", "127.0.0.1:19468")).unwrap();
+    signals.reload.store(true, Ordering::Relaxed);
+    wait_for("metrics_listen changed", &log);
+    // Not TOML: refused, naming the file.
+    std::fs::write(&path, "listeners = [").unwrap();
+    signals.reload.store(true, Ordering::Relaxed);
+    let text = wait_for("watch.toml:1:", &log);
+    assert_eq!(text.matches("reload refused").count(), 2, "{text}");
+
+    // Reopen after a rename: the next lines go to a new file.
+    let rotated = dir.join("watch.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    signals.reopen.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(300));
+    signals.stop.store(true, Ordering::Relaxed);
+    let summary = daemon.join().unwrap().expect("the daemon ran");
+    assert_eq!(summary.reloads, 1);
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert!(after.contains("stopped"), "{after}");
+    assert!(!std::fs::read_to_string(&rotated)
+        .unwrap()
+        .contains("stopped"));
     std::fs::remove_dir_all(&dir).ok();
     drop(namespace);
 }
