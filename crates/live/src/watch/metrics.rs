@@ -563,6 +563,51 @@ mod tests {
         assert!(bounds.len() < 60, "{}", bounds.len());
     }
 
+    /// Overload then recovery: the drops of the first intervals come back
+    /// as retries, whose clients land above the 1 s bound; the exported
+    /// buckets are monotone and add up to the rounded transactions.
+    #[test]
+    fn the_histogram_holds_the_models_distribution() {
+        use vantage_core::certes::counters::IntervalCounters;
+        use vantage_core::certes::{Certes, CertesConfig};
+        use vantage_core::tcp::ClientMix;
+        use vantage_core::Nanos;
+        let config = CertesConfig::new(
+            Nanos::from_millis(250),
+            ClientMix::builtin("linux-6.5").unwrap(),
+            Nanos::from_secs(21),
+        );
+        let mut certes = Certes::new(config).unwrap();
+        let histogram = ModelHistogram::default();
+        let mut transactions = 0.0;
+        for i in 0..40 {
+            let counters = IntervalCounters {
+                dropped: if i < 8 { 30 } else { 0 },
+                accepted: 20,
+                completed: 20,
+                syn_to_end_sum: Nanos::from_millis(20 * 50),
+                ..IntervalCounters::default()
+            };
+            let estimate = certes.on_interval(&counters);
+            transactions += estimate.transactions();
+            histogram.add(&estimate);
+        }
+        let (sum, count, buckets) = histogram.exported();
+        assert_eq!(count, transactions.round() as u64);
+        assert_eq!(buckets.iter().map(|(_, n)| n).sum::<u64>(), count);
+        assert!(sum > 0.05 * transactions);
+        let at_or_below = |bound: f64| -> u64 {
+            buckets
+                .iter()
+                .take_while(|(b, _)| *b <= bound)
+                .map(|(_, n)| n)
+                .sum()
+        };
+        // Most served at once (about 50 ms); some only after a retry.
+        assert!(at_or_below(0.05) > count / 2, "{buckets:?}");
+        assert!(at_or_below(1.0) < count, "{buckets:?}");
+    }
+
     #[test]
     fn an_empty_registry_encodes() {
         let m = WatchMetrics::new();
