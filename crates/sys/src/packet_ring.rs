@@ -708,9 +708,65 @@ mod tests {
         .is_err());
     }
 
+    /// One served connection to `listener` from a client: request,
+    /// response, both sides read everything, so both closes are FINs.
+    fn exchange(listener: &std::net::TcpListener) {
+        use std::io::{Read, Write};
+        let address = listener.local_addr().unwrap();
+        let mut client = std::net::TcpStream::connect(address).unwrap();
+        let (mut served, _) = listener.accept().unwrap();
+        client.write_all(b"request").unwrap();
+        let mut request = [0u8; 7];
+        served.read_exact(&mut request).unwrap();
+        served.write_all(b"response").unwrap();
+        let mut response = [0u8; 8];
+        client.read_exact(&mut response).unwrap();
+    }
+
+    /// The TCP flags and timestamps of up to `n` packets from the ring
+    /// (5 s at most), each checked to be TCP of `protocol`.
+    fn take(ring: &mut PacketRing, n: usize, protocol: u16) -> (Vec<u8>, Vec<u64>) {
+        let mut flags = Vec::new();
+        let mut timestamps = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline && flags.len() < n {
+            if let Some(packet) = ring.next(Duration::from_millis(100)).unwrap() {
+                assert_eq!(packet.protocol, protocol);
+                let tcp = if protocol == 0x0800 {
+                    assert_eq!(packet.data[9], 6, "only TCP passes the filter");
+                    usize::from(packet.data[0] & 0xf) * 4
+                } else {
+                    assert_eq!(packet.data[6], 6, "only TCP passes the filter");
+                    40
+                };
+                flags.push(packet.data[tcp + 13]);
+                timestamps.push(packet.timestamp_ns);
+            }
+        }
+        (flags, timestamps)
+    }
+
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const FIN: u8 = 0x01;
+
+    fn check_connection(flags: &[u8]) {
+        assert_eq!(flags.first(), Some(&SYN), "{flags:x?}");
+        assert_eq!(flags.get(1), Some(&(SYN | ACK)), "{flags:x?}");
+        assert_eq!(
+            flags.iter().filter(|f| *f & FIN != 0).count(),
+            2,
+            "{flags:x?}"
+        );
+        // No pure ACK: the handshake ACK and the ACKs of the FINs are
+        // filtered out; the request and the response (payload) pass.
+        assert!(flags.iter().all(|f| *f != ACK), "{flags:x?}");
+    }
+
     /// In a fresh network namespace (this thread's alone, gone with it):
     /// a loopback connection's SYN, SYN-ACK and FINs are captured with
-    /// nanosecond timestamps, and a UDP datagram to the same port is not.
+    /// nanosecond timestamps, over IPv4 and IPv6, and a UDP datagram to
+    /// the same port is not.
     #[test]
     fn captures_a_loopback_handshake_and_filters_udp() {
         if !crate::privilege::is_root() {
@@ -727,6 +783,8 @@ mod tests {
             assert!(up.success());
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let port = listener.local_addr().unwrap().port();
+            // The same port on ::1, when IPv6 is there.
+            let listener6 = std::net::TcpListener::bind(("::1", port)).ok();
             let mut ring = PacketRing::open(Some("lo"), &[port], RingConfig::default()).unwrap();
             let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             udp.send_to(b"not tcp", ("127.0.0.1", port)).unwrap();
@@ -734,55 +792,27 @@ mod tests {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64;
-            {
-                use std::io::Write;
-                let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-                let (mut served, _) = listener.accept().unwrap();
-                use std::io::Read;
-                client.write_all(b"request").unwrap();
-                let mut request = [0u8; 7];
-                served.read_exact(&mut request).unwrap();
-                served.write_all(b"response").unwrap();
-                let mut response = [0u8; 8];
-                client.read_exact(&mut response).unwrap();
-                // Everything read: both closes are FINs, not RSTs.
-                drop(served);
-                drop(client);
-            }
-            let mut flags = Vec::new();
-            let mut timestamps = Vec::new();
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while std::time::Instant::now() < deadline && flags.len() < 6 {
-                if let Some(packet) = ring.next(Duration::from_millis(100)).unwrap() {
-                    assert_eq!(packet.protocol, 0x0800);
-                    assert_eq!(packet.data[9], 6, "only TCP passes the filter");
-                    let tcp = usize::from(packet.data[0] & 0xf) * 4;
-                    flags.push(packet.data[tcp + 13]);
-                    timestamps.push(packet.timestamp_ns);
-                }
-            }
+            exchange(&listener);
+            let (flags, timestamps) = take(&mut ring, 6, 0x0800);
+            let flags6 = listener6.map(|listener6| {
+                exchange(&listener6);
+                take(&mut ring, 6, 0x86dd).0
+            });
             let stats = ring.statistics().unwrap();
-            (flags, timestamps, before, stats)
+            (flags, timestamps, flags6, before, stats)
         });
-        let (flags, timestamps, before, stats) = worker.join().unwrap();
-        const SYN: u8 = 0x02;
-        const ACK: u8 = 0x10;
-        const FIN: u8 = 0x01;
-        assert_eq!(flags.first(), Some(&SYN), "{flags:x?}");
-        assert_eq!(flags.get(1), Some(&(SYN | ACK)), "{flags:x?}");
-        assert_eq!(
-            flags.iter().filter(|f| *f & FIN != 0).count(),
-            2,
-            "{flags:x?}"
-        );
-        // No pure ACK: the handshake ACK and the ACKs of the FINs are
-        // filtered out; the request and the response (payload) pass.
-        assert!(flags.iter().all(|f| *f != ACK), "{flags:x?}");
+        let (flags, timestamps, flags6, before, stats) = worker.join().unwrap();
+        check_connection(&flags);
+        match &flags6 {
+            Some(flags6) => check_connection(flags6),
+            None => eprintln!("no IPv6 on loopback: the IPv6 half is not checked"),
+        }
         assert!(timestamps.iter().all(|t| *t >= before - 1_000_000_000));
         // Nanosecond resolution: not all on whole microseconds.
         assert!(timestamps.iter().any(|t| t % 1000 != 0), "{timestamps:?}");
         assert!(timestamps.windows(2).all(|w| w[0] <= w[1]));
         assert_eq!(stats.drops, 0);
-        assert_eq!(stats.packets, flags.len() as u64, "{stats:?}");
+        let kept = flags.len() + flags6.map_or(0, |f| f.len());
+        assert_eq!(stats.packets, kept as u64, "{stats:?}");
     }
 }
