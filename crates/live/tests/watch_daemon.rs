@@ -254,6 +254,21 @@ fn watch_counts_an_overflowing_listener() {
         "vantage_certes_kernel_total{counter=\"ListenOverflows\"}",
     );
     let ring_drops = sample(&metrics, "vantage_certes_ring_drops_total");
+    let estimate_mean = sample(
+        &metrics,
+        "vantage_certes_client_response_time_seconds_sum{class=\"all\"}",
+    ) / histogram_count;
+    let exact_mean = sample(
+        &metrics,
+        "vantage_certes_exact_client_time_seconds_total{class=\"all\"}",
+    ) / exact;
+    let syn_to_end_mean = sample(
+        &metrics,
+        "vantage_certes_syn_to_end_seconds_total{class=\"all\"}",
+    ) / completed;
+    eprintln!(
+        "means: Certes estimate {estimate_mean:.3} s, exact {exact_mean:.3} s, SYN-to-END {syn_to_end_mean:.3} s"
+    );
     eprintln!(
         "clients {CONNECTIONS}: accepted {accepted}, dropped SYNs {dropped}, completed {completed}, model give-ups {gave_up:.3}, exact transactions {exact}, histogram count {histogram_count}, kernel ListenOverflows {overflows}, ring drops {ring_drops}; daemon {summary:?}"
     );
