@@ -73,3 +73,34 @@ fn the_unit_grants_cap_net_raw_only() {
     assert!(unit.contains("\nCapabilityBoundingSet=CAP_NET_RAW\n"));
     assert!(unit.contains("certes watch --config"));
 }
+
+#[test]
+fn the_systemd_unit_verifies() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped the_systemd_unit_verifies: systemd-analyze is not installed");
+        return;
+    }
+    let unit = std::fs::read_to_string(contrib("systemd/vantage-watch.service")).unwrap();
+    // verify checks that the executable exists; the binary is not built
+    // for this crate's tests, so a present one stands in.
+    let unit = unit.replace("/usr/local/bin/vantage", "/bin/true");
+    let dir = std::env::temp_dir().join(format!("vantage-watch-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("vantage-watch.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success() && !err.contains("vantage-watch.service:"),
+        "{err}"
+    );
+}

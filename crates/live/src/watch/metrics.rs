@@ -512,8 +512,7 @@ impl WatchMetrics {
         self.packets.inc();
     }
 
-    /// The ring's running totals since this ring opened; `previous` is
-    /// what was exported of them already.
+    /// What the ring's kernel counts grew by since the last call.
     pub fn add_ring(&self, packets: u64, drops: u64, freezes: u64) {
         self.ring_packets.inc_by(packets);
         self.ring_drops.inc_by(drops);
