@@ -51,6 +51,8 @@ pub struct TcpInfo {
     pub rwnd_limited_us: Option<u64>,
     /// Microseconds limited by the send buffer.
     pub sndbuf_limited_us: Option<u64>,
+    /// Segments received out of order (a hole held data back).
+    pub rcv_ooopack: Option<u32>,
     /// The peer's advertised window, bytes.
     pub snd_wnd: Option<u32>,
     /// The window we advertise, bytes.
@@ -106,6 +108,7 @@ impl TcpInfo {
             busy_time_us: u64_at(bytes, 168),
             rwnd_limited_us: u64_at(bytes, 176),
             sndbuf_limited_us: u64_at(bytes, 184),
+            rcv_ooopack: u32_at(bytes, 224),
             snd_wnd: u32_at(bytes, 228),
             rcv_wnd: u32_at(bytes, 232),
             returned_bytes: bytes.len(),
