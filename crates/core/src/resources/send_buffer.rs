@@ -235,6 +235,18 @@ impl SendBufferAllocator {
         Ok(refused)
     }
 
+    /// Forgets many connections and re-assigns once; how many were held.
+    pub fn remove_many(&mut self, ids: &[u64]) -> usize {
+        let removed = ids
+            .iter()
+            .filter(|id| self.connections.remove(id).is_some())
+            .count();
+        if removed > 0 {
+            self.reassign();
+        }
+        removed
+    }
+
     /// Changes the pool (e.g. cut under memory pressure) and re-assigns.
     pub fn set_pool_bytes(&mut self, pool_bytes: u64) {
         self.pool_bytes = pool_bytes;
@@ -336,6 +348,11 @@ mod tests {
             assert_eq!(one.assigned(id), batch.assigned(id));
         }
         assert_eq!(batch.assigned(3), None);
+        one.remove(0);
+        one.remove(1);
+        let mut two = batch.clone();
+        assert_eq!(two.remove_many(&[0, 1, 7]), 2);
+        assert_eq!(one.assigned(2), two.assigned(2));
         let before = batch.total_assigned();
         batch.set_pool_bytes(before / 4);
         assert!(batch.total_assigned() <= before / 4);

@@ -613,7 +613,11 @@ fn resources(c: &Checker, r: &RawResources) -> Result<ResourcesConfig, ConfigErr
     only("receive_bytes", r.receive_bytes.is_some(), fixed)?;
     only("pool_bytes", r.pool_bytes.is_some(), tuned)?;
     only("send_fraction", r.send_fraction.is_some(), tuned)?;
-    only("idle_buffer_half_life_ms", r.idle_buffer_half_life_ms.is_some(), tuned)?;
+    only(
+        "idle_buffer_half_life_ms",
+        r.idle_buffer_half_life_ms.is_some(),
+        tuned,
+    )?;
     only("descriptors", r.descriptors.is_some(), manages)?;
     only("tcp_memory_bytes", r.tcp_memory_bytes.is_some(), manages)?;
     only("connections", r.connections.is_some(), manages)?;
@@ -875,8 +879,20 @@ mod tests {
         assert_eq!(r.mode, ResourceMode::SsbtWithConnections);
         assert_eq!(r.interval_ms, 500);
         assert_eq!(r.pool_bytes, Some(1 << 20));
-        assert_eq!(r.descriptors, Some(Marks { high: 3600, low: 3200 }));
-        assert_eq!(r.connections, Some(Marks { high: 300, low: 280 }));
+        assert_eq!(
+            r.descriptors,
+            Some(Marks {
+                high: 3600,
+                low: 3200
+            })
+        );
+        assert_eq!(
+            r.connections,
+            Some(Marks {
+                high: 300,
+                low: 280
+            })
+        );
         assert_eq!(r.tcp_memory_bytes, None);
         let r = parse(&format!(
             "{head}[resources]\nmode = \"fixed\"\nsend_bytes = 16384\nreceive_bytes = 262144\n"
@@ -885,13 +901,37 @@ mod tests {
         .resources;
         assert_eq!((r.send_bytes, r.receive_bytes), (Some(16384), Some(262144)));
         for (body, key, line) in [
-            ("mode = \"ssbt\"\nsend_bytes = 16384\n", "resources.send_bytes", 7),
+            (
+                "mode = \"ssbt\"\nsend_bytes = 16384\n",
+                "resources.send_bytes",
+                7,
+            ),
             ("mode = \"fixed\"\n", "resources.mode", 6),
-            ("mode = \"fixed\"\nsend_bytes = 100\n", "resources.send_bytes", 7),
-            ("mode = \"ssbt\"\nconnections = [10, 20]\n", "resources.connections", 7),
-            ("mode = \"ssbt+conn\"\nconnections = [10, 20]\n", "resources.connections", 7),
-            ("mode = \"ssbt+conn\"\ninterval_ms = 1\n", "resources.interval_ms", 7),
-            ("mode = \"ssbt\"\nsend_fraction = 1.5\n", "resources.send_fraction", 7),
+            (
+                "mode = \"fixed\"\nsend_bytes = 100\n",
+                "resources.send_bytes",
+                7,
+            ),
+            (
+                "mode = \"ssbt\"\nconnections = [10, 20]\n",
+                "resources.connections",
+                7,
+            ),
+            (
+                "mode = \"ssbt+conn\"\nconnections = [10, 20]\n",
+                "resources.connections",
+                7,
+            ),
+            (
+                "mode = \"ssbt+conn\"\ninterval_ms = 1\n",
+                "resources.interval_ms",
+                7,
+            ),
+            (
+                "mode = \"ssbt\"\nsend_fraction = 1.5\n",
+                "resources.send_fraction",
+                7,
+            ),
         ] {
             let e = parse(&format!("{head}[resources]\n{body}")).unwrap_err();
             assert_eq!(e.key(), Some(key), "{body}: {e}");
