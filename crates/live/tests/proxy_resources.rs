@@ -297,3 +297,186 @@ fn keep_alive_requests_within_the_minimum_idle_age_are_never_reset() {
     assert_eq!(below_reset, 0);
     assert!(above_reset > 0, "reclaim ran during the long gaps");
 }
+
+/// The proxy's descriptor limit in the descriptor test.
+const CHILD_DESCRIPTORS: u64 = 4096;
+const CHILD_ENV: &str = "VANTAGE_RESOURCES_CHILD_BACKEND";
+
+fn set_descriptor_limit(soft: u64, hard: u64) -> bool {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct given.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 }
+}
+
+/// The proxy of `descriptors_reclaimed_oldest_first_without_accept_failures`,
+/// in a process of its own (the limit is per process): started by that
+/// test, it prints its address, then on each line of standard input the
+/// reclaims (`RECLAIM went_idle_us reason`), the open descriptors and the
+/// counters, and exits when standard input closes.
+#[test]
+#[ignore = "run by descriptors_reclaimed_oldest_first_without_accept_failures"]
+fn descriptors_child() {
+    let Ok(backend) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    assert!(set_descriptor_limit(CHILD_DESCRIPTORS, CHILD_DESCRIPTORS));
+    let backend: SocketAddr = backend.parse().unwrap();
+    let proxy = Proxy::start(config(
+        &[backend],
+        &format!(
+            "[limits]\nmax_connections = 8192\n{}",
+            resources("mode = \"ssbt+conn\"\ninterval_ms = 100\nmin_idle_age_ms = 200\nmax_closes_per_interval = 4096\n")
+        ),
+    ))
+    .unwrap();
+    println!("ADDRESS {}", proxy.address());
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+        for r in proxy.resources().reclaimed() {
+            // When it went idle, since the proxy started.
+            let since = r.at.saturating_sub(r.idle);
+            println!("RECLAIM {} {}", since.as_micros(), r.reason.name());
+        }
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+        let refused = text
+            .lines()
+            .find_map(|l| l.strip_prefix("vantage_proxy_connections_refused_total "))
+            .unwrap_or("0");
+        println!("DESCRIPTORS {open}");
+        println!("REFUSED {refused}");
+        println!("END");
+        line.clear();
+    }
+}
+
+#[test]
+fn descriptors_reclaimed_oldest_first_without_accept_failures() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    if !vantage_sys::privilege::is_root() {
+        eprintln!("skipped: needs root (raises this process's descriptor limit for the clients)");
+        return;
+    }
+    // The clients: twice the proxy's limit, plus the idle ones.
+    if !set_descriptor_limit(3 * CHILD_DESCRIPTORS, 3 * CHILD_DESCRIPTORS) {
+        eprintln!(
+            "skipped: cannot raise the descriptor limit to {}",
+            3 * CHILD_DESCRIPTORS
+        );
+        return;
+    }
+    let backend = Backend::start("a");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "descriptors_child", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, backend.address.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed and reaped on every way out.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let _reap = Reap(child);
+    let stderr_lines = std::thread::spawn(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let mut line = String::new();
+    let address: SocketAddr = loop {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the child ended");
+        if let Some(a) = line.trim().strip_prefix("ADDRESS ") {
+            break a.parse().unwrap();
+        }
+    };
+    let mut report = |stdin: &mut std::process::ChildStdin| {
+        writeln!(stdin).unwrap();
+        let (mut reclaims, mut descriptors, mut refused) = (Vec::new(), 0u64, 0u64);
+        loop {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).unwrap() > 0);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words[..] {
+                ["RECLAIM", idle, reason] => {
+                    reclaims.push((idle.parse::<u64>().unwrap(), reason.to_string()))
+                }
+                ["DESCRIPTORS", n] => descriptors = n.parse().unwrap(),
+                ["REFUSED", n] => refused = n.parse::<f64>().unwrap() as u64,
+                ["END"] => return (reclaims, descriptors, refused),
+                _ => {}
+            }
+        }
+    };
+    // 20 % of the proxy's descriptors as idle keep-alive connections.
+    let idle_count = (CHILD_DESCRIPTORS / 5) as usize;
+    let mut clients = Vec::new();
+    for _ in 0..idle_count {
+        let mut c = connect(address);
+        assert_eq!(keep_alive_get(&mut c, "/").unwrap().status, 200);
+        clients.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    // Then twice the limit of new connections, each with one request.
+    let mut answered = 0;
+    let started = Instant::now();
+    for _ in 0..2 * CHILD_DESCRIPTORS {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "bounded in time"
+        );
+        let Ok(mut c) = TcpStream::connect(address) else {
+            continue;
+        };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        if keep_alive_get(&mut c, "/").is_some_and(|r| r.status == 200) {
+            answered += 1;
+        }
+        clients.push(c);
+    }
+    // Load over: within a few intervals reclaim has stopped.
+    std::thread::sleep(Duration::from_millis(500));
+    let (first, descriptors, refused) = report(&mut stdin);
+    std::thread::sleep(Duration::from_millis(300));
+    let (second, _, _) = report(&mut stdin);
+    drop(stdin);
+    drop(clients);
+    drop(_reap);
+    let stderr = stderr_lines.join().unwrap();
+    let accept_failures = stderr.iter().filter(|l| l.contains("accept:")).count();
+    println!(
+        "{answered} of {} new connections answered, {refused} refused by the budget, \
+         {} reclaimed ({} for descriptors), {descriptors} descriptors open after",
+        2 * CHILD_DESCRIPTORS,
+        first.len(),
+        first.iter().filter(|(_, r)| r == "descriptors").count()
+    );
+    assert_eq!(accept_failures, 0, "{stderr:?}");
+    assert!(!first.is_empty(), "reclaim ran");
+    // Oldest first: each reclaimed connection went idle no earlier than
+    // the one reclaimed before it.
+    assert!(
+        first.windows(2).all(|w| w[0].0 <= w[1].0),
+        "oldest first: {first:?}"
+    );
+    assert_eq!(
+        first.len(),
+        second.len(),
+        "reclaim stopped once the load ended"
+    );
+    assert!(descriptors < CHILD_DESCRIPTORS * 9 / 10, "{descriptors}");
+}

@@ -37,6 +37,8 @@ pub struct TcpInfo {
     pub rto_us: u32,
     pub snd_mss: u32,
     pub rcv_mss: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
     pub rtt_us: u32,
     pub rttvar_us: u32,
     pub snd_cwnd: u32,
@@ -97,6 +99,7 @@ impl TcpInfo {
             rto_us: base(8)?,
             snd_mss: base(16)?,
             rcv_mss: base(20)?,
+            unacked: base(24)?,
             rtt_us: base(68)?,
             rttvar_us: base(72)?,
             snd_cwnd: base(80)?,
