@@ -129,10 +129,17 @@ pub enum ResourceMode {
 
 /// A high and a low mark; `None` in a field: derived when the proxy starts
 /// (from the descriptor limit, `tcp_mem` or `limits.max_connections`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Marks {
     pub high: u64,
     pub low: u64,
+}
+
+impl Serialize for Marks {
+    /// As written: `[high, low]`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        [self.high, self.low].serialize(serializer)
+    }
 }
 
 /// The validated `[resources]`.
@@ -894,6 +901,8 @@ mod tests {
             })
         );
         assert_eq!(r.tcp_memory_bytes, None);
+        let printed = toml::to_string(&r).unwrap();
+        assert!(printed.contains("descriptors = [3600, 3200]"), "{printed}");
         let r = parse(&format!(
             "{head}[resources]\nmode = \"fixed\"\nsend_bytes = 16384\nreceive_bytes = 262144\n"
         ))

@@ -531,13 +531,10 @@ impl Resources {
         }
         let mut state = self.lock();
         let state = &mut *state;
-        // The pool: cut by a quarter per interval under pressure.
-        let pool = if report.pressure {
+        if report.pressure {
             self.metrics.pressure_cuts.inc();
-            state.pool - state.pool / 4
-        } else {
-            (state.pool + self.base_pool / 8).min(self.base_pool)
-        };
+        }
+        let pool = next_pool(state.pool, self.base_pool, report.pressure);
         if pool != state.pool {
             state.pool = pool;
             state
@@ -796,6 +793,16 @@ impl Resources {
     }
 }
 
+/// The pool for the next interval: a quarter less under kernel memory
+/// pressure, else an eighth of the configured pool more, up to it.
+fn next_pool(pool: u64, configured: u64, pressure: bool) -> u64 {
+    if pressure {
+        pool - pool / 4
+    } else {
+        pool.saturating_add(configured / 8).min(configured)
+    }
+}
+
 fn changed(applied: Option<u64>, target: u64) -> bool {
     match applied {
         None => true,
@@ -1013,5 +1020,85 @@ impl tower_service::Service<hyper::Uri> for UpstreamConnector {
             let io = connecting.await?;
             Ok(TokioIo::new(resources.track_upstream(io.into_inner())))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_is_cut_by_a_quarter_under_pressure_and_regrows() {
+        let configured = 64 << 20;
+        let cut = next_pool(configured, configured, true);
+        assert!(cut <= configured - configured / 4);
+        let twice = next_pool(cut, configured, true);
+        assert!(twice <= cut - cut / 4);
+        let mut pool = twice;
+        for _ in 0..8 {
+            pool = next_pool(pool, configured, false);
+        }
+        assert_eq!(pool, configured);
+    }
+
+    #[test]
+    fn buffers_are_set_again_only_when_they_move() {
+        assert!(changed(None, 4096));
+        assert!(!changed(Some(65536), 65536 + 4096));
+        assert!(changed(Some(65536), 65536 + 4097));
+        assert!(changed(Some(65536), 32768));
+        assert_eq!(min_held(1448), 2 * (1448 + SKB_OVERHEAD));
+        assert_eq!(min_held(0), 2 * (536 + SKB_OVERHEAD));
+    }
+
+    fn limits() -> KernelLimits {
+        KernelLimits {
+            send_max: 8 << 20,
+            receive_max: 12 << 20,
+            tcp_mem: tcp_info::TcpMemLimits {
+                low: 1000,
+                pressure: 2000,
+                high: 3000,
+            },
+            page_bytes: 4096,
+            descriptor_limit: 1000,
+        }
+    }
+
+    #[test]
+    fn defaults_derive_the_pool_and_marks() {
+        let config = ResourcesConfig {
+            mode: ResourceMode::SsbtWithConnections,
+            ..ResourcesConfig::default()
+        };
+        let r = Resources::new(config, limits(), 400, ResourceMetrics::default()).unwrap();
+        assert_eq!(r.base_pool, 2000 * 4096 / 2);
+        assert_eq!(
+            r.thresholds[0],
+            Threshold {
+                high: 900,
+                low: 800
+            }
+        );
+        assert_eq!(
+            r.thresholds[2],
+            Threshold {
+                high: 380,
+                low: 360
+            }
+        );
+        let ssbt = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::Ssbt,
+                pool_bytes: Some(1 << 20),
+                ..ResourcesConfig::default()
+            },
+            limits(),
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(ssbt.base_pool, 1 << 20);
+        assert_eq!(ssbt.thresholds[0].high, u64::MAX, "no closes without +conn");
     }
 }
