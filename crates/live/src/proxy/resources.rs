@@ -81,6 +81,8 @@ const ALLOCATOR_MSS: u32 = 1448;
 const MAX_TRACKED: usize = 1 << 20;
 /// Reclaims kept in memory for [`Resources::reclaimed`].
 const MAX_AUDIT_RECORDS: usize = 10_000;
+/// Connections whose socket calls one hold of the lock covers.
+const CHUNK: usize = 128;
 /// Intervals between counts of `/proc/self/fd` while far from the marks.
 const DESCRIPTOR_RECOUNT: u32 = 10;
 /// A buffer is set again only when it moves by more than 1/16.
@@ -529,36 +531,56 @@ impl Resources {
         if !self.tuned() {
             return report;
         }
-        let mut state = self.lock();
-        let state = &mut *state;
-        if report.pressure {
-            self.metrics.pressure_cuts.inc();
-        }
-        let pool = next_pool(state.pool, self.base_pool, report.pressure);
-        if pool != state.pool {
-            state.pool = pool;
-            state
-                .allocator
-                .set_pool_bytes((pool as f64 * self.config.send_fraction) as u64 / 2);
-        }
-        report.pool_bytes = pool;
-        self.metrics.pool_bytes.set(pool as i64);
-        // Closes the idle list's cap forced since the last interval.
-        for (id, since) in std::mem::take(&mut state.evicted) {
-            self.reclaim(state, id, since, now, CloseReason::IdleListFull);
-            report.closes += 1;
-        }
-        if let Some(manager) = state.manager.as_mut() {
-            if self.config.mode == ResourceMode::SsbtWithConnections {
+        let managed = self.config.mode == ResourceMode::SsbtWithConnections;
+        // /proc/self/fd is counted without the lock (it takes milliseconds
+        // with many descriptors).
+        let recount = managed && {
+            let state = self.lock();
+            let tracked = (state.clients.len() + state.upstreams.len()) as u64;
+            self.needs_recount(state.descriptors, tracked)
+        };
+        let counted = if recount {
+            let counted = open_descriptors();
+            if counted.is_err() {
+                self.metrics.errors.inc();
+            }
+            counted.ok()
+        } else {
+            None
+        };
+        {
+            let mut state = self.lock();
+            let state = &mut *state;
+            if report.pressure {
+                self.metrics.pressure_cuts.inc();
+            }
+            let pool = next_pool(state.pool, self.base_pool, report.pressure);
+            if pool != state.pool {
+                state.pool = pool;
+                state
+                    .allocator
+                    .set_pool_bytes((pool as f64 * self.config.send_fraction) as u64 / 2);
+            }
+            report.pool_bytes = pool;
+            self.metrics.pool_bytes.set(pool as i64);
+            // Closes the idle list's cap forced since the last interval.
+            for (id, since) in std::mem::take(&mut state.evicted) {
+                self.reclaim(state, id, since, now, CloseReason::IdleListFull);
+                report.closes += 1;
+            }
+            if managed {
                 let tracked = (state.clients.len() + state.upstreams.len()) as u64;
-                let descriptors = self.descriptors(&mut state.descriptors, tracked);
+                let descriptors = descriptor_estimate(&mut state.descriptors, tracked, counted);
                 let usage = ResourceUsage {
                     descriptors,
                     socket_buffer_bytes: kernel_bytes,
                     connections: state.clients.len() as u64,
                 };
                 let reason = self.reason(&usage);
-                let closing = manager.connections_to_close(now, usage);
+                let closing = match state.manager.as_mut() {
+                    Some(manager) => manager.connections_to_close(now, usage),
+                    None => Vec::new(),
+                };
                 for id in closing {
                     let since = state
                         .clients
@@ -570,39 +592,27 @@ impl Resources {
                 }
             }
         }
-        self.send_side(state, now, &mut report);
-        self.receive_side(state, now, &mut report);
+        self.send_side(now, &mut report);
+        self.receive_side(now, &mut report);
+        let state = self.lock();
         report.clients = state.clients.len();
         report.upstreams = state.upstreams.len();
         report
     }
 
-    /// Descriptors in use: `/proc/self/fd` counted (its cost grows with
-    /// the count: about 1 µs per 2 descriptors) when the estimate is at
-    /// the low mark or above, or every [`DESCRIPTOR_RECOUNT`] intervals;
-    /// in between, the last count moved by the change in tracked
-    /// connections (each holds one descriptor).
-    fn descriptors(&self, last: &mut Option<(u64, u64, u32)>, tracked: u64) -> u64 {
-        let low = self.thresholds[0].low;
-        if let Some((count, then, age)) = *last {
-            let estimate = (count + tracked).saturating_sub(then);
-            if estimate < low && age + 1 < DESCRIPTOR_RECOUNT {
-                *last = Some((count, then, age + 1));
-                return estimate;
+    /// Whether `/proc/self/fd` is to be counted this interval (its cost
+    /// grows with the count: about 1 µs per 2 descriptors): when the
+    /// estimate is at the descriptors' low mark or above, or every
+    /// [`DESCRIPTOR_RECOUNT`] intervals.
+    fn needs_recount(&self, last: Option<(u64, u64, u32)>, tracked: u64) -> bool {
+        match last {
+            Some((count, then, age)) => {
+                (count + tracked).saturating_sub(then) >= self.thresholds[0].low
+                    || age + 1 >= DESCRIPTOR_RECOUNT
             }
-        }
-        match open_descriptors() {
-            Ok(count) => {
-                *last = Some((count, tracked, 0));
-                count
-            }
-            Err(_) => {
-                self.metrics.errors.inc();
-                last.map_or(0, |(count, then, _)| (count + tracked).saturating_sub(then))
-            }
+            None => true,
         }
     }
-
     fn reason(&self, usage: &ResourceUsage) -> CloseReason {
         let [descriptors, memory, connections] = self.thresholds;
         if usage.descriptors > descriptors.low {
@@ -644,152 +654,208 @@ impl Resources {
         });
     }
 
-    fn send_side(&self, state: &mut State, now: Nanos, report: &mut IntervalReport) {
-        let mut paths = Vec::with_capacity(state.clients.len());
-        let mut occupancy = Vec::with_capacity(state.clients.len());
-        let mut idle = Vec::new();
-        for (&id, c) in state.clients.iter_mut() {
-            if c.active == 0 && c.idle_since.is_some() {
-                idle.push(id);
-                continue;
-            }
-            // SAFETY: the descriptor stays open while registered: its
-            // stream closes only after unregistering, which waits for
-            // this lock.
-            let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
-            let Ok(info) = tcp_info::tcp_info(fd) else {
-                report.read_errors += 1;
-                continue;
-            };
-            if let (Some(segs), Some(previous_segs), Some(previous_retrans)) =
-                (info.data_segs_out, c.segs_out, c.retrans)
-            {
-                let sent = segs.wrapping_sub(previous_segs);
-                if sent > 0 {
-                    let lost = info.total_retrans.wrapping_sub(previous_retrans);
-                    c.loss = (f64::from(lost) / f64::from(sent)).min(1.0);
+    /// The send side. Socket calls run under the lock in chunks of
+    /// [`CHUNK`] connections, each checked still registered (one
+    /// unregistered meanwhile may have closed its descriptor): accepts,
+    /// requests and closes wait for one chunk at most, not the interval.
+    fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
+        let (active, idle): (Vec<(u64, RawFd)>, Vec<u64>) = {
+            let state = self.lock();
+            let mut active = Vec::with_capacity(state.clients.len());
+            let mut idle = Vec::new();
+            for (&id, c) in &state.clients {
+                if c.active == 0 && c.idle_since.is_some() {
+                    idle.push(id);
+                } else {
+                    active.push((id, c.fd));
                 }
             }
-            c.segs_out = info.data_segs_out;
-            c.retrans = Some(info.total_retrans);
-            c.mss = info.snd_mss.max(1);
-            if info.rtt_us == 0 {
-                continue;
-            }
-            let window = info.snd_wnd.map_or(u64::from(u32::MAX), u64::from);
-            paths.push((
-                id,
-                PathEstimate {
-                    rtt_secs: f64::from(info.rtt_us) / 1e6,
-                    rto_secs: f64::from(info.rto_us) / 1e6,
-                    loss: c.loss,
-                    max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
-                },
-            ));
-            // Data in the send buffer: unacknowledged plus not yet sent.
-            let queued = u64::from(info.unacked) * u64::from(c.mss)
-                + u64::from(info.notsent_bytes.unwrap_or(0));
-            occupancy.push((id, queued));
-        }
-        state.allocator.remove_many(&idle);
-        match state.allocator.set_paths(&paths) {
-            Ok(refused) => report.read_errors += refused,
-            Err(_) => report.read_errors += paths.len(),
-        }
-        state.allocator.observe_peak_occupancy(&occupancy);
-        let manager = state.manager.as_ref();
-        for (&id, c) in state.clients.iter_mut() {
-            let held = match manager.and_then(|m| m.idle_buffer_bytes(id, now)) {
-                Some(decayed) => decayed,
-                None => match state.allocator.assigned(id) {
-                    Some(data) => 2 * data,
-                    None => continue,
-                },
-            };
-            let held = held.clamp(min_held(c.mss), self.limits.send_max);
-            self.metrics.send_assigned.observe(held as f64);
-            if !changed(c.applied, held) {
-                continue;
-            }
-            // SAFETY: as above.
-            let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
-            match tcp_info::set_send_buffer(fd, held) {
-                Ok(now_held) => {
-                    c.applied = Some(u64::from(now_held));
-                    report.buffers_set += 1;
-                }
-                Err(_) => report.read_errors += 1,
-            }
-        }
-        self.metrics
-            .send_pool_used
-            .set(2 * state.allocator.total_assigned() as i64);
-    }
-
-    fn receive_side(&self, state: &mut State, now: Nanos, report: &mut IntervalReport) {
-        if state.upstreams.is_empty() {
-            return;
-        }
-        let mut ids = Vec::with_capacity(state.upstreams.len());
-        let mut demands = Vec::with_capacity(state.upstreams.len());
-        for (&id, u) in state.upstreams.iter_mut() {
-            // SAFETY: as in `send_side`.
-            let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
-            let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
-                (Ok(info), Ok(memory)) => (info, memory),
-                _ => {
+            (active, idle)
+        };
+        let mut paths = Vec::with_capacity(active.len());
+        let mut occupancy = Vec::with_capacity(active.len());
+        for chunk in active.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd) in chunk {
+                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: the descriptor stays open while registered: its
+                // stream closes only after unregistering, which waits for
+                // this lock.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let Ok(info) = tcp_info::tcp_info(fd) else {
                     report.read_errors += 1;
                     continue;
+                };
+                if let (Some(segs), Some(previous_segs), Some(previous_retrans)) =
+                    (info.data_segs_out, c.segs_out, c.retrans)
+                {
+                    let sent = segs.wrapping_sub(previous_segs);
+                    if sent > 0 {
+                        let lost = info.total_retrans.wrapping_sub(previous_retrans);
+                        c.loss = (f64::from(lost) / f64::from(sent)).min(1.0);
+                    }
                 }
-            };
-            let received = match (info.bytes_received, u.received) {
-                (Some(total), Some(previous)) => total.saturating_sub(previous),
-                (Some(total), None) => total,
-                _ => 0,
-            };
-            let loss = match (info.rcv_ooopack, u.out_of_order) {
-                (Some(total), Some(previous)) => total != previous,
-                _ => false,
-            };
-            u.received = info.bytes_received;
-            u.out_of_order = info.rcv_ooopack;
-            u.tuner.end_interval(
-                now,
-                &IntervalObservation {
-                    peak_stored_bytes: u64::from(memory.rmem_alloc),
-                    received_bytes: received,
-                    loss,
-                },
-            );
-            ids.push(id);
-            demands.push(u.tuner.held_bytes());
-        }
-        let receive_pool = state.pool - (state.pool as f64 * self.config.send_fraction) as u64;
-        let grants = max_min_proportional(&demands, receive_pool);
-        let mut used = 0u64;
-        for (id, grant) in ids.into_iter().zip(grants) {
-            let Some(u) = state.upstreams.get_mut(&id) else {
-                continue;
-            };
-            let held = grant
-                .min(u.tuner.advertised_bytes())
-                .clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
-            used += held;
-            self.metrics.receive_assigned.observe(held as f64);
-            if !changed(u.applied, held) {
-                continue;
-            }
-            // SAFETY: as in `send_side`.
-            let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
-            match tcp_info::set_receive_buffer(fd, held) {
-                Ok(now_held) => {
-                    u.applied = Some(u64::from(now_held));
-                    report.buffers_set += 1;
+                c.segs_out = info.data_segs_out;
+                c.retrans = Some(info.total_retrans);
+                c.mss = info.snd_mss.max(1);
+                if info.rtt_us == 0 {
+                    continue;
                 }
-                Err(_) => report.read_errors += 1,
+                let window = info.snd_wnd.map_or(u64::from(u32::MAX), u64::from);
+                paths.push((
+                    id,
+                    PathEstimate {
+                        rtt_secs: f64::from(info.rtt_us) / 1e6,
+                        rto_secs: f64::from(info.rto_us) / 1e6,
+                        loss: c.loss,
+                        max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
+                    },
+                ));
+                // Data in the send buffer: unacknowledged plus not yet sent.
+                let queued = u64::from(info.unacked) * u64::from(c.mss)
+                    + u64::from(info.notsent_bytes.unwrap_or(0));
+                occupancy.push((id, queued));
             }
         }
-        self.metrics.receive_pool_used.set(used as i64);
+        let targets: Vec<(u64, RawFd, u64)> = {
+            let mut state = self.lock();
+            let state = &mut *state;
+            state.allocator.remove_many(&idle);
+            match state.allocator.set_paths(&paths) {
+                Ok(refused) => report.read_errors += refused,
+                Err(_) => report.read_errors += paths.len(),
+            }
+            state.allocator.observe_peak_occupancy(&occupancy);
+            self.metrics
+                .send_pool_used
+                .set(2 * state.allocator.total_assigned() as i64);
+            let manager = state.manager.as_ref();
+            let mut targets = Vec::new();
+            for (&id, c) in &state.clients {
+                let held = match manager.and_then(|m| m.idle_buffer_bytes(id, now)) {
+                    Some(decayed) => decayed,
+                    None => match state.allocator.assigned(id) {
+                        Some(data) => 2 * data,
+                        None => continue,
+                    },
+                };
+                let held = held.clamp(min_held(c.mss), self.limits.send_max);
+                self.metrics.send_assigned.observe(held as f64);
+                if changed(c.applied, held) {
+                    targets.push((id, c.fd, held));
+                }
+            }
+            targets
+        };
+        for chunk in targets.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd, held) in chunk {
+                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as above.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                match tcp_info::set_send_buffer(fd, held) {
+                    Ok(now_held) => {
+                        c.applied = Some(u64::from(now_held));
+                        report.buffers_set += 1;
+                    }
+                    Err(_) => report.read_errors += 1,
+                }
+            }
+        }
+    }
+
+    /// The receive side, chunked as [`Self::send_side`].
+    fn receive_side(&self, now: Nanos, report: &mut IntervalReport) {
+        let registered: Vec<(u64, RawFd)> = {
+            let state = self.lock();
+            state.upstreams.iter().map(|(&id, u)| (id, u.fd)).collect()
+        };
+        if registered.is_empty() {
+            return;
+        }
+        let mut ids = Vec::with_capacity(registered.len());
+        let mut demands = Vec::with_capacity(registered.len());
+        for chunk in registered.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd) in chunk {
+                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as in `send_side`.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
+                    (Ok(info), Ok(memory)) => (info, memory),
+                    _ => {
+                        report.read_errors += 1;
+                        continue;
+                    }
+                };
+                let received = match (info.bytes_received, u.received) {
+                    (Some(total), Some(previous)) => total.saturating_sub(previous),
+                    (Some(total), None) => total,
+                    _ => 0,
+                };
+                let loss = match (info.rcv_ooopack, u.out_of_order) {
+                    (Some(total), Some(previous)) => total != previous,
+                    _ => false,
+                };
+                u.received = info.bytes_received;
+                u.out_of_order = info.rcv_ooopack;
+                u.tuner.end_interval(
+                    now,
+                    &IntervalObservation {
+                        peak_stored_bytes: u64::from(memory.rmem_alloc),
+                        received_bytes: received,
+                        loss,
+                    },
+                );
+                ids.push(id);
+                demands.push(u.tuner.held_bytes());
+            }
+        }
+        let targets: Vec<(u64, RawFd, u64)> = {
+            let state = self.lock();
+            let receive_pool = state.pool - (state.pool as f64 * self.config.send_fraction) as u64;
+            let grants = max_min_proportional(&demands, receive_pool);
+            let mut used = 0u64;
+            let mut targets = Vec::new();
+            for (id, grant) in ids.into_iter().zip(grants) {
+                let Some(u) = state.upstreams.get(&id) else {
+                    continue;
+                };
+                let held = grant
+                    .min(u.tuner.advertised_bytes())
+                    .clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+                used += held;
+                self.metrics.receive_assigned.observe(held as f64);
+                if changed(u.applied, held) {
+                    targets.push((id, u.fd, held));
+                }
+            }
+            self.metrics.receive_pool_used.set(used as i64);
+            targets
+        };
+        for chunk in targets.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd, held) in chunk {
+                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as in `send_side`.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                match tcp_info::set_receive_buffer(fd, held) {
+                    Ok(now_held) => {
+                        u.applied = Some(u64::from(now_held));
+                        report.buffers_set += 1;
+                    }
+                    Err(_) => report.read_errors += 1,
+                }
+            }
+        }
     }
 }
 
@@ -807,6 +873,26 @@ fn changed(applied: Option<u64>, target: u64) -> bool {
     match applied {
         None => true,
         Some(a) => a.abs_diff(target) > a / CHANGE_DIVISOR,
+    }
+}
+
+/// Descriptors in use: the count when one was taken, else the last count
+/// moved by the change in tracked connections (each holds one).
+fn descriptor_estimate(
+    last: &mut Option<(u64, u64, u32)>,
+    tracked: u64,
+    counted: Option<u64>,
+) -> u64 {
+    match (counted, *last) {
+        (Some(count), _) => {
+            *last = Some((count, tracked, 0));
+            count
+        }
+        (None, Some((count, then, age))) => {
+            *last = Some((count, then, age + 1));
+            (count + tracked).saturating_sub(then)
+        }
+        (None, None) => tracked,
     }
 }
 
