@@ -31,6 +31,11 @@
 //!   (hyper's `graceful_shutdown`), each close counted by reason and
 //!   logged (id, idle age).
 //!
+//! The tables sit behind one lock, which the data path takes to register
+//! connections and report requests; the loop holds it for the socket calls
+//! of at most 128 connections at a time (and for the allocator's
+//! re-assignment), and counts `/proc/self/fd` without it.
+//!
 //! Idle client connections leave the allocator (no demand) and keep the
 //! buffer the manager's idle decay leaves them (`ssbt` too, as the
 //! simulator runs it).
