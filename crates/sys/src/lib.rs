@@ -17,6 +17,8 @@
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
 //! * [`socket`] — setting a socket option whose value is a C int;
 //! * [`privilege`] — whether the process runs as root;
+//! * [`tcp_info`] — `TCP_INFO`, `SO_MEMINFO`, socket buffer sizes and the
+//!   kernel's TCP memory (`/proc/net/sockstat`, `tcp_mem`, `wmem_max`);
 //! * [`stdout_relay`] — standard output that a reader who leaves early
 //!   cannot break (`vantage … | head`).
 
@@ -32,3 +34,4 @@ pub mod proc_net;
 pub mod process;
 pub mod socket;
 pub mod stdout_relay;
+pub mod tcp_info;

@@ -208,6 +208,51 @@ impl SendBufferAllocator {
         Ok(skipped)
     }
 
+    /// Sets (or updates) the path estimates of many connections and
+    /// re-assigns once; as [`Self::set_path`] each, but one re-assignment.
+    /// Connections beyond the cap are refused and counted in the result.
+    pub fn set_paths(&mut self, paths: &[(u64, PathEstimate)]) -> Result<usize, SendBufferError> {
+        let mut refused = 0;
+        for (id, path) in paths {
+            let demand = demand_bytes(path, self.mss)?;
+            let at_cap = self.connections.len() >= self.max_connections;
+            match self.connections.get_mut(id) {
+                Some(connection) => connection.demand = demand,
+                None if at_cap => refused += 1,
+                None => {
+                    self.connections.insert(
+                        *id,
+                        Connection {
+                            demand,
+                            coupling_cap: None,
+                            assigned: 0,
+                        },
+                    );
+                }
+            }
+        }
+        self.reassign();
+        Ok(refused)
+    }
+
+    /// Forgets many connections and re-assigns once; how many were held.
+    pub fn remove_many(&mut self, ids: &[u64]) -> usize {
+        let removed = ids
+            .iter()
+            .filter(|id| self.connections.remove(id).is_some())
+            .count();
+        if removed > 0 {
+            self.reassign();
+        }
+        removed
+    }
+
+    /// Changes the pool (e.g. cut under memory pressure) and re-assigns.
+    pub fn set_pool_bytes(&mut self, pool_bytes: u64) {
+        self.pool_bytes = pool_bytes;
+        self.reassign();
+    }
+
     /// Forgets a connection (closed) and re-assigns its share.
     pub fn remove(&mut self, id: u64) -> bool {
         let removed = self.connections.remove(&id).is_some();
@@ -281,6 +326,38 @@ impl SendBufferAllocator {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn batch_insertion_and_a_pool_cut() {
+        let path = |loss| PathEstimate {
+            rtt_secs: 0.1,
+            rto_secs: 0.4,
+            loss,
+            max_window_segments: 1000.0,
+        };
+        let mut one =
+            SendBufferAllocator::new(1 << 20, 1448, 3, CouplingParams::default()).unwrap();
+        let mut batch = one.clone();
+        let paths: Vec<(u64, PathEstimate)> =
+            (0..4).map(|i| (i, path(0.001 * (i + 1) as f64))).collect();
+        for (id, p) in &paths[..3] {
+            one.set_path(*id, p).unwrap();
+        }
+        assert_eq!(batch.set_paths(&paths).unwrap(), 1);
+        for id in 0..3 {
+            assert_eq!(one.assigned(id), batch.assigned(id));
+        }
+        assert_eq!(batch.assigned(3), None);
+        one.remove(0);
+        one.remove(1);
+        let mut two = batch.clone();
+        assert_eq!(two.remove_many(&[0, 1, 7]), 2);
+        assert_eq!(one.assigned(2), two.assigned(2));
+        let before = batch.total_assigned();
+        batch.set_pool_bytes(before / 4);
+        assert!(batch.total_assigned() <= before / 4);
+        assert_eq!(batch.pool_bytes(), before / 4);
+    }
 
     #[test]
     fn a_batch_update_matches_one_update_at_a_time() {

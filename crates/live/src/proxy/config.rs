@@ -40,6 +40,19 @@
 //! cgroup = "/sys/fs/cgroup/system.slice/app.service"   # cgroup
 //! pids = [1234]                     # pids
 //! cores = 2.0                       # cgroup/pids: cores the backend may use (cgroup: default from cpu.max)
+//! [resources]                       # socket buffers and idle connections (docs/proxy.md)
+//! mode = "ssbt+conn"                # autotune (default) | fixed | ssbt | ssbt+conn
+//! interval_ms = 1000                # the control loop's interval
+//! send_bytes = 16384                # fixed only: client send buffers
+//! receive_bytes = 16384             # fixed only: upstream receive buffers
+//! pool_bytes = 67108864             # ssbt: the buffer pool (absent: half of tcp_mem's pressure mark)
+//! send_fraction = 0.5               # ssbt: the pool's share for send buffers
+//! descriptors = [3600, 3200]        # ssbt+conn: high, low (default: 90 %, 80 % of ulimit -n)
+//! tcp_memory_bytes = [1e9, 9e8]     # ssbt+conn: kernel TCP memory high, low (default: 90 %, 80 % of tcp_mem's pressure mark)
+//! connections = [950, 900]          # ssbt+conn: open client connections high, low (default: 95 %, 90 % of limits.max_connections)
+//! min_idle_age_ms = 1000            # ssbt+conn: never close a connection idle for less
+//! max_closes_per_interval = 256     # ssbt+conn
+//! idle_buffer_half_life_ms = 5000   # ssbt, ssbt+conn: idle connections' buffers halve this often
 //! ```
 
 use std::fmt::Write as _;
@@ -76,6 +89,96 @@ struct RawFile {
     sbac: Option<RawSbac>,
     #[serde(default)]
     utilization: RawUtilization,
+    #[serde(default)]
+    resources: RawResources,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResources {
+    mode: Option<ResourceMode>,
+    interval_ms: Option<f64>,
+    send_bytes: Option<f64>,
+    receive_bytes: Option<f64>,
+    pool_bytes: Option<f64>,
+    send_fraction: Option<f64>,
+    descriptors: Option<[f64; 2]>,
+    tcp_memory_bytes: Option<[f64; 2]>,
+    connections: Option<[f64; 2]>,
+    min_idle_age_ms: Option<f64>,
+    max_closes_per_interval: Option<f64>,
+    idle_buffer_half_life_ms: Option<f64>,
+}
+
+/// How socket buffers are sized (`resources.mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResourceMode {
+    /// The kernel's autotuning: nothing is set.
+    #[serde(rename = "autotune")]
+    Autotune,
+    /// Fixed sizes (the thesis's "traditional" scheme).
+    #[serde(rename = "fixed")]
+    Fixed,
+    /// E-ATBT send buffers, tuned receive buffers, one pool.
+    #[serde(rename = "ssbt")]
+    Ssbt,
+    /// SSBT and the connection manager.
+    #[serde(rename = "ssbt+conn")]
+    SsbtWithConnections,
+}
+
+/// A high and a low mark; `None` in a field: derived when the proxy starts
+/// (from the descriptor limit, `tcp_mem` or `limits.max_connections`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marks {
+    pub high: u64,
+    pub low: u64,
+}
+
+impl Serialize for Marks {
+    /// As written: `[high, low]`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        [self.high, self.low].serialize(serializer)
+    }
+}
+
+/// The validated `[resources]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ResourcesConfig {
+    pub mode: ResourceMode,
+    pub interval_ms: u64,
+    /// `fixed`: held send buffer of client connections, bytes.
+    pub send_bytes: Option<u64>,
+    /// `fixed`: held receive buffer of upstream connections, bytes.
+    pub receive_bytes: Option<u64>,
+    /// `ssbt*`: the pool, bytes (None: derived from `tcp_mem`).
+    pub pool_bytes: Option<u64>,
+    pub send_fraction: f64,
+    pub descriptors: Option<Marks>,
+    pub tcp_memory_bytes: Option<Marks>,
+    pub connections: Option<Marks>,
+    pub min_idle_age_ms: u64,
+    pub max_closes_per_interval: usize,
+    pub idle_buffer_half_life_ms: Option<u64>,
+}
+
+impl Default for ResourcesConfig {
+    fn default() -> Self {
+        ResourcesConfig {
+            mode: ResourceMode::Autotune,
+            interval_ms: 1000,
+            send_bytes: None,
+            receive_bytes: None,
+            pool_bytes: None,
+            send_fraction: 0.5,
+            descriptors: None,
+            tcp_memory_bytes: None,
+            connections: None,
+            min_idle_age_ms: 1000,
+            max_closes_per_interval: 256,
+            idle_buffer_half_life_ms: Some(5000),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -235,6 +338,7 @@ pub struct ProxyConfig {
     pub limits: Limits,
     pub utilization: UtilizationConfig,
     pub sbac: Option<SbacConfig>,
+    pub resources: ResourcesConfig,
 }
 
 type Checker<'a> = config::Checker<'a, ConfigError>;
@@ -367,7 +471,9 @@ impl ProxyConfig {
             Some(s) => Some(sbac(&c, s)?),
             None => None,
         };
+        let resources = resources(&c, &raw.resources)?;
         Ok(ProxyConfig {
+            resources,
             origin: origin.to_string(),
             listen,
             upstreams,
@@ -470,6 +576,115 @@ fn utilization(c: &Checker, u: &RawUtilization) -> Result<UtilizationConfig, Con
             };
             UtilizationConfig::Pids { pids, cores }
         }
+    })
+}
+
+/// Largest buffer or pool size accepted, bytes (1 TiB).
+const MAX_BUFFER_BYTES: f64 = (1u64 << 40) as f64;
+
+fn marks(c: &Checker, key: &str, value: [f64; 2], low_limit: f64) -> Result<Marks, ConfigError> {
+    let high = c.whole(key, value[0], low_limit, MAX_BUFFER_BYTES)?;
+    let low = c.whole(key, value[1], 0.0, MAX_BUFFER_BYTES)?;
+    if low > high {
+        return Err(c.fail(
+            key,
+            format!("must be [high, low] with low ≤ high, got [{high}, {low}]"),
+        ));
+    }
+    Ok(Marks { high, low })
+}
+
+fn resources(c: &Checker, r: &RawResources) -> Result<ResourcesConfig, ConfigError> {
+    let defaults = ResourcesConfig::default();
+    let mode = r.mode.unwrap_or(ResourceMode::Autotune);
+    let name = match mode {
+        ResourceMode::Autotune => "autotune",
+        ResourceMode::Fixed => "fixed",
+        ResourceMode::Ssbt => "ssbt",
+        ResourceMode::SsbtWithConnections => "ssbt+conn",
+    };
+    let only = |key: &str, present: bool, used: bool| {
+        if present && !used {
+            Err(c.fail(
+                &format!("resources.{key}"),
+                format!("is not used with mode = \"{name}\""),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let fixed = mode == ResourceMode::Fixed;
+    let tuned = matches!(mode, ResourceMode::Ssbt | ResourceMode::SsbtWithConnections);
+    let manages = mode == ResourceMode::SsbtWithConnections;
+    only("send_bytes", r.send_bytes.is_some(), fixed)?;
+    only("receive_bytes", r.receive_bytes.is_some(), fixed)?;
+    only("pool_bytes", r.pool_bytes.is_some(), tuned)?;
+    only("send_fraction", r.send_fraction.is_some(), tuned)?;
+    only(
+        "idle_buffer_half_life_ms",
+        r.idle_buffer_half_life_ms.is_some(),
+        tuned,
+    )?;
+    only("descriptors", r.descriptors.is_some(), manages)?;
+    only("tcp_memory_bytes", r.tcp_memory_bytes.is_some(), manages)?;
+    only("connections", r.connections.is_some(), manages)?;
+    only("min_idle_age_ms", r.min_idle_age_ms.is_some(), manages)?;
+    only(
+        "max_closes_per_interval",
+        r.max_closes_per_interval.is_some(),
+        manages,
+    )?;
+    if fixed && r.send_bytes.is_none() && r.receive_bytes.is_none() {
+        return Err(c.fail(
+            "resources.mode",
+            "\"fixed\" needs send_bytes, receive_bytes or both".into(),
+        ));
+    }
+    let size = |key: &str, v: Option<f64>| {
+        v.map(|v| c.whole(&format!("resources.{key}"), v, 4096.0, MAX_BUFFER_BYTES))
+            .transpose()
+    };
+    Ok(ResourcesConfig {
+        mode,
+        interval_ms: match r.interval_ms {
+            Some(v) => c.whole("resources.interval_ms", v, 10.0, 3_600_000.0)?,
+            None => defaults.interval_ms,
+        },
+        send_bytes: size("send_bytes", r.send_bytes)?,
+        receive_bytes: size("receive_bytes", r.receive_bytes)?,
+        pool_bytes: match r.pool_bytes {
+            Some(v) => Some(c.whole("resources.pool_bytes", v, 65536.0, MAX_BUFFER_BYTES)?),
+            None => None,
+        },
+        send_fraction: match r.send_fraction {
+            Some(v) => c.range("resources.send_fraction", v, 0.05, 0.95)?,
+            None => defaults.send_fraction,
+        },
+        descriptors: r
+            .descriptors
+            .map(|v| marks(c, "resources.descriptors", v, 1.0))
+            .transpose()?,
+        tcp_memory_bytes: r
+            .tcp_memory_bytes
+            .map(|v| marks(c, "resources.tcp_memory_bytes", v, 4096.0))
+            .transpose()?,
+        connections: r
+            .connections
+            .map(|v| marks(c, "resources.connections", v, 1.0))
+            .transpose()?,
+        min_idle_age_ms: match r.min_idle_age_ms {
+            Some(v) => c.whole("resources.min_idle_age_ms", v, 0.0, 86_400_000.0)?,
+            None => defaults.min_idle_age_ms,
+        },
+        max_closes_per_interval: match r.max_closes_per_interval {
+            Some(v) => c.whole("resources.max_closes_per_interval", v, 1.0, 1_048_576.0)? as usize,
+            None => defaults.max_closes_per_interval,
+        },
+        idle_buffer_half_life_ms: match r.idle_buffer_half_life_ms {
+            Some(0.0) => None,
+            Some(v) => Some(c.whole("resources.idle_buffer_half_life_ms", v, 1.0, 86_400_000.0)?),
+            None => defaults.idle_buffer_half_life_ms,
+        },
     })
 }
 
@@ -654,5 +869,83 @@ mod tests {
         assert_eq!(e.key(), Some("timeouts.idle_ms"));
         let e = parse("listen = \"127.0.0.1:1\"\nupstreams = [\"127.0.0.1:2\"]\n").unwrap_err();
         assert_eq!(e.key(), Some("utilization.concurrency"));
+    }
+
+    #[test]
+    fn resources_table() {
+        let head = "listen = \"127.0.0.1:1\"\nupstreams = [\"127.0.0.1:2\"]\n[utilization]\nconcurrency = 8\n";
+        let r = parse(head).unwrap().resources;
+        assert_eq!(r, ResourcesConfig::default());
+        assert_eq!(r.mode, ResourceMode::Autotune);
+        let r = parse(&format!(
+            "{head}[resources]\nmode = \"ssbt+conn\"\ninterval_ms = 500\npool_bytes = 1048576\n\
+             descriptors = [3600, 3200]\nconnections = [300, 280]\nmin_idle_age_ms = 2000\n"
+        ))
+        .unwrap()
+        .resources;
+        assert_eq!(r.mode, ResourceMode::SsbtWithConnections);
+        assert_eq!(r.interval_ms, 500);
+        assert_eq!(r.pool_bytes, Some(1 << 20));
+        assert_eq!(
+            r.descriptors,
+            Some(Marks {
+                high: 3600,
+                low: 3200
+            })
+        );
+        assert_eq!(
+            r.connections,
+            Some(Marks {
+                high: 300,
+                low: 280
+            })
+        );
+        assert_eq!(r.tcp_memory_bytes, None);
+        let printed = toml::to_string(&r).unwrap();
+        assert!(printed.contains("descriptors = [3600, 3200]"), "{printed}");
+        let r = parse(&format!(
+            "{head}[resources]\nmode = \"fixed\"\nsend_bytes = 16384\nreceive_bytes = 262144\n"
+        ))
+        .unwrap()
+        .resources;
+        assert_eq!((r.send_bytes, r.receive_bytes), (Some(16384), Some(262144)));
+        for (body, key, line) in [
+            (
+                "mode = \"ssbt\"\nsend_bytes = 16384\n",
+                "resources.send_bytes",
+                7,
+            ),
+            ("mode = \"fixed\"\n", "resources.mode", 6),
+            (
+                "mode = \"fixed\"\nsend_bytes = 100\n",
+                "resources.send_bytes",
+                7,
+            ),
+            (
+                "mode = \"ssbt\"\nconnections = [10, 20]\n",
+                "resources.connections",
+                7,
+            ),
+            (
+                "mode = \"ssbt+conn\"\nconnections = [10, 20]\n",
+                "resources.connections",
+                7,
+            ),
+            (
+                "mode = \"ssbt+conn\"\ninterval_ms = 1\n",
+                "resources.interval_ms",
+                7,
+            ),
+            (
+                "mode = \"ssbt\"\nsend_fraction = 1.5\n",
+                "resources.send_fraction",
+                7,
+            ),
+        ] {
+            let e = parse(&format!("{head}[resources]\n{body}")).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{body}: {e}");
+            assert!(e.to_string().starts_with(&format!("p.toml:{line}:")), "{e}");
+        }
+        assert!(parse(&format!("{head}[resources]\nmode = \"bogus\"\n")).is_err());
     }
 }

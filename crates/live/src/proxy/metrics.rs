@@ -25,6 +25,16 @@
 //! | `vantage_proxy_controller_quota` | gauge | new sessions left this interval (predictive; 0 until the first interval ended) |
 //! | `vantage_proxy_reloads_total{result="ok"\|"refused"}` | counter | configuration reloads |
 //! | `vantage_proxy_access_log_errors_total` | counter | access-log lines that could not be written |
+//! | `vantage_proxy_send_buffer_bytes` | histogram | held send buffers of client connections, each interval (`[resources]` ssbt*) |
+//! | `vantage_proxy_receive_buffer_bytes` | histogram | held receive buffers of upstream connections, each interval (ssbt*) |
+//! | `vantage_proxy_buffer_pool_bytes` | gauge | the pool now (cut under kernel memory pressure) |
+//! | `vantage_proxy_send_pool_used_bytes`, `vantage_proxy_receive_pool_used_bytes` | gauge | held bytes assigned from each share of the pool |
+//! | `vantage_proxy_kernel_tcp_memory_bytes` | gauge | `/proc/net/sockstat` TCP `mem`, in bytes |
+//! | `vantage_proxy_pool_pressure_cuts_total` | counter | intervals that cut the pool for `tcp_mem` pressure |
+//! | `vantage_proxy_idle_closes_total{reason}` | counter | idle client connections the manager closed: `descriptors`, `tcp_memory`, `connections`, `idle_list_full` |
+//! | `vantage_proxy_resource_loop_cpu_seconds_total` | counter | the control loop's own CPU time |
+//! | `vantage_proxy_resource_intervals_total` | counter | intervals run |
+//! | `vantage_proxy_resource_errors_total` | counter | socket reads or sets that failed (the connection skipped for that interval) |
 //! | `vantage_metrics_*`, `vantage_build_info`, `process_*` | | the endpoint and the process ([`crate::metrics`]) |
 //!
 //! A controller gauge exists only for the strategies that have the
@@ -105,6 +115,114 @@ fn histogram() -> Histogram {
     ))
 }
 
+fn buffer_histogram() -> Histogram {
+    // 4 KiB … 128 MiB.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        4096.0, 2.0, 16,
+    ))
+}
+
+/// The `[resources]` control loop's metrics.
+#[derive(Clone, Debug)]
+pub struct ResourceMetrics {
+    pub send_assigned: Histogram,
+    pub receive_assigned: Histogram,
+    pub pool_bytes: Gauge,
+    pub send_pool_used: Gauge,
+    pub receive_pool_used: Gauge,
+    pub kernel_tcp_bytes: Gauge,
+    pub pressure_cuts: Counter,
+    pub closes: Family<ReasonLabel, Counter>,
+    pub cpu_seconds: Counter<f64, AtomicU64>,
+    pub intervals: Counter,
+    pub errors: Counter,
+}
+
+impl Default for ResourceMetrics {
+    fn default() -> Self {
+        ResourceMetrics {
+            send_assigned: buffer_histogram(),
+            receive_assigned: buffer_histogram(),
+            pool_bytes: Gauge::default(),
+            send_pool_used: Gauge::default(),
+            receive_pool_used: Gauge::default(),
+            kernel_tcp_bytes: Gauge::default(),
+            pressure_cuts: Counter::default(),
+            closes: Family::default(),
+            cpu_seconds: Counter::default(),
+            intervals: Counter::default(),
+            errors: Counter::default(),
+        }
+    }
+}
+
+impl ResourceMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register_with_unit(
+            "vantage_proxy_send_buffer",
+            "Held send buffers of client connections, sampled each interval",
+            Unit::Bytes,
+            self.send_assigned.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_receive_buffer",
+            "Held receive buffers of upstream connections, sampled each interval",
+            Unit::Bytes,
+            self.receive_assigned.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_buffer_pool",
+            "The socket-buffer pool now",
+            Unit::Bytes,
+            self.pool_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_send_pool_used",
+            "Held bytes assigned from the send share of the pool",
+            Unit::Bytes,
+            self.send_pool_used.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_receive_pool_used",
+            "Held bytes assigned from the receive share of the pool",
+            Unit::Bytes,
+            self.receive_pool_used.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_kernel_tcp_memory",
+            "Memory the kernel charges to TCP (sockstat TCP mem)",
+            Unit::Bytes,
+            self.kernel_tcp_bytes.clone(),
+        );
+        registry.register(
+            "vantage_proxy_pool_pressure_cuts",
+            "Intervals that cut the pool for tcp_mem pressure",
+            self.pressure_cuts.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_closes",
+            "Idle client connections closed by the connection manager, by reason",
+            self.closes.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_proxy_resource_loop_cpu",
+            "CPU time of the resource control loop",
+            Unit::Seconds,
+            self.cpu_seconds.clone(),
+        );
+        registry.register(
+            "vantage_proxy_resource_intervals",
+            "Intervals of the resource control loop",
+            self.intervals.clone(),
+        );
+        registry.register(
+            "vantage_proxy_resource_errors",
+            "Socket reads or sets of the resource control loop that failed",
+            self.errors.clone(),
+        );
+    }
+}
+
 /// The registry and every metric the proxy sets.
 #[derive(Debug)]
 pub struct ProxyMetrics {
@@ -134,6 +252,7 @@ pub struct ProxyMetrics {
     pub quota: FloatGauge,
     pub reloads: Family<ResultLabel, Counter>,
     pub access_log_errors: Counter,
+    pub resources: ResourceMetrics,
 }
 
 impl ProxyMetrics {
@@ -168,7 +287,9 @@ impl ProxyMetrics {
             quota: FloatGauge::default(),
             reloads: Family::default(),
             access_log_errors: Counter::default(),
+            resources: ResourceMetrics::default(),
         };
+        m.resources.register(&mut registry);
         registry.register(
             "vantage_proxy_requests",
             "Responses sent to clients, by status class",

@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod metrics;
+pub mod resources;
 pub mod sbac;
 pub mod server;
 pub mod tls;
@@ -79,6 +80,8 @@ pub enum ProxyError {
     Signals(#[from] daemon::SignalError),
     #[error("`{key}` cannot change while the proxy runs (restart it)")]
     NeedsRestart { key: &'static str },
+    #[error(transparent)]
+    Resources(#[from] resources::ResourcesError),
 }
 
 /// The tokio runtime the proxy runs on: with one worker, a current-thread
@@ -151,6 +154,7 @@ pub struct Proxy {
     address: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
     metrics_server: Option<MetricsServer>,
+    resource_loop: Option<std::thread::JoinHandle<()>>,
 }
 
 fn open_log(path: &Option<PathBuf>) -> Result<Option<LogFile>, ProxyError> {
@@ -198,11 +202,27 @@ impl Proxy {
         let access_log = open_log(&config.access_log)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let metrics_listen = config.metrics_listen;
+        let resources = Arc::new(resources::Resources::new(
+            config.resources,
+            resources::KernelLimits::read().map_err(resources::ResourcesError::from)?,
+            budget,
+            metrics.resources.clone(),
+        )?);
+        resources.prepare_listener(&listener).map_err(bind_error)?;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac, &metrics)?
+            Settings::new(config, sbac, &metrics, &resources)?
+        };
+        let resource_loop = {
+            let resources = Arc::clone(&resources);
+            let stop = stop_rx.clone();
+            std::thread::Builder::new()
+                .name("vantage-resources".into())
+                .spawn(move || resources::run_loop(resources, stop))
+                .map_err(ProxyError::Runtime)?
         };
         let shared = Arc::new(Shared {
+            resources,
             settings: RwLock::new(Arc::new(settings)),
             metrics: Arc::clone(&metrics),
             in_flight: Default::default(),
@@ -244,7 +264,13 @@ impl Proxy {
             address,
             stop: stop_tx,
             metrics_server,
+            resource_loop: Some(resource_loop),
         })
+    }
+
+    /// The socket-buffer and idle-connection manager (`[resources]`).
+    pub fn resources(&self) -> &Arc<resources::Resources> {
+        &self.shared.resources
     }
 
     /// The address it listens on (the chosen port for port 0).
@@ -314,6 +340,9 @@ impl Proxy {
                 key: "sbac.strategy",
             });
         }
+        if config.resources != before.resources {
+            return Err(ProxyError::NeedsRestart { key: "resources" });
+        }
         let sampler = (config.utilization != before.utilization)
             .then(|| Sampler::new(&config.utilization))
             .transpose()?;
@@ -336,7 +365,7 @@ impl Proxy {
         let runtime = &self.engine.handle;
         let settings = {
             let _entered = runtime.enter();
-            Settings::new(config, sbac, &self.shared.metrics)?
+            Settings::new(config, sbac, &self.shared.metrics, &self.shared.resources)?
         };
         if let Some(mut sampler) = sampler {
             sampler.start();
@@ -384,6 +413,9 @@ impl Proxy {
         }
         self.engine.stop();
         self.metrics_server.take();
+        if let Some(resource_loop) = self.resource_loop.take() {
+            let _ = resource_loop.join();
+        }
     }
 }
 

@@ -54,6 +54,7 @@ use serde::Serialize;
 
 use super::config::ProxyConfig;
 use super::metrics::{Failure, ProxyMetrics};
+use super::resources::{ConnectionEvents, Resources, UpstreamConnector};
 use super::sbac::{rejection, Sbac, Verdict};
 use super::tls::TlsError;
 use super::upstream::Upstreams;
@@ -77,7 +78,7 @@ const MAX_LOGGED_TARGET: usize = 512;
 pub struct Settings {
     pub config: ProxyConfig,
     pub upstreams: Upstreams,
-    pub client: Client<HttpConnector, UpstreamBody>,
+    pub client: Client<UpstreamConnector, UpstreamBody>,
     pub sbac: Option<Arc<Sbac>>,
     pub orca: OrcaReports,
     pub connections: Arc<tokio::sync::Semaphore>,
@@ -96,6 +97,7 @@ impl Settings {
         config: ProxyConfig,
         sbac: Option<Arc<Sbac>>,
         metrics: &ProxyMetrics,
+        resources: &Arc<Resources>,
     ) -> Result<Settings, TlsError> {
         let tls = config
             .tls
@@ -109,7 +111,7 @@ impl Settings {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(config.limits.upstream_idle_connections)
-            .build(connector);
+            .build(UpstreamConnector::new(connector, Arc::clone(resources)));
         Ok(Settings {
             tls,
             authorities: config
@@ -169,6 +171,8 @@ pub struct Shared {
     pub open: Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
     pub next_connection: AtomicU64,
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Socket buffers and idle connections (`[resources]`).
+    pub resources: Arc<Resources>,
 }
 
 impl Shared {
@@ -299,6 +303,8 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let reclaim = Arc::new(tokio::sync::Notify::new());
+        let stream = shared.resources.track_client(stream, Arc::clone(&reclaim));
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
@@ -308,6 +314,8 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 last_ms: AtomicU64::new(0),
                 opened: Instant::now(),
                 evict: tokio::sync::Notify::new(),
+                reclaim,
+                events: stream.events(),
             });
             let id = shared.register(&activity);
             match settings.tls.clone() {
@@ -339,6 +347,10 @@ pub struct Activity {
     requested: AtomicBool,
     /// Told to close (it was idle and a new connection needs its slot).
     evict: tokio::sync::Notify,
+    /// Told to close gracefully (the connection manager reclaims it).
+    reclaim: Arc<tokio::sync::Notify>,
+    /// Requests and responses reported to the connection manager.
+    events: Option<ConnectionEvents>,
     /// When the last request began or the last response ended (ms since
     /// the connection opened).
     last_ms: AtomicU64,
@@ -377,6 +389,9 @@ async fn connection<I>(
         let shared = Arc::clone(&service_shared);
         let activity = Arc::clone(&service_activity);
         activity.active.fetch_add(1, Ordering::Relaxed);
+        if let Some(events) = &activity.events {
+            events.request_started();
+        }
         activity.requested.store(true, Ordering::Relaxed);
         activity.touch();
         async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
@@ -405,6 +420,10 @@ async fn connection<I>(
         tokio::select! {
             _ = conn.as_mut() => return,
             _ = stop.wait_for(|s| *s), if closing.is_none() => {
+                conn.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
+            }
+            _ = activity.reclaim.notified(), if closing.is_none() => {
                 conn.as_mut().graceful_shutdown();
                 closing = Some(Instant::now());
             }
@@ -512,6 +531,9 @@ impl Completion {
         self.shared.log(&self.line);
         self.activity.active.fetch_sub(1, Ordering::Relaxed);
         self.activity.touch();
+        if let Some(events) = &self.activity.events {
+            events.response_completed();
+        }
     }
 }
 

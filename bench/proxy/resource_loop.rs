@@ -1,0 +1,158 @@
+//! The `[resources]` control loop over many real loopback connections:
+//! CPU time of one interval (reading `TCP_INFO` and `SO_MEMINFO`, E-ATBT,
+//! the receive tuners, the connection manager, re-sizing), measured with
+//! the thread's CPU clock. See bench/proxy/README-resources.md.
+//!
+//! Usage: cargo bench -p vantage-bench --bench resource_loop [-- CONNECTIONS INTERVALS]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+
+use vantage_live::proxy::config::{Marks, ResourceMode, ResourcesConfig};
+use vantage_live::proxy::metrics::ResourceMetrics;
+use vantage_live::proxy::resources::{thread_cpu_seconds, KernelLimits, Resources, TrackedStream};
+
+fn raise_descriptor_limit(wanted: u64) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct given.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        let raised = libc::rlimit {
+            rlim_cur: wanted.max(limit.rlim_cur),
+            rlim_max: wanted.max(limit.rlim_max),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    limit.rlim_cur
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, intervals: usize) {
+    let limits = KernelLimits::read().expect("kernel limits");
+    let resources = Arc::new(
+        Resources::new(config, limits, clients + 1, ResourceMetrics::default()).expect("resources"),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    let mut peers = Vec::with_capacity(clients + upstreams);
+    let mut tracked: Vec<TrackedStream<TcpStream>> = Vec::with_capacity(clients + upstreams);
+    for i in 0..clients + upstreams {
+        let mut peer = TcpStream::connect(address).expect("connect");
+        let (mut accepted, _) = listener.accept().expect("accept");
+        // Some data both ways so that TCP_INFO has an RTT and counters.
+        accepted.write_all(&[0u8; 1000]).expect("write");
+        let mut sink = [0u8; 1000];
+        peer.read_exact(&mut sink).expect("read");
+        peer.write_all(&[0u8; 1000]).expect("write");
+        let stream = if i < clients {
+            let t = resources.track_client(accepted, Arc::new(tokio::sync::Notify::new()));
+            if let Some(events) = t.events() {
+                events.request_started();
+                // One in five idle keep-alive connections.
+                if i % 5 == 0 {
+                    events.response_completed();
+                }
+            }
+            t
+        } else {
+            resources.track_upstream(accepted)
+        };
+        tracked.push(stream);
+        peers.push(peer);
+    }
+    // One warm-up interval (first estimates, first sets), then the timed ones.
+    resources.run_interval();
+    let mut cpu = Vec::with_capacity(intervals);
+    let mut set = 0;
+    let mut errors = 0;
+    for _ in 0..intervals {
+        let start = thread_cpu_seconds();
+        let report = resources.run_interval();
+        cpu.push(thread_cpu_seconds() - start);
+        set += report.buffers_set;
+        errors += report.read_errors;
+    }
+    cpu.sort_by(f64::total_cmp);
+    let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
+    println!(
+        "{label}: {clients} client + {upstreams} upstream connections, {intervals} intervals: \
+         CPU per interval mean {:.2} ms, p50 {:.2} ms, max {:.2} ms = {:.2} % of one core at 1 interval/s; \
+         {set} buffers re-set, {errors} read errors",
+        mean * 1e3,
+        percentile(&cpu, 0.5) * 1e3,
+        percentile(&cpu, 1.0) * 1e3,
+        mean * 100.0,
+    );
+    // What re-setting every buffer would add (two sizes in turn).
+    let start = thread_cpu_seconds();
+    for (i, t) in tracked.iter().enumerate() {
+        let bytes = if i % 2 == 0 { 64 << 10 } else { 96 << 10 };
+        let _ = vantage_sys::tcp_info::set_send_buffer(t.get_ref(), bytes);
+    }
+    let per_set = (thread_cpu_seconds() - start) / tracked.len() as f64;
+    println!(
+        "  re-setting every buffer would add {:.2} ms per interval ({:.2} µs each)",
+        per_set * tracked.len() as f64 * 1e3,
+        per_set * 1e6
+    );
+    drop(tracked);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let connections: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let intervals: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20);
+    let limit = raise_descriptor_limit(2 * connections as u64 + 256);
+    let connections = connections.min((limit.saturating_sub(256) / 2) as usize);
+    println!("descriptor limit {limit}: {connections} connections (two descriptors each)");
+    let managed = ResourcesConfig {
+        mode: ResourceMode::SsbtWithConnections,
+        ..ResourcesConfig::default()
+    };
+    // Marks far above: the steady state, /proc/self/fd counted every
+    // tenth interval.
+    let far = ResourcesConfig {
+        descriptors: Some(Marks {
+            high: 4 * limit,
+            low: 3 * limit,
+        }),
+        ..managed
+    };
+    run(
+        "ssbt+conn, all client-facing, far from the descriptor marks",
+        far,
+        connections,
+        0,
+        intervals,
+    );
+    run(
+        "ssbt+conn, half upstream, far from the descriptor marks",
+        far,
+        connections / 2,
+        connections - connections / 2,
+        intervals,
+    );
+    // Default marks (90 %/80 % of the limit), which this many connections
+    // exceed: /proc/self/fd counted every interval, idle ones reclaimed.
+    run(
+        "ssbt+conn, all client-facing, above the descriptor marks",
+        managed,
+        connections,
+        0,
+        intervals,
+    );
+}

@@ -1,0 +1,1195 @@
+//! Socket buffers and idle client connections managed live (`[resources]`;
+//! proxy thesis, Sections 3 and 5): the driver of `core::resources`, as
+//! the simulator (`sim::proxy::world`) drives it, against the kernel.
+//!
+//! Modes: `autotune` sets nothing; `fixed` sets `SO_SNDBUF` on the
+//! listening socket (accepted sockets inherit it) and `SO_RCVBUF` on each
+//! upstream connection once it is established (a receive buffer locked
+//! before the handshake clamps the window scale); `ssbt` and `ssbt+conn`
+//! run the control loop below on a thread of its own, once per
+//! `interval_ms`:
+//!
+//! * client connections (send side): `TCP_INFO` gives the path estimate —
+//!   RTT and RTO as the kernel smooths them, loss as Δ`total_retrans` /
+//!   Δ`data_segs_out` over the interval (the previous estimate when
+//!   nothing was sent), W_max from the peer's window — for
+//!   [`SendBufferAllocator`] (E-ATBT); the data in the send buffer
+//!   (unacknowledged segments × MSS plus `notsent_bytes`, from the same
+//!   read) feeds the up/down coupling; the assignment is set with
+//!   `SO_SNDBUF`;
+//! * upstream connections (receive side): `SO_MEMINFO`'s allocated receive
+//!   memory is the stored data (U_i, out-of-order data included),
+//!   Δ`bytes_received` the rate, Δ`rcv_ooopack` the loss, for each
+//!   connection's [`ReceiveBufferTuner`]; the pool's receive share is
+//!   divided by [`max_min_proportional`] over what the tuners hold, as the
+//!   simulator does, and set with `SO_RCVBUF` (upstream connections are
+//!   registered only once established);
+//! * `ssbt+conn`: [`ConnectionManager`] over descriptors (`/proc/self/fd`),
+//!   kernel TCP memory and client connections; a client connection enters
+//!   its list when its last response completes and leaves it when a
+//!   request starts; the connections it picks are closed gracefully
+//!   (hyper's `graceful_shutdown`), each close counted by reason and
+//!   logged (id, idle age).
+//!
+//! The tables sit behind one lock, which the data path takes to register
+//! connections and report requests; the loop holds it for the socket calls
+//! of at most 128 connections at a time (and for the allocator's
+//! re-assignment), and counts `/proc/self/fd` without it.
+//!
+//! Idle client connections leave the allocator (no demand) and keep the
+//! buffer the manager's idle decay leaves them (`ssbt` too, as the
+//! simulator runs it).
+//!
+//! Units and departures: the kernel holds twice what `SO_SNDBUF` /
+//! `SO_RCVBUF` are given (`sys::tcp_info`); E-ATBT's demand ρ̄·rtt is data,
+//! so a send assignment of B data bytes is held as 2B, and the pool counts
+//! held bytes. The tuner runs in held bytes against `SO_MEMINFO`'s
+//! `rmem_alloc` (also held, truesize), so U_i is a ratio of like to like.
+//! Peaks are sampled once per interval, not tracked per segment (the
+//! kernel keeps no peak). Bounds: never above twice `wmem_max`/`rmem_max`
+//! (the kernel's own cap), never below two segments' truesize (MSS plus
+//! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
+//! `mem` ≥ `tcp_mem`'s pressure mark) the pool is cut by a quarter every
+//! interval until the pressure ends, then regrows by an eighth of its
+//! configured size per interval. The allocator's MSS is the first
+//! connection's default (1448); per-connection MSS enters W_max only.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::TokioIo;
+use vantage_core::resources::{
+    max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
+    IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
+    SendBufferAllocator, Threshold,
+};
+use vantage_core::tcp::throughput::PathEstimate;
+use vantage_core::Nanos;
+use vantage_sys::tcp_info;
+
+use super::config::{Marks, ResourceMode, ResourcesConfig};
+use super::metrics::ResourceMetrics;
+
+/// Bytes of kernel overhead per segment assumed for the lower bound (an
+/// `sk_buff` and its shared info on x86-64, rounded up).
+pub const SKB_OVERHEAD: u64 = 1024;
+/// The MSS E-ATBT's demand is computed with.
+const ALLOCATOR_MSS: u32 = 1448;
+/// Most client connections the allocator holds (more get no assignment
+/// and are counted).
+const MAX_TRACKED: usize = 1 << 20;
+/// Reclaims kept in memory for [`Resources::reclaimed`].
+const MAX_AUDIT_RECORDS: usize = 10_000;
+/// Connections whose socket calls one hold of the lock covers.
+const CHUNK: usize = 128;
+/// Intervals between counts of `/proc/self/fd` while far from the marks.
+const DESCRIPTOR_RECOUNT: u32 = 10;
+/// A buffer is set again only when it moves by more than 1/16.
+const CHANGE_DIVISOR: u64 = 16;
+
+/// Why an idle connection was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    Descriptors,
+    TcpMemory,
+    Connections,
+    /// The idle list was full (its oldest entry makes room).
+    IdleListFull,
+}
+
+impl CloseReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::Descriptors => "descriptors",
+            CloseReason::TcpMemory => "tcp_memory",
+            CloseReason::Connections => "connections",
+            CloseReason::IdleListFull => "idle_list_full",
+        }
+    }
+}
+
+/// One reclaimed connection, as the audit log line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reclaim {
+    pub id: u64,
+    /// When it was closed, since the manager started.
+    pub at: Duration,
+    pub idle: Duration,
+    pub reason: CloseReason,
+}
+
+/// What one interval did (for the benchmark and tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IntervalReport {
+    pub clients: usize,
+    pub upstreams: usize,
+    pub buffers_set: usize,
+    pub read_errors: usize,
+    pub closes: usize,
+    pub pool_bytes: u64,
+    pub kernel_tcp_bytes: u64,
+    pub pressure: bool,
+}
+
+/// The kernel limits the loop respects, read once.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelLimits {
+    /// Largest held send buffer (twice `wmem_max`).
+    pub send_max: u64,
+    /// Largest held receive buffer (twice `rmem_max`).
+    pub receive_max: u64,
+    pub tcp_mem: tcp_info::TcpMemLimits,
+    pub page_bytes: u64,
+    pub descriptor_limit: u64,
+}
+
+impl KernelLimits {
+    pub fn read() -> io::Result<KernelLimits> {
+        Ok(KernelLimits {
+            send_max: 2 * tcp_info::wmem_max()?,
+            receive_max: 2 * tcp_info::rmem_max()?,
+            tcp_mem: tcp_info::tcp_mem_limits()?,
+            page_bytes: tcp_info::page_size(),
+            descriptor_limit: crate::daemon::descriptor_limit()?,
+        })
+    }
+}
+
+/// Two segments' truesize for a connection's MSS.
+fn min_held(mss: u32) -> u64 {
+    2 * (u64::from(mss.max(536)) + SKB_OVERHEAD)
+}
+
+struct ClientState {
+    fd: RawFd,
+    reclaim: Arc<tokio::sync::Notify>,
+    active: usize,
+    idle_since: Option<Nanos>,
+    retrans: Option<u32>,
+    segs_out: Option<u32>,
+    loss: f64,
+    mss: u32,
+    applied: Option<u64>,
+}
+
+struct UpstreamState {
+    fd: RawFd,
+    tuner: ReceiveBufferTuner,
+    received: Option<u64>,
+    out_of_order: Option<u32>,
+    applied: Option<u64>,
+}
+
+struct State {
+    allocator: SendBufferAllocator,
+    manager: Option<ConnectionManager>,
+    clients: HashMap<u64, ClientState>,
+    upstreams: HashMap<u64, UpstreamState>,
+    next_id: u64,
+    pool: u64,
+    /// Closes the idle list's cap forced, not yet counted.
+    evicted: Vec<(u64, Nanos)>,
+    audit: VecDeque<Reclaim>,
+    /// The last count of `/proc/self/fd`, the tracked connections then,
+    /// and the intervals since.
+    descriptors: Option<(u64, u64, u32)>,
+}
+
+/// The live resource manager, shared by the accept loop, the connections,
+/// the upstream connector and the control-loop thread.
+pub struct Resources {
+    config: ResourcesConfig,
+    limits: KernelLimits,
+    base_pool: u64,
+    thresholds: [Threshold; 3],
+    epoch: Instant,
+    state: Mutex<State>,
+    metrics: ResourceMetrics,
+}
+
+/// Why the loop could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourcesError {
+    #[error("reading the kernel's TCP memory limits: {0}")]
+    Kernel(#[from] io::Error),
+    #[error("resources: {0}")]
+    OutOfRange(#[from] vantage_core::OutOfRange),
+    #[error("resources: {0}")]
+    Allocator(#[from] vantage_core::resources::SendBufferError),
+}
+
+fn threshold(marks: Option<Marks>, high: u64, low: u64) -> Threshold {
+    match marks {
+        Some(m) => Threshold {
+            high: m.high,
+            low: m.low,
+        },
+        None => Threshold { high, low },
+    }
+}
+
+impl Resources {
+    /// `max_connections`: the client connections the proxy serves at once
+    /// (the default connection marks are 95 % and 90 % of it).
+    pub fn new(
+        config: ResourcesConfig,
+        limits: KernelLimits,
+        max_connections: usize,
+        metrics: ResourceMetrics,
+    ) -> Result<Resources, ResourcesError> {
+        let pressure_bytes = limits.tcp_mem.pressure.saturating_mul(limits.page_bytes);
+        let base_pool = config.pool_bytes.unwrap_or(pressure_bytes / 2);
+        let never = Threshold {
+            high: u64::MAX,
+            low: u64::MAX,
+        };
+        let manages = config.mode == ResourceMode::SsbtWithConnections;
+        let n = max_connections as u64;
+        let thresholds = if manages {
+            [
+                threshold(
+                    config.descriptors,
+                    limits.descriptor_limit * 9 / 10,
+                    limits.descriptor_limit * 8 / 10,
+                ),
+                threshold(
+                    config.tcp_memory_bytes,
+                    pressure_bytes / 10 * 9,
+                    pressure_bytes / 10 * 8,
+                ),
+                threshold(config.connections, n - n / 20, n - n / 10),
+            ]
+        } else {
+            [never; 3]
+        };
+        let tuned = matches!(
+            config.mode,
+            ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
+        );
+        let manager = tuned
+            .then(|| {
+                ConnectionManager::new(ConnectionManagerParams {
+                    descriptors: thresholds[0],
+                    socket_buffer_bytes: thresholds[1],
+                    connections: thresholds[2],
+                    // hyper's idle timeout (timeouts.idle_ms) is T_p.
+                    persistent_timeout: None,
+                    min_idle_age: Nanos::from_millis(config.min_idle_age_ms),
+                    max_closes_per_interval: config.max_closes_per_interval,
+                    buffer_half_life: config.idle_buffer_half_life_ms.map(Nanos::from_millis),
+                    min_idle_buffer: min_held(ALLOCATOR_MSS),
+                    max_idle: MAX_TRACKED,
+                })
+            })
+            .transpose()?;
+        let send_pool = (base_pool as f64 * config.send_fraction) as u64;
+        let allocator = SendBufferAllocator::new(
+            send_pool / 2,
+            ALLOCATOR_MSS,
+            MAX_TRACKED,
+            CouplingParams::default(),
+        )?;
+        metrics.pool_bytes.set(base_pool as i64);
+        Ok(Resources {
+            config,
+            limits,
+            base_pool,
+            thresholds,
+            epoch: Instant::now(),
+            state: Mutex::new(State {
+                allocator,
+                manager,
+                clients: HashMap::new(),
+                upstreams: HashMap::new(),
+                next_id: 0,
+                pool: base_pool,
+                evicted: Vec::new(),
+                audit: VecDeque::new(),
+                descriptors: None,
+            }),
+            metrics,
+        })
+    }
+
+    pub fn mode(&self) -> ResourceMode {
+        self.config.mode
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.config.interval_ms)
+    }
+
+    fn tuned(&self) -> bool {
+        matches!(
+            self.config.mode,
+            ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
+        )
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos(self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// `fixed`: the send buffer on the listening socket (inherited by the
+    /// accepted ones). The value is what `setsockopt` is given, as for
+    /// nginx's `sndbuf`; the kernel holds twice it.
+    pub fn prepare_listener(&self, listener: impl AsFd) -> io::Result<()> {
+        if let (ResourceMode::Fixed, Some(bytes)) = (self.config.mode, self.config.send_bytes) {
+            tcp_info::set_send_buffer(listener, 2 * bytes)?;
+        }
+        Ok(())
+    }
+
+    /// A client connection accepted: tracked by the loop (`ssbt*`), with
+    /// `reclaim` notified when the manager closes it.
+    pub fn track_client<S: AsFd>(
+        self: &Arc<Self>,
+        stream: S,
+        reclaim: Arc<tokio::sync::Notify>,
+    ) -> TrackedStream<S> {
+        if !self.tuned() {
+            return TrackedStream::untracked(stream);
+        }
+        let fd = stream.as_fd().as_raw_fd();
+        let mut state = self.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        state.clients.insert(
+            id,
+            ClientState {
+                fd,
+                reclaim,
+                active: 0,
+                idle_since: None,
+                retrans: None,
+                segs_out: None,
+                loss: 0.0,
+                mss: ALLOCATOR_MSS,
+                applied: None,
+            },
+        );
+        drop(state);
+        TrackedStream {
+            registration: Some(Registration {
+                resources: Arc::clone(self),
+                id,
+                upstream: false,
+            }),
+            stream,
+        }
+    }
+
+    /// An upstream connection established: `fixed` sets its receive
+    /// buffer; `ssbt*` tracks it.
+    pub fn track_upstream<S: AsFd>(self: &Arc<Self>, stream: S) -> TrackedStream<S> {
+        match self.config.mode {
+            ResourceMode::Fixed => {
+                if let Some(bytes) = self.config.receive_bytes {
+                    if tcp_info::set_receive_buffer(stream.as_fd(), 2 * bytes).is_err() {
+                        self.metrics.errors.inc();
+                    }
+                }
+                return TrackedStream::untracked(stream);
+            }
+            ResourceMode::Autotune => return TrackedStream::untracked(stream),
+            _ => {}
+        }
+        let fd = stream.as_fd().as_raw_fd();
+        let initial = tcp_info::receive_buffer(stream.as_fd()).unwrap_or(128 << 10);
+        let params = ReceiveTunerParams {
+            min_bytes: min_held(ALLOCATOR_MSS),
+            max_bytes: self.limits.receive_max.max(min_held(ALLOCATOR_MSS)),
+            ..ReceiveTunerParams::default()
+        };
+        let Ok(tuner) = ReceiveBufferTuner::new(params, u64::from(initial)) else {
+            self.metrics.errors.inc();
+            return TrackedStream::untracked(stream);
+        };
+        let mut state = self.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        state.upstreams.insert(
+            id,
+            UpstreamState {
+                fd,
+                tuner,
+                received: None,
+                out_of_order: None,
+                applied: None,
+            },
+        );
+        drop(state);
+        TrackedStream {
+            registration: Some(Registration {
+                resources: Arc::clone(self),
+                id,
+                upstream: true,
+            }),
+            stream,
+        }
+    }
+
+    fn unregister(&self, id: u64, upstream: bool) {
+        let mut state = self.lock();
+        if upstream {
+            state.upstreams.remove(&id);
+        } else if state.clients.remove(&id).is_some() {
+            state.allocator.remove_many(&[id]);
+            if let Some(manager) = state.manager.as_mut() {
+                manager.remove(id);
+            }
+        }
+    }
+
+    /// A request started on client connection `id`: it leaves the idle list.
+    pub fn request_started(&self, id: u64) {
+        let mut state = self.lock();
+        let State {
+            clients, manager, ..
+        } = &mut *state;
+        if let Some(c) = clients.get_mut(&id) {
+            c.active += 1;
+            c.idle_since = None;
+            if let Some(m) = manager.as_mut() {
+                m.remove(id);
+            }
+        }
+    }
+
+    /// A response completed on client connection `id`: with none left in
+    /// progress it enters the idle list.
+    pub fn response_completed(&self, id: u64) {
+        let now = self.now();
+        let mut state = self.lock();
+        let State {
+            clients,
+            manager,
+            evicted,
+            ..
+        } = &mut *state;
+        let Some(c) = clients.get_mut(&id) else {
+            return;
+        };
+        c.active = c.active.saturating_sub(1);
+        if c.active > 0 {
+            return;
+        }
+        c.idle_since = Some(now);
+        let held = c.applied.unwrap_or(0);
+        if let Some(m) = manager.as_mut() {
+            if let Some(oldest) = m.mark_idle(id, now, held) {
+                let since = clients
+                    .get(&oldest)
+                    .and_then(|o| o.idle_since)
+                    .unwrap_or(now);
+                evicted.push((oldest, since));
+            }
+        }
+    }
+
+    /// The latest reclaims, oldest first (at most 10,000 kept; each also
+    /// written to standard error).
+    pub fn reclaimed(&self) -> Vec<Reclaim> {
+        self.lock().audit.iter().copied().collect()
+    }
+
+    /// Client connections tracked, and how many of them are idle.
+    pub fn tracked(&self) -> (usize, usize) {
+        let state = self.lock();
+        let idle = state.manager.as_ref().map_or(0, |m| m.idle_count());
+        (state.clients.len(), idle)
+    }
+
+    /// The held send buffer assigned to a tracked client connection.
+    pub fn assigned_send(&self, id: u64) -> Option<u64> {
+        self.lock().clients.get(&id).and_then(|c| c.applied)
+    }
+
+    /// One interval of the control loop.
+    pub fn run_interval(&self) -> IntervalReport {
+        let now = self.now();
+        let mut report = IntervalReport::default();
+        let kernel_pages = tcp_info::tcp_memory_pages();
+        let kernel_bytes = match kernel_pages {
+            Ok(pages) => pages.saturating_mul(self.limits.page_bytes),
+            Err(_) => {
+                self.metrics.errors.inc();
+                0
+            }
+        };
+        report.kernel_tcp_bytes = kernel_bytes;
+        self.metrics.kernel_tcp_bytes.set(kernel_bytes as i64);
+        report.pressure = kernel_pages.is_ok_and(|p| p >= self.limits.tcp_mem.pressure);
+        if !self.tuned() {
+            return report;
+        }
+        let managed = self.config.mode == ResourceMode::SsbtWithConnections;
+        // /proc/self/fd is counted without the lock (it takes milliseconds
+        // with many descriptors).
+        let recount = managed && {
+            let state = self.lock();
+            let tracked = (state.clients.len() + state.upstreams.len()) as u64;
+            self.needs_recount(state.descriptors, tracked)
+        };
+        let counted = if recount {
+            let counted = open_descriptors();
+            if counted.is_err() {
+                self.metrics.errors.inc();
+            }
+            counted.ok()
+        } else {
+            None
+        };
+        {
+            let mut state = self.lock();
+            let state = &mut *state;
+            if report.pressure {
+                self.metrics.pressure_cuts.inc();
+            }
+            let pool = next_pool(state.pool, self.base_pool, report.pressure);
+            if pool != state.pool {
+                state.pool = pool;
+                state
+                    .allocator
+                    .set_pool_bytes((pool as f64 * self.config.send_fraction) as u64 / 2);
+            }
+            report.pool_bytes = pool;
+            self.metrics.pool_bytes.set(pool as i64);
+            // Closes the idle list's cap forced since the last interval.
+            for (id, since) in std::mem::take(&mut state.evicted) {
+                self.reclaim(state, id, since, now, CloseReason::IdleListFull);
+                report.closes += 1;
+            }
+            if managed {
+                let tracked = (state.clients.len() + state.upstreams.len()) as u64;
+                let descriptors = descriptor_estimate(&mut state.descriptors, tracked, counted);
+                let usage = ResourceUsage {
+                    descriptors,
+                    socket_buffer_bytes: kernel_bytes,
+                    connections: state.clients.len() as u64,
+                };
+                let reason = self.reason(&usage);
+                let closing = match state.manager.as_mut() {
+                    Some(manager) => manager.connections_to_close(now, usage),
+                    None => Vec::new(),
+                };
+                for id in closing {
+                    let since = state
+                        .clients
+                        .get(&id)
+                        .and_then(|c| c.idle_since)
+                        .unwrap_or(now);
+                    self.reclaim(state, id, since, now, reason);
+                    report.closes += 1;
+                }
+            }
+        }
+        self.send_side(now, &mut report);
+        self.receive_side(now, &mut report);
+        let state = self.lock();
+        report.clients = state.clients.len();
+        report.upstreams = state.upstreams.len();
+        report
+    }
+
+    /// Whether `/proc/self/fd` is to be counted this interval (its cost
+    /// grows with the count: about 1 µs per 2 descriptors): when the
+    /// estimate is at the descriptors' low mark or above, or every
+    /// [`DESCRIPTOR_RECOUNT`] intervals.
+    fn needs_recount(&self, last: Option<(u64, u64, u32)>, tracked: u64) -> bool {
+        match last {
+            Some((count, then, age)) => {
+                (count + tracked).saturating_sub(then) >= self.thresholds[0].low
+                    || age + 1 >= DESCRIPTOR_RECOUNT
+            }
+            None => true,
+        }
+    }
+    fn reason(&self, usage: &ResourceUsage) -> CloseReason {
+        let [descriptors, memory, connections] = self.thresholds;
+        if usage.descriptors > descriptors.low {
+            CloseReason::Descriptors
+        } else if usage.socket_buffer_bytes > memory.low {
+            CloseReason::TcpMemory
+        } else if usage.connections > connections.low {
+            CloseReason::Connections
+        } else {
+            CloseReason::IdleListFull
+        }
+    }
+
+    fn reclaim(&self, state: &mut State, id: u64, since: Nanos, now: Nanos, reason: CloseReason) {
+        let Some(c) = state.clients.get(&id) else {
+            return;
+        };
+        let idle = Duration::from_nanos(now.saturating_sub(since).as_nanos());
+        c.reclaim.notify_one();
+        self.metrics
+            .closes
+            .get_or_create(&super::metrics::ReasonLabel {
+                reason: reason.name().into(),
+            })
+            .inc();
+        eprintln!(
+            "vantage proxy: reclaimed idle connection {id} (idle {} ms, {})",
+            idle.as_millis(),
+            reason.name()
+        );
+        if state.audit.len() >= MAX_AUDIT_RECORDS {
+            state.audit.pop_front();
+        }
+        state.audit.push_back(Reclaim {
+            id,
+            at: Duration::from_nanos(now.as_nanos()),
+            idle,
+            reason,
+        });
+    }
+
+    /// The send side. Socket calls run under the lock in chunks of
+    /// [`CHUNK`] connections, each checked still registered (one
+    /// unregistered meanwhile may have closed its descriptor): accepts,
+    /// requests and closes wait for one chunk at most, not the interval.
+    fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
+        let (active, idle): (Vec<(u64, RawFd)>, Vec<u64>) = {
+            let state = self.lock();
+            let mut active = Vec::with_capacity(state.clients.len());
+            let mut idle = Vec::new();
+            for (&id, c) in &state.clients {
+                if c.active == 0 && c.idle_since.is_some() {
+                    idle.push(id);
+                } else {
+                    active.push((id, c.fd));
+                }
+            }
+            (active, idle)
+        };
+        let mut paths = Vec::with_capacity(active.len());
+        let mut occupancy = Vec::with_capacity(active.len());
+        for chunk in active.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd) in chunk {
+                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: the descriptor stays open while registered: its
+                // stream closes only after unregistering, which waits for
+                // this lock.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let Ok(info) = tcp_info::tcp_info(fd) else {
+                    report.read_errors += 1;
+                    continue;
+                };
+                if let (Some(segs), Some(previous_segs), Some(previous_retrans)) =
+                    (info.data_segs_out, c.segs_out, c.retrans)
+                {
+                    let sent = segs.wrapping_sub(previous_segs);
+                    if sent > 0 {
+                        let lost = info.total_retrans.wrapping_sub(previous_retrans);
+                        c.loss = (f64::from(lost) / f64::from(sent)).min(1.0);
+                    }
+                }
+                c.segs_out = info.data_segs_out;
+                c.retrans = Some(info.total_retrans);
+                c.mss = info.snd_mss.max(1);
+                if info.rtt_us == 0 {
+                    continue;
+                }
+                let window = info.snd_wnd.map_or(u64::from(u32::MAX), u64::from);
+                paths.push((
+                    id,
+                    PathEstimate {
+                        rtt_secs: f64::from(info.rtt_us) / 1e6,
+                        rto_secs: f64::from(info.rto_us) / 1e6,
+                        loss: c.loss,
+                        max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
+                    },
+                ));
+                // Data in the send buffer: unacknowledged plus not yet sent.
+                let queued = u64::from(info.unacked) * u64::from(c.mss)
+                    + u64::from(info.notsent_bytes.unwrap_or(0));
+                occupancy.push((id, queued));
+            }
+        }
+        let targets: Vec<(u64, RawFd, u64)> = {
+            let mut state = self.lock();
+            let state = &mut *state;
+            state.allocator.remove_many(&idle);
+            match state.allocator.set_paths(&paths) {
+                Ok(refused) => report.read_errors += refused,
+                Err(_) => report.read_errors += paths.len(),
+            }
+            state.allocator.observe_peak_occupancy(&occupancy);
+            self.metrics
+                .send_pool_used
+                .set(2 * state.allocator.total_assigned() as i64);
+            let manager = state.manager.as_ref();
+            let mut targets = Vec::new();
+            for (&id, c) in &state.clients {
+                let held = match manager.and_then(|m| m.idle_buffer_bytes(id, now)) {
+                    Some(decayed) => decayed,
+                    None => match state.allocator.assigned(id) {
+                        Some(data) => 2 * data,
+                        None => continue,
+                    },
+                };
+                let held = held.clamp(min_held(c.mss), self.limits.send_max);
+                self.metrics.send_assigned.observe(held as f64);
+                if changed(c.applied, held) {
+                    targets.push((id, c.fd, held));
+                }
+            }
+            targets
+        };
+        for chunk in targets.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd, held) in chunk {
+                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as above.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                match tcp_info::set_send_buffer(fd, held) {
+                    Ok(now_held) => {
+                        c.applied = Some(u64::from(now_held));
+                        report.buffers_set += 1;
+                    }
+                    Err(_) => report.read_errors += 1,
+                }
+            }
+        }
+    }
+
+    /// The receive side, chunked as [`Self::send_side`].
+    fn receive_side(&self, now: Nanos, report: &mut IntervalReport) {
+        let registered: Vec<(u64, RawFd)> = {
+            let state = self.lock();
+            state.upstreams.iter().map(|(&id, u)| (id, u.fd)).collect()
+        };
+        if registered.is_empty() {
+            return;
+        }
+        let mut ids = Vec::with_capacity(registered.len());
+        let mut demands = Vec::with_capacity(registered.len());
+        for chunk in registered.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd) in chunk {
+                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as in `send_side`.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
+                    (Ok(info), Ok(memory)) => (info, memory),
+                    _ => {
+                        report.read_errors += 1;
+                        continue;
+                    }
+                };
+                let received = match (info.bytes_received, u.received) {
+                    (Some(total), Some(previous)) => total.saturating_sub(previous),
+                    (Some(total), None) => total,
+                    _ => 0,
+                };
+                let loss = match (info.rcv_ooopack, u.out_of_order) {
+                    (Some(total), Some(previous)) => total != previous,
+                    _ => false,
+                };
+                u.received = info.bytes_received;
+                u.out_of_order = info.rcv_ooopack;
+                u.tuner.end_interval(
+                    now,
+                    &IntervalObservation {
+                        peak_stored_bytes: u64::from(memory.rmem_alloc),
+                        received_bytes: received,
+                        loss,
+                    },
+                );
+                ids.push(id);
+                demands.push(u.tuner.held_bytes());
+            }
+        }
+        let targets: Vec<(u64, RawFd, u64)> = {
+            let state = self.lock();
+            let receive_pool = state.pool - (state.pool as f64 * self.config.send_fraction) as u64;
+            let grants = max_min_proportional(&demands, receive_pool);
+            let mut used = 0u64;
+            let mut targets = Vec::new();
+            for (id, grant) in ids.into_iter().zip(grants) {
+                let Some(u) = state.upstreams.get(&id) else {
+                    continue;
+                };
+                let held = grant
+                    .min(u.tuner.advertised_bytes())
+                    .clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+                used += held;
+                self.metrics.receive_assigned.observe(held as f64);
+                if changed(u.applied, held) {
+                    targets.push((id, u.fd, held));
+                }
+            }
+            self.metrics.receive_pool_used.set(used as i64);
+            targets
+        };
+        for chunk in targets.chunks(CHUNK) {
+            let mut state = self.lock();
+            for &(id, fd, held) in chunk {
+                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+                    continue;
+                };
+                // SAFETY: as in `send_side`.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                match tcp_info::set_receive_buffer(fd, held) {
+                    Ok(now_held) => {
+                        u.applied = Some(u64::from(now_held));
+                        report.buffers_set += 1;
+                    }
+                    Err(_) => report.read_errors += 1,
+                }
+            }
+        }
+    }
+}
+
+/// The pool for the next interval: a quarter less under kernel memory
+/// pressure, else an eighth of the configured pool more, up to it.
+fn next_pool(pool: u64, configured: u64, pressure: bool) -> u64 {
+    if pressure {
+        pool - pool / 4
+    } else {
+        pool.saturating_add(configured / 8).min(configured)
+    }
+}
+
+fn changed(applied: Option<u64>, target: u64) -> bool {
+    match applied {
+        None => true,
+        Some(a) => a.abs_diff(target) > a / CHANGE_DIVISOR,
+    }
+}
+
+/// Descriptors in use: the count when one was taken, else the last count
+/// moved by the change in tracked connections (each holds one).
+fn descriptor_estimate(
+    last: &mut Option<(u64, u64, u32)>,
+    tracked: u64,
+    counted: Option<u64>,
+) -> u64 {
+    match (counted, *last) {
+        (Some(count), _) => {
+            *last = Some((count, tracked, 0));
+            count
+        }
+        (None, Some((count, then, age))) => {
+            *last = Some((count, then, age + 1));
+            (count + tracked).saturating_sub(then)
+        }
+        (None, None) => tracked,
+    }
+}
+
+/// Descriptors the process holds (`/proc/self/fd`).
+fn open_descriptors() -> io::Result<u64> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count() as u64)
+}
+
+/// CPU time of the calling thread, seconds.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0.0;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// The control loop: one interval every `interval_ms` until `stop` turns
+/// true; its own CPU time goes to the metrics.
+pub fn run_loop(resources: Arc<Resources>, stop: tokio::sync::watch::Receiver<bool>) {
+    let interval = resources.interval();
+    let mut next = Instant::now() + interval;
+    loop {
+        while Instant::now() < next {
+            if *stop.borrow() {
+                return;
+            }
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        }
+        next += interval;
+        let start = thread_cpu_seconds();
+        let report = resources.run_interval();
+        let m = &resources.metrics;
+        m.cpu_seconds
+            .inc_by((thread_cpu_seconds() - start).max(0.0));
+        m.intervals.inc();
+        m.errors.inc_by(report.read_errors as u64);
+        let behind = Instant::now().saturating_duration_since(next);
+        if behind > interval {
+            // Skip the intervals already missed rather than run them back to back.
+            next = Instant::now() + interval;
+        }
+    }
+}
+
+/// Removes a connection from the loop's tables before its descriptor
+/// closes.
+pub struct Registration {
+    resources: Arc<Resources>,
+    id: u64,
+    upstream: bool,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.resources.unregister(self.id, self.upstream);
+    }
+}
+
+/// A stream the control loop may be tracking: the registration is dropped
+/// (unregistered) before the stream, so the loop never touches a closed or
+/// reused descriptor.
+pub struct TrackedStream<S> {
+    registration: Option<Registration>,
+    stream: S,
+}
+
+impl<S> TrackedStream<S> {
+    pub fn untracked(stream: S) -> TrackedStream<S> {
+        TrackedStream {
+            registration: None,
+            stream,
+        }
+    }
+
+    /// The id the loop knows it by, if tracked.
+    pub fn id(&self) -> Option<u64> {
+        self.registration.as_ref().map(|r| r.id)
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// Request/response events for the connection manager.
+    pub fn events(&self) -> Option<ConnectionEvents> {
+        self.registration.as_ref().map(|r| ConnectionEvents {
+            resources: Arc::clone(&r.resources),
+            id: r.id,
+        })
+    }
+}
+
+impl<S> Drop for TrackedStream<S> {
+    fn drop(&mut self) {
+        self.registration.take();
+    }
+}
+
+/// A handle that reports a client connection's requests to the manager.
+#[derive(Clone)]
+pub struct ConnectionEvents {
+    resources: Arc<Resources>,
+    id: u64,
+}
+
+impl std::fmt::Debug for ConnectionEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConnectionEvents({})", self.id)
+    }
+}
+
+impl ConnectionEvents {
+    pub fn request_started(&self) {
+        self.resources.request_started(self.id);
+    }
+
+    pub fn response_completed(&self) {
+        self.resources.response_completed(self.id);
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for TrackedStream<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for TrackedStream<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+impl Connection for TrackedStream<tokio::net::TcpStream> {
+    fn connected(&self) -> Connected {
+        self.stream.connected()
+    }
+}
+
+/// hyper-util's connector, whose established connections are handed to
+/// [`Resources::track_upstream`].
+#[derive(Clone)]
+pub struct UpstreamConnector {
+    inner: HttpConnector,
+    resources: Arc<Resources>,
+}
+
+impl UpstreamConnector {
+    pub fn new(inner: HttpConnector, resources: Arc<Resources>) -> UpstreamConnector {
+        UpstreamConnector { inner, resources }
+    }
+}
+
+type ConnectFuture = Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<
+                    TokioIo<TrackedStream<tokio::net::TcpStream>>,
+                    super::server::BoxError,
+                >,
+            > + Send,
+    >,
+>;
+
+impl tower_service::Service<hyper::Uri> for UpstreamConnector {
+    type Response = TokioIo<TrackedStream<tokio::net::TcpStream>>;
+    type Error = super::server::BoxError;
+    type Future = ConnectFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let resources = Arc::clone(&self.resources);
+        Box::pin(async move {
+            let io = connecting.await?;
+            Ok(TokioIo::new(resources.track_upstream(io.into_inner())))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_is_cut_by_a_quarter_under_pressure_and_regrows() {
+        let configured = 64 << 20;
+        let cut = next_pool(configured, configured, true);
+        assert!(cut <= configured - configured / 4);
+        let twice = next_pool(cut, configured, true);
+        assert!(twice <= cut - cut / 4);
+        let mut pool = twice;
+        for _ in 0..8 {
+            pool = next_pool(pool, configured, false);
+        }
+        assert_eq!(pool, configured);
+    }
+
+    #[test]
+    fn buffers_are_set_again_only_when_they_move() {
+        assert!(changed(None, 4096));
+        assert!(!changed(Some(65536), 65536 + 4096));
+        assert!(changed(Some(65536), 65536 + 4097));
+        assert!(changed(Some(65536), 32768));
+        assert_eq!(min_held(1448), 2 * (1448 + SKB_OVERHEAD));
+        assert_eq!(min_held(0), 2 * (536 + SKB_OVERHEAD));
+    }
+
+    fn limits() -> KernelLimits {
+        KernelLimits {
+            send_max: 8 << 20,
+            receive_max: 12 << 20,
+            tcp_mem: tcp_info::TcpMemLimits {
+                low: 1000,
+                pressure: 2000,
+                high: 3000,
+            },
+            page_bytes: 4096,
+            descriptor_limit: 1000,
+        }
+    }
+
+    #[test]
+    fn defaults_derive_the_pool_and_marks() {
+        let config = ResourcesConfig {
+            mode: ResourceMode::SsbtWithConnections,
+            ..ResourcesConfig::default()
+        };
+        let r = Resources::new(config, limits(), 400, ResourceMetrics::default()).unwrap();
+        assert_eq!(r.base_pool, 2000 * 4096 / 2);
+        assert_eq!(
+            r.thresholds[0],
+            Threshold {
+                high: 900,
+                low: 800
+            }
+        );
+        assert_eq!(
+            r.thresholds[2],
+            Threshold {
+                high: 380,
+                low: 360
+            }
+        );
+        let ssbt = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::Ssbt,
+                pool_bytes: Some(1 << 20),
+                ..ResourcesConfig::default()
+            },
+            limits(),
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(ssbt.base_pool, 1 << 20);
+        assert_eq!(ssbt.thresholds[0].high, u64::MAX, "no closes without +conn");
+    }
+}

@@ -1,0 +1,482 @@
+//! `[resources]` on loopback: what each mode sets on the proxy's sockets,
+//! the control loop tracking and sizing connections, the connection
+//! manager's reclaims (oldest first, never younger than the minimum idle
+//! age), keep-alive gaps against reclaim, and the window scale of proxied
+//! connections against the autotuned baseline. The proxy runs in this
+//! process, so its sockets are found in `/proc/self/fd` by their addresses.
+
+mod proxy_common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{BorrowedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use proxy_common::*;
+use vantage_live::proxy::resources::CloseReason;
+use vantage_live::proxy::Proxy;
+use vantage_sys::tcp_info;
+
+fn socket_address(fd: RawFd, peer: bool) -> Option<SocketAddr> {
+    // SAFETY: sockaddr_storage is plain data; the calls write at most `length` bytes.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let pointer = (&mut storage as *mut libc::sockaddr_storage).cast();
+    let status = unsafe {
+        if peer {
+            libc::getpeername(fd, pointer, &mut length)
+        } else {
+            libc::getsockname(fd, pointer, &mut length)
+        }
+    };
+    if status != 0 || i32::from(storage.ss_family) != libc::AF_INET {
+        return None;
+    }
+    // SAFETY: the family says it is a sockaddr_in.
+    let v4: libc::sockaddr_in = unsafe { *(&storage as *const libc::sockaddr_storage).cast() };
+    Some(SocketAddr::from((
+        u32::from_be(v4.sin_addr.s_addr).to_be_bytes(),
+        u16::from_be(v4.sin_port),
+    )))
+}
+
+/// The descriptor of this process's socket from `local` to `peer`.
+fn find_socket(local: SocketAddr, peer: SocketAddr) -> Option<RawFd> {
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Ok(fd) = entry.ok()?.file_name().to_string_lossy().parse::<RawFd>() else {
+            continue;
+        };
+        if socket_address(fd, false) == Some(local) && socket_address(fd, true) == Some(peer) {
+            return Some(fd);
+        }
+    }
+    None
+}
+
+/// The descriptor of the proxy's upstream connection to `backend` (not
+/// the test's own connection from `other`).
+fn find_upstream(backend: SocketAddr, other: SocketAddr) -> Option<RawFd> {
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Ok(fd) = entry.ok()?.file_name().to_string_lossy().parse::<RawFd>() else {
+            continue;
+        };
+        if socket_address(fd, true) == Some(backend) && socket_address(fd, false) != Some(other) {
+            return Some(fd);
+        }
+    }
+    None
+}
+
+fn borrow(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: the tests keep the connection open while they read it.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+fn keep_alive_get(stream: &mut TcpStream, path: &str) -> Option<Reply> {
+    exchange(
+        stream,
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes(),
+    )
+}
+
+/// The send buffer of a socket accepted with the kernel's defaults.
+fn default_accepted_send_buffer() -> u32 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    tcp_info::send_buffer(&accepted).unwrap()
+}
+
+fn resources(extra: &str) -> String {
+    format!("[utilization]\nconcurrency = 4\n[resources]\n{extra}")
+}
+
+#[test]
+fn autotune_sets_nothing_and_tracks_nothing() {
+    let backend = Backend::start("a");
+    let proxy = Proxy::start(config(&[backend.address], &resources(""))).unwrap();
+    let mut client = connect(proxy.address());
+    assert_eq!(keep_alive_get(&mut client, "/").unwrap().status, 200);
+    let fd = find_socket(proxy.address(), client.local_addr().unwrap()).unwrap();
+    assert_eq!(
+        tcp_info::send_buffer(borrow(fd)).unwrap(),
+        default_accepted_send_buffer()
+    );
+    assert_eq!(proxy.resources().tracked(), (0, 0));
+}
+
+#[test]
+fn fixed_sets_the_listener_and_upstream_buffers_and_keeps_the_window_scale() {
+    let backend = Backend::start("a");
+    // The autotuned baseline: a plain connection to the same backend.
+    let baseline = TcpStream::connect(backend.address).unwrap();
+    let baseline_wscale = tcp_info::tcp_info(&baseline).unwrap().rcv_wscale;
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &resources("mode = \"fixed\"\nsend_bytes = 16384\nreceive_bytes = 32768\n"),
+    ))
+    .unwrap();
+    let mut client = connect(proxy.address());
+    assert_eq!(keep_alive_get(&mut client, "/").unwrap().status, 200);
+    let accepted = find_socket(proxy.address(), client.local_addr().unwrap()).unwrap();
+    // setsockopt(16384): the kernel holds twice it.
+    assert_eq!(tcp_info::send_buffer(borrow(accepted)).unwrap(), 32768);
+    let upstream = find_upstream(backend.address, baseline.local_addr().unwrap())
+        .expect("a pooled upstream connection");
+    assert_eq!(tcp_info::receive_buffer(borrow(upstream)).unwrap(), 65536);
+    let info = tcp_info::tcp_info(borrow(upstream)).unwrap();
+    assert_eq!(
+        info.rcv_wscale, baseline_wscale,
+        "receive buffer set after the handshake keeps the window scale"
+    );
+    assert_eq!(proxy.resources().tracked(), (0, 0));
+}
+
+#[test]
+fn ssbt_sizes_client_and_upstream_buffers_and_tracks_idleness() {
+    let backend = Backend::start("a");
+    let baseline = TcpStream::connect(backend.address).unwrap();
+    let baseline_wscale = tcp_info::tcp_info(&baseline).unwrap().rcv_wscale;
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &resources("mode = \"ssbt\"\ninterval_ms = 50\npool_bytes = 8388608\n"),
+    ))
+    .unwrap();
+    let mut client = connect(proxy.address());
+    let reply = keep_alive_get(&mut client, "/stream").unwrap();
+    assert_eq!(reply.body.len(), 64 * (16 << 10));
+    let accepted = find_socket(proxy.address(), client.local_addr().unwrap()).unwrap();
+    let default_send = default_accepted_send_buffer();
+    assert!(eventually(|| proxy.resources().tracked() == (1, 1)));
+    // Idle: the send buffer is what idle decay leaves, set by the loop.
+    assert!(eventually(|| {
+        tcp_info::send_buffer(borrow(accepted)).unwrap() != default_send
+    }));
+    let upstream = find_upstream(backend.address, baseline.local_addr().unwrap()).unwrap();
+    assert_eq!(
+        tcp_info::tcp_info(borrow(upstream)).unwrap().rcv_wscale,
+        baseline_wscale
+    );
+    let limit = 2 * tcp_info::rmem_max().unwrap();
+    assert!(eventually(|| {
+        let held = u64::from(tcp_info::receive_buffer(borrow(upstream)).unwrap());
+        held <= limit && held >= 2 * (1448 + 1024)
+    }));
+    // A request in progress takes it off the idle list.
+    client
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    assert!(eventually(|| proxy.resources().tracked() == (1, 0)));
+    assert_eq!(read_reply(&mut client).unwrap().status, 200);
+    assert!(eventually(|| proxy.resources().tracked() == (1, 1)));
+    drop(client);
+    assert!(eventually(|| proxy.resources().tracked() == (0, 0)));
+    let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+    assert!(
+        text.contains("vantage_proxy_send_buffer_bytes_count"),
+        "{text}"
+    );
+    assert!(text.contains("vantage_proxy_resource_loop_cpu_seconds_total"));
+}
+
+#[test]
+fn reclaim_closes_the_oldest_idle_connections_down_to_the_low_mark() {
+    let backend = Backend::start("a");
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &resources(
+            "mode = \"ssbt+conn\"\ninterval_ms = 50\nconnections = [4, 2]\nmin_idle_age_ms = 300\n",
+        ),
+    ))
+    .unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let mut c = connect(proxy.address());
+        assert_eq!(keep_alive_get(&mut c, "/").unwrap().status, 200);
+        clients.push(c);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Three open, below the high mark (4): nothing closes.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(proxy.resources().reclaimed().is_empty());
+    for _ in 0..2 {
+        let mut c = connect(proxy.address());
+        assert_eq!(keep_alive_get(&mut c, "/").unwrap().status, 200);
+        clients.push(c);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Five open: the three oldest go (down to the low mark, 2), but only
+    // once idle for 300 ms; the two youngest stay.
+    assert!(eventually(|| proxy.resources().reclaimed().len() >= 3));
+    std::thread::sleep(Duration::from_millis(500));
+    let reclaimed = proxy.resources().reclaimed();
+    assert_eq!(reclaimed.len(), 3, "{reclaimed:?}");
+    // Oldest first: the idle ages fall along the log.
+    assert!(
+        reclaimed.windows(2).all(|w| w[0].idle >= w[1].idle),
+        "{reclaimed:?}"
+    );
+    for r in &reclaimed {
+        assert!(r.idle >= Duration::from_millis(300), "{r:?}");
+        assert_eq!(r.reason, CloseReason::Connections);
+    }
+    for c in &mut clients[..3] {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(closed(c));
+    }
+    for c in &mut clients[3..] {
+        assert_eq!(keep_alive_get(c, "/").unwrap().status, 200);
+    }
+    let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+    assert!(
+        text.contains("vantage_proxy_idle_closes_total{reason=\"connections\"} 3"),
+        "{text}"
+    );
+}
+
+/// A small deterministic generator for the gaps (xorshift).
+struct Gaps(u64);
+
+impl Gaps {
+    fn next_fraction(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[test]
+fn keep_alive_requests_within_the_minimum_idle_age_are_never_reset() {
+    const MIN_IDLE_MS: u64 = 300;
+    // The proxy counts idleness from the response's end, the client from
+    // reading it; on loopback they differ by well under this margin.
+    const MARGIN_MS: u64 = 10;
+    const REQUESTS: usize = 30;
+    let backend = Backend::start("a");
+    // High mark 1: reclaim runs whenever any connection is open.
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &resources(&format!(
+            "mode = \"ssbt+conn\"\ninterval_ms = 20\nconnections = [1, 0]\nmin_idle_age_ms = {MIN_IDLE_MS}\n"
+        )),
+    ))
+    .unwrap();
+    let mut gaps = Gaps(0x9e37_79b9_7f4a_7c15);
+    let mut client = connect(proxy.address());
+    assert!(keep_alive_get(&mut client, "/").is_some());
+    let (mut below, mut below_reset, mut above, mut above_reset) = (0, 0, 0, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for _ in 0..REQUESTS {
+        assert!(Instant::now() < deadline, "bounded in time");
+        let gap = Duration::from_secs_f64(gaps.next_fraction() * 2.0 * MIN_IDLE_MS as f64 / 1e3);
+        std::thread::sleep(gap);
+        let ok = keep_alive_get(&mut client, "/").is_some_and(|r| r.status == 200);
+        if gap < Duration::from_millis(MIN_IDLE_MS - MARGIN_MS) {
+            below += 1;
+            if !ok {
+                below_reset += 1;
+            }
+        } else {
+            above += 1;
+            if !ok {
+                above_reset += 1;
+            }
+        }
+        if !ok {
+            client = connect(proxy.address());
+            assert!(keep_alive_get(&mut client, "/").is_some());
+        }
+    }
+    println!(
+        "gap < {} ms: {below_reset} of {below} reset; gap ≥ {} ms: {above_reset} of {above} reset",
+        MIN_IDLE_MS - MARGIN_MS,
+        MIN_IDLE_MS - MARGIN_MS
+    );
+    assert!(below > 0 && above > 0);
+    assert_eq!(below_reset, 0);
+    assert!(above_reset > 0, "reclaim ran during the long gaps");
+}
+
+/// The proxy's descriptor limit in the descriptor test.
+const CHILD_DESCRIPTORS: u64 = 4096;
+const CHILD_ENV: &str = "VANTAGE_RESOURCES_CHILD_BACKEND";
+
+fn set_descriptor_limit(soft: u64, hard: u64) -> bool {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct given.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 }
+}
+
+/// The proxy of `descriptors_reclaimed_oldest_first_without_accept_failures`,
+/// in a process of its own (the limit is per process): started by that
+/// test, it prints its address, then on each line of standard input the
+/// reclaims (`RECLAIM went_idle_us reason`), the open descriptors and the
+/// counters, and exits when standard input closes.
+#[test]
+#[ignore = "run by descriptors_reclaimed_oldest_first_without_accept_failures"]
+fn descriptors_child() {
+    let Ok(backend) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    assert!(set_descriptor_limit(CHILD_DESCRIPTORS, CHILD_DESCRIPTORS));
+    let backend: SocketAddr = backend.parse().unwrap();
+    let proxy = Proxy::start(config(
+        &[backend],
+        &format!(
+            "[limits]\nmax_connections = 8192\n{}",
+            resources("mode = \"ssbt+conn\"\ninterval_ms = 100\nmin_idle_age_ms = 200\nmax_closes_per_interval = 4096\n")
+        ),
+    ))
+    .unwrap();
+    println!("ADDRESS {}", proxy.address());
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+        for r in proxy.resources().reclaimed() {
+            // When it went idle, since the proxy started.
+            let since = r.at.saturating_sub(r.idle);
+            println!("RECLAIM {} {}", since.as_micros(), r.reason.name());
+        }
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+        let refused = text
+            .lines()
+            .find_map(|l| l.strip_prefix("vantage_proxy_connections_refused_total "))
+            .unwrap_or("0");
+        println!("DESCRIPTORS {open}");
+        println!("REFUSED {refused}");
+        println!("END");
+        line.clear();
+    }
+}
+
+#[test]
+fn descriptors_reclaimed_oldest_first_without_accept_failures() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    if !vantage_sys::privilege::is_root() {
+        eprintln!("skipped: needs root (raises this process's descriptor limit for the clients)");
+        return;
+    }
+    // The clients: twice the proxy's limit, plus the idle ones.
+    if !set_descriptor_limit(3 * CHILD_DESCRIPTORS, 3 * CHILD_DESCRIPTORS) {
+        eprintln!(
+            "skipped: cannot raise the descriptor limit to {}",
+            3 * CHILD_DESCRIPTORS
+        );
+        return;
+    }
+    let backend = Backend::start("a");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "descriptors_child", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, backend.address.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed and reaped on every way out.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let stderr = child.stderr.take().unwrap();
+    let _reap = Reap(child);
+    let stderr_lines = std::thread::spawn(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let mut line = String::new();
+    let address: SocketAddr = loop {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the child ended");
+        if let Some(a) = line.trim().strip_prefix("ADDRESS ") {
+            break a.parse().unwrap();
+        }
+    };
+    let mut report = |stdin: &mut std::process::ChildStdin| {
+        writeln!(stdin).unwrap();
+        let (mut reclaims, mut descriptors, mut refused) = (Vec::new(), 0u64, 0u64);
+        loop {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).unwrap() > 0);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words[..] {
+                ["RECLAIM", idle, reason] => {
+                    reclaims.push((idle.parse::<u64>().unwrap(), reason.to_string()))
+                }
+                ["DESCRIPTORS", n] => descriptors = n.parse().unwrap(),
+                ["REFUSED", n] => refused = n.parse::<f64>().unwrap() as u64,
+                ["END"] => return (reclaims, descriptors, refused),
+                _ => {}
+            }
+        }
+    };
+    // 20 % of the proxy's descriptors as idle keep-alive connections.
+    let idle_count = (CHILD_DESCRIPTORS / 5) as usize;
+    let mut clients = Vec::new();
+    for _ in 0..idle_count {
+        let mut c = connect(address);
+        assert_eq!(keep_alive_get(&mut c, "/").unwrap().status, 200);
+        clients.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    // Then twice the limit of new connections, each with one request.
+    let mut answered = 0;
+    let started = Instant::now();
+    for _ in 0..2 * CHILD_DESCRIPTORS {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "bounded in time"
+        );
+        let Ok(mut c) = TcpStream::connect(address) else {
+            continue;
+        };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        if keep_alive_get(&mut c, "/").is_some_and(|r| r.status == 200) {
+            answered += 1;
+        }
+        clients.push(c);
+    }
+    // Load over: within a few intervals reclaim has stopped.
+    std::thread::sleep(Duration::from_millis(500));
+    let (first, descriptors, refused) = report(&mut stdin);
+    std::thread::sleep(Duration::from_millis(300));
+    let (second, _, _) = report(&mut stdin);
+    drop(stdin);
+    drop(clients);
+    drop(_reap);
+    let stderr = stderr_lines.join().unwrap();
+    let accept_failures = stderr.iter().filter(|l| l.contains("accept:")).count();
+    println!(
+        "{answered} of {} new connections answered, {refused} refused by the budget, \
+         {} reclaimed ({} for descriptors), {descriptors} descriptors open after",
+        2 * CHILD_DESCRIPTORS,
+        first.len(),
+        first.iter().filter(|(_, r)| r == "descriptors").count()
+    );
+    assert_eq!(accept_failures, 0, "{stderr:?}");
+    assert!(!first.is_empty(), "reclaim ran");
+    // Oldest first: each reclaimed connection went idle no earlier than
+    // the one reclaimed before it.
+    assert!(
+        first.windows(2).all(|w| w[0].0 <= w[1].0),
+        "oldest first: {first:?}"
+    );
+    assert_eq!(
+        first.len(),
+        second.len(),
+        "reclaim stopped once the load ended"
+    );
+    assert!(descriptors < CHILD_DESCRIPTORS * 9 / 10, "{descriptors}");
+}
