@@ -3,6 +3,7 @@
 
 use super::scenario::{Job, JobMeta, SbacScenario};
 use super::SCENARIO_FILES;
+use crate::report::interval::mean_ci95;
 use rayon::prelude::*;
 use serde::Serialize;
 use vantage_sim::sessions;
@@ -17,6 +18,37 @@ pub struct SbacRow {
     pub meta: JobMeta,
     #[serde(flatten)]
     pub outcome: RunOutcome,
+    /// The spread of the plotted metrics over the cell's repetitions.
+    #[serde(flatten)]
+    pub spread: Spread,
+}
+
+/// Half-widths of the 95 % intervals over a cell's repetitions (seeds) of
+/// the metrics the plots draw, each of the mean of the per-seed values
+/// ([`mean_ci95`]); `None` with one repetition. The row's own values are
+/// the pooled ones ([`RunOutcome::pool`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Spread {
+    pub repetitions: usize,
+    pub completed_sessions_per_s_ci95: Option<f64>,
+    pub aborted_pct_ci95: Option<f64>,
+    pub useful_utilization_pct_ci95: Option<f64>,
+    pub mean_completed_length_ci95: Option<f64>,
+}
+
+impl Spread {
+    /// The spread of `runs`, one per seed.
+    pub fn of(runs: &[RunOutcome]) -> Spread {
+        let half =
+            |f: fn(&RunOutcome) -> f64| mean_ci95(&runs.iter().map(f).collect::<Vec<f64>>()).1;
+        Spread {
+            repetitions: runs.len(),
+            completed_sessions_per_s_ci95: half(|r| r.completed_sessions_per_s),
+            aborted_pct_ci95: half(|r| r.aborted_pct),
+            useful_utilization_pct_ci95: half(|r| r.useful_utilization_pct),
+            mean_completed_length_ci95: half(|r| r.mean_completed_length),
+        }
+    }
 }
 
 /// The embedded scenarios.
@@ -60,6 +92,7 @@ pub fn run(
             SbacRow {
                 meta: cell[0].1.clone(),
                 outcome: RunOutcome::pool(&outcomes),
+                spread: Spread::of(&outcomes),
             }
         })
         .collect()
