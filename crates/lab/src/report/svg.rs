@@ -1,5 +1,6 @@
 //! Plot set-up shared by every SVG the lab draws: the palette, padded axis
-//! ranges, a line with its points and legend entry, and the legend box.
+//! ranges, a line with its points, the papers' values drawn on our axes,
+//! error bars, and the legend drawn in a strip beside the plots.
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -48,24 +49,6 @@ pub(crate) fn line_with_points(
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
     chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     Ok(())
-}
-
-/// The legend box at `position`: white, translucent, black border; labels
-/// in `font_size` points of sans-serif, or plotters' default when `None`.
-pub(crate) fn legend<'a, 'b: 'a>(
-    chart: &mut Chart<'a, 'b>,
-    position: SeriesLabelPosition,
-    font_size: Option<u32>,
-) -> Result<(), DrawError> {
-    let mut labels = chart.configure_series_labels();
-    labels
-        .position(position)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK);
-    if let Some(size) = font_size {
-        labels.label_font(("sans-serif", size));
-    }
-    labels.draw()
 }
 
 /// A value the paper gives, drawn on the axes of our plot.
