@@ -312,3 +312,32 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
     root.present().map_err(err)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figure_11_carries_the_papers_mean_time_outs_per_filter() {
+        let lines: Vec<(String, Vec<&Row>)> = FilterKind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), Vec::new()))
+            .collect();
+        let marks = paper_marks_of("fig11", TIMEOUTS, &lines);
+        assert_eq!(marks.len(), FIG11_MEAN_TIMEOUTS_PCT.len());
+        for (kind, y) in FIG11_MEAN_TIMEOUTS_PCT {
+            let i = lines.iter().position(|(l, _)| l == kind.name()).unwrap();
+            assert!(marks.iter().any(|(j, m, _)| *j == i
+                && *m
+                    == PaperMark::Level {
+                        from: FIG11_MEAN_OVER.0,
+                        to: FIG11_MEAN_OVER.1,
+                        y
+                    }));
+        }
+        assert!(paper_marks_of("fig11", THROUGHPUT, &lines).is_empty());
+        // Figure 8's gaps need our Abacus and Greedy rows at σ = 55.
+        assert!(paper_marks_of("fig8", THROUGHPUT, &lines).is_empty());
+        assert!(paper_marks_of("fig9", COST, &lines).is_empty());
+    }
+}

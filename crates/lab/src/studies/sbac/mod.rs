@@ -408,4 +408,32 @@ mod tests {
         assert!(stable.aborted_pct >= hybrid.aborted_pct);
         assert!(pred.completed_sessions_per_s > resp.completed_sessions_per_s);
     }
+
+    #[test]
+    fn paper_values_belong_to_embedded_scenarios_and_their_series() {
+        let all = scenarios().unwrap();
+        let mut drawn = 0;
+        for s in &all {
+            for v in paper_values(&s.name) {
+                drawn += 1;
+                assert!(
+                    s.strategies.iter().any(|st| st.name() == v.strategy),
+                    "{}: no strategy {}",
+                    s.name,
+                    v.strategy
+                );
+                if let Some(m) = v.session_length_mean {
+                    assert!(s.session_length_means.contains(&m), "{}: m = {m}", s.name);
+                }
+                assert!(v.low <= v.high);
+            }
+        }
+        // Fig. 3b, three of Fig. 4a, five of Figs. 6b and 7a, 24 of Table 2.
+        assert_eq!(drawn, 1 + 3 + 5 + 24);
+        let busy = paper_values("fig11-table2-busy-day");
+        assert!(busy
+            .iter()
+            .any(|v| v.strategy == "stable" && v.at == Some(5.0) && v.low == 27.1));
+        assert!(paper_values("fig2a").is_empty());
+    }
 }

@@ -97,3 +97,54 @@ pub fn run(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(aborted_pct: f64, completed_per_s: f64) -> RunOutcome {
+        RunOutcome {
+            aborted_pct,
+            completed_sessions_per_s: completed_per_s,
+            ..RunOutcome::default()
+        }
+    }
+
+    #[test]
+    fn spread_over_seeds_is_the_student_t_interval_and_absent_for_one_run() {
+        // Two seeds: half-width = t(0.975, 1) · |a − b| / 2.
+        let spread = Spread::of(&[outcome(2.0, 10.0), outcome(4.0, 10.0)]);
+        assert_eq!(spread.repetitions, 2);
+        let half = spread.aborted_pct_ci95.expect("two runs");
+        assert!((half - 12.706).abs() < 1e-9, "{half}");
+        assert_eq!(spread.completed_sessions_per_s_ci95, Some(0.0));
+        let one = Spread::of(&[outcome(2.0, 10.0)]);
+        assert_eq!(one.repetitions, 1);
+        assert_eq!(one.aborted_pct_ci95, None);
+    }
+
+    #[test]
+    fn rows_keep_their_keys_and_add_the_intervals() {
+        let row = SbacRow {
+            meta: JobMeta {
+                figure: "Table 2".into(),
+                scenario: "s".into(),
+                strategy: "stable".into(),
+                weight: None,
+                session_length_mean: 5.0,
+                load_pct: 100.0,
+                pattern: "usual-day".into(),
+                think_time_s: 5.0,
+                retries: 1,
+                interval_s: 1.0,
+            },
+            outcome: outcome(3.0, 10.0),
+            spread: Spread::of(&[outcome(2.0, 10.0), outcome(4.0, 10.0)]),
+        };
+        let json = serde_json::to_value(&row).expect("serializes");
+        assert_eq!(json["aborted_pct"], 3.0);
+        assert_eq!(json["repetitions"], 2);
+        assert!(json["aborted_pct_ci95"].is_number(), "{json}");
+        assert!(json["mean_completed_length_ci95"].is_number(), "{json}");
+    }
+}
