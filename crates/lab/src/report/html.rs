@@ -2,8 +2,10 @@
 //! self-contained page (inline CSS and SVG, no script, no network) with a
 //! summary of the statements that hold per study, then one section per
 //! study: the paper, the provenance its `manifest.json` records, every
-//! statement (paper | ours | unit | criterion | holds) and every SVG the
-//! study wrote into its folder, inlined with its file name as caption.
+//! statement (paper | ours | unit | criterion | holds), why ours differs
+//! from the paper (`docs/differences/<study>.md`, [`DIFFERENCES`]) and
+//! every SVG the study wrote into its folder, inlined with its file name
+//! as caption.
 //!
 //! The page is written with a small escape function rather than a template
 //! crate: one fixed layout, and every piece of text goes through
