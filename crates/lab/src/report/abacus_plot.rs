@@ -52,6 +52,7 @@ fn axis_label(parameter: &str) -> String {
         "filter.bucket_size" => "bucket size W (tokens, log2 scale)".into(),
         "workload.spread_ms" => "burst spread (ms)".into(),
         "filter.refill_rate" => "refill rate r_t (tokens/s)".into(),
+        "network.jitter_ms" => "delay jitter, ± (ms, log10 scale)".into(),
         other => other.to_string(),
     }
 }
@@ -167,8 +168,12 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
             })
             .collect()
     };
-    let log_x = axis.parameter == "filter.bucket_size";
-    let to_x = |v: f64| if log_x { v.max(1.0).log2() } else { v };
+    // Values that span orders of magnitude go on a log scale.
+    let to_x = |v: f64| match axis.parameter.as_str() {
+        "filter.bucket_size" => v.max(1.0).log2(),
+        "network.jitter_ms" => v.max(1e-3).log10(),
+        _ => v,
+    };
     let shown: Vec<Metric> = if by_series {
         metrics.into_iter().filter(|m| m.0 == COST).collect()
     } else {

@@ -30,6 +30,12 @@ pub const FIG11_MEAN_TIMEOUTS_PCT: [(FilterKind, f64); 4] = [
 ];
 /// The range of r Figure 11's mean time-outs are taken over.
 pub const FIG11_MEAN_OVER: (f64, f64) = (0.0, 500.0);
+/// Section 6.1: jitter has "no noticeable impact" on the metrics. We read
+/// that as: over the jitter sweep a filter's throughput moves by at most
+/// this many points …
+pub const JITTER_THROUGHPUT_RANGE_POINTS: f64 = 1.0;
+/// … and its mean cost by at most this share of its mean over the sweep, %.
+pub const JITTER_COST_RANGE_PCT: f64 = 10.0;
 
 pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
     let mut out = Vec::new();
@@ -177,6 +183,7 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                     }
                 }
                 "fig11" => fig11_checks(&rows, &mut add),
+                "sec6.1-jitter" => jitter_checks(&rows, &mut add),
                 _ => {}
             }
         }
@@ -400,6 +407,52 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
                 "TBF's mean cost ≤ AF's",
                 tbf_row.summary.cost_mean <= af.summary.cost_mean,
             ),
+        );
+    }
+}
+
+/// Section 6.1: the mean of the jitter distribution from 10 ms to 1 s has
+/// no noticeable impact on any metric, for every filter.
+fn jitter_checks(rows: &[&Row], add: &mut Add) {
+    for kind in FilterKind::ALL {
+        let line: Vec<&Row> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.filter == kind.name())
+            .collect();
+        if line.len() < 2 {
+            continue;
+        }
+        let range = |f: fn(&Row) -> f64| {
+            let v: Vec<f64> = line.iter().map(|r| f(r)).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lo, hi, v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let (lo, hi, _) = range(|r| r.summary.throughput_pct);
+        add.push(
+            add.statement(
+                &format!("{}: jitter of 10 ms to 1 s leaves throughput essentially constant (points between the lowest and highest)", kind.name()),
+                "constant".into(),
+                format!("{:.2} ({lo:.2} … {hi:.2} %)", hi - lo),
+            )
+            .unit("points")
+            .judge(hi - lo, Criterion::AtMost(JITTER_THROUGHPUT_RANGE_POINTS)),
+        );
+        let (lo, hi, mean) = range(|r| r.summary.cost_mean);
+        let spread = if mean > 0.0 {
+            100.0 * (hi - lo) / mean
+        } else {
+            0.0
+        };
+        add.push(
+            add.statement(
+                &format!("{}: jitter of 10 ms to 1 s leaves the mean cost essentially constant (range in % of its mean)", kind.name()),
+                "constant".into(),
+                format!("{spread:.1} ({lo:.3} … {hi:.3})"),
+            )
+            .unit("%")
+            .judge(spread, Criterion::AtMost(JITTER_COST_RANGE_PCT)),
         );
     }
 }
