@@ -110,7 +110,7 @@ fn quick_abacus_study_as_json() {
                 .as_array()
                 .unwrap()
                 .len(),
-            6
+            7
         );
     }
     assert!(

@@ -212,6 +212,60 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
         assert!(path.is_file(), "<img src={src:?}> points at a missing file");
     }
 
+    // The differences of each study, under its statements.
+    assert!(
+        dom.matches("<div class=\"differences\">").count() >= 1,
+        "no study's differences on the page"
+    );
+
+    // At 1280 px no table is wider than the window: a copy of the page
+    // with a measuring script (the report itself has none) records the
+    // widths in attributes that --dump-dom shows.
+    let probe = tmp.join("probe.html");
+    let page = std::fs::read_to_string(&index).expect("index");
+    let script = "<script>\
+        const widest = Math.max(0, ...[...document.querySelectorAll('table')]\
+            .map(t => Math.ceil(t.getBoundingClientRect().right)));\
+        document.body.setAttribute('data-viewport', document.documentElement.clientWidth);\
+        document.body.setAttribute('data-widest-table', widest);\
+        document.body.setAttribute('data-scroll-width', document.documentElement.scrollWidth);\
+        </script></body>";
+    std::fs::write(&probe, page.replace("</body>", script)).expect("probe page");
+    let measured = browser(
+        &chromium,
+        &profile,
+        &[
+            "--dump-dom".to_string(),
+            "--window-size=1280,800".to_string(),
+        ],
+        &format!("file://{}", probe.display()),
+    );
+    let measured = String::from_utf8_lossy(&measured.stdout).into_owned();
+    let attribute = |name: &str| -> u64 {
+        let key = format!("{name}=\"");
+        let start = measured
+            .find(&key)
+            .unwrap_or_else(|| panic!("{name} not measured"))
+            + key.len();
+        let end = start + measured[start..].find('"').expect("closing quote");
+        measured[start..end].parse().expect("a width in pixels")
+    };
+    let viewport = attribute("data-viewport");
+    assert!(
+        (1200..=1280).contains(&viewport),
+        "the window is {viewport} px wide, not about 1280"
+    );
+    let widest = attribute("data-widest-table");
+    assert!(
+        widest <= viewport,
+        "a table reaches {widest} px in a {viewport} px window"
+    );
+    let scroll = attribute("data-scroll-width");
+    assert!(
+        scroll <= viewport,
+        "the page scrolls sideways: {scroll} px in a {viewport} px window"
+    );
+
     // A screenshot, kept as a test artefact.
     let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()

@@ -2,10 +2,18 @@
 //! (one line per filter, or per series value), and for Figures 4 and 5 the
 //! arrivals and drops over time.
 
-use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
+use super::svg::{
+    legend_beside, line_with_points, padded_bounds, paper_marks, Key, LegendEntry, PaperMark,
+    LEGEND_WIDTH, PALETTE,
+};
+use crate::studies::abacus::checks::{
+    FIG11_MEAN_OVER, FIG11_MEAN_TIMEOUTS_PCT, FIG8_REJECT_BELOW_AF_POINTS,
+    FIG8_REJECT_BELOW_GREEDY_POINTS, FIG8_REJECT_COST_ABOVE_AF_PCT, MODERATE_STD_DEV,
+};
 use crate::LabError;
 use plotters::prelude::*;
 use std::path::Path;
+use vantage_sim::syn::filters::FilterKind;
 use vantage_sim::syn::scenario::{Kind, Scenario};
 use vantage_sim::syn::{Row, ScenarioResult};
 
@@ -35,13 +43,101 @@ pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<(), LabErr
 
 type Metric = (&'static str, fn(&Row) -> f64);
 
+/// The swept parameter as an axis label with its unit.
+fn axis_label(parameter: &str) -> String {
+    match parameter {
+        "workload.std_dev" => "burstiness σ (requests/s)".into(),
+        "filter.window_s" => "Abacus window S (s)".into(),
+        "filter.reject_cost" => "reject cost r (s)".into(),
+        "filter.bucket_size" => "bucket size W (tokens, log2 scale)".into(),
+        "workload.spread_ms" => "burst spread (ms)".into(),
+        "filter.refill_rate" => "refill rate r_t (tokens/s)".into(),
+        "network.jitter_ms" => "delay jitter, ± (ms, log10 scale)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The paper's numbers for one panel of a sweep: (line index, mark, what).
+type Marks = Vec<(usize, PaperMark, String)>;
+
+/// The paper's numbers a sweep figure shows, by panel (the metric's name):
+/// Figure 11's mean time-outs over r ∈ [0, 500] per filter, and Figure 8's
+/// gaps at moderate burstiness, placed relative to our Abacus Filter and
+/// Greedy (the paper gives the gaps, not the levels).
+fn paper_marks_of(figure: &str, metric: &str, lines: &[(String, Vec<&Row>)]) -> Marks {
+    let index = |kind: FilterKind| lines.iter().position(|(l, _)| l == kind.name());
+    let at = |kind: FilterKind, x: f64| -> Option<&Row> {
+        let i = index(kind)?;
+        lines[i].1.iter().copied().find(|r| r.value == Some(x))
+    };
+    let mut out = Vec::new();
+    match (figure, metric) {
+        ("fig11", TIMEOUTS) => {
+            let (from, to) = FIG11_MEAN_OVER;
+            for (kind, y) in FIG11_MEAN_TIMEOUTS_PCT {
+                if let Some(i) = index(kind) {
+                    out.push((
+                        i,
+                        PaperMark::Level { from, to, y },
+                        format!("paper Fig. 11 (mean, r ∈ [{from}, {to}]): {}", kind.name()),
+                    ));
+                }
+            }
+        }
+        ("fig8", THROUGHPUT) => {
+            let m = MODERATE_STD_DEV;
+            if let Some(reject) = index(FilterKind::TbfReject) {
+                for (kind, gap) in [
+                    (FilterKind::Abacus, FIG8_REJECT_BELOW_AF_POINTS),
+                    (FilterKind::Greedy, FIG8_REJECT_BELOW_GREEDY_POINTS),
+                ] {
+                    if let Some(r) = at(kind, m) {
+                        out.push((
+                            reject,
+                            PaperMark::Point {
+                                x: m,
+                                y: r.summary.throughput_pct - gap,
+                            },
+                            format!("paper Fig. 8: Reject {gap} pts below our {}", kind.name()),
+                        ));
+                    }
+                }
+            }
+        }
+        ("fig8", COST) => {
+            let m = MODERATE_STD_DEV;
+            if let (Some(reject), Some(af)) =
+                (index(FilterKind::TbfReject), at(FilterKind::Abacus, m))
+            {
+                out.push((
+                    reject,
+                    PaperMark::Point {
+                        x: m,
+                        y: af.summary.cost_mean * (1.0 + FIG8_REJECT_COST_ABOVE_AF_PCT / 100.0),
+                    },
+                    format!("paper Fig. 8: Reject +{FIG8_REJECT_COST_ABOVE_AF_PCT} % over our AF"),
+                ));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+const THROUGHPUT: &str = "throughput (%)";
+const COST: &str = "mean cost (s)";
+const TIMEOUTS: &str = "requests timed out (%)";
+
 fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), LabError> {
     let Some(axis) = &s.sweep else { return Ok(()) };
-    let metrics: [Metric; 3] = [
-        ("throughput (%)", |r| r.summary.throughput_pct),
-        ("connection delay (s)", |r| r.summary.delay_mean_s),
-        ("average cost", |r| r.summary.cost_mean),
+    let mut metrics: Vec<Metric> = vec![
+        (THROUGHPUT, |r| r.summary.throughput_pct),
+        ("mean connection delay (s)", |r| r.summary.delay_mean_s),
+        (COST, |r| r.summary.cost_mean),
     ];
+    if s.figure == "fig11" {
+        metrics.push((TIMEOUTS, |r| r.summary.timeouts_pct));
+    }
     // Lines: one per filter, or per series value for a one-filter scenario.
     let by_series = s.filters.len() == 1 && s.series.is_some();
     let lines: Vec<(String, Vec<&Row>)> = if by_series {
@@ -72,40 +168,43 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
             })
             .collect()
     };
-    let log_x = axis.parameter == "filter.bucket_size";
-    let xs: Vec<f64> = axis
-        .values
-        .iter()
-        .map(|&v| if log_x { v.max(1.0).log2() } else { v })
-        .collect();
-    let (x_lo, x_hi) = padded_bounds(&xs);
-    let panels = if by_series { 1 } else { 3 };
-    let root = SVGBackend::new(path, (420 * panels as u32, 360)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let areas = root.split_evenly((1, panels));
-    let shown = if by_series {
-        &metrics[2..]
-    } else {
-        &metrics[..]
+    // Values that span orders of magnitude go on a log scale.
+    let to_x = |v: f64| match axis.parameter.as_str() {
+        "filter.bucket_size" => v.max(1.0).log2(),
+        "network.jitter_ms" => v.max(1e-3).log10(),
+        _ => v,
     };
-    for (area, (name, metric)) in areas.iter().zip(shown) {
-        let ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
+    let shown: Vec<Metric> = if by_series {
+        metrics.into_iter().filter(|m| m.0 == COST).collect()
+    } else {
+        metrics
+    };
+    let marks: Vec<Marks> = shown
+        .iter()
+        .map(|(name, _)| paper_marks_of(&s.figure, name, &lines))
+        .collect();
+    let mut xs: Vec<f64> = axis.values.iter().map(|&v| to_x(v)).collect();
+    xs.extend(marks.iter().flatten().flat_map(|(_, m, _)| m.xs()));
+    let (x_lo, x_hi) = padded_bounds(&xs);
+    let panels = shown.len() as u32;
+    let root = SVGBackend::new(path, (400 * panels + LEGEND_WIDTH, 380)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (plots, legend_area) = root.split_horizontally(400 * panels);
+    let areas = plots.split_evenly((1, panels as usize));
+    for ((area, (name, metric)), marks) in areas.iter().zip(&shown).zip(&marks) {
+        let mut ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
+        ys.extend(marks.iter().flat_map(|(_, m, _)| m.ys()));
         let (y_lo, y_hi) = padded_bounds(&ys);
-        let x_label = if log_x {
-            format!("log2 {}", axis.parameter)
-        } else {
-            axis.parameter.clone()
-        };
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{} — {profile}", s.figure), ("sans-serif", 16))
             .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(50)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
             .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc(x_label)
+            .x_desc(axis_label(&axis.parameter))
             .y_desc(*name)
             .draw()
             .map_err(err)?;
@@ -113,22 +212,34 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
             let color = COLORS[i % COLORS.len()];
             let points: Vec<(f64, f64)> = line
                 .iter()
-                .filter_map(|r| {
-                    let x = r.value?;
-                    Some((if log_x { x.max(1.0).log2() } else { x }, metric(r)))
-                })
+                .filter_map(|r| Some((to_x(r.value?), metric(r))))
                 .collect();
             line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
+            let own: Vec<PaperMark> = marks
+                .iter()
+                .filter(|(j, _, _)| *j == i)
+                .map(|(_, m, _)| m.clone())
+                .collect();
+            paper_marks(&mut chart, &own, color, x_hi - x_lo).map_err(err)?;
         }
-        // Throughput falls with the swept value, delay and cost rise: keep
-        // the legend in the corner the lines leave free.
-        let corner = if name.starts_with("throughput") {
-            SeriesLabelPosition::LowerLeft
-        } else {
-            SeriesLabelPosition::UpperLeft
-        };
-        legend(&mut chart, corner, None).map_err(err)?;
     }
+    let mut entries: Vec<LegendEntry> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (l, _))| {
+            LegendEntry::new(Key::Ours(COLORS[i % COLORS.len()]), format!("ours: {l}"))
+        })
+        .collect();
+    for (i, mark, what) in marks.iter().flatten() {
+        let color = COLORS[i % COLORS.len()];
+        let key = match mark {
+            PaperMark::Point { .. } => Key::PaperPoint(color),
+            PaperMark::Range { .. } => Key::PaperRange(color),
+            PaperMark::Level { .. } => Key::PaperLevel(color),
+        };
+        entries.push(LegendEntry::new(key, what.clone()));
+    }
+    legend_beside(&legend_area, &entries).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }
@@ -142,14 +253,16 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
     if lines.is_empty() {
         return Ok(());
     }
-    let root = SVGBackend::new(path, (900, 300 * lines.len() as u32)).into_drawing_area();
+    let root =
+        SVGBackend::new(path, (900 + LEGEND_WIDTH, 300 * lines.len() as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let areas = root.split_evenly((lines.len(), 1));
+    let (plots, legend_area) = root.split_horizontally(900);
+    let areas = plots.split_evenly((lines.len(), 1));
     for (area, t) in areas.iter().zip(&lines) {
         let x_hi = (t.bins.len() as f64 * t.bin_s).max(t.bin_s);
         let y_hi = t.bins.iter().map(|b| b.arrivals).max().unwrap_or(1).max(1) as f64;
         let label = match (&s.sweep, t.value) {
-            (Some(a), Some(v)) => format!("{} = {v}", a.parameter),
+            (Some(a), Some(v)) => format!("{} = {v}", axis_label(&a.parameter)),
             _ => String::new(),
         };
         let mut chart = ChartBuilder::on(area)
@@ -192,8 +305,44 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
                 .label(name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight, None).map_err(err)?;
     }
+    legend_beside(
+        &legend_area,
+        &[
+            LegendEntry::new(Key::Line(COLORS[0]), "ours: SYN arrivals"),
+            LegendEntry::new(Key::Line(COLORS[1]), "ours: SYNs dropped"),
+        ],
+    )
+    .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figure_11_carries_the_papers_mean_time_outs_per_filter() {
+        let lines: Vec<(String, Vec<&Row>)> = FilterKind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), Vec::new()))
+            .collect();
+        let marks = paper_marks_of("fig11", TIMEOUTS, &lines);
+        assert_eq!(marks.len(), FIG11_MEAN_TIMEOUTS_PCT.len());
+        for (kind, y) in FIG11_MEAN_TIMEOUTS_PCT {
+            let i = lines.iter().position(|(l, _)| l == kind.name()).unwrap();
+            assert!(marks.iter().any(|(j, m, _)| *j == i
+                && *m
+                    == PaperMark::Level {
+                        from: FIG11_MEAN_OVER.0,
+                        to: FIG11_MEAN_OVER.1,
+                        y
+                    }));
+        }
+        assert!(paper_marks_of("fig11", THROUGHPUT, &lines).is_empty());
+        // Figure 8's gaps need our Abacus and Greedy rows at σ = 55.
+        assert!(paper_marks_of("fig8", THROUGHPUT, &lines).is_empty());
+        assert!(paper_marks_of("fig9", COST, &lines).is_empty());
+    }
 }

@@ -14,7 +14,7 @@
 
 use super::new_table;
 use super::right;
-use super::svg::{legend, Chart};
+use super::svg::{legend_beside, Chart, Key, LegendEntry, LEGEND_WIDTH};
 use crate::error::create_dir;
 use crate::report;
 use crate::studies::certes::{self, CertesResult, TrackPoint};
@@ -344,9 +344,10 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         .flatten()
         .fold(0.1, f64::max)
         * 1.05;
-    let root = SVGBackend::new(path, (1100, 620)).into_drawing_area();
+    let root = SVGBackend::new(path, (1100 + LEGEND_WIDTH, 620)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let (top, bottom) = root.split_vertically(420);
+    let (plots, legend_area) = root.split_horizontally(1100);
+    let (top, bottom) = plots.split_vertically(420);
     let mut chart = ChartBuilder::on(&top)
         .caption(
             format!("{} — {} — {}", r.row.figure, r.title, r.row.profile),
@@ -387,7 +388,6 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
             "Certes started mid-stream",
         )?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperRight, None).map_err(err)?;
 
     let queue_hi = track
         .iter()
@@ -409,7 +409,7 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         .map_err(err)?;
     lower
         .configure_secondary_axes()
-        .y_desc("accept-queue limit")
+        .y_desc("accept-queue limit (connections)")
         .draw()
         .map_err(err)?;
     lower
@@ -430,7 +430,26 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         .map_err(err)?
         .label("accept-queue limit")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], QUEUE));
-    legend(&mut lower, SeriesLabelPosition::UpperRight, None).map_err(err)?;
+    let mut entries = vec![
+        LegendEntry::new(Key::Line(TRUTH), "ours: client-perceived (truth)"),
+        LegendEntry::new(Key::Line(CERTES), "ours: Certes"),
+        LegendEntry::new(Key::Line(SYN_TO_END), "ours: SYN-to-END"),
+    ];
+    if r.row.midstream_start_s.is_some() {
+        entries.push(LegendEntry::new(
+            Key::Line(MIDSTREAM),
+            "ours: Certes started mid-stream",
+        ));
+    }
+    entries.push(LegendEntry::new(
+        Key::Line(DROPS),
+        "SYN drop rate (left axis)",
+    ));
+    entries.push(LegendEntry::new(
+        Key::Line(QUEUE),
+        "accept-queue limit (right axis)",
+    ));
+    legend_beside(&legend_area, &entries).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

@@ -2,8 +2,10 @@
 //! self-contained page (inline CSS and SVG, no script, no network) with a
 //! summary of the statements that hold per study, then one section per
 //! study: the paper, the provenance its `manifest.json` records, every
-//! statement (paper | ours | unit | criterion | holds) and every SVG the
-//! study wrote into its folder, inlined with its file name as caption.
+//! statement (paper | ours | unit | criterion | holds), why ours differs
+//! from the paper (`docs/differences/<study>.md`, [`DIFFERENCES`]) and
+//! every SVG the study wrote into its folder, inlined with its file name
+//! as caption.
 //!
 //! The page is written with a small escape function rather than a template
 //! crate: one fixed layout, and every piece of text goes through
@@ -29,7 +31,17 @@ body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 
 h1 { font-size: 1.6em; }
 h2 { border-bottom: 2px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; text-align: left; }
+table.checks { width: 100%; table-layout: fixed; }
+table.checks col.figure { width: 7%; }
+table.checks col.profile { width: 9%; }
+table.checks col.statement { width: 27%; }
+table.checks col.paper, table.checks col.ours { width: 10%; }
+table.checks col.unit { width: 6%; }
+table.checks col.criterion { width: 25%; }
+table.checks col.holds { width: 6%; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; text-align: left;
+         overflow-wrap: anywhere; }
+div.differences { background: #f7f7fb; border-left: 4px solid #99c; padding: 0.1em 1em; }
 th { background: #f0f0f0; }
 td.num { text-align: right; }
 td.holds { font-weight: bold; text-align: center; }
@@ -149,6 +161,9 @@ fn section(page: &mut String, root: &Path, name: &str, outcome: &StudyOutcome) {
         }
     }
     statements(page, &outcome.checks);
+    if let Some(text) = differences(name) {
+        page.push_str(&markdown(text));
+    }
     figures(page, name, &dir);
     page.push_str("</section>\n");
 }
@@ -218,7 +233,9 @@ fn statements(page: &mut String, checks: &[Check]) {
         return;
     }
     page.push_str(
-        "<table class=\"checks\">\n<tr><th>figure</th><th>profile</th><th>statement</th>\
+        "<table class=\"checks\">\n<colgroup><col class=\"figure\"><col class=\"profile\">\
+         <col class=\"statement\"><col class=\"paper\"><col class=\"ours\"><col class=\"unit\">\
+         <col class=\"criterion\"><col class=\"holds\"></colgroup>\n<tr><th>figure</th><th>profile</th><th>statement</th>\
          <th>paper</th><th>ours</th><th>unit</th><th>criterion</th><th>holds</th></tr>\n",
     );
     for c in checks {
@@ -238,6 +255,117 @@ fn statements(page: &mut String, checks: &[Check]) {
         );
     }
     page.push_str("</table>\n");
+}
+
+/// Each study's "where ours differs, and why" text: the one copy, in
+/// `docs/differences/<study>.md`, which the README links.
+pub const DIFFERENCES: [(&str, &str); 4] = [
+    (
+        "abacus",
+        include_str!("../../../../docs/differences/abacus.md"),
+    ),
+    (
+        "certes",
+        include_str!("../../../../docs/differences/certes.md"),
+    ),
+    ("sbac", include_str!("../../../../docs/differences/sbac.md")),
+    ("ssbt", include_str!("../../../../docs/differences/ssbt.md")),
+];
+
+/// The differences text of `study`, if it has one.
+pub fn differences(study: &str) -> Option<&'static str> {
+    DIFFERENCES
+        .iter()
+        .find(|(name, _)| *name == study)
+        .map(|(_, text)| *text)
+}
+
+/// The little Markdown the differences files use, as HTML: a `# ` heading
+/// (as `<h3>`), paragraphs, `* ` lists with indented continuation lines,
+/// `**bold**`, `` `code` `` and `[text](link)` (the text only: the page
+/// links nothing outside itself). Written by hand: these four constructs
+/// do not call for a Markdown crate, and everything is escaped first.
+pub fn markdown(text: &str) -> String {
+    let mut html = String::from("<div class=\"differences\">\n");
+    let mut paragraph: Vec<&str> = Vec::new();
+    let mut items: Vec<String> = Vec::new();
+    let flush_paragraph = |html: &mut String, paragraph: &mut Vec<&str>| {
+        if !paragraph.is_empty() {
+            let _ = writeln!(html, "<p>{}</p>", inline(&paragraph.join(" ")));
+            paragraph.clear();
+        }
+    };
+    let flush_list = |html: &mut String, items: &mut Vec<String>| {
+        if !items.is_empty() {
+            html.push_str("<ul>\n");
+            for item in items.iter() {
+                let _ = writeln!(html, "<li>{}</li>", inline(item));
+            }
+            html.push_str("</ul>\n");
+            items.clear();
+        }
+    };
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            flush_paragraph(&mut html, &mut paragraph);
+            flush_list(&mut html, &mut items);
+        } else if let Some(heading) = line.strip_prefix("# ") {
+            flush_paragraph(&mut html, &mut paragraph);
+            flush_list(&mut html, &mut items);
+            let _ = writeln!(html, "<h3>{}</h3>", inline(heading));
+        } else if let Some(item) = line.strip_prefix("* ") {
+            flush_paragraph(&mut html, &mut paragraph);
+            items.push(item.to_string());
+        } else if line.starts_with(' ') && !items.is_empty() {
+            if let Some(last) = items.last_mut() {
+                last.push(' ');
+                last.push_str(trimmed);
+            }
+        } else {
+            flush_list(&mut html, &mut items);
+            paragraph.push(trimmed);
+        }
+    }
+    flush_paragraph(&mut html, &mut paragraph);
+    flush_list(&mut html, &mut items);
+    html.push_str("</div>\n");
+    html
+}
+
+/// `**bold**`, `` `code` `` and `[text](link)` of one escaped line.
+fn inline(text: &str) -> String {
+    let escaped = escape(text);
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped.as_str();
+    while let Some(ch) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("**") {
+            if let Some(end) = after.find("**") {
+                let _ = write!(out, "<strong>{}</strong>", &after[..end]);
+                rest = &after[end + 2..];
+                continue;
+            }
+        }
+        if let Some(after) = rest.strip_prefix('`') {
+            if let Some(end) = after.find('`') {
+                let _ = write!(out, "<code>{}</code>", &after[..end]);
+                rest = &after[end + 1..];
+                continue;
+            }
+        }
+        if let Some(after) = rest.strip_prefix('[') {
+            if let Some((label, tail)) = after.split_once("](") {
+                if let Some(end) = tail.find(')') {
+                    out.push_str(label);
+                    rest = &tail[end + 1..];
+                    continue;
+                }
+            }
+        }
+        out.push(ch);
+        rest = &rest[ch.len_utf8()..];
+    }
+    out
 }
 
 /// Every `*.svg` in `dir` (the folder of `study`), by file name, inlined.
@@ -402,5 +530,48 @@ mod tests {
         let page = render(&root, &[("abacus", outcome(Vec::new()))]);
         assert!(page.contains("no provenance: cannot read"));
         assert!(page.contains("0 of 0"));
+    }
+    #[test]
+    fn every_study_has_its_differences_and_the_readme_only_links_them() {
+        let readme = include_str!("../../../../README.md");
+        for study in studies::all() {
+            let name = study.name();
+            let text = differences(name).unwrap_or_else(|| panic!("{name}: no differences file"));
+            let link = format!("docs/differences/{name}.md");
+            assert!(readme.contains(&link), "README does not link {link}");
+            // One copy: no line of the file's text is also in the README.
+            for line in text.lines().skip(1).map(str::trim).filter(|l| l.len() > 40) {
+                assert!(
+                    !readme.contains(line),
+                    "README repeats a line of {link}: {line}"
+                );
+            }
+            let html = markdown(text);
+            assert!(html.contains("<h3>"), "{name}: {html}");
+        }
+    }
+
+    #[test]
+    fn markdown_renders_lists_emphasis_and_code_escaped() {
+        let html = markdown(
+            "# Title\n\nA paragraph\nwith `a<b` and [a link](x.md).\n\n* **Bold** item\n  continued\n* second & last\n",
+        );
+        assert!(html.contains("<h3>Title</h3>"), "{html}");
+        assert!(
+            html.contains("<p>A paragraph with <code>a&lt;b</code> and a link.</p>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<li><strong>Bold</strong> item continued</li>"),
+            "{html}"
+        );
+        assert!(html.contains("<li>second &amp; last</li>"), "{html}");
+    }
+
+    #[test]
+    fn statements_table_wraps_to_the_page_width() {
+        let page = render(Path::new("/nonexistent"), &[]);
+        assert!(page.contains("table.checks { width: 100%; table-layout: fixed; }"));
+        assert!(page.contains("overflow-wrap: anywhere"));
     }
 }

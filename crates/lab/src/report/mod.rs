@@ -7,6 +7,7 @@ pub mod abacus_plot;
 pub mod certes;
 pub mod certes_estimate;
 pub mod html;
+pub mod interval;
 pub mod sbac;
 pub mod ssbt;
 pub(crate) mod svg;

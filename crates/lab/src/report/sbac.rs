@@ -12,15 +12,29 @@
 
 use super::new_table;
 use super::right;
-use super::svg::{legend, line_with_points, padded_bounds, PALETTE};
+use super::svg::{
+    error_bars, legend_beside, line_with_points, padded_bounds, paper_marks, Key, LegendEntry,
+    PaperMark, LEGEND_WIDTH, PALETTE,
+};
 use crate::error::create_dir;
 use crate::report;
-use crate::studies::sbac::{Kind, SbacOutcome, SbacRow, SbacScenario};
+use crate::studies::sbac::{
+    paper_values, Kind, Metric, PaperValue, SbacOutcome, SbacRow, SbacScenario,
+};
 use crate::LabError;
 use comfy_table::Cell;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
+
+/// `mean ± half-width` of the 95 % interval over seeds, or the mean alone
+/// when the cell ran once.
+fn with_interval(mean: f64, half: Option<f64>, digits: usize) -> String {
+    match half {
+        Some(h) => format!("{mean:.digits$} ± {h:.digits$}"),
+        None => format!("{mean:.digits$}"),
+    }
+}
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
@@ -38,6 +52,16 @@ fn rows_of<'a>(outcome: &'a SbacOutcome, s: &SbacScenario) -> Vec<&'a SbacRow> {
 pub fn print_tables(outcome: &SbacOutcome) {
     for s in &outcome.scenarios {
         println!("## {} — {} ({})\n", s.figure, s.title, s.origin);
+        let runs = rows_of(outcome, s)
+            .iter()
+            .map(|r| r.spread.repetitions)
+            .max()
+            .unwrap_or(0);
+        if runs > 1 {
+            println!(
+                "Each cell pools {runs} runs with their own seeds; `± x` is the half-width of the 95 % interval of the mean over them (Student t).\n"
+            );
+        }
         let mut table = new_table();
         let mut header = vec!["strategy", "m", "load %", "pattern"];
         if s.retries.len() > 1 {
@@ -75,18 +99,31 @@ pub fn print_tables(outcome: &SbacOutcome) {
             if s.think_times_s.len() > 1 {
                 cells.push(right(format!("{}", r.meta.think_time_s)));
             }
+            let spread = &r.spread;
             cells.extend([
-                right(format!("{:.2}", o.completed_sessions_per_s)),
-                right(format!("{:.2}", o.aborted_pct)),
+                right(with_interval(
+                    o.completed_sessions_per_s,
+                    spread.completed_sessions_per_s_ci95,
+                    2,
+                )),
+                right(with_interval(o.aborted_pct, spread.aborted_pct_ci95, 2)),
                 right(format!("{:.1}", o.rejected_pct)),
-                right(format!("{:.2}", o.mean_completed_length)),
+                right(with_interval(
+                    o.mean_completed_length,
+                    spread.mean_completed_length_ci95,
+                    2,
+                )),
                 right(format!(
                     "{:.1}/{:.1}/{:.2}",
                     o.completed_bins.up_to_mean_pct,
                     o.completed_bins.up_to_twice_mean_pct,
                     o.completed_bins.longer_pct
                 )),
-                right(format!("{:.1}", o.useful_utilization_pct)),
+                right(with_interval(
+                    o.useful_utilization_pct,
+                    spread.useful_utilization_pct_ci95,
+                    1,
+                )),
                 right(format!("{:.1}", o.utilization_pct)),
                 right(format!("{:.1}", o.rejection_overhead_pct)),
                 right(opt(o.mean_weight, 2)),
@@ -109,7 +146,8 @@ pub fn print_tables(outcome: &SbacOutcome) {
                 cells.push(right(format!(
                     "{:.2} | {}",
                     c.paper_aborted_pct,
-                    opt(c.aborted_pct, 2)
+                    c.aborted_pct
+                        .map_or("–".into(), |a| with_interval(a, c.aborted_pct_ci95, 2))
                 )));
             }
             table.add_row(cells);
@@ -150,11 +188,16 @@ struct CsvRow<'a> {
     retries: u32,
     think_time_s: f64,
     interval_s: f64,
+    repetitions: usize,
     completed_sessions_per_s: f64,
+    completed_sessions_per_s_ci95: Option<f64>,
     aborted_pct: f64,
+    aborted_pct_ci95: Option<f64>,
     rejected_pct: f64,
     mean_completed_length: f64,
+    mean_completed_length_ci95: Option<f64>,
     useful_utilization_pct: f64,
+    useful_utilization_pct_ci95: Option<f64>,
     utilization_pct: f64,
     rejection_overhead_pct: f64,
     bin_up_to_mean_pct: f64,
@@ -176,11 +219,16 @@ impl<'a> From<&'a SbacRow> for CsvRow<'a> {
             retries: r.meta.retries,
             think_time_s: r.meta.think_time_s,
             interval_s: r.meta.interval_s,
+            repetitions: r.spread.repetitions,
             completed_sessions_per_s: o.completed_sessions_per_s,
+            completed_sessions_per_s_ci95: r.spread.completed_sessions_per_s_ci95,
             aborted_pct: o.aborted_pct,
+            aborted_pct_ci95: r.spread.aborted_pct_ci95,
             rejected_pct: o.rejected_pct,
             mean_completed_length: o.mean_completed_length,
+            mean_completed_length_ci95: r.spread.mean_completed_length_ci95,
             useful_utilization_pct: o.useful_utilization_pct,
+            useful_utilization_pct_ci95: r.spread.useful_utilization_pct_ci95,
             utilization_pct: o.utilization_pct,
             rejection_overhead_pct: o.rejection_overhead_pct,
             bin_up_to_mean_pct: o.completed_bins.up_to_mean_pct,
@@ -196,11 +244,19 @@ fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
 
-type Metric = (&'static str, fn(&SbacRow) -> f64);
+type Plotted = (
+    Metric,
+    &'static str,
+    fn(&SbacRow) -> f64,
+    fn(&SbacRow) -> Option<f64>,
+);
 
 /// One SVG per scenario: completed sessions, aborted %, useful utilization
 /// and mean completed length against the load (steady) or the mean session
-/// length (patterns, steps), one line per series.
+/// length (patterns, steps), one line per series; the paper's numbers for
+/// the scenario ([`paper_values`]) as triangles, bars or dashed levels in
+/// the colour of their series; the 95 % interval over seeds as error bars
+/// where a cell ran more than once; the legend in a strip on the right.
 fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError> {
     if rows.is_empty() {
         return Ok(());
@@ -236,54 +292,169 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
             labels.push(l);
         }
     }
-    let metrics: [Metric; 4] = [
-        ("completed sessions/s", |r| {
-            r.outcome.completed_sessions_per_s
-        }),
-        ("aborted sessions (%)", |r| r.outcome.aborted_pct),
-        ("useful utilization (%)", |r| {
-            r.outcome.useful_utilization_pct
-        }),
-        ("mean completed length", |r| r.outcome.mean_completed_length),
+    // Each of the paper's values goes with the first series of its
+    // strategy (and mean session length, where it names one).
+    let paper: Vec<(usize, PaperValue)> = paper_values(&s.name)
+        .into_iter()
+        .filter_map(|v| {
+            let row = rows.iter().find(|r| {
+                r.meta.strategy == v.strategy
+                    && v.session_length_mean
+                        .is_none_or(|m| r.meta.session_length_mean == m)
+            })?;
+            let series = labels.iter().position(|l| *l == label_of(row))?;
+            Some((series, v))
+        })
+        .collect();
+    let metrics: [Plotted; 4] = [
+        (
+            Metric::CompletedSessionsPerS,
+            "completed sessions (1/s)",
+            |r| r.outcome.completed_sessions_per_s,
+            |r| r.spread.completed_sessions_per_s_ci95,
+        ),
+        (
+            Metric::AbortedPct,
+            "aborted sessions (% of admitted)",
+            |r| r.outcome.aborted_pct,
+            |r| r.spread.aborted_pct_ci95,
+        ),
+        (
+            Metric::UsefulUtilizationPct,
+            "useful utilization (%)",
+            |r| r.outcome.useful_utilization_pct,
+            |r| r.spread.useful_utilization_pct_ci95,
+        ),
+        (
+            Metric::MeanCompletedLength,
+            "mean completed length (requests)",
+            |r| r.outcome.mean_completed_length,
+            |r| r.spread.mean_completed_length_ci95,
+        ),
     ];
-    let root = SVGBackend::new(&path, (1000, 760)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let areas = root.split_evenly((2, 2));
     let xs: Vec<f64> = rows.iter().map(|r| x_of(r)).collect();
     let (x_lo, x_hi) = padded_bounds(&xs);
-    for (area, (name, metric)) in areas.iter().zip(metrics) {
-        let ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
+    let (x_min, x_max) = (
+        xs.iter().copied().fold(f64::INFINITY, f64::min),
+        xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    let mark_of = |v: &PaperValue| match v.at {
+        Some(x) if v.low == v.high => PaperMark::Point { x, y: v.low },
+        Some(x) => PaperMark::Range {
+            x,
+            low: v.low,
+            high: v.high,
+        },
+        None => PaperMark::Level {
+            from: x_min,
+            to: x_max,
+            y: v.low,
+        },
+    };
+    let root = SVGBackend::new(&path, (1000 + LEGEND_WIDTH, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (plots, legend_area) = root.split_horizontally(1000);
+    let areas = plots.split_evenly((2, 2));
+    let mut intervals = 0usize;
+    for (area, (metric, name, value, half)) in areas.iter().zip(metrics) {
+        let marks: Vec<(usize, PaperMark)> = paper
+            .iter()
+            .filter(|(_, v)| v.metric == metric)
+            .map(|(i, v)| (*i, mark_of(v)))
+            .collect();
+        let mut ys: Vec<f64> = rows
+            .iter()
+            .flat_map(|r| {
+                let h = half(r).unwrap_or(0.0);
+                [value(r) - h, value(r) + h]
+            })
+            .collect();
+        ys.extend(marks.iter().flat_map(|(_, m)| m.ys()));
         let (mut y_lo, y_hi) = padded_bounds(&ys);
         y_lo = y_lo.min(0.0);
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{} — {}", s.figure, name), ("sans-serif", 14))
             .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(45)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
             .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc(if steady {
-                "load (%)"
+                "offered load (% of capacity)"
             } else {
-                "mean session length"
+                "mean session length (requests)"
             })
             .y_desc(name)
             .draw()
             .map_err(err)?;
         for (i, label) in labels.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
-            let mut points: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|r| &label_of(r) == label)
-                .map(|r| (x_of(r), metric(r)))
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut series: Vec<&&SbacRow> =
+                rows.iter().filter(|r| &label_of(r) == label).collect();
+            series.sort_by(|a, b| x_of(a).total_cmp(&x_of(b)));
+            let points = series.iter().map(|r| (x_of(r), value(r))).collect();
             line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
+            let bars: Vec<(f64, f64, f64)> = series
+                .iter()
+                .filter_map(|r| Some((x_of(r), value(r), half(r)?)))
+                .collect();
+            intervals += bars.len();
+            error_bars(&mut chart, &bars, color, x_hi - x_lo).map_err(err)?;
+            let own: Vec<PaperMark> = marks
+                .iter()
+                .filter(|(j, _)| *j == i)
+                .map(|(_, m)| m.clone())
+                .collect();
+            paper_marks(&mut chart, &own, color, x_hi - x_lo).map_err(err)?;
         }
-        legend(&mut chart, SeriesLabelPosition::UpperRight, Some(10)).map_err(err)?;
     }
+    let mut entries: Vec<LegendEntry> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| LegendEntry::new(Key::Ours(PALETTE[i % PALETTE.len()]), format!("ours: {l}")))
+        .collect();
+    let mut seen: Vec<(usize, &str, &str)> = Vec::new();
+    for (i, v) in &paper {
+        let color = PALETTE[i % PALETTE.len()];
+        let (key, kind) = match mark_of(v) {
+            PaperMark::Point { .. } => (Key::PaperPoint(color), "point"),
+            PaperMark::Range { .. } => (Key::PaperRange(color), "range"),
+            PaperMark::Level { .. } => (Key::PaperLevel(color), "level"),
+        };
+        if seen.contains(&(*i, v.source, kind)) {
+            continue;
+        }
+        seen.push((*i, v.source, kind));
+        let what = match kind {
+            "range" => "range",
+            "level" => "at every load",
+            _ => "",
+        };
+        let series = if steady && v.session_length_mean.is_none() {
+            format!("{}, every m", v.strategy)
+        } else {
+            labels[*i].clone()
+        };
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!(", {what}")
+        };
+        entries.push(LegendEntry::new(
+            key,
+            format!("paper {}{what}: {series}", v.source),
+        ));
+    }
+    if intervals > 0 {
+        let n = rows.iter().map(|r| r.spread.repetitions).max().unwrap_or(0);
+        entries.push(LegendEntry::new(
+            Key::Interval,
+            format!("95 % interval over {n} seeds"),
+        ));
+    }
+    legend_beside(&legend_area, &entries).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

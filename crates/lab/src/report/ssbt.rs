@@ -12,7 +12,7 @@
 //!   and one SVG per figure.
 
 use super::right;
-use super::svg::{padded_bounds, PALETTE};
+use super::svg::{legend_beside, padded_bounds, Key, LegendEntry, LEGEND_WIDTH, PALETTE};
 use crate::report;
 use crate::studies::ssbt::{Kind, ProxyRow, SsbtOutcome, SsbtScenario};
 use crate::LabError;
@@ -273,7 +273,11 @@ fn lines_of(s: &SsbtScenario, outcome: &SsbtOutcome) -> (String, String, Vec<Lin
                     None => lines.push((label, vec![(r.timer_s, r.active_probability)])),
                 }
             }
-            ("T_p (s)".into(), "P(active)".into(), lines)
+            (
+                "persistence timer T_p (s)".into(),
+                "probability the connection is active".into(),
+                lines,
+            )
         }
         Kind::SendBuffer | Kind::ReceiveBuffer => {
             let mut lines = Vec::new();
@@ -296,7 +300,7 @@ fn lines_of(s: &SsbtScenario, outcome: &SsbtOutcome) -> (String, String, Vec<Lin
                     ));
                 }
             }
-            ("time (s)".into(), "KB".into(), lines)
+            ("time (s)".into(), "buffer (KB)".into(), lines)
         }
         Kind::Proxy => {
             let runs: Vec<&ProxyRow> = rows.proxy.iter().filter(|r| r.scenario == s.name).collect();
@@ -323,7 +327,7 @@ fn lines_of(s: &SsbtScenario, outcome: &SsbtOutcome) -> (String, String, Vec<Lin
                 }
             }
             let x = if by_split {
-                "send share of the buffer"
+                "send share of the buffer (fraction)"
             } else {
                 "total socket buffer (MB)"
             };
@@ -348,9 +352,10 @@ fn plot(dir: &Path, s: &SsbtScenario, outcome: &SsbtOutcome) -> Result<(), LabEr
         .collect();
     let (x_lo, x_hi) = padded_bounds(&xs);
     let (_, y_hi) = padded_bounds(&ys);
-    let root = SVGBackend::new(&path, (1000, 640)).into_drawing_area();
+    let root = SVGBackend::new(&path, (1000 + LEGEND_WIDTH, 640)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot_area, legend_area) = root.split_horizontally(1000);
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption(format!("{} — {}", s.figure, s.name), ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(35)
@@ -372,14 +377,17 @@ fn plot(dir: &Path, s: &SsbtScenario, outcome: &SsbtOutcome) -> Result<(), LabEr
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 10))
-        .draw()
-        .map_err(err)?;
+    let entries: Vec<LegendEntry> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (label, _))| {
+            LegendEntry::new(
+                Key::Line(PALETTE[i % PALETTE.len()]),
+                format!("ours: {label}"),
+            )
+        })
+        .collect();
+    legend_beside(&legend_area, &entries).map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

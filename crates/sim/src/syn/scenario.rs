@@ -240,6 +240,7 @@ pub const SWEEPABLE: &[&str] = &[
     "filter.greedy_window_s",
     "filter.delay_cost",
     "filter.reject_cost",
+    "network.jitter_ms",
 ];
 
 /// Validation of one scenario file's values: errors name the file, the
@@ -567,6 +568,9 @@ fn set(point: &mut Point, parameter: &str, value: f64, c: &Checker) -> Result<()
             point.bucket_refill_secs = None;
         }
         ("filter.refill_rate", _) => f.refill_rate = value,
+        ("network.jitter_ms", _) => {
+            point.network.jitter = secs(c.range(parameter, value, 0.0, 1e5)? / 1e3)
+        }
         ("filter.interval_s", _) => f.interval = secs(c.range(parameter, value, 1e-6, 1e5)?),
         ("filter.window_s", _) => {
             f.window = AbacusWindow::Fixed(secs(c.range(parameter, value, 0.0, 1e6)?))

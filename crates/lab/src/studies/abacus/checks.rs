@@ -10,8 +10,32 @@ use vantage_sim::syn::filters::FilterKind;
 use vantage_sim::syn::scenario::Scenario;
 use vantage_sim::syn::{Row, ScenarioResult};
 
-const MODERATE_STD_DEV: f64 = 55.0;
+/// The σ (requests/s) the statements call "moderate burstiness".
+pub const MODERATE_STD_DEV: f64 = 55.0;
 const PAPER_REJECT_COST: f64 = 75.0;
+/// Section 6, Figure 8, moderate burstiness: TBF w/ Reject's throughput
+/// is this many points below the Abacus Filter's …
+pub const FIG8_REJECT_BELOW_AF_POINTS: f64 = 5.0;
+/// … and this many below Greedy's …
+pub const FIG8_REJECT_BELOW_GREEDY_POINTS: f64 = 8.0;
+/// … and its cost this many percent above the Abacus Filter's.
+pub const FIG8_REJECT_COST_ABOVE_AF_PCT: f64 = 15.0;
+/// Section 6, Figure 11: mean share of requests timed out, percent, over
+/// the reject costs r in [`FIG11_MEAN_OVER`].
+pub const FIG11_MEAN_TIMEOUTS_PCT: [(FilterKind, f64); 4] = [
+    (FilterKind::Tbf, 5.5),
+    (FilterKind::Greedy, 0.01),
+    (FilterKind::Abacus, 0.04),
+    (FilterKind::TbfReject, 0.0),
+];
+/// The range of r Figure 11's mean time-outs are taken over.
+pub const FIG11_MEAN_OVER: (f64, f64) = (0.0, 500.0);
+/// Section 6.1: jitter has "no noticeable impact" on the metrics. We read
+/// that as: over the jitter sweep a filter's throughput moves by at most
+/// this many points …
+pub const JITTER_THROUGHPUT_RANGE_POINTS: f64 = 1.0;
+/// … and its mean cost by at most this share of its mean over the sweep, %.
+pub const JITTER_COST_RANGE_PCT: f64 = 10.0;
 
 pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
     let mut out = Vec::new();
@@ -159,6 +183,7 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                     }
                 }
                 "fig11" => fig11_checks(&rows, &mut add),
+                "sec6.1-jitter" => jitter_checks(&rows, &mut add),
                 _ => {}
             }
         }
@@ -278,33 +303,33 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
         add.push(
             add.statement(
                 "moderate burstiness: TBF w/ Reject's throughput below AF's (points)",
-                "5.0".into(),
+                format!("{FIG8_REJECT_BELOW_AF_POINTS:.1}"),
                 format!("{gap_af:.2}"),
             )
             .unit("points")
-            .difference(Some(gap_af - 5.0))
+            .difference(Some(gap_af - FIG8_REJECT_BELOW_AF_POINTS))
             .judge(gap_af, Criterion::SameDirection),
         );
         let gap_greedy = greedy.summary.throughput_pct - reject.summary.throughput_pct;
         add.push(
             add.statement(
                 "moderate burstiness: TBF w/ Reject's throughput below Greedy's (points)",
-                "8.0".into(),
+                format!("{FIG8_REJECT_BELOW_GREEDY_POINTS:.1}"),
                 format!("{gap_greedy:.2}"),
             )
             .unit("points")
-            .difference(Some(gap_greedy - 8.0))
+            .difference(Some(gap_greedy - FIG8_REJECT_BELOW_GREEDY_POINTS))
             .judge(gap_greedy, Criterion::SameDirection),
         );
         let extra = 100.0 * (reject.summary.cost_mean / af.summary.cost_mean - 1.0);
         add.push(
             add.statement(
                 "moderate burstiness: TBF w/ Reject's cost above AF's (%)",
-                "15".into(),
+                format!("{FIG8_REJECT_COST_ABOVE_AF_PCT}"),
                 format!("{extra:.1}"),
             )
             .unit("%")
-            .difference(Some(extra - 15.0))
+            .difference(Some(extra - FIG8_REJECT_COST_ABOVE_AF_PCT))
             .judge(extra, Criterion::SameDirection),
         );
         af_cheaper_than_reject(
@@ -318,17 +343,13 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
 }
 
 fn fig11_checks(rows: &[&Row], add: &mut Add) {
-    let paper = [
-        (FilterKind::Tbf, 5.5),
-        (FilterKind::Greedy, 0.01),
-        (FilterKind::Abacus, 0.04),
-        (FilterKind::TbfReject, 0.0),
-    ];
+    let paper = FIG11_MEAN_TIMEOUTS_PCT;
+    let (from, to) = FIG11_MEAN_OVER;
     let mean_timeouts = |kind: FilterKind| -> f64 {
         let v: Vec<f64> = rows
             .iter()
             .filter(|r| {
-                r.filter == kind.name() && r.value.is_some_and(|x| (0.0..=500.0).contains(&x))
+                r.filter == kind.name() && r.value.is_some_and(|x| (from..=to).contains(&x))
             })
             .map(|r| r.summary.timeouts_pct)
             .collect();
@@ -386,6 +407,52 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
                 "TBF's mean cost ≤ AF's",
                 tbf_row.summary.cost_mean <= af.summary.cost_mean,
             ),
+        );
+    }
+}
+
+/// Section 6.1: the mean of the jitter distribution from 10 ms to 1 s has
+/// no noticeable impact on any metric, for every filter.
+fn jitter_checks(rows: &[&Row], add: &mut Add) {
+    for kind in FilterKind::ALL {
+        let line: Vec<&Row> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.filter == kind.name())
+            .collect();
+        if line.len() < 2 {
+            continue;
+        }
+        let range = |f: fn(&Row) -> f64| {
+            let v: Vec<f64> = line.iter().map(|r| f(r)).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lo, hi, v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let (lo, hi, _) = range(|r| r.summary.throughput_pct);
+        add.push(
+            add.statement(
+                &format!("{}: jitter of 10 ms to 1 s leaves throughput essentially constant (points between the lowest and highest)", kind.name()),
+                "constant".into(),
+                format!("{:.2} ({lo:.2} … {hi:.2} %)", hi - lo),
+            )
+            .unit("points")
+            .judge(hi - lo, Criterion::AtMost(JITTER_THROUGHPUT_RANGE_POINTS)),
+        );
+        let (lo, hi, mean) = range(|r| r.summary.cost_mean);
+        let spread = if mean > 0.0 {
+            100.0 * (hi - lo) / mean
+        } else {
+            0.0
+        };
+        add.push(
+            add.statement(
+                &format!("{}: jitter of 10 ms to 1 s leaves the mean cost essentially constant (range in % of its mean)", kind.name()),
+                "constant".into(),
+                format!("{spread:.1} ({lo:.3} … {hi:.3})"),
+            )
+            .unit("%")
+            .judge(spread, Criterion::AtMost(JITTER_COST_RANGE_PCT)),
         );
     }
 }

@@ -43,6 +43,10 @@ pub const SCENARIO_FILES: &[(&str, &str)] = &[
         "scenarios/abacus/fig11-reject-cost.toml",
         include_str!("../../../../../scenarios/abacus/fig11-reject-cost.toml"),
     ),
+    (
+        "scenarios/abacus/sec6.1-jitter.toml",
+        include_str!("../../../../../scenarios/abacus/sec6.1-jitter.toml"),
+    ),
 ];
 
 /// The Abacus Filter study.

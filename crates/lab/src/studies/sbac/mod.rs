@@ -48,7 +48,7 @@ mod run;
 mod scenario;
 
 pub use checks::{checks, table2, Table2Cell};
-pub use run::{run, scenarios, steps, SbacRow};
+pub use run::{run, scenarios, steps, SbacRow, Spread};
 pub use scenario::{Job, JobMeta, Kind, Pattern, SbacScenario, Step};
 
 /// The study's name on the command line.
@@ -214,6 +214,126 @@ pub const TABLE2: &[(&str, &str, [f64; 3])] = &[
 pub const FIG4A_300: [(f64, f64); 3] = [(5.0, 1.7), (15.0, 4.3), (50.0, 13.4)];
 /// Figure 4b at 300 % load, m = 50: completed sessions by bin, percent.
 pub const FIG4B_300: [f64; 3] = [98.14, 1.83, 0.03];
+/// Figure 3b at 300 % load: useful utilization without admission control
+/// is below this share, percent (Section 6).
+pub const FIG3B_USEFUL_UTILIZATION_BELOW_300: f64 = 7.0;
+/// Figure 6b at 300 % load: ac-responsive aborts up to this share of the
+/// short sessions (m = 5), percent (Section 9).
+pub const FIG6B_SHORT_ABORTED_300: f64 = 55.0;
+
+/// A metric the study's plots draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    CompletedSessionsPerS,
+    AbortedPct,
+    UsefulUtilizationPct,
+    MeanCompletedLength,
+}
+
+/// A number (`low == high`) or a range the paper gives for one series of a
+/// scenario's plot: the series of `strategy` (and, where given, mean session
+/// length `session_length_mean`), at x = `at` (load % for steady scenarios,
+/// mean session length for pattern ones) or, when `at` is `None`, at every
+/// x of the figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaperValue {
+    pub metric: Metric,
+    pub strategy: &'static str,
+    pub session_length_mean: Option<f64>,
+    pub at: Option<f64>,
+    pub low: f64,
+    pub high: f64,
+    /// Where the paper gives it.
+    pub source: &'static str,
+}
+
+/// The paper's numbers the plot of scenario `name` can show beside ours,
+/// from the constants above (Figures 3b, 4a, 6b, 7a; Table 2).
+pub fn paper_values(name: &str) -> Vec<PaperValue> {
+    let value = |metric, strategy, m: Option<f64>, at: Option<f64>, low, high, source| PaperValue {
+        metric,
+        strategy,
+        session_length_mean: m,
+        at,
+        low,
+        high,
+        source,
+    };
+    let mut out = Vec::new();
+    match name {
+        "fig3-4" => {
+            for (m, length) in FIG4A_300 {
+                out.push(value(
+                    Metric::MeanCompletedLength,
+                    "none",
+                    Some(m),
+                    Some(300.0),
+                    length,
+                    length,
+                    "Fig. 4a",
+                ));
+            }
+            out.push(value(
+                Metric::UsefulUtilizationPct,
+                "none",
+                None,
+                Some(300.0),
+                0.0,
+                FIG3B_USEFUL_UTILIZATION_BELOW_300,
+                "Fig. 3b",
+            ));
+        }
+        "fig6-7" => {
+            for m in [15.0, 50.0] {
+                out.push(value(
+                    Metric::AbortedPct,
+                    "responsive",
+                    Some(m),
+                    None,
+                    0.0,
+                    0.0,
+                    "Fig. 6b",
+                ));
+                out.push(value(
+                    Metric::MeanCompletedLength,
+                    "responsive",
+                    Some(m),
+                    None,
+                    m,
+                    m,
+                    "Fig. 7a",
+                ));
+            }
+            out.push(value(
+                Metric::AbortedPct,
+                "responsive",
+                Some(5.0),
+                Some(300.0),
+                FIG6B_SHORT_ABORTED_300,
+                FIG6B_SHORT_ABORTED_300,
+                "Fig. 6b",
+            ));
+        }
+        _ => {
+            for (pattern, strategy, aborted) in TABLE2 {
+                if name.strip_prefix("fig11-table2-") == Some(pattern) {
+                    for (m, v) in [5.0, 15.0, 50.0].into_iter().zip(aborted) {
+                        out.push(value(
+                            Metric::AbortedPct,
+                            strategy,
+                            None,
+                            Some(m),
+                            *v,
+                            *v,
+                            "Table 2",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {
@@ -287,5 +407,33 @@ mod tests {
         assert!(stable.aborted_pct > resp.aborted_pct);
         assert!(stable.aborted_pct >= hybrid.aborted_pct);
         assert!(pred.completed_sessions_per_s > resp.completed_sessions_per_s);
+    }
+
+    #[test]
+    fn paper_values_belong_to_embedded_scenarios_and_their_series() {
+        let all = scenarios().unwrap();
+        let mut drawn = 0;
+        for s in &all {
+            for v in paper_values(&s.name) {
+                drawn += 1;
+                assert!(
+                    s.strategies.iter().any(|st| st.name() == v.strategy),
+                    "{}: no strategy {}",
+                    s.name,
+                    v.strategy
+                );
+                if let Some(m) = v.session_length_mean {
+                    assert!(s.session_length_means.contains(&m), "{}: m = {m}", s.name);
+                }
+                assert!(v.low <= v.high);
+            }
+        }
+        // Fig. 3b, three of Fig. 4a, five of Figs. 6b and 7a, 24 of Table 2.
+        assert_eq!(drawn, 1 + 3 + 5 + 24);
+        let busy = paper_values("fig11-table2-busy-day");
+        assert!(busy
+            .iter()
+            .any(|v| v.strategy == "stable" && v.at == Some(5.0) && v.low == 27.1));
+        assert!(paper_values("fig2a").is_empty());
     }
 }
