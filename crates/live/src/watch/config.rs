@@ -11,6 +11,7 @@
 //! network_loss = "none"           # none | 0.03 | retransmissions
 //! undamped = false
 //! max_connections = 100000        # connection table cap
+//! learn = false                   # true: learn the clients' SYN schedules and give-ups
 //! metrics_listen = "127.0.0.1:9466"
 //! log = "/var/log/vantage/watch.log"      # optional: start, reloads, warnings (appended)
 //! jsonl = "/var/lib/vantage/watch.jsonl"  # optional: one object per interval (appended)
@@ -53,6 +54,7 @@ struct RawFile {
     network_loss: Option<toml::Value>,
     undamped: Option<bool>,
     max_connections: Option<f64>,
+    learn: Option<bool>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
     jsonl: Option<PathBuf>,
@@ -96,6 +98,9 @@ pub struct WatchConfig {
     /// The model's frustration timeout (`frustration_timeout`).
     pub frustration_timeout: Nanos,
     pub max_connections: usize,
+    /// Learn the clients' SYN schedules and give-up times from the capture
+    /// and give them to the model (`vantage_core::certes::learn`).
+    pub learn: bool,
     pub classes: Option<Classes>,
     pub ring: RingConfig,
     pub metrics_listen: Option<SocketAddr>,
@@ -296,6 +301,7 @@ impl WatchConfig {
             model,
             frustration_timeout,
             max_connections,
+            learn: raw.learn.unwrap_or(false),
             classes,
             ring,
             metrics_listen,
@@ -316,12 +322,17 @@ impl WatchConfig {
     pub fn describe(&self) -> String {
         let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
         format!(
-            "{}: listeners {}, interface {}, interval {:.3} s, profile {}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}",
+            "{}: listeners {}, interface {}, interval {:.3} s, profile {}{}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}",
             self.origin,
             listeners.join(", "),
             self.interface.as_deref().unwrap_or("all"),
             self.model.interval.as_secs_f64(),
             self.model.clients.name,
+            if self.learn {
+                " (clients learned once seen)"
+            } else {
+                ""
+            },
             self.frustration_timeout.as_secs_f64(),
             self.ring.block_count,
             self.ring.block_size,
@@ -349,6 +360,7 @@ profile = "mix-2026"
 frustration_timeout = 21
 network_loss = 0.01
 max_connections = 5000
+learn = true
 metrics_listen = "127.0.0.1:9466"
 log = "watch.log"
 jsonl = "watch.jsonl"
@@ -365,6 +377,12 @@ block_count = 4
         assert_eq!(config.model.network_loss, NetworkLoss::Fixed(0.01));
         assert_eq!(config.ring.bytes(), 4 * 65536);
         assert_eq!(config.classes.unwrap().max, 8);
+        assert!(config.learn);
+        assert!(
+            !WatchConfig::from_toml("listeners = [\":80\"]", "w.toml")
+                .unwrap()
+                .learn
+        );
     }
 
     #[test]
