@@ -39,9 +39,6 @@ const POLL: Duration = Duration::from_millis(100);
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// Kernel readings kept for intervals not yet closed.
 const MAX_KERNEL_INTERVALS: usize = 4096;
-/// With `learn`: how often (of the capture's clock) each class's clients
-/// are learned again from everything its learner was fed.
-pub const RELEARN_EVERY: Nanos = Nanos::from_secs(10);
 /// With `learn`: intervals' counters kept, over all classes, to run a new
 /// model over before it takes over (see [`ClassModel`]).
 pub const MAX_REPLAY_COUNTERS: usize = 262_144;
@@ -297,7 +294,8 @@ pub struct Models {
     next: usize,
     /// Intervals each class keeps to replay.
     depth: usize,
-    /// Intervals between relearns.
+    /// Intervals between relearns (`learn_every`); each relearn starts
+    /// from everything the class's learner was fed.
     every: usize,
     classes: BTreeMap<String, ClassModel>,
 }
@@ -343,7 +341,7 @@ impl Models {
             learn: config.learn,
             next: 0,
             depth,
-            every: (RELEARN_EVERY.0.div_ceil(interval.0) as usize).max(1),
+            every: (config.learn_every.0.div_ceil(interval.0) as usize).max(1),
             classes: BTreeMap::new(),
         }
     }

@@ -12,6 +12,7 @@
 //! undamped = false
 //! max_connections = 100000        # connection table cap
 //! learn = false                   # true: learn the clients' SYN schedules and give-ups
+//! learn_every = "10s"             # with learn: how often they are learned again
 //! metrics_listen = "127.0.0.1:9466"
 //! log = "/var/log/vantage/watch.log"      # optional: start, reloads, warnings (appended)
 //! jsonl = "/var/lib/vantage/watch.jsonl"  # optional: one object per interval (appended)
@@ -55,6 +56,7 @@ struct RawFile {
     undamped: Option<bool>,
     max_connections: Option<f64>,
     learn: Option<bool>,
+    learn_every: Option<toml::Value>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
     jsonl: Option<PathBuf>,
@@ -101,6 +103,9 @@ pub struct WatchConfig {
     /// Learn the clients' SYN schedules and give-up times from the capture
     /// and give them to the model (`vantage_core::certes::learn`).
     pub learn: bool,
+    /// With `learn`: how often (of the capture's clock) each class's
+    /// clients are learned again, at least one interval.
+    pub learn_every: Nanos,
     pub classes: Option<Classes>,
     pub ring: RingConfig,
     pub metrics_listen: Option<SocketAddr>,
@@ -253,6 +258,16 @@ impl WatchConfig {
         model.damping = !raw.undamped.unwrap_or(false);
         // The model's own checks (interval below the first SYN timeout, …).
         Certes::new(model.clone()).map_err(|e| c.fail("interval", e.to_string()))?;
+        let learn_every = duration(&c, "learn_every", &raw.learn_every, Nanos::from_secs(10))?;
+        if learn_every < interval {
+            return Err(c.fail(
+                "learn_every",
+                format!(
+                    "must be at least the interval ({} s)",
+                    interval.as_secs_f64()
+                ),
+            ));
+        }
         let max_connections = match raw.max_connections {
             Some(v) => c.whole("max_connections", v, 1.0, MAX_CONNECTIONS as f64)? as usize,
             None => 100_000,
@@ -302,6 +317,7 @@ impl WatchConfig {
             frustration_timeout,
             max_connections,
             learn: raw.learn.unwrap_or(false),
+            learn_every,
             classes,
             ring,
             metrics_listen,
@@ -393,6 +409,10 @@ block_count = 4
             ("listeners = [\":80\"]\ninterval = \"5s\"", "interval"),
             ("listeners = [\":80\"]\nprofile = \"bsd\"", "profile"),
             ("listeners = [\":80\"]\nnetwork_loss = 2.0", "network_loss"),
+            (
+                "listeners = [\":80\"]\nlearn_every = \"100ms\"",
+                "learn_every",
+            ),
             ("listeners = [\":80\"]\n[ring]\nblock_size = 5000", "ring"),
             (
                 "listeners = [\":80\"]\n[classes]\nby = \"ports\"",
