@@ -7,6 +7,7 @@
 # Usage, from the repository root, as root (two network namespaces):
 #   bash bench/watch/run.sh
 #   RATE=5000 SECONDS_PER_RUN=10 LEARN=true bash bench/watch/run.sh
+#   PERF=1 bash bench/watch/run.sh          # and where the daemon's time goes
 #
 # Topology: namespace "server" (nginx, one worker, and the daemon on the
 # veth end) and namespace "client" (h2load, one new HTTP/1.1 connection
@@ -55,6 +56,7 @@ ip netns exec "$srv" sysctl -qw net.core.somaxconn=8192 net.ipv4.tcp_max_syn_bac
 ip netns exec "$cli" sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1
 
 mkdir -p "$work/www"
+chmod 755 "$work" "$work/www"   # nginx workers run as nobody
 head -c 10240 /dev/zero | tr '\0' 'x' > "$work/www/r"
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
@@ -89,9 +91,9 @@ per_period=$((rate / 10))
 # One h2load run: its summary lines and the achieved connection rate.
 load() {
   local out=$1
-  ulimit -n 200000
+  ulimit -n "$(ulimit -Hn)"
   timeout $((seconds + 30)) ip netns exec "$cli" h2load --h1 -n "$total" -c "$total" \
-    -r "$per_period" --rate-period 0.1 http://10.77.0.1/r > "$out" 2>&1 || true
+    -r "$per_period" --rate-period 100ms http://10.77.0.1/r > "$out" 2>&1 || true
   local finished succeeded
   finished=$(sed -n 's/^finished in \([0-9.]*\)s,.*/\1/p' "$out")
   succeeded=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' "$out")
@@ -111,9 +113,20 @@ daemon=$!
 for _ in $(seq 100); do [ -e "$work/ready" ] && break; sleep 0.1; done
 [ -e "$work/ready" ] || { cat "$work/watch.log" >&2; echo "the daemon did not start" >&2; exit 1; }
 sleep 1
+if [ -n "${PERF:-}" ]; then
+  perf record -F 999 -g -p "$daemon" -o "$work/perf.data" -- sleep "$seconds" \
+    >/dev/null 2>&1 & perf_pid=$!
+fi
 t0=$(ticks "$daemon"); w0=$(date +%s.%N)
 read -r ok_with secs_with < <(load "$work/h2load-with.txt")
 t1=$(ticks "$daemon"); w1=$(date +%s.%N)
+if [ -n "${PERF:-}" ]; then
+  wait "$perf_pid" || true
+  perf report -i "$work/perf.data" --stdio --no-children --percent-limit 2 \
+    --sort symbol -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 > "$work/perf.txt" || true
+  echo "daemon profile (perf, self time, symbols above 2 %):"
+  cat "$work/perf.txt"
+fi
 grep -E '^(finished|requests|time for connect)' "$work/h2load-with.txt" | sed 's/^/  with:    /'
 # Let the last intervals close (the table lingers 2 s after a close).
 sleep 4

@@ -440,36 +440,38 @@ impl CaptureStream {
                 }
             }
         }
+        let server = handshake.server;
         let selected = match &self.server {
-            Some(filter) => filter.matches(&handshake.server),
-            None if !self.named.is_empty() => {
-                self.named.iter().any(|f| f.matches(&handshake.server))
-            }
-            None => self.listeners.contains(&handshake.server),
+            Some(filter) => filter.matches(&server),
+            None if !self.named.is_empty() => self.named.iter().any(|f| f.matches(&server)),
+            None => self.listeners.contains(&server),
         };
-        let mut observation = handshake.observation();
-        if let Some(by) = self.by {
-            let mut class = by.class_of(&handshake);
+        let class = self.by.map(|by| {
+            let class = by.class_of(&handshake);
             if self
                 .max_classes
                 .is_some_and(|cap| self.classes.len() >= cap && !self.classes.contains_key(&class))
             {
-                class = OTHER_CLASS.to_string();
+                OTHER_CLASS.to_string()
+            } else {
+                class
             }
-            observation.class = Some(class);
-        }
+        });
         if selected {
             if let Some(learning) = &mut self.learning {
-                let class = observation.class.clone().unwrap_or_default();
                 match handshake.learner_attempt() {
                     Some((syns, outcome)) => learning
                         .classes
-                        .entry(class)
+                        .entry(class.clone().unwrap_or_default())
                         .or_insert_with(|| learning.fresh.clone())
                         .observe(syns, outcome),
                     None => learning.refused += 1,
                 }
             }
+        }
+        let mut observation = handshake.into_observation();
+        observation.class = class;
+        if selected {
             self.add(observation)?;
         } else if any_listener {
             if self.unconfirmed_len < MAX_UNCONFIRMED_CONNECTIONS {
@@ -477,14 +479,14 @@ impl CaptureStream {
                     *self.unconfirmed_first_syns.entry(*first).or_default() += 1;
                 }
                 self.unconfirmed
-                    .entry(handshake.server)
+                    .entry(server)
                     .or_default()
                     .push(observation);
                 self.unconfirmed_len += 1;
-            } else if let Some(n) = self.not_kept.get_mut(&handshake.server) {
+            } else if let Some(n) = self.not_kept.get_mut(&server) {
                 *n += 1;
             } else if self.not_kept.len() < MAX_UNCONFIRMED_RESPONDERS {
-                self.not_kept.insert(handshake.server, 1);
+                self.not_kept.insert(server, 1);
             }
         }
         Ok(())

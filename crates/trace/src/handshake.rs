@@ -392,6 +392,22 @@ impl Handshake {
         })
     }
 
+    /// [`observation`](Self::observation) without copying the SYN times.
+    pub fn into_observation(self) -> ConnectionObservation {
+        let failure = self.failure();
+        ConnectionObservation {
+            syn_arrivals: self.syns,
+            answered: self.answered,
+            refused: self.refused,
+            end: self.end,
+            rtt: self.rtt,
+            segments_sent: self.data_segments,
+            segments_retransmitted: self.data_retransmissions,
+            class: None,
+            failure,
+        }
+    }
+
     /// The connection as the Certes model's input (no class).
     pub fn observation(&self) -> ConnectionObservation {
         ConnectionObservation {

@@ -541,8 +541,8 @@ impl WatchMetrics {
         }
     }
 
-    pub fn count_packet(&self) {
-        self.packets.inc();
+    pub fn count_packets(&self, packets: u64) {
+        self.packets.inc_by(packets);
     }
 
     /// What the ring's kernel counts grew by since the last call.
