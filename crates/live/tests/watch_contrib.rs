@@ -60,6 +60,8 @@ fn the_dashboard_queries_the_daemons_metrics() {
         "vantage_certes_gave_up_estimated_total",
         "vantage_certes_syns_dropped_total",
         "vantage_certes_ring_drops_total",
+        "vantage_certes_learned_profile_share",
+        "vantage_certes_learned_give_up_share",
     ] {
         assert!(exprs.iter().any(|e| e.contains(name)), "{name}");
         assert!(metrics.contains(name), "{name} is not exported");

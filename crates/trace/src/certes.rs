@@ -31,6 +31,7 @@ use std::path::Path;
 use vantage_core::certes::input::{
     check_class_intervals, CaptureNotes, ClassInput, EstimateInput, TooManyClassIntervals,
 };
+use vantage_core::certes::learn::SynLearner;
 use vantage_core::certes::observed::{
     ConnectionObservation, ExactConfig, ExactFigures, IntervalGrid, ObservedError, MAX_INTERVALS,
 };
@@ -169,6 +170,16 @@ pub struct CaptureStream {
     /// Several listeners named (live source): a connection to any is
     /// selected.
     named: Vec<ServerFilter>,
+    /// Learning the clients ([`learn_clients`](Self::learn_clients)).
+    learning: Option<Learning>,
+}
+
+/// Per class, a learner fed each selected connection's SYNs and outcome.
+struct Learning {
+    fresh: SynLearner,
+    classes: BTreeMap<String, SynLearner>,
+    /// Connections the server refused (RST): neither accepted nor given up.
+    refused: u64,
 }
 
 /// The class of a live stream's connections beyond its class cap
@@ -273,6 +284,7 @@ impl CaptureStream {
             held_at_most: 0,
             max_classes: None,
             named: Vec::new(),
+            learning: None,
         })
     }
 
@@ -349,6 +361,31 @@ impl CaptureStream {
         self.max_classes = Some(cap.max(1));
     }
 
+    /// From now on, every selected connection's SYN arrivals and outcome
+    /// (accepted, or given up: [`Handshake::learner_attempt`]) feed a copy
+    /// of `fresh` per class, as the simulator feeds it its server's SYNs.
+    /// Without a listener named, connections finished before their
+    /// responder was seen answering are not learned from.
+    pub fn learn_clients(&mut self, fresh: SynLearner) {
+        self.learning = Some(Learning {
+            fresh,
+            classes: BTreeMap::new(),
+            refused: 0,
+        });
+    }
+
+    /// Per class, the learner's state (none unless
+    /// [`learn_clients`](Self::learn_clients)).
+    pub fn learners(&self) -> impl Iterator<Item = (&String, &SynLearner)> {
+        self.learning.iter().flat_map(|l| l.classes.iter())
+    }
+
+    /// Selected connections not given to a learner: the server refused
+    /// them.
+    pub fn refused_not_learned(&self) -> u64 {
+        self.learning.as_ref().map_or(0, |l| l.refused)
+    }
+
     /// A live stream never ends: its intervals are handed over and
     /// forgotten, so the caps on a whole run's span do not apply.
     fn is_live(&self) -> bool {
@@ -403,24 +440,37 @@ impl CaptureStream {
                 }
             }
         }
+        let server = handshake.server;
         let selected = match &self.server {
-            Some(filter) => filter.matches(&handshake.server),
-            None if !self.named.is_empty() => {
-                self.named.iter().any(|f| f.matches(&handshake.server))
-            }
-            None => self.listeners.contains(&handshake.server),
+            Some(filter) => filter.matches(&server),
+            None if !self.named.is_empty() => self.named.iter().any(|f| f.matches(&server)),
+            None => self.listeners.contains(&server),
         };
-        let mut observation = handshake.observation();
-        if let Some(by) = self.by {
-            let mut class = by.class_of(&handshake);
+        let class = self.by.map(|by| {
+            let class = by.class_of(&handshake);
             if self
                 .max_classes
                 .is_some_and(|cap| self.classes.len() >= cap && !self.classes.contains_key(&class))
             {
-                class = OTHER_CLASS.to_string();
+                OTHER_CLASS.to_string()
+            } else {
+                class
             }
-            observation.class = Some(class);
+        });
+        if selected {
+            if let Some(learning) = &mut self.learning {
+                match handshake.learner_attempt() {
+                    Some((syns, outcome)) => learning
+                        .classes
+                        .entry(class.clone().unwrap_or_default())
+                        .or_insert_with(|| learning.fresh.clone())
+                        .observe(syns, outcome),
+                    None => learning.refused += 1,
+                }
+            }
         }
+        let mut observation = handshake.into_observation();
+        observation.class = class;
         if selected {
             self.add(observation)?;
         } else if any_listener {
@@ -429,14 +479,14 @@ impl CaptureStream {
                     *self.unconfirmed_first_syns.entry(*first).or_default() += 1;
                 }
                 self.unconfirmed
-                    .entry(handshake.server)
+                    .entry(server)
                     .or_default()
                     .push(observation);
                 self.unconfirmed_len += 1;
-            } else if let Some(n) = self.not_kept.get_mut(&handshake.server) {
+            } else if let Some(n) = self.not_kept.get_mut(&server) {
                 *n += 1;
             } else if self.not_kept.len() < MAX_UNCONFIRMED_RESPONDERS {
-                self.not_kept.insert(handshake.server, 1);
+                self.not_kept.insert(server, 1);
             }
         }
         Ok(())
@@ -913,6 +963,131 @@ mod tests {
         // An earlier clock changes nothing.
         live.advance_clock(Nanos(ORIGIN_NS)).unwrap();
         assert!(live.take_closed().unwrap().is_empty());
+    }
+
+    /// Clients of known schedules — three Linux 3.7 (SYNs at 0, 1, 3, 7,
+    /// 15 s) for each Windows 9x (0, 3, 9, 21 s) — whose SYNs the server
+    /// drops: accepted on their second, third or fourth SYN, or giving up
+    /// after their fourth. Pushed as packets into a live stream learning
+    /// its clients, the shares come back from the SYN gaps.
+    #[test]
+    fn a_live_stream_learns_its_clients_schedules() {
+        let server = ("10.0.0.2", 80);
+        let linux = [0u64, 1_000, 3_000, 7_000];
+        let windows = [0u64, 3_000, 9_000, 21_000];
+        let mut records = Vec::new();
+        for i in 0..400u64 {
+            let client = (
+                if i % 2 == 0 { "10.1.0.1" } else { "10.1.0.3" },
+                1000 + i as u16,
+            );
+            let isn = 9000 + i as u32;
+            let start = ORIGIN_NS + i * 250_000_000;
+            let points = if i % 4 == 3 { &windows } else { &linux };
+            // Accepted on SYN 2, 3 or 4; every fourth attempt of each kind
+            // is abandoned after its fourth SYN.
+            let (syns, answered) = match (i / 4) % 4 {
+                0 => (2, true),
+                1 => (3, true),
+                2 => (4, true),
+                _ => (4, false),
+            };
+            let syn = Tcp::new(client, server, isn, 0, SYN).options(syn_options(1460, 7, 1));
+            for ms in &points[..syns] {
+                records.push(Record::new(start + ms * 1_000_000, syn.ethernet()));
+            }
+            if answered {
+                let t = start + points[syns - 1] * 1_000_000;
+                for (dt, tcp) in [
+                    (
+                        100_000,
+                        Tcp::new(server, client, 5000, isn + 1, SYN | ACK)
+                            .options(syn_options(1460, 7, 1)),
+                    ),
+                    (200_000, Tcp::new(client, server, isn + 1, 5001, ACK)),
+                    (
+                        300_000,
+                        Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
+                    ),
+                    (400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
+                    (500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
+                ] {
+                    records.push(Record::new(t + dt, tcp.ethernet()));
+                }
+            }
+        }
+        records.sort_by_key(|r| r.timestamp_ns);
+        let last = records.last().map_or(0, |r| r.timestamp_ns);
+        let pcap = Pcap {
+            nanosecond: true,
+            ..Pcap::ethernet()
+        };
+        let mut source =
+            TraceReader::from_reader("synthetic", std::io::Cursor::new(pcap.file(&records)))
+                .unwrap();
+        let mut live = CaptureStream::live(
+            "synthetic".into(),
+            &[":80".parse().unwrap()],
+            Some(ClassBy::Listener),
+            &model(),
+            10_000,
+        )
+        .unwrap();
+        live.learn_clients(SynLearner::with_builtin_profiles().unwrap());
+        while let Some(packet) = source.next_packet().unwrap() {
+            live.push_packet(&packet).unwrap();
+        }
+        // Past the connection table's idle timeout: the abandoned attempts
+        // finish too.
+        live.advance_clock(Nanos(last + 400_000_000_000)).unwrap();
+        let learners: Vec<_> = live.learners().collect();
+        assert_eq!(learners.len(), 1, "one class: the listener");
+        let (class, learner) = learners[0];
+        assert_eq!(learner.counts().attempts, 400);
+        assert_eq!(learner.counts().classified, 400);
+        let learned = learner
+            .learn(vantage_core::certes::learn::GiveUpPlacement::Midpoint)
+            .unwrap();
+        let share = |first_gap_s: u64| -> f64 {
+            learned
+                .clients
+                .entries()
+                .iter()
+                .filter(|(p, _)| p.send_offset(1) == Nanos::from_secs(first_gap_s))
+                .map(|(_, w)| w)
+                .sum()
+        };
+        let shares: Vec<String> = learned
+            .clients
+            .entries()
+            .iter()
+            .map(|(p, w)| format!("{} {w:.3}", p.name))
+            .collect();
+        eprintln!("learned shares of {class}: {}", shares.join(", "));
+        assert!((share(1) - 0.75).abs() < 0.02, "{learned:?}");
+        assert!((share(3) - 0.25).abs() < 0.02, "{learned:?}");
+        assert!(learned
+            .clients
+            .entries()
+            .iter()
+            .any(|(p, w)| p.name == "linux-3.7" && (w - 0.75).abs() < 0.02));
+        // Nobody gave up before the fourth SYN; those who did, after it:
+        // Linux in (7, 15] s, Windows in (21, 45] s (the cells are the
+        // innermost intervals of both schedules' points).
+        let mass = |after: u64, by: u64| -> f64 {
+            learned
+                .give_ups
+                .iter()
+                .filter(|c| {
+                    c.after >= Nanos::from_secs(after)
+                        && c.by.is_some_and(|b| b <= Nanos::from_secs(by))
+                })
+                .map(|c| c.weight)
+                .sum()
+        };
+        assert!(mass(0, 7) < 1e-6, "{learned:?}");
+        assert!(mass(7, 15) > 0.1, "{learned:?}");
+        assert!(mass(21, 45) > 0.05, "{learned:?}");
     }
 
     /// Several listeners named: a connection to any of them counts, and

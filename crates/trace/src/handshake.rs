@@ -57,6 +57,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 use vantage_core::certes::input::observe_class;
+use vantage_core::certes::learn::AttemptOutcome;
 use vantage_core::certes::observed::{
     compare, estimate_intervals, Comparison, ConnectionObservation, ExactConfig, ExactFigures,
     Failure, IntervalGrid, ObservedCounters, ObservedError,
@@ -371,6 +372,40 @@ impl Handshake {
     /// Retransmitted SYNs before the answered one.
     pub fn retries(&self) -> Option<usize> {
         self.answered
+    }
+
+    /// The connection as the client learner's input
+    /// (`vantage_core::certes::learn::SynLearner::observe`): the SYNs that
+    /// reached the server through the one it answered, and whether one was
+    /// answered. A connection the server refused (RST) is no attempt that
+    /// ended by acceptance or by the client giving up: `None`.
+    pub fn learner_attempt(&self) -> Option<(&[Nanos], AttemptOutcome)> {
+        if self.refused || self.syns.is_empty() {
+            return None;
+        }
+        Some(match self.answered {
+            Some(i) => (
+                &self.syns[..=i.min(self.syns.len() - 1)],
+                AttemptOutcome::Accepted,
+            ),
+            None => (&self.syns[..], AttemptOutcome::Abandoned),
+        })
+    }
+
+    /// [`observation`](Self::observation) without copying the SYN times.
+    pub fn into_observation(self) -> ConnectionObservation {
+        let failure = self.failure();
+        ConnectionObservation {
+            syn_arrivals: self.syns,
+            answered: self.answered,
+            refused: self.refused,
+            end: self.end,
+            rtt: self.rtt,
+            segments_sent: self.data_segments,
+            segments_retransmitted: self.data_retransmissions,
+            class: None,
+            failure,
+        }
     }
 
     /// The connection as the Certes model's input (no class).

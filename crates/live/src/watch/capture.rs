@@ -10,7 +10,7 @@
 //! block not yet handed over for up to the block timeout; a clock ahead of
 //! it would close its interval before it came).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -18,9 +18,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use vantage_core::certes::input::EMPTY_INTERVAL;
+use vantage_core::certes::learn::{GiveUpPlacement, LearnedClients, SynLearner};
 use vantage_core::certes::observed::ExactInterval;
 use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
 use vantage_core::certes::Certes;
+use vantage_core::certes::{CertesConfig, IntervalCounters};
 use vantage_core::Nanos;
 use vantage_sys::packet_ring::PacketRing;
 use vantage_sys::proc_net::{self, LISTEN_DROPS, LISTEN_OVERFLOWS, PASSIVE_OPENS};
@@ -33,10 +35,18 @@ use super::{Outputs, WatchError};
 
 /// Longest wait for a packet before the clock moves on.
 const POLL: Duration = Duration::from_millis(100);
+/// Most packets taken from the ring between looks at the clock, the
+/// kernel counters and the closed intervals.
+const BATCH: u64 = 256;
 /// How often the ring's statistics, the notes and the gauges are read.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// Kernel readings kept for intervals not yet closed.
 const MAX_KERNEL_INTERVALS: usize = 4096;
+/// With `learn`: intervals' counters kept, over all classes, to run a new
+/// model over before it takes over (see [`ClassModel`]).
+pub const MAX_REPLAY_COUNTERS: usize = 262_144;
+/// With `learn`: most intervals one class keeps.
+pub const MAX_REPLAY_INTERVALS: usize = 2048;
 
 /// How far the clock stays behind the wall clock with no packet.
 pub fn clock_lag(block_timeout_ms: u32) -> Nanos {
@@ -151,16 +161,14 @@ impl Pipeline {
         if let Some(classes) = config.classes {
             stream.set_class_cap(classes.max);
         }
+        if config.learn {
+            stream.learn_clients(SynLearner::with_builtin_profiles().map_err(WatchError::Learn)?);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let state = CaptureState {
             ring,
             stream,
-            run: RunningEstimate::new(
-                &fresh,
-                config.frustration_timeout,
-                config.classes.is_some(),
-                0.0,
-            ),
+            models: Models::new(config, fresh),
             interval: config.model.interval,
             lag: clock_lag(config.ring.block_timeout_ms),
             metrics,
@@ -209,10 +217,271 @@ impl Drop for Pipeline {
     }
 }
 
+/// What a class's learner estimated, as the JSON Lines carry it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LearnedRecord {
+    /// Share of each built-in profile in the learned mixture (profiles
+    /// with the same schedule share their group's weight evenly).
+    pub profiles: BTreeMap<String, f64>,
+    /// The learned give-up distribution, cell by cell: clients who gave
+    /// up after `after_s` and no later than `by_s` (`null`: not before
+    /// their last SYN).
+    pub give_ups: Vec<GiveUpRecord>,
+    pub never_gives_up: f64,
+    /// Attempts the learner was fed, and how they were used.
+    pub attempts: u64,
+    pub classified: u64,
+    pub classified_with_missing_syns: u64,
+    /// One SYN: says nothing about the schedule.
+    pub single_syn: u64,
+    /// Fit no known schedule, or malformed.
+    pub unclassified: u64,
+    /// Beyond the learner's class cap, or only explained by schedules
+    /// learned below 1 %.
+    pub not_kept: u64,
+}
+
+/// One learned give-up cell.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GiveUpRecord {
+    pub after_s: f64,
+    pub by_s: Option<f64>,
+    pub share: f64,
+}
+
+impl LearnedRecord {
+    pub fn new(learned: &LearnedClients) -> LearnedRecord {
+        let mut profiles = BTreeMap::new();
+        for (profile, weight) in learned.clients.entries() {
+            *profiles.entry(profile.name.clone()).or_insert(0.0) += weight;
+        }
+        let c = &learned.counts;
+        LearnedRecord {
+            profiles,
+            give_ups: learned
+                .give_ups
+                .iter()
+                .map(|cell| GiveUpRecord {
+                    after_s: cell.after.as_secs_f64(),
+                    by_s: cell.by.map(|b| b.as_secs_f64()),
+                    share: cell.weight,
+                })
+                .collect(),
+            never_gives_up: learned.never_gives_up,
+            attempts: c.attempts,
+            classified: c.classified,
+            classified_with_missing_syns: c.classified_with_missing_syns,
+            single_syn: c.single_syn_accepted + c.single_syn_abandoned,
+            unclassified: c.unclassified + c.malformed,
+            not_kept: c.over_class_cap + learned.explained_by_dropped_schedules,
+        }
+    }
+}
+
+/// Per class, the model its rows come from: the configured one or, with
+/// `learn`, the configured one given the clients learned so far
+/// (`LearnedClients::configure`, the schedule mixture and give-up times,
+/// each cell's give-ups at its midpoint — as the simulator study runs
+/// it). A newly learned model takes over only after it has run over the
+/// class's latest intervals (kept for the longest connection time of the
+/// built-in profiles, within [`MAX_REPLAY_COUNTERS`]), so that the
+/// retries it expects from earlier drops are in it; each relearn starts
+/// from every attempt fed since the capture started.
+pub struct Models {
+    configured: Certes,
+    frustration_timeout: Nanos,
+    classed: bool,
+    interval: Nanos,
+    learn: bool,
+    /// Intervals given so far.
+    next: usize,
+    /// Intervals each class keeps to replay.
+    depth: usize,
+    /// Intervals between relearns (`learn_every`); each relearn starts
+    /// from everything the class's learner was fed.
+    every: usize,
+    classes: BTreeMap<String, ClassModel>,
+}
+
+struct ClassModel {
+    run: RunningEstimate,
+    history: VecDeque<IntervalCounters>,
+    learned: Option<LearnedRecord>,
+    /// The learner's attempts when last learned.
+    attempts_learned: u64,
+    /// The last reason the learned model was not used (logged on change).
+    refusal: Option<String>,
+}
+
+/// What [`Models::interval`] hands over per class.
+pub struct ClassRow<'a> {
+    pub class: &'a str,
+    pub row: vantage_core::certes::summary::IntervalRow,
+    pub estimate: &'a vantage_core::certes::Estimate,
+    /// `Some`: the row's model uses these learned clients.
+    pub learned: Option<&'a LearnedRecord>,
+}
+
+impl Models {
+    pub fn new(config: &WatchConfig, configured: Certes) -> Models {
+        let interval = configured.config().interval;
+        let longest = vantage_core::tcp::syn_schedule::BUILTIN_PROFILES
+            .iter()
+            .filter_map(|name| vantage_core::tcp::SynProfile::builtin(name).ok())
+            .map(|p| p.give_up)
+            .chain([config.frustration_timeout])
+            .max()
+            .unwrap_or(config.frustration_timeout);
+        let classes = config.classes.map_or(1, |c| c.max + 1);
+        let depth = (longest.0.div_ceil(interval.0) as usize + 1)
+            .min(MAX_REPLAY_INTERVALS)
+            .min((MAX_REPLAY_COUNTERS / classes).max(1));
+        Models {
+            configured,
+            frustration_timeout: config.frustration_timeout,
+            classed: config.classes.is_some(),
+            interval,
+            learn: config.learn,
+            next: 0,
+            depth,
+            every: (config.learn_every.0.div_ceil(interval.0) as usize).max(1),
+            classes: BTreeMap::new(),
+        }
+    }
+
+    fn running(&self, certes: &Certes, first: usize) -> RunningEstimate {
+        RunningEstimate::new(
+            certes,
+            self.frustration_timeout,
+            self.classed,
+            first as f64 * self.interval.as_secs_f64(),
+        )
+    }
+
+    /// The next interval of every class given, in order.
+    pub fn interval<E>(
+        &mut self,
+        given: &[ClassInterval<'_>],
+        mut each: impl FnMut(ClassRow<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let i = self.next;
+        self.next += 1;
+        for one in given {
+            if !self.classes.contains_key(one.class) {
+                let run = self.running(&self.configured, i);
+                self.classes.insert(
+                    one.class.to_string(),
+                    ClassModel {
+                        run,
+                        history: VecDeque::new(),
+                        learned: None,
+                        attempts_learned: 0,
+                        refusal: None,
+                    },
+                );
+            }
+            let Some(model) = self.classes.get_mut(one.class) else {
+                continue;
+            };
+            if self.learn {
+                if model.history.len() == self.depth {
+                    model.history.pop_front();
+                }
+                model.history.push_back(one.counters.clone());
+            }
+            let learned = model.learned.as_ref();
+            model
+                .run
+                .interval_with_estimates(std::slice::from_ref(one), |row, estimate| {
+                    each(ClassRow {
+                        class: one.class,
+                        row,
+                        estimate,
+                        learned,
+                    })
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Whether the clients are learned again after this interval.
+    pub fn relearn_due(&self) -> bool {
+        self.learn && self.next.is_multiple_of(self.every)
+    }
+
+    /// Learns each class's clients again (from its learner, when fed since
+    /// the last time) and puts the model with them in place; what was
+    /// learned goes to `learned`, a failure to `log` (once per reason).
+    pub fn relearn<'a>(
+        &mut self,
+        learners: impl Iterator<Item = (&'a String, &'a SynLearner)>,
+        mut learned_to: impl FnMut(&str, &LearnedRecord),
+        mut log: impl FnMut(String),
+    ) {
+        for (class, learner) in learners {
+            let Some(model) = self.classes.get_mut(class.as_str()) else {
+                continue;
+            };
+            let attempts = learner.counts().attempts;
+            if attempts == model.attempts_learned {
+                continue;
+            }
+            model.attempts_learned = attempts;
+            let outcome = learner
+                .learn(GiveUpPlacement::Midpoint)
+                .map_err(|e| e.to_string())
+                .and_then(|learned| {
+                    let config: CertesConfig = learned.configure(self.configured.config());
+                    Certes::new(config)
+                        .map(|certes| (learned, certes))
+                        .map_err(|e| format!("the learned clients do not make a model: {e}"))
+                });
+            match outcome {
+                Ok((learned, certes)) => {
+                    let first = self.next - model.history.len();
+                    let mut run = RunningEstimate::new(
+                        &certes,
+                        self.frustration_timeout,
+                        self.classed,
+                        first as f64 * self.interval.as_secs_f64(),
+                    );
+                    for counters in &model.history {
+                        let replay = [ClassInterval {
+                            class,
+                            counters,
+                            exact: None,
+                        }];
+                        let _ = run.interval(&replay, |_| Ok::<(), ()>(()));
+                    }
+                    model.run = run;
+                    let record = LearnedRecord::new(&learned);
+                    learned_to(class, &record);
+                    model.learned = Some(record);
+                    model.refusal = None;
+                }
+                Err(reason) => {
+                    if model.refusal.as_ref() != Some(&reason) {
+                        let kept = if model.learned.is_some() {
+                            "the model learned before goes on"
+                        } else {
+                            "the configured model goes on"
+                        };
+                        log(format!(
+                            "class {}: clients not learned ({reason}); {kept}",
+                            if class.is_empty() { "all" } else { class }
+                        ));
+                        model.refusal = Some(reason);
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct CaptureState {
     ring: PacketRing,
     stream: CaptureStream,
-    run: RunningEstimate,
+    models: Models,
     interval: Nanos,
     lag: Nanos,
     metrics: Arc<WatchMetrics>,
@@ -234,6 +503,11 @@ struct JsonLine<'a> {
     kernel: Option<KernelDelta>,
     /// The ring's drops since the daemon's capture started.
     ring_drops_total: u64,
+    /// `configured` or `learned`: the clients the row's model was given.
+    model: &'static str,
+    /// With `learn`, once learned: the clients the row's model was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    learned: Option<&'a LearnedRecord>,
 }
 
 impl CaptureState {
@@ -252,25 +526,29 @@ impl CaptureState {
             let now = wall_clock();
             let to_boundary = self.interval.0 - now.0 % self.interval.0;
             let wait = POLL.min(Duration::from_nanos(to_boundary) + Duration::from_millis(1));
-            let got = match self.ring.next(wait)? {
-                Some(p) => {
-                    let packet = Packet {
-                        timestamp: Nanos(p.timestamp_ns),
-                        link_type: LinkType::RAW,
-                        interface: 0,
-                        original_len: p.original_len,
-                        data: p.data,
-                        offset: 0,
-                    };
-                    self.stream.push_packet(&packet)?;
-                    true
-                }
-                None => false,
-            };
+            // A batch of packets between looks at the clock (reading it is
+            // a good part of a packet's cost).
+            let mut taken = 0u64;
+            while taken < BATCH {
+                let timeout = if taken == 0 { wait } else { Duration::ZERO };
+                let Some(p) = self.ring.next(timeout)? else {
+                    break;
+                };
+                let packet = Packet {
+                    timestamp: Nanos(p.timestamp_ns),
+                    link_type: LinkType::RAW,
+                    interface: 0,
+                    original_len: p.original_len,
+                    data: p.data,
+                    offset: 0,
+                };
+                self.stream.push_packet(&packet)?;
+                taken += 1;
+            }
             let now = wall_clock();
-            if got {
-                self.report.packets += 1;
-                self.metrics.count_packet();
+            if taken > 0 {
+                self.report.packets += taken;
+                self.metrics.count_packets(taken);
             } else {
                 self.stream
                     .advance_clock(Nanos(now.0.saturating_sub(self.lag.0)))?;
@@ -333,6 +611,7 @@ impl CaptureState {
             ("syns_after_answer", notes.syns_after_answer),
             ("rtt_missing", notes.rtt_missing),
             ("abandoned", notes.abandoned),
+            ("refused_not_learned", self.stream.refused_not_learned()),
         ]);
         self.metrics.set_failures(self.stream.class_figures());
         self.metrics
@@ -366,24 +645,170 @@ impl CaptureState {
         let metrics = &self.metrics;
         let outputs = &self.outputs;
         let mut lines = Vec::new();
-        let mut classes = closed.classes.iter();
-        self.run
-            .interval_with_estimates(&given, |row, estimate| {
-                let class = classes.next().map_or("", |(c, _)| c.as_str());
-                metrics.add_interval(class, &row, estimate);
+        self.models
+            .interval(&given, |one| {
+                metrics.add_interval(one.class, &one.row, one.estimate);
                 let line = JsonLine {
-                    row: &row,
+                    row: &one.row,
                     t_start_unix_s,
                     kernel,
                     ring_drops_total: ring_drops,
+                    model: if one.learned.is_some() {
+                        "learned"
+                    } else {
+                        "configured"
+                    },
+                    learned: one.learned,
                 };
                 lines.push(serde_json::to_vec(&line)?);
                 Ok::<(), serde_json::Error>(())
             })
             .map_err(WatchError::Json)?;
         Outputs::write_jsonl(outputs, &lines);
+        if self.models.relearn_due() {
+            let metrics = &self.metrics;
+            let outputs = &self.outputs;
+            self.models.relearn(
+                self.stream.learners(),
+                |class, record| metrics.set_learned(class, record),
+                |message| Outputs::log(outputs, &message),
+            );
+        }
         self.metrics.count_interval();
         self.report.intervals += 1;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_core::certes::learn::AttemptOutcome;
+
+    fn config(learn: bool) -> WatchConfig {
+        let text = format!(
+            "listeners = [\":80\"]\nprofile = \"windows-9x-nt\"\ninterval = \"250ms\"\nlearn = {learn}"
+        );
+        WatchConfig::from_toml(&text, "w.toml").unwrap()
+    }
+
+    fn models(learn: bool) -> Models {
+        let config = config(learn);
+        let fresh = Certes::new(config.model.clone()).unwrap();
+        Models::new(&config, fresh)
+    }
+
+    fn counters() -> IntervalCounters {
+        IntervalCounters {
+            dropped: 40,
+            accepted: 60,
+            completed: 60,
+            syn_to_end_sum: Nanos::from_millis(60 * 20),
+            rtt_sum: Nanos::from_millis(60),
+            ..IntervalCounters::default()
+        }
+    }
+
+    /// One interval of the one class: its mean and whether learned.
+    fn step(models: &mut Models) -> (Option<f64>, Option<LearnedRecord>) {
+        let c = counters();
+        let given = [ClassInterval {
+            class: "",
+            counters: &c,
+            exact: None,
+        }];
+        let mut out = None;
+        models
+            .interval(&given, |one| {
+                out = Some((one.row.estimate_mean_s, one.learned.cloned()));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        out.unwrap()
+    }
+
+    /// Linux 3.7 clients (SYNs at 0, 1, 3, 7 s), accepted on a retry or
+    /// giving up after their third SYN.
+    fn linux_learner() -> SynLearner {
+        let mut learner = SynLearner::with_builtin_profiles().unwrap();
+        let s = |ms: u64| Nanos::from_millis(ms);
+        for i in 0..300u64 {
+            let t = i * 10_000;
+            match i % 3 {
+                0 => learner.observe(&[s(t), s(t + 1000)], AttemptOutcome::Accepted),
+                1 => learner.observe(&[s(t), s(t + 1000), s(t + 3000)], AttemptOutcome::Accepted),
+                _ => learner.observe(&[s(t), s(t + 1000), s(t + 3000)], AttemptOutcome::Abandoned),
+            }
+        }
+        learner
+    }
+
+    /// With `learn`, the rows come from the configured model until the
+    /// clients are learned, then from the model given the learned ones
+    /// (run over the kept intervals first); without it, never.
+    #[test]
+    fn the_model_takes_the_learned_clients() {
+        let mut learning = models(true);
+        let mut configured = models(false);
+        assert_eq!(learning.every, 40, "10 s of 250 ms intervals");
+        for _ in 0..learning.every {
+            let (mean, learned) = step(&mut learning);
+            assert_eq!(mean, step(&mut configured).0);
+            assert!(learned.is_none());
+        }
+        assert!(learning.relearn_due());
+        assert!(!configured.relearn_due());
+        let learner = linux_learner();
+        let class = String::new();
+        let mut records = Vec::new();
+        let mut logged = Vec::new();
+        learning.relearn(
+            [(&class, &learner)].into_iter(),
+            |c, r| records.push((c.to_string(), r.clone())),
+            |m| logged.push(m),
+        );
+        assert!(logged.is_empty(), "{logged:?}");
+        assert_eq!(records.len(), 1);
+        let record = &records[0].1;
+        assert!(record.profiles["linux-3.7"] > 0.99, "{record:?}");
+        assert_eq!(record.attempts, 300);
+        assert_eq!(record.classified, 300);
+        let (mean, learned) = step(&mut learning);
+        assert_eq!(learned.as_ref(), Some(record));
+        let told = step(&mut configured).0;
+        assert_ne!(mean, told, "the learned model estimates otherwise");
+        // Fed nothing new: not learned again.
+        let mut again = 0;
+        learning.relearn([(&class, &learner)].into_iter(), |_, _| again += 1, |_| {});
+        assert_eq!(again, 0);
+        // A learner with nothing to learn from: logged once, model kept.
+        let mut empty = SynLearner::with_builtin_profiles().unwrap();
+        for i in 0..2 {
+            empty.observe(&[Nanos::from_secs(i)], AttemptOutcome::Accepted);
+            learning.relearn(
+                [(&class, &empty)].into_iter(),
+                |_, _| panic!("nothing learned"),
+                |m| logged.push(m),
+            );
+        }
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert!(logged[0].contains("learned before goes on"), "{logged:?}");
+        assert_eq!(step(&mut learning).1.as_ref(), Some(record));
+    }
+
+    /// The replay keeps at most the longest connection time of the
+    /// built-in profiles, and within the overall cap.
+    #[test]
+    fn replay_is_bounded() {
+        let mut m = models(true);
+        // Solaris 2.7's 180 s at 250 ms.
+        assert_eq!(m.depth, 721);
+        for _ in 0..800 {
+            step(&mut m);
+        }
+        assert_eq!(m.classes[""].history.len(), 721);
+        let mut told = models(false);
+        step(&mut told);
+        assert!(told.classes[""].history.is_empty(), "kept only to learn");
     }
 }

@@ -11,6 +11,8 @@
 //! network_loss = "none"           # none | 0.03 | retransmissions
 //! undamped = false
 //! max_connections = 100000        # connection table cap
+//! learn = false                   # true: learn the clients' SYN schedules and give-ups
+//! learn_every = "10s"             # with learn: how often they are learned again
 //! metrics_listen = "127.0.0.1:9466"
 //! log = "/var/log/vantage/watch.log"      # optional: start, reloads, warnings (appended)
 //! jsonl = "/var/lib/vantage/watch.jsonl"  # optional: one object per interval (appended)
@@ -53,6 +55,8 @@ struct RawFile {
     network_loss: Option<toml::Value>,
     undamped: Option<bool>,
     max_connections: Option<f64>,
+    learn: Option<bool>,
+    learn_every: Option<toml::Value>,
     metrics_listen: Option<String>,
     log: Option<PathBuf>,
     jsonl: Option<PathBuf>,
@@ -96,6 +100,12 @@ pub struct WatchConfig {
     /// The model's frustration timeout (`frustration_timeout`).
     pub frustration_timeout: Nanos,
     pub max_connections: usize,
+    /// Learn the clients' SYN schedules and give-up times from the capture
+    /// and give them to the model (`vantage_core::certes::learn`).
+    pub learn: bool,
+    /// With `learn`: how often (of the capture's clock) each class's
+    /// clients are learned again, at least one interval.
+    pub learn_every: Nanos,
     pub classes: Option<Classes>,
     pub ring: RingConfig,
     pub metrics_listen: Option<SocketAddr>,
@@ -248,6 +258,16 @@ impl WatchConfig {
         model.damping = !raw.undamped.unwrap_or(false);
         // The model's own checks (interval below the first SYN timeout, …).
         Certes::new(model.clone()).map_err(|e| c.fail("interval", e.to_string()))?;
+        let learn_every = duration(&c, "learn_every", &raw.learn_every, Nanos::from_secs(10))?;
+        if learn_every < interval {
+            return Err(c.fail(
+                "learn_every",
+                format!(
+                    "must be at least the interval ({} s)",
+                    interval.as_secs_f64()
+                ),
+            ));
+        }
         let max_connections = match raw.max_connections {
             Some(v) => c.whole("max_connections", v, 1.0, MAX_CONNECTIONS as f64)? as usize,
             None => 100_000,
@@ -296,6 +316,8 @@ impl WatchConfig {
             model,
             frustration_timeout,
             max_connections,
+            learn: raw.learn.unwrap_or(false),
+            learn_every,
             classes,
             ring,
             metrics_listen,
@@ -316,12 +338,17 @@ impl WatchConfig {
     pub fn describe(&self) -> String {
         let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
         format!(
-            "{}: listeners {}, interface {}, interval {:.3} s, profile {}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}",
+            "{}: listeners {}, interface {}, interval {:.3} s, profile {}{}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}",
             self.origin,
             listeners.join(", "),
             self.interface.as_deref().unwrap_or("all"),
             self.model.interval.as_secs_f64(),
             self.model.clients.name,
+            if self.learn {
+                " (clients learned once seen)"
+            } else {
+                ""
+            },
             self.frustration_timeout.as_secs_f64(),
             self.ring.block_count,
             self.ring.block_size,
@@ -349,6 +376,7 @@ profile = "mix-2026"
 frustration_timeout = 21
 network_loss = 0.01
 max_connections = 5000
+learn = true
 metrics_listen = "127.0.0.1:9466"
 log = "watch.log"
 jsonl = "watch.jsonl"
@@ -365,6 +393,12 @@ block_count = 4
         assert_eq!(config.model.network_loss, NetworkLoss::Fixed(0.01));
         assert_eq!(config.ring.bytes(), 4 * 65536);
         assert_eq!(config.classes.unwrap().max, 8);
+        assert!(config.learn);
+        assert!(
+            !WatchConfig::from_toml("listeners = [\":80\"]", "w.toml")
+                .unwrap()
+                .learn
+        );
     }
 
     #[test]
@@ -375,6 +409,10 @@ block_count = 4
             ("listeners = [\":80\"]\ninterval = \"5s\"", "interval"),
             ("listeners = [\":80\"]\nprofile = \"bsd\"", "profile"),
             ("listeners = [\":80\"]\nnetwork_loss = 2.0", "network_loss"),
+            (
+                "listeners = [\":80\"]\nlearn_every = \"100ms\"",
+                "learn_every",
+            ),
             ("listeners = [\":80\"]\n[ring]\nblock_size = 5000", "ring"),
             (
                 "listeners = [\":80\"]\n[classes]\nby = \"ports\"",

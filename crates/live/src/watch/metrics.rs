@@ -33,6 +33,7 @@ use vantage_core::certes::Estimate;
 use vantage_core::tcp::syn_schedule::BUILTIN_PROFILES;
 use vantage_core::tcp::SynProfile;
 
+use super::capture::LearnedRecord;
 use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
 
 type Labels = Vec<(String, String)>;
@@ -154,7 +155,7 @@ impl EncodeMetric for ModelHistogram {
 
 /// Why the capture left something out or decided early (`CaptureNotes`
 /// and the decoder's counts), by reason.
-pub const NOTE_REASONS: [&str; 10] = [
+pub const NOTE_REASONS: [&str; 11] = [
     "packets_not_decoded",
     "connections_without_syn",
     "connections_to_other_servers",
@@ -165,6 +166,7 @@ pub const NOTE_REASONS: [&str; 10] = [
     "syns_after_answer",
     "rtt_missing",
     "abandoned",
+    "refused_not_learned",
 ];
 
 /// The families.
@@ -200,6 +202,12 @@ pub struct WatchMetrics {
     open_connections: Gauge,
     held_connections: Gauge,
     reloads: Family<Labels, Counter>,
+    learned_share: Family<Labels, FloatGauge>,
+    learned_give_up: Family<Labels, FloatGauge>,
+    learned_attempts: Family<Labels, Gauge>,
+    model_learned: Family<Labels, Gauge>,
+    /// Per class, the learned series last set (removed when learned again).
+    learned_series: Mutex<BTreeMap<String, Vec<Labels>>>,
 }
 
 fn class_label(class: &str) -> Labels {
@@ -248,6 +256,11 @@ impl WatchMetrics {
             open_connections: Gauge::default(),
             held_connections: Gauge::default(),
             reloads: Family::default(),
+            learned_share: Family::default(),
+            learned_give_up: Family::default(),
+            learned_attempts: Family::default(),
+            model_learned: Family::default(),
+            learned_series: Mutex::new(BTreeMap::new()),
         };
         registry.register_with_unit(
             "vantage_certes_client_response_time",
@@ -395,6 +408,26 @@ impl WatchMetrics {
             m.reloads.clone(),
         );
         registry.register(
+            "vantage_certes_learned_profile_share",
+            "With learn: share of each client SYN profile in the mixture learned from the SYN gaps (profiles with one schedule share its weight evenly)",
+            m.learned_share.clone(),
+        );
+        registry.register(
+            "vantage_certes_learned_give_up_share",
+            "With learn: share of clients learned to give up after `after` and no later than `by` seconds (by=+Inf: not before their last SYN)",
+            m.learned_give_up.clone(),
+        );
+        registry.register(
+            "vantage_certes_learned_attempts",
+            "With learn: connection attempts the learner was fed, by use (classified, classified_with_missing_syns, single_syn, unclassified, not_kept)",
+            m.learned_attempts.clone(),
+        );
+        registry.register(
+            "vantage_certes_model_learned",
+            "With learn: 1 once the class's model runs with the learned clients (absent: the configured ones)",
+            m.model_learned.clone(),
+        );
+        registry.register(
             "vantage_metrics_connections_refused",
             "Connections to the metrics endpoint closed at once because too many were open",
             m.endpoint.connections_refused.clone(),
@@ -508,8 +541,8 @@ impl WatchMetrics {
         }
     }
 
-    pub fn count_packet(&self) {
-        self.packets.inc();
+    pub fn count_packets(&self, packets: u64) {
+        self.packets.inc_by(packets);
     }
 
     /// What the ring's kernel counts grew by since the last call.
@@ -531,6 +564,57 @@ impl WatchMetrics {
     pub fn set_connections(&self, open: usize, held: usize) {
         self.open_connections.set(open as i64);
         self.held_connections.set(held as i64);
+    }
+
+    /// A class's clients learned again: its learned series replaced.
+    pub fn set_learned(&self, class: &str, learned: &LearnedRecord) {
+        let mut series = match self.learned_series.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let labels = class_label(class);
+        let with = |extra: &[(&str, String)]| -> Labels {
+            let mut l = labels.clone();
+            l.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+            l
+        };
+        for old in series.remove(class).unwrap_or_default() {
+            self.learned_share.remove(&old);
+            self.learned_give_up.remove(&old);
+        }
+        let mut set = Vec::new();
+        for (profile, share) in &learned.profiles {
+            let l = with(&[("profile", profile.clone())]);
+            self.learned_share.get_or_create(&l).set(*share);
+            set.push(l);
+        }
+        for cell in &learned.give_ups {
+            let l = with(&[
+                ("after", cell.after_s.to_string()),
+                (
+                    "by",
+                    cell.by_s.map_or("+Inf".to_string(), |b| b.to_string()),
+                ),
+            ]);
+            self.learned_give_up.get_or_create(&l).set(cell.share);
+            set.push(l);
+        }
+        series.insert(class.to_string(), set);
+        for (usage, count) in [
+            ("classified", learned.classified),
+            (
+                "classified_with_missing_syns",
+                learned.classified_with_missing_syns,
+            ),
+            ("single_syn", learned.single_syn),
+            ("unclassified", learned.unclassified),
+            ("not_kept", learned.not_kept),
+        ] {
+            self.learned_attempts
+                .get_or_create(&with(&[("use", usage.to_string())]))
+                .set(count as i64);
+        }
+        self.model_learned.get_or_create(&labels).set(1);
     }
 
     pub fn count_reload(&self, applied: bool) {
@@ -616,5 +700,52 @@ mod tests {
             text.contains("vantage_certes_reloads_total{result=\"applied\"} 1"),
             "{text}"
         );
+    }
+
+    /// Learned series replace the class's earlier ones: a profile or cell
+    /// no longer learned is gone.
+    #[test]
+    fn learned_clients_are_exported() {
+        let metrics = WatchMetrics::new();
+        let record = |profiles: &[(&str, f64)], cells: &[(f64, Option<f64>, f64)]| LearnedRecord {
+            profiles: profiles.iter().map(|(p, w)| (p.to_string(), *w)).collect(),
+            give_ups: cells
+                .iter()
+                .map(
+                    |&(after_s, by_s, share)| super::super::capture::GiveUpRecord {
+                        after_s,
+                        by_s,
+                        share,
+                    },
+                )
+                .collect(),
+            never_gives_up: 0.0,
+            attempts: 10,
+            classified: 7,
+            classified_with_missing_syns: 1,
+            single_syn: 2,
+            unclassified: 0,
+            not_kept: 0,
+        };
+        metrics.set_learned(
+            "",
+            &record(
+                &[("linux-3.7", 0.75), ("windows-9x-nt", 0.25)],
+                &[(7.0, Some(9.0), 0.5), (63.0, None, 0.5)],
+            ),
+        );
+        let text = metrics.encode(Format::Text);
+        for line in [
+            "vantage_certes_learned_profile_share{class=\"all\",profile=\"linux-3.7\"} 0.75",
+            "vantage_certes_learned_give_up_share{class=\"all\",after=\"63\",by=\"+Inf\"} 0.5",
+            "vantage_certes_learned_attempts{class=\"all\",use=\"single_syn\"} 2",
+            "vantage_certes_model_learned{class=\"all\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        metrics.set_learned("", &record(&[("linux-3.7", 1.0)], &[(7.0, Some(9.0), 1.0)]));
+        let text = metrics.encode(Format::Text);
+        assert!(!text.contains("windows-9x-nt"), "{text}");
+        assert!(!text.contains("by=\"+Inf\""), "{text}");
     }
 }

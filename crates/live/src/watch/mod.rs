@@ -61,6 +61,8 @@ pub enum WatchError {
     Stream(#[from] vantage_trace::certes::CaptureInputError),
     #[error("model: {0}")]
     Model(#[source] vantage_core::certes::CertesError),
+    #[error("client learner: {0}")]
+    Learn(#[source] vantage_core::certes::learn::LearnError),
     #[error("{}: {source}", path.display())]
     Output {
         path: PathBuf,
