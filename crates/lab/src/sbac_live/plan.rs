@@ -54,6 +54,25 @@ pub struct QuickPlan {
 pub struct SbacPlan {
     pub interval_s: f64,
     pub target_utilization: f64,
+    /// The proxy's utilization input: `occupancy` (requests in flight at
+    /// the backend over `concurrency`) or `pids` (the backend's CPU time per
+    /// interval over the cap; `/proc` counts it in 10 ms ticks, coarse for
+    /// a small cap).
+    pub utilization: UtilizationInput,
+    /// With `occupancy`: requests the backend serves at once.
+    #[serde(default = "one")]
+    pub concurrency: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UtilizationInput {
+    Occupancy,
+    Pids,
 }
 
 /// How sessions reach the backend.

@@ -12,7 +12,7 @@ use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, NginxFront,
 use vantage_testbed::topology::{Topology, TopologyError, TopologySpec, SERVER_ADDR};
 
 use super::client::{self, ClientPlan, ClientResult, Segment};
-use super::plan::{SbacLivePlan, VariantKind, VariantPlan};
+use super::plan::{SbacLivePlan, UtilizationInput, VariantKind, VariantPlan};
 use super::report::{self, LiveReport, RunSummary};
 
 const BACKEND_PORT: u16 = 8081;
@@ -126,13 +126,22 @@ fn start_front(
         }
         VariantKind::Sbac { strategy } => {
             let pids: Vec<String> = backend_pids.iter().map(|p| p.to_string()).collect();
+            let utilization = match plan.sbac.utilization {
+                UtilizationInput::Occupancy => format!(
+                    "source = \"occupancy\"\nconcurrency = {}",
+                    plan.sbac.concurrency
+                ),
+                UtilizationInput::Pids => format!(
+                    "source = \"pids\"\npids = [{}]\ncores = {}",
+                    pids.join(", "),
+                    plan.backend.cpu_cores
+                ),
+            };
             let text = format!(
                 "listen = \"{front_addr}\"\nupstreams = [\"{upstream}\"]\n\
-                 [utilization]\nsource = \"pids\"\npids = [{}]\ncores = {}\n\
+                 [utilization]\n{utilization}\n\
                  [sbac]\nstrategy = \"{strategy}\"\ninterval_s = {}\ntarget_utilization = {}\n\
                  cookie = \"{COOKIE}\"\nkeys = [\"{}\"]\n",
-                pids.join(", "),
-                plan.backend.cpu_cores,
                 plan.sbac.interval_s,
                 plan.sbac.target_utilization,
                 key(plan.experiment.seed),
@@ -175,7 +184,7 @@ pub fn run(
     let mode = plan.mode(quick);
     std::fs::create_dir_all(dir)
         .map_err(|e| LiveError::Clients(format!("{}: {e}", dir.display())))?;
-    let tag = format!("sb{:x}", std::process::id() & 0xffff_ffff);
+    let tag = format!("sb{:x}", std::process::id());
     let mut topology = Topology::build(&TopologySpec {
         clients: 1,
         tag: tag.clone(),
@@ -229,7 +238,7 @@ fn run_on(
         .map_err(|e| LiveError::Netns(e.to_string()))?
         .map_err(|e| LiveError::Capacity(e.to_string()))?;
     let capacity_cpu = (cap.usage_us()? - cpu_before) as f64 / 1e6 / seconds / cap.cores();
-    if !(capacity_rps > 1.0) {
+    if capacity_rps.is_nan() || capacity_rps <= 1.0 {
         return Err(LiveError::Capacity(format!(
             "{capacity_rps:.2} replies/s ({capacity_failures} failures): the backend does not answer"
         )));
