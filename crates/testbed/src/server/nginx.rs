@@ -473,7 +473,11 @@ mod tests {
         let dir = Path::new("/tmp/x");
         let listen: SocketAddr = "10.0.0.1:80".parse().unwrap();
         let plain = NginxConfig::default().render(dir, listen);
-        assert!(!plain.contains("limit_") && !plain.contains("proxy_pass"));
+        assert!(
+            !plain.contains("limit_conn")
+                && !plain.contains("limit_req")
+                && !plain.contains("proxy_pass")
+        );
         let front = NginxConfig {
             front: Some(NginxFront {
                 upstream: "127.0.0.1:81".parse().unwrap(),
