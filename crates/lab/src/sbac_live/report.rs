@@ -110,10 +110,7 @@ pub(super) fn summarize(
     let mut useful_requests = 0u64;
     let mut by_segment = vec![Counts::default(); pattern.loads_pct.len()];
     for s in &result.sessions {
-        let targets = [&mut counts];
-        for c in targets {
-            add(c, s.outcome);
-        }
+        add(&mut counts, s.outcome);
         if let Some(c) = by_segment.get_mut(s.segment) {
             add(c, s.outcome);
         }
@@ -185,7 +182,7 @@ fn add(c: &mut Counts, outcome: SessionOutcome) {
 }
 
 /// A simulator row in the same shape.
-pub(super) fn from_simulator(row: &SbacRow, _capacity_rps: f64) -> RunSummary {
+pub(super) fn from_simulator(row: &SbacRow) -> RunSummary {
     let o = &row.outcome;
     let counts = Counts {
         attempted: o.offered_sessions,
@@ -429,7 +426,7 @@ fn compare(live: &[RunSummary], simulator: &[RunSummary]) -> Vec<Comparison> {
                 )
             })
             .collect();
-        for (i, live_check) in live_checks.into_iter().enumerate() {
+        for live_check in live_checks {
             let sim = sim_checks
                 .iter()
                 .find(|c| c.claim == live_check.claim)
@@ -444,7 +441,6 @@ fn compare(live: &[RunSummary], simulator: &[RunSummary]) -> Vec<Comparison> {
                 )),
                 _ => None,
             };
-            let _ = i;
             out.push(Comparison {
                 pattern: pattern.clone(),
                 session_length_mean: mean,

@@ -364,7 +364,7 @@ fn simulate(
         let scenario = SbacScenario::from_toml(&text, "sbac-live (simulator)")
             .map_err(|e| LiveError::Simulator(e.to_string()))?;
         for row in sim_run(&[scenario], Effort { quick: true }, &|| {}) {
-            rows.push(report::from_simulator(&row, capacity_rps));
+            rows.push(report::from_simulator(&row));
         }
     }
     Ok(rows)
