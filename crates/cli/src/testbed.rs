@@ -64,6 +64,24 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "results/gate-experiment")]
         out: PathBuf,
     },
+    /// The SBAC paper's Table 2 with real clients: session clients against
+    /// a CPU-capped nginx, straight, behind nginx limits, HAProxy maxconn
+    /// or `vantage proxy` with each SBAC strategy, beside the simulator on
+    /// the same workload (docs/sbac-live.md).
+    Sbac {
+        /// Plan file (TOML), e.g. scenarios/proxy/sbac-live.toml.
+        file: PathBuf,
+        /// The plan's [quick] settings: a step, one session length, shorter.
+        #[arg(long)]
+        quick: bool,
+        /// Print the report as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the results (report.json, table.md, manifest.json,
+        /// runs/); --quick writes into its quick/ folder.
+        #[arg(long, default_value = "results/sbac-live")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -90,6 +108,31 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             Some(seeds) => run_seed_sweep(&file, quick, seeds, json, &out),
             None => run_experiment_file(&file, quick, json, sim_only, resume, &out),
         },
+        TestbedCommand::Sbac {
+            file,
+            quick,
+            json,
+            out,
+        } => {
+            let progress = |line: &str| eprintln!("{line}");
+            let (report, dir) = vantage_lab::sbac_live::run_file(
+                &file,
+                quick,
+                &out,
+                std::env::args().collect(),
+                &progress,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", vantage_lab::sbac_live::render(&report));
+                println!(
+                    "report.json, table.md and manifest.json are in {}",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
         TestbedCommand::Clean {
             tag,
             after_parent_exit,

@@ -25,6 +25,7 @@
 //! * [`run`] — `vantage testbed run`: all of the above from one spec;
 //! * [`watchdog`] — cleanup after a run killed outright.
 
+pub mod cgroup;
 pub mod load;
 pub mod netns;
 pub mod profiles;

@@ -6,5 +6,6 @@
 //!   configuration, so an experiment can make the accept queue overflow (and
 //!   the kernel drop SYNs) on purpose and know what the server did.
 
+pub mod haproxy;
 pub mod nginx;
 pub mod test_server;

@@ -42,6 +42,26 @@ pub struct NginxConfig {
     pub keepalive_requests: u32,
     /// Files to serve.
     pub files: Vec<StaticFile>,
+    /// Reverse proxy in front of another server, with nginx's admission
+    /// limits; absent = serve `files` (the default).
+    pub front: Option<NginxFront>,
+}
+
+/// nginx as a reverse proxy with `limit_conn` / `limit_req` (over the
+/// whole listener: one zone keyed by `$server_port`), answering 503 to what
+/// the limits refuse.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NginxFront {
+    /// The server behind it.
+    pub upstream: SocketAddr,
+    /// `limit_conn`: connections at once.
+    pub limit_conn: Option<u32>,
+    /// `limit_req rate=`: requests per second.
+    pub limit_req_per_s: Option<u32>,
+    /// `limit_req burst=` (queued, not delayed beyond the rate; 0 = none).
+    #[serde(default)]
+    pub limit_req_burst: u32,
 }
 
 impl Default for NginxConfig {
@@ -56,6 +76,7 @@ impl Default for NginxConfig {
                 path: "/file-10k".into(),
                 bytes: 10 * 1024,
             }],
+            front: None,
         }
     }
 }
@@ -129,6 +150,7 @@ error_log {d}/logs/error.log warn;\n\
 events {{ worker_connections {wc}; multi_accept on; }}\n\
 http {{\n\
     access_log_format_placeholder\n\
+    zones_placeholder\n\
     access_log {d}/logs/access.log timed buffer=256k flush=1s;\n\
     client_body_temp_path {d}/tmp/body;\n\
     proxy_temp_path {d}/tmp/proxy;\n\
@@ -142,7 +164,7 @@ http {{\n\
     server {{\n\
         listen {listen} backlog={backlog};\n\
         root {d}/www;\n\
-        location / {{ }}\n\
+        location / {{ location_placeholder }}\n\
     }}\n\
 }}\n",
             workers = self.workers,
@@ -156,6 +178,47 @@ http {{\n\
             "access_log_format_placeholder",
             "log_format timed '$msec $remote_addr:$remote_port \"$request\" $status $body_bytes_sent $request_time $connection $connection_requests';",
         )
+        .replace("location_placeholder", &self.front_directives())
+        .replace("zones_placeholder", &self.front_zones())
+    }
+
+    /// The zones (before `server`) and the `location /` body of a front.
+    fn front_directives(&self) -> String {
+        let Some(front) = &self.front else {
+            return String::new();
+        };
+        let mut text = format!(
+            "proxy_pass http://{}; proxy_http_version 1.1; proxy_set_header Connection \"\";",
+            front.upstream
+        );
+        if let Some(connections) = front.limit_conn {
+            text.push_str(&format!(" limit_conn whole {connections};"));
+        }
+        if front.limit_req_per_s.is_some() {
+            text.push_str(&format!(
+                " limit_req zone=rate burst={} nodelay;",
+                front.limit_req_burst
+            ));
+        }
+        text.push_str(" limit_conn_status 503; limit_req_status 503;");
+        text
+    }
+
+    /// `http`-level zone declarations a front needs.
+    fn front_zones(&self) -> String {
+        let Some(front) = &self.front else {
+            return String::new();
+        };
+        let mut text = String::new();
+        if front.limit_conn.is_some() {
+            text.push_str("limit_conn_zone $server_port zone=whole:1m; ");
+        }
+        if let Some(rate) = front.limit_req_per_s {
+            text.push_str(&format!(
+                "limit_req_zone $server_port zone=rate:1m rate={rate}r/s; "
+            ));
+        }
+        text
     }
 }
 
@@ -261,6 +324,11 @@ impl Nginx {
             return Err(NginxError::NotReady { listen, log });
         }
         Ok(nginx)
+    }
+
+    /// The master process id (its workers are its children).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn exited(&mut self) -> bool {
@@ -399,6 +467,37 @@ fn decimal_seconds_to_ns(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_front_proxies_with_its_limits_and_a_plain_server_has_none() {
+        let dir = Path::new("/tmp/x");
+        let listen: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let plain = NginxConfig::default().render(dir, listen);
+        assert!(
+            !plain.contains("limit_conn")
+                && !plain.contains("limit_req")
+                && !plain.contains("proxy_pass")
+        );
+        let front = NginxConfig {
+            front: Some(NginxFront {
+                upstream: "127.0.0.1:81".parse().unwrap(),
+                limit_conn: Some(4),
+                limit_req_per_s: Some(100),
+                limit_req_burst: 10,
+            }),
+            ..NginxConfig::default()
+        }
+        .render(dir, listen);
+        for directive in [
+            "proxy_pass http://127.0.0.1:81;",
+            "limit_conn whole 4;",
+            "limit_conn_zone $server_port zone=whole:1m;",
+            "limit_req_zone $server_port zone=rate:1m rate=100r/s;",
+            "limit_req zone=rate burst=10 nodelay;",
+        ] {
+            assert!(front.contains(directive), "{directive} in\n{front}");
+        }
+    }
 
     #[test]
     fn access_log_lines_parse_and_bad_lines_are_reported() {

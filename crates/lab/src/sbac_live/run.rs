@@ -1,0 +1,371 @@
+//! Runs the plan: testbed, capped backend, capacity, every variant, the
+//! simulator on the same workload.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use vantage_live::proxy::{Proxy, ProxyConfig};
+use vantage_testbed::cgroup::{CgroupError, CpuCap};
+use vantage_testbed::server::haproxy::{Haproxy, HaproxyConfig, HaproxyError};
+use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, NginxFront, StaticFile};
+use vantage_testbed::topology::{Topology, TopologyError, TopologySpec, SERVER_ADDR};
+
+use super::client::{self, ClientPlan, ClientResult, Segment};
+use super::plan::{SbacLivePlan, UtilizationInput, VariantKind, VariantPlan};
+use super::report::{self, LiveReport, RunSummary};
+
+const BACKEND_PORT: u16 = 8081;
+const FRONT_PORT: u16 = 8080;
+const PAGE: &str = "/page";
+const COOKIE: &str = "vantage_session";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("the live SBAC experiment needs root (network namespaces, cgroups)")]
+    NotRoot,
+    #[error("`{0}` is not installed (scripts/test installs it)")]
+    Missing(&'static str),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Nginx(#[from] NginxError),
+    #[error(transparent)]
+    Haproxy(#[from] HaproxyError),
+    #[error("proxy: {0}")]
+    Proxy(String),
+    #[error("namespace: {0}")]
+    Netns(String),
+    #[error("clients: {0}")]
+    Clients(String),
+    #[error("capacity measurement: {0}")]
+    Capacity(String),
+    #[error("simulator: {0}")]
+    Simulator(String),
+}
+
+fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        || ["/usr/sbin", "/sbin"]
+            .iter()
+            .any(|dir| Path::new(dir).join(program).is_file())
+}
+
+/// Checks root and the programs the plan needs; `Err` says what is missing.
+pub fn preflight(plan: &SbacLivePlan) -> Result<(), LiveError> {
+    if !vantage_sys::privilege::is_root() {
+        return Err(LiveError::NotRoot);
+    }
+    if !installed("nginx") {
+        return Err(LiveError::Missing("nginx"));
+    }
+    if plan
+        .variant
+        .iter()
+        .any(|v| matches!(v.kind, VariantKind::Haproxy { .. }))
+        && !installed("haproxy")
+    {
+        return Err(LiveError::Missing("haproxy"));
+    }
+    Ok(())
+}
+
+/// Whatever admits sessions in front of the backend; dropped = stopped.
+enum Front {
+    Direct,
+    Nginx { _process: Nginx },
+    Haproxy { _process: Haproxy },
+    Proxy { _running: Proxy },
+}
+
+fn start_front(
+    topology: &Topology,
+    variant: &VariantPlan,
+    plan: &SbacLivePlan,
+    capacity_rps: f64,
+    backend_pids: &[u32],
+    dir: &Path,
+) -> Result<(Front, SocketAddr), LiveError> {
+    let front_addr = SocketAddr::from((SERVER_ADDR, FRONT_PORT));
+    let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, BACKEND_PORT));
+    match &variant.kind {
+        VariantKind::None => Ok((Front::Direct, SocketAddr::from((SERVER_ADDR, BACKEND_PORT)))),
+        VariantKind::Nginx {
+            limit_conn,
+            limit_req_pct,
+            limit_req_burst,
+        } => {
+            let config = NginxConfig {
+                keepalive_timeout_s: 0,
+                front: Some(NginxFront {
+                    upstream,
+                    limit_conn: *limit_conn,
+                    limit_req_per_s: limit_req_pct
+                        .map(|p| ((p / 100.0 * capacity_rps).round() as u32).max(1)),
+                    limit_req_burst: *limit_req_burst,
+                }),
+                ..NginxConfig::default()
+            };
+            let nginx = Nginx::start(&topology.server, &config, front_addr, &dir.join("front"))?;
+            Ok((Front::Nginx { _process: nginx }, front_addr))
+        }
+        VariantKind::Haproxy {
+            maxconn,
+            queue_timeout_ms,
+        } => {
+            let config = HaproxyConfig {
+                server_maxconn: *maxconn,
+                queue_timeout_ms: *queue_timeout_ms,
+                server_timeout_ms: 30_000,
+            };
+            let haproxy = Haproxy::start(&topology.server, &config, front_addr, upstream, dir)?;
+            Ok((Front::Haproxy { _process: haproxy }, front_addr))
+        }
+        VariantKind::Sbac { strategy } => {
+            let pids: Vec<String> = backend_pids.iter().map(|p| p.to_string()).collect();
+            let utilization = match plan.sbac.utilization {
+                UtilizationInput::Occupancy => format!(
+                    "source = \"occupancy\"\nconcurrency = {}",
+                    plan.sbac.concurrency
+                ),
+                UtilizationInput::Pids => format!(
+                    "source = \"pids\"\npids = [{}]\ncores = {}",
+                    pids.join(", "),
+                    plan.backend.cpu_cores
+                ),
+            };
+            let text = format!(
+                "listen = \"{front_addr}\"\nupstreams = [\"{upstream}\"]\n\
+                 [utilization]\n{utilization}\n\
+                 [sbac]\nstrategy = \"{strategy}\"\ninterval_s = {}\ntarget_utilization = {}\n\
+                 cookie = \"{COOKIE}\"\nkeys = [\"{}\"]\n",
+                plan.sbac.interval_s,
+                plan.sbac.target_utilization,
+                key(plan.experiment.seed),
+            );
+            std::fs::write(dir.join("proxy.toml"), &text)
+                .map_err(|e| LiveError::Proxy(format!("write proxy.toml: {e}")))?;
+            let config = ProxyConfig::from_toml(&text, "proxy.toml")
+                .map_err(|e| LiveError::Proxy(e.to_string()))?;
+            let proxy = topology
+                .server
+                .run(move || Proxy::start(config))
+                .map_err(|e| LiveError::Netns(e.to_string()))?
+                .map_err(|e| LiveError::Proxy(e.to_string()))?;
+            Ok((Front::Proxy { _running: proxy }, front_addr))
+        }
+    }
+}
+
+/// A 32-byte cookie key from the seed (the experiment's own, not a secret).
+fn key(seed: u64) -> String {
+    (0..32u64)
+        .map(|i| {
+            format!(
+                "{:02x}",
+                (seed.wrapping_mul(31).wrapping_add(i * 97) & 0xff) as u8
+            )
+        })
+        .collect()
+}
+
+/// Runs the whole experiment; results and logs go under `dir`.
+pub fn run(
+    plan: &SbacLivePlan,
+    quick: bool,
+    dir: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<LiveReport, LiveError> {
+    preflight(plan)?;
+    let started = Instant::now();
+    let mode = plan.mode(quick);
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LiveError::Clients(format!("{}: {e}", dir.display())))?;
+    let tag = format!("sb{:x}", std::process::id());
+    let mut topology = Topology::build(&TopologySpec {
+        clients: 1,
+        tag: tag.clone(),
+    })?;
+    let result = run_on(plan, quick, dir, &topology, &tag, progress);
+    let _ = topology.teardown();
+    let mut report = result?;
+    report.duration_s = started.elapsed().as_secs_f64();
+    report.mode = mode;
+    Ok(report)
+}
+
+fn run_on(
+    plan: &SbacLivePlan,
+    quick: bool,
+    dir: &Path,
+    topology: &Topology,
+    tag: &str,
+    progress: &dyn Fn(&str),
+) -> Result<LiveReport, LiveError> {
+    let mode = plan.mode(quick);
+    // The backend: nginx serving one page, its CPU capped.
+    let backend_config = NginxConfig {
+        keepalive_timeout_s: 0,
+        files: vec![StaticFile {
+            path: PAGE.into(),
+            bytes: plan.backend.page_bytes,
+        }],
+        ..NginxConfig::default()
+    };
+    let backend_listen = SocketAddr::from((Ipv4Addr::UNSPECIFIED, BACKEND_PORT));
+    let backend = Nginx::start(
+        &topology.server,
+        &backend_config,
+        backend_listen,
+        &dir.join("backend"),
+    )?;
+    let cap = CpuCap::create(&format!("vantage-{tag}"), plan.backend.cpu_cores)?;
+    cap.add_with_children(backend.pid())?;
+    let mut backend_pids = vec![backend.pid()];
+    backend_pids.extend(vantage_testbed::cgroup::children(backend.pid()));
+
+    // Capacity: closed-loop clients straight to the capped backend.
+    progress("measuring the backend's capacity");
+    let target = SocketAddr::from((SERVER_ADDR, BACKEND_PORT));
+    let connections = plan.backend.capacity_connections as usize;
+    let seconds = mode.capacity_s;
+    let cpu_before = cap.usage_us()?;
+    let (capacity_rps, capacity_failures) = topology.clients[0]
+        .run(move || client::saturate(target, PAGE, connections, seconds))
+        .map_err(|e| LiveError::Netns(e.to_string()))?
+        .map_err(|e| LiveError::Capacity(e.to_string()))?;
+    let capacity_cpu = (cap.usage_us()? - cpu_before) as f64 / 1e6 / seconds / cap.cores();
+    if capacity_rps.is_nan() || capacity_rps <= 1.0 {
+        return Err(LiveError::Capacity(format!(
+            "{capacity_rps:.2} replies/s ({capacity_failures} failures): the backend does not answer"
+        )));
+    }
+    progress(&format!(
+        "capacity {capacity_rps:.1} requests/s at {:.0} % of the CPU cap",
+        capacity_cpu * 100.0
+    ));
+
+    let mut runs = Vec::new();
+    let total = mode.patterns.len() * mode.session_length_means.len() * plan.variant.len();
+    let mut done = 0;
+    for pattern in &mode.patterns {
+        for &mean in &mode.session_length_means {
+            for variant in &plan.variant {
+                done += 1;
+                progress(&format!(
+                    "[{done}/{total}] {} · mean length {mean} · {}",
+                    pattern.name, variant.name
+                ));
+                let run_dir: PathBuf =
+                    dir.join(format!("{}-m{mean}-{}", pattern.name, variant.name));
+                std::fs::create_dir_all(&run_dir)
+                    .map_err(|e| LiveError::Clients(format!("{}: {e}", run_dir.display())))?;
+                let (front, target) = start_front(
+                    topology,
+                    variant,
+                    plan,
+                    capacity_rps,
+                    &backend_pids,
+                    &run_dir,
+                )?;
+                let segments: Vec<Segment> = pattern
+                    .loads_pct
+                    .iter()
+                    .map(|load| Segment {
+                        sessions_per_s: load / 100.0 * capacity_rps / mean,
+                        seconds: pattern.segment_s,
+                    })
+                    .collect();
+                let client_plan = ClientPlan {
+                    target,
+                    uri: PAGE.into(),
+                    segments,
+                    session_length_mean: mean,
+                    think_time_s: mode.think_time_s,
+                    timeout_s: plan.clients.timeout_s,
+                    retries: plan.clients.retries,
+                    drain_s: mode.drain_s,
+                    seed: plan.experiment.seed ^ (done as u64),
+                    max_sessions: plan.clients.max_sessions,
+                };
+                let cpu_before = cap.usage_us()?;
+                let result: ClientResult = topology.clients[0]
+                    .run(move || client::run(client_plan))
+                    .map_err(|e| LiveError::Netns(e.to_string()))?
+                    .map_err(|e| LiveError::Clients(e.to_string()))?;
+                let cpu_s = (cap.usage_us()? - cpu_before) as f64 / 1e6;
+                drop(front);
+                runs.push(report::summarize(
+                    pattern,
+                    mean,
+                    variant,
+                    capacity_rps,
+                    cpu_s / cap.cores(),
+                    &result,
+                ));
+            }
+        }
+    }
+    drop(backend);
+    drop(cap);
+    let simulated = simulate(plan, &mode, capacity_rps)?;
+    Ok(report::build(
+        plan,
+        quick,
+        capacity_rps,
+        capacity_cpu,
+        capacity_failures,
+        runs,
+        simulated,
+    ))
+}
+
+/// The session simulator on the same workload: the same patterns, means,
+/// think time, time-out and retries, capacity = the measured one.
+fn simulate(
+    plan: &SbacLivePlan,
+    mode: &super::plan::Mode,
+    capacity_rps: f64,
+) -> Result<Vec<RunSummary>, LiveError> {
+    use crate::studies::sbac::{run as sim_run, SbacScenario};
+    use vantage_sim::syn::Effort;
+    let mut rows = Vec::new();
+    for pattern in &mode.patterns {
+        let means: Vec<String> = mode
+            .session_length_means
+            .iter()
+            .map(|m| format!("{m:?}"))
+            .collect();
+        let loads: Vec<String> = pattern.loads_pct.iter().map(|l| format!("{l:?}")).collect();
+        let text = format!(
+            "[scenario]\nstudy = \"sbac\"\nname = \"live-{name}\"\nfigure = \"live\"\n\
+             title = \"live workload\"\nkind = \"pattern\"\nrepetitions = 3\nquick_repetitions = 3\n\
+             [workload]\nsession_length_means = [{means}]\n\
+             [clients]\nthink_time_s = [{think:?}]\ntimeout_s = {timeout:?}\nretries = [{retries}]\n\
+             [server]\ncapacity_rps = {capacity:?}\n\
+             [admission]\nstrategies = [\"none\", \"stable\", \"responsive\", \"hybrid\", \"predictive\"]\n\
+             threshold = {threshold:?}\ninterval_s = {interval:?}\n\
+             [[pattern]]\nname = \"{name}\"\nloads_pct = [{loads}]\nsegment_s = {segment:?}\n\
+             quick_segment_s = {segment:?}\n",
+            name = pattern.name,
+            means = means.join(", "),
+            think = mode.think_time_s.max(0.001),
+            timeout = plan.clients.timeout_s,
+            retries = plan.clients.retries,
+            capacity = capacity_rps.max(1.0),
+            threshold = plan.sbac.target_utilization,
+            interval = plan.sbac.interval_s,
+            loads = loads.join(", "),
+            segment = pattern.segment_s,
+        );
+        let scenario = SbacScenario::from_toml(&text, "sbac-live (simulator)")
+            .map_err(|e| LiveError::Simulator(e.to_string()))?;
+        for row in sim_run(&[scenario], Effort { quick: true }, &|| {}) {
+            rows.push(report::from_simulator(&row));
+        }
+    }
+    Ok(rows)
+}

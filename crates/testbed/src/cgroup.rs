@@ -1,0 +1,260 @@
+//! A CPU cap for a backend: one cgroup whose CPU bandwidth is limited, so
+//! the backend's capacity is real and limited (the SBAC experiment's
+//! overload is relative to it).
+//!
+//! cgroup v2 (`cpu.max`) is used when the unified hierarchy offers the `cpu`
+//! controller; on hybrid hosts, where `cpu` is bound to a v1 hierarchy
+//! (`/sys/fs/cgroup/cpu`), the same cap is written as `cpu.cfs_quota_us` /
+//! `cpu.cfs_period_us`. The cgroup is removed on drop: its processes are
+//! moved back to the parent first, so removal also works while they live.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Which interface the cap uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgroupVersion {
+    V2,
+    V1,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no cgroup hierarchy with the cpu controller (looked for cgroup v2 `cpu` in {v2} and a v1 `cpu` hierarchy in {v1})")]
+    NoCpuController { v2: String, v1: String },
+    #[error("cpu cap must be in [0.001, 1024] cores, got {0}")]
+    Range(f64),
+    #[error("cgroup {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError + '_ {
+    move |source| CgroupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A cgroup with a CPU cap; removed on drop.
+#[derive(Debug)]
+pub struct CpuCap {
+    dir: PathBuf,
+    parent: PathBuf,
+    version: CgroupVersion,
+    cores: f64,
+}
+
+/// Shortest CFS period used for the cap, microseconds: short, so a capped
+/// server is throttled in small slices rather than stalled for 100 ms at a
+/// time; longer when the quota would fall below the kernel's 1 ms minimum.
+const MIN_PERIOD_US: u64 = 10_000;
+const MIN_QUOTA_US: u64 = 1_000;
+const MAX_PERIOD_US: u64 = 1_000_000;
+
+fn v2_root() -> Option<PathBuf> {
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let controllers = fs::read_to_string(Path::new(root).join("cgroup.controllers"));
+        if let Ok(text) = controllers {
+            if text.split_whitespace().any(|c| c == "cpu") {
+                return Some(PathBuf::from(root));
+            }
+        }
+    }
+    None
+}
+
+impl CpuCap {
+    /// Creates cgroup `name` capped at `cores` CPUs (e.g. 0.05 = 5 % of one).
+    pub fn create(name: &str, cores: f64) -> Result<CpuCap, CgroupError> {
+        if !(cores.is_finite() && (0.001..=1024.0).contains(&cores)) {
+            return Err(CgroupError::Range(cores));
+        }
+        let period =
+            ((MIN_QUOTA_US as f64 / cores).ceil() as u64).clamp(MIN_PERIOD_US, MAX_PERIOD_US);
+        let quota = ((cores * period as f64).round() as u64).max(MIN_QUOTA_US);
+        let (parent, version) = if let Some(root) = v2_root() {
+            // The controller must be enabled for the root's children.
+            let control = root.join("cgroup.subtree_control");
+            fs::write(&control, "+cpu").map_err(io(&control))?;
+            (root, CgroupVersion::V2)
+        } else {
+            let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
+            if !v1.join("cpu.cfs_quota_us").exists() {
+                return Err(CgroupError::NoCpuController {
+                    v2: "/sys/fs/cgroup, /sys/fs/cgroup/unified".into(),
+                    v1: v1.display().to_string(),
+                });
+            }
+            (v1, CgroupVersion::V1)
+        };
+        let dir = parent.join(name);
+        if dir.exists() {
+            // Left by a run that was killed: empty it and start again.
+            remove(&dir, &parent);
+        }
+        fs::create_dir(&dir).map_err(io(&dir))?;
+        let cap = CpuCap {
+            dir,
+            parent,
+            version,
+            cores,
+        };
+        match version {
+            CgroupVersion::V2 => {
+                let path = cap.dir.join("cpu.max");
+                fs::write(&path, format!("{quota} {period}")).map_err(io(&path))?;
+            }
+            CgroupVersion::V1 => {
+                let period_file = cap.dir.join("cpu.cfs_period_us");
+                fs::write(&period_file, period.to_string()).map_err(io(&period_file))?;
+                let path = cap.dir.join("cpu.cfs_quota_us");
+                fs::write(&path, quota.to_string()).map_err(io(&path))?;
+            }
+        }
+        Ok(cap)
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup.
+    pub fn add(&self, pid: u32) -> Result<(), CgroupError> {
+        let path = self.dir.join("cgroup.procs");
+        fs::write(&path, pid.to_string()).map_err(io(&path))
+    }
+
+    /// Moves `pid` and its direct children (e.g. nginx's workers).
+    pub fn add_with_children(&self, pid: u32) -> Result<usize, CgroupError> {
+        self.add(pid)?;
+        let mut moved = 1;
+        for child in children(pid) {
+            // A child that exited in between is not an error.
+            if self.add(child).is_ok() {
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// CPU time used by the cgroup's processes so far, microseconds.
+    pub fn usage_us(&self) -> Result<u64, CgroupError> {
+        match self.version {
+            CgroupVersion::V2 => {
+                let path = self.dir.join("cpu.stat");
+                let text = fs::read_to_string(&path).map_err(io(&path))?;
+                Ok(text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0))
+            }
+            CgroupVersion::V1 => {
+                // cpuacct is a separate v1 hierarchy here: read the
+                // processes' own times instead.
+                let path = self.dir.join("cgroup.procs");
+                let text = fs::read_to_string(&path).map_err(io(&path))?;
+                Ok(text
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .map(process_cpu_us)
+                    .sum())
+            }
+        }
+    }
+
+    /// The cap, CPUs.
+    pub fn cores(&self) -> f64 {
+        self.cores
+    }
+
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for CpuCap {
+    fn drop(&mut self) {
+        remove(&self.dir, &self.parent);
+    }
+}
+
+/// Moves every process of `dir` to `parent`, then removes `dir`.
+fn remove(dir: &Path, parent: &Path) {
+    for _ in 0..50 {
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            let _ = fs::write(parent.join("cgroup.procs"), pid);
+        }
+        if fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Direct children of `pid`, from `/proc/*/stat`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = s.rsplit_once(')')?.1.to_string();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// `utime + stime` of a process, microseconds (0 when it is gone).
+fn process_cpu_us(pid: u32) -> u64 {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100)
+        .max(1) as u64;
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.to_string();
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let user: u64 = fields.get(11)?.parse().ok()?;
+            let system: u64 = fields.get(12)?.parse().ok()?;
+            Some((user + system) * 1_000_000 / ticks)
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cap_out_of_range_is_refused() {
+        assert!(matches!(
+            CpuCap::create("x", 0.0),
+            Err(CgroupError::Range(_))
+        ));
+        assert!(matches!(
+            CpuCap::create("x", f64::NAN),
+            Err(CgroupError::Range(_))
+        ));
+    }
+
+    #[test]
+    fn the_current_process_has_a_parent_among_its_parents_children() {
+        let me = std::process::id();
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        assert!(children(parent).contains(&me));
+    }
+}
