@@ -78,7 +78,7 @@ enum Front {
     Direct,
     Nginx { _process: Nginx },
     Haproxy { _process: Haproxy },
-    Proxy { _running: Proxy },
+    Proxy { _running: Box<Proxy> },
 }
 
 fn start_front(
@@ -155,7 +155,12 @@ fn start_front(
                 .run(move || Proxy::start(config))
                 .map_err(|e| LiveError::Netns(e.to_string()))?
                 .map_err(|e| LiveError::Proxy(e.to_string()))?;
-            Ok((Front::Proxy { _running: proxy }, front_addr))
+            Ok((
+                Front::Proxy {
+                    _running: Box::new(proxy),
+                },
+                front_addr,
+            ))
         }
     }
 }
