@@ -16,9 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use vantage_core::certes::ingest;
-use vantage_core::certes::input::{CaptureNotes, EstimateInput, EMPTY_INTERVAL};
-use vantage_core::certes::observed::ExactInterval;
-use vantage_core::certes::summary::{estimate_each, ClassInterval, RunningEstimate};
+use vantage_core::certes::input::{CaptureNotes, EstimateInput};
+use vantage_core::certes::summary::{estimate_each, RunningEstimate};
 use vantage_core::certes::{Certes, CertesConfig, NetworkLoss};
 use vantage_core::config::CappedReader;
 use vantage_core::tcp::ClientMix;
@@ -350,17 +349,8 @@ fn stream_capture(
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut emit = |closed: Vec<ClosedInterval>, run: &mut RunningEstimate| -> Result<()> {
-        let empty = ExactInterval::default();
         for interval in closed {
-            let given: Vec<ClassInterval<'_>> = interval
-                .classes
-                .iter()
-                .map(|(class, taken)| ClassInterval {
-                    class,
-                    counters: taken.as_ref().map_or(&EMPTY_INTERVAL, |t| &t.counters),
-                    exact: Some(taken.as_ref().map_or(&empty, |t| &t.exact)),
-                })
-                .collect();
+            let given = interval.class_intervals();
             run.interval(&given, |row| {
                 if let Some(csv) = &mut csv {
                     csv.write(&row)?;

@@ -30,12 +30,15 @@ use std::path::Path;
 
 use vantage_core::certes::input::{
     check_class_intervals, CaptureNotes, ClassInput, EstimateInput, TooManyClassIntervals,
+    EMPTY_INTERVAL,
 };
 use vantage_core::certes::learn::SynLearner;
 use vantage_core::certes::observed::{
-    ConnectionObservation, ExactConfig, ExactFigures, IntervalGrid, ObservedError, MAX_INTERVALS,
+    ConnectionObservation, ExactConfig, ExactFigures, ExactInterval, IntervalGrid, ObservedError,
+    MAX_INTERVALS,
 };
 use vantage_core::certes::stream::{BucketedInterval, ClassBucketer};
+use vantage_core::certes::summary::ClassInterval;
 use vantage_core::certes::CertesConfig;
 use vantage_core::Nanos;
 
@@ -116,6 +119,31 @@ pub struct ClosedInterval {
     /// Every class known so far, in order, with what it counted in the
     /// interval (`None`: nothing).
     pub classes: Vec<(String, Option<BucketedInterval>)>,
+}
+
+/// The exact figures of a class that counted nothing in an interval.
+static EMPTY_EXACT: ExactInterval = ExactInterval {
+    completed: 0,
+    gave_up: 0,
+    total_time: Nanos::ZERO,
+    conn_fail_total: Nanos::ZERO,
+    completed_by_retries: Vec::new(),
+};
+
+impl ClosedInterval {
+    /// Every class's counters and exact figures as
+    /// `RunningEstimate::interval` takes them (empty ones for a class
+    /// that counted nothing).
+    pub fn class_intervals(&self) -> Vec<ClassInterval<'_>> {
+        self.classes
+            .iter()
+            .map(|(class, taken)| ClassInterval {
+                class,
+                counters: taken.as_ref().map_or(&EMPTY_INTERVAL, |t| &t.counters),
+                exact: Some(taken.as_ref().map_or(&EMPTY_EXACT, |t| &t.exact)),
+            })
+            .collect()
+    }
 }
 
 /// What a streamed capture gives at its end, beside its intervals.

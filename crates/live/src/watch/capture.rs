@@ -17,9 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use vantage_core::certes::input::EMPTY_INTERVAL;
 use vantage_core::certes::learn::{GiveUpPlacement, LearnedClients, SynLearner};
-use vantage_core::certes::observed::ExactInterval;
 use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
 use vantage_core::certes::Certes;
 use vantage_core::certes::{CertesConfig, IntervalCounters};
@@ -632,16 +630,7 @@ impl CaptureState {
             ]);
         }
         let ring_drops = self.ring_seen.1;
-        let empty = ExactInterval::default();
-        let given: Vec<ClassInterval<'_>> = closed
-            .classes
-            .iter()
-            .map(|(class, taken)| ClassInterval {
-                class,
-                counters: taken.as_ref().map_or(&EMPTY_INTERVAL, |t| &t.counters),
-                exact: Some(taken.as_ref().map_or(&empty, |t| &t.exact)),
-            })
-            .collect();
+        let given = closed.class_intervals();
         let metrics = &self.metrics;
         let outputs = &self.outputs;
         let mut lines = Vec::new();
