@@ -243,6 +243,19 @@ pub fn receive_buffer(fd: impl AsFd) -> io::Result<u32> {
     get_int(fd, libc::SO_RCVBUF)
 }
 
+/// Bytes received and not yet read (`ioctl(FIONREAD)`): on a keep-alive
+/// connection, a request that has arrived before the server read it.
+pub fn unread_bytes(fd: impl AsFd) -> io::Result<u32> {
+    let mut count: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `count`.
+    let r = unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), libc::FIONREAD, &mut count) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(count.max(0) as u32)
+}
+
 /// The system's page size, bytes (the unit of `tcp_mem` and sockstat).
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no memory effects.
@@ -342,6 +355,21 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         (client, server)
+    }
+
+    #[test]
+    fn unread_bytes_counts_what_arrived_and_was_not_read() {
+        let (mut client, mut server) = pair();
+        assert_eq!(unread_bytes(&server).unwrap(), 0);
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while unread_bytes(&server).unwrap() < 18 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(unread_bytes(&server).unwrap(), 18);
+        let mut buf = [0u8; 18];
+        server.read_exact(&mut buf).unwrap();
+        assert_eq!(unread_bytes(&server).unwrap(), 0);
     }
 
     #[test]

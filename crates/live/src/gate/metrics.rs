@@ -47,7 +47,7 @@ use prometheus_client::registry::{Registry, Unit};
 use vantage_core::admission::syn::{FilterKind, FilterSnapshot};
 
 use super::counters::GateCounters;
-use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
+use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
@@ -258,18 +258,7 @@ impl GateMetrics {
             (None, None)
         };
         let endpoint = EndpointCounters::default();
-        registry.register(
-            "vantage_metrics_connections_refused",
-            "Connections to the metrics endpoint closed at once because too many were open",
-            endpoint.connections_refused.clone(),
-        );
-        registry.register(
-            "vantage_metrics_requests_refused",
-            "Requests to the metrics endpoint answered with a client error",
-            endpoint.requests_refused.clone(),
-        );
-        register_build_info(&mut registry);
-        registry.register_collector(Box::new(ProcessCollector));
+        register_daemon_metrics(&mut registry, &endpoint);
         let metrics = GateMetrics {
             registry,
             endpoint,

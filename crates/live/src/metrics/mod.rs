@@ -104,6 +104,23 @@ pub fn openmetrics_to_text(openmetrics: &str) -> String {
     out
 }
 
+/// Registers what every daemon's registry carries: the metrics endpoint's
+/// own refusals, `vantage_build_info` and the process metrics.
+pub fn register_daemon_metrics(registry: &mut Registry, endpoint: &EndpointCounters) {
+    registry.register(
+        "vantage_metrics_connections_refused",
+        "Connections to the metrics endpoint closed at once because too many were open",
+        endpoint.connections_refused.clone(),
+    );
+    registry.register(
+        "vantage_metrics_requests_refused",
+        "Requests to the metrics endpoint answered with a client error",
+        endpoint.requests_refused.clone(),
+    );
+    register_build_info(registry);
+    registry.register_collector(Box::new(ProcessCollector));
+}
+
 /// Registers `vantage_build_info{version="…"} 1`.
 pub fn register_build_info(registry: &mut Registry) {
     let info = Family::<Vec<(String, String)>, Gauge>::default();

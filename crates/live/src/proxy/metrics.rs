@@ -32,6 +32,7 @@
 //! | `vantage_proxy_kernel_tcp_memory_bytes` | gauge | `/proc/net/sockstat` TCP `mem`, in bytes |
 //! | `vantage_proxy_pool_pressure_cuts_total` | counter | intervals that cut the pool for `tcp_mem` pressure |
 //! | `vantage_proxy_idle_closes_total{reason}` | counter | idle client connections the manager closed: `descriptors`, `tcp_memory`, `connections`, `idle_list_full` |
+//! | `vantage_proxy_idle_closes_skipped_total` | counter | connections the manager chose that kept a request already arrived and not yet read (`FIONREAD`): not closed |
 //! | `vantage_proxy_resource_loop_cpu_seconds_total` | counter | the control loop's own CPU time |
 //! | `vantage_proxy_resource_intervals_total` | counter | intervals run |
 //! | `vantage_proxy_resource_errors_total` | counter | socket reads or sets that failed (the connection skipped for that interval) |
@@ -53,7 +54,7 @@ use vantage_core::admission::session::{Decision, TokenError};
 
 use super::config::Strategy;
 
-use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
+use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
@@ -133,6 +134,8 @@ pub struct ResourceMetrics {
     pub kernel_tcp_bytes: Gauge,
     pub pressure_cuts: Counter,
     pub closes: Family<ReasonLabel, Counter>,
+    /// Idle connections chosen to close that kept a request not yet read.
+    pub reclaims_skipped_for_request: Counter,
     pub cpu_seconds: Counter<f64, AtomicU64>,
     pub intervals: Counter,
     pub errors: Counter,
@@ -149,6 +152,7 @@ impl Default for ResourceMetrics {
             kernel_tcp_bytes: Gauge::default(),
             pressure_cuts: Counter::default(),
             closes: Family::default(),
+            reclaims_skipped_for_request: Counter::default(),
             cpu_seconds: Counter::default(),
             intervals: Counter::default(),
             errors: Counter::default(),
@@ -203,6 +207,11 @@ impl ResourceMetrics {
             "vantage_proxy_idle_closes",
             "Idle client connections closed by the connection manager, by reason",
             self.closes.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_closes_skipped",
+            "Idle connections the manager chose that were kept: a request had arrived, not yet read",
+            self.reclaims_skipped_for_request.clone(),
         );
         registry.register_with_unit(
             "vantage_proxy_resource_loop_cpu",
@@ -410,18 +419,7 @@ impl ProxyMetrics {
                 );
             }
         }
-        registry.register(
-            "vantage_metrics_connections_refused",
-            "Connections to the metrics endpoint closed at once because too many were open",
-            m.endpoint.connections_refused.clone(),
-        );
-        registry.register(
-            "vantage_metrics_requests_refused",
-            "Requests to the metrics endpoint answered with a client error",
-            m.endpoint.requests_refused.clone(),
-        );
-        register_build_info(&mut registry);
-        registry.register_collector(Box::new(ProcessCollector));
+        register_daemon_metrics(&mut registry, &m.endpoint);
         let status_classes = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
             m.requests
                 .get_or_create(&ClassLabel {

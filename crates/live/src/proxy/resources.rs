@@ -570,8 +570,9 @@ impl Resources {
             self.metrics.pool_bytes.set(pool as i64);
             // Closes the idle list's cap forced since the last interval.
             for (id, since) in std::mem::take(&mut state.evicted) {
-                self.reclaim(state, id, since, now, CloseReason::IdleListFull);
-                report.closes += 1;
+                if self.reclaim(state, id, since, now, CloseReason::IdleListFull) {
+                    report.closes += 1;
+                }
             }
             if managed {
                 let tracked = (state.clients.len() + state.upstreams.len()) as u64;
@@ -592,8 +593,9 @@ impl Resources {
                         .get(&id)
                         .and_then(|c| c.idle_since)
                         .unwrap_or(now);
-                    self.reclaim(state, id, since, now, reason);
-                    report.closes += 1;
+                    if self.reclaim(state, id, since, now, reason) {
+                        report.closes += 1;
+                    }
                 }
             }
         }
@@ -631,10 +633,27 @@ impl Resources {
         }
     }
 
-    fn reclaim(&self, state: &mut State, id: u64, since: Nanos, now: Nanos, reason: CloseReason) {
+    /// Tells connection `id` to close gracefully, unless a request has
+    /// already arrived on it that the connection has not read yet (the
+    /// manager saw it idle; it is not): then it stays, and returns to the
+    /// idle list when that request's response ends. True when told.
+    fn reclaim(
+        &self,
+        state: &mut State,
+        id: u64,
+        since: Nanos,
+        now: Nanos,
+        reason: CloseReason,
+    ) -> bool {
         let Some(c) = state.clients.get(&id) else {
-            return;
+            return false;
         };
+        // SAFETY: as in `send_side` (the lock is held: `state`).
+        let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
+        if tcp_info::unread_bytes(fd).is_ok_and(|n| n > 0) {
+            self.metrics.reclaims_skipped_for_request.inc();
+            return false;
+        }
         let idle = Duration::from_nanos(now.saturating_sub(since).as_nanos());
         c.reclaim.notify_one();
         self.metrics
@@ -657,6 +676,7 @@ impl Resources {
             idle,
             reason,
         });
+        true
     }
 
     /// The send side. Socket calls run under the lock in chunks of

@@ -34,7 +34,7 @@ use vantage_core::tcp::syn_schedule::BUILTIN_PROFILES;
 use vantage_core::tcp::SynProfile;
 
 use super::capture::LearnedRecord;
-use crate::metrics::{register_build_info, EndpointCounters, Format, ProcessCollector};
+use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type Labels = Vec<(String, String)>;
 type FloatCounter = Counter<f64, AtomicU64>;
@@ -427,18 +427,7 @@ impl WatchMetrics {
             "With learn: 1 once the class's model runs with the learned clients (absent: the configured ones)",
             m.model_learned.clone(),
         );
-        registry.register(
-            "vantage_metrics_connections_refused",
-            "Connections to the metrics endpoint closed at once because too many were open",
-            m.endpoint.connections_refused.clone(),
-        );
-        registry.register(
-            "vantage_metrics_requests_refused",
-            "Requests to the metrics endpoint answered with a client error",
-            m.endpoint.requests_refused.clone(),
-        );
-        register_build_info(&mut registry);
-        registry.register_collector(Box::new(ProcessCollector));
+        register_daemon_metrics(&mut registry, &m.endpoint);
         WatchMetrics { registry, ..m }
     }
 
