@@ -858,6 +858,32 @@ mod tests {
 
     const ORIGIN_NS: u64 = 1_700_000_000_000_000_000;
 
+    /// The server's SYN-ACK at `t` + 0.1 ms, then the handshake's ACK, a
+    /// 100-byte response and both FINs, 0.1 ms apart.
+    fn push_served(
+        records: &mut Vec<Record>,
+        t: u64,
+        client: (&'static str, u16),
+        server: (&'static str, u16),
+        isn: u32,
+    ) {
+        for (dt, tcp) in [
+            (
+                100_000,
+                Tcp::new(server, client, 5000, isn + 1, SYN | ACK).options(syn_options(1460, 7, 1)),
+            ),
+            (200_000, Tcp::new(client, server, isn + 1, 5001, ACK)),
+            (
+                300_000,
+                Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
+            ),
+            (400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
+            (500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
+        ] {
+            records.push(Record::new(t + dt, tcp.ethernet()));
+        }
+    }
+
     /// Twenty attempts 100 ms apart: every fourth has its first SYN
     /// dropped and answered on the retry 1 s later; all are served.
     fn capture() -> Vec<u8> {
@@ -879,22 +905,7 @@ mod tests {
             } else {
                 first
             };
-            for (dt, tcp) in [
-                (
-                    100_000,
-                    Tcp::new(server, client, 5000, isn + 1, SYN | ACK)
-                        .options(syn_options(1460, 7, 1)),
-                ),
-                (200_000, Tcp::new(client, server, isn + 1, 5001, ACK)),
-                (
-                    300_000,
-                    Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
-                ),
-                (400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
-                (500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
-            ] {
-                records.push(Record::new(t + dt, tcp.ethernet()));
-            }
+            push_served(&mut records, t, client, server, isn);
         }
         records.sort_by_key(|r| r.timestamp_ns);
         pcap.file(&records)
@@ -1026,22 +1037,7 @@ mod tests {
             }
             if answered {
                 let t = start + points[syns - 1] * 1_000_000;
-                for (dt, tcp) in [
-                    (
-                        100_000,
-                        Tcp::new(server, client, 5000, isn + 1, SYN | ACK)
-                            .options(syn_options(1460, 7, 1)),
-                    ),
-                    (200_000, Tcp::new(client, server, isn + 1, 5001, ACK)),
-                    (
-                        300_000,
-                        Tcp::new(server, client, 5001, isn + 1, PSH | ACK).payload(100),
-                    ),
-                    (400_000, Tcp::new(server, client, 5101, isn + 1, FIN | ACK)),
-                    (500_000, Tcp::new(client, server, isn + 1, 5102, FIN | ACK)),
-                ] {
-                    records.push(Record::new(t + dt, tcp.ethernet()));
-                }
+                push_served(&mut records, t, client, server, isn);
             }
         }
         records.sort_by_key(|r| r.timestamp_ns);
