@@ -774,23 +774,7 @@ impl Resources {
             }
             targets
         };
-        for chunk in targets.chunks(CHUNK) {
-            let mut state = self.lock();
-            for &(id, fd, held) in chunk {
-                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
-                    continue;
-                };
-                // SAFETY: as above.
-                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-                match tcp_info::set_send_buffer(fd, held) {
-                    Ok(now_held) => {
-                        c.applied = Some(u64::from(now_held));
-                        report.buffers_set += 1;
-                    }
-                    Err(_) => report.read_errors += 1,
-                }
-            }
-        }
+        self.apply_buffers(&targets, Side::Send, report);
     }
 
     /// The receive side, chunked as [`Self::send_side`].
@@ -864,17 +848,47 @@ impl Resources {
             self.metrics.receive_pool_used.set(used as i64);
             targets
         };
+        self.apply_buffers(&targets, Side::Receive, report);
+    }
+
+    /// Sets each `(id, descriptor, held bytes)` of `targets` on its side,
+    /// under the lock [`CHUNK`] connections at a time, each checked still
+    /// registered with the same descriptor (one unregistered meanwhile may
+    /// have closed it).
+    fn apply_buffers(
+        &self,
+        targets: &[(u64, RawFd, u64)],
+        side: Side,
+        report: &mut IntervalReport,
+    ) {
         for chunk in targets.chunks(CHUNK) {
             let mut state = self.lock();
             for &(id, fd, held) in chunk {
-                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+                let applied = match side {
+                    Side::Send => state
+                        .clients
+                        .get_mut(&id)
+                        .filter(|c| c.fd == fd)
+                        .map(|c| &mut c.applied),
+                    Side::Receive => state
+                        .upstreams
+                        .get_mut(&id)
+                        .filter(|u| u.fd == fd)
+                        .map(|u| &mut u.applied),
+                };
+                let Some(applied) = applied else {
                     continue;
                 };
-                // SAFETY: as in `send_side`.
+                // SAFETY: the descriptor stays open while registered (see
+                // `send_side`), and the lock is held.
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-                match tcp_info::set_receive_buffer(fd, held) {
+                let set = match side {
+                    Side::Send => tcp_info::set_send_buffer(fd, held),
+                    Side::Receive => tcp_info::set_receive_buffer(fd, held),
+                };
+                match set {
                     Ok(now_held) => {
-                        u.applied = Some(u64::from(now_held));
+                        *applied = Some(u64::from(now_held));
                         report.buffers_set += 1;
                     }
                     Err(_) => report.read_errors += 1,
@@ -882,6 +896,14 @@ impl Resources {
             }
         }
     }
+}
+
+/// Which buffer [`Resources::apply_buffers`] sets: client connections'
+/// send buffers or upstream connections' receive buffers.
+#[derive(Clone, Copy)]
+enum Side {
+    Send,
+    Receive,
 }
 
 /// The pool for the next interval: a quarter less under kernel memory
