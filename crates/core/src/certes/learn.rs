@@ -229,7 +229,37 @@ pub struct LearnedClients {
     pub iterations: usize,
 }
 
+/// How the attempts fed in were used, grouped as reports print them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AttemptUses {
+    pub attempts: u64,
+    /// Fit a schedule SYN by SYN.
+    pub classified: u64,
+    /// Fit a schedule only with SYNs missing.
+    pub classified_with_missing_syns: u64,
+    /// One SYN: says nothing about the schedule.
+    pub single_syn: u64,
+    /// Fit no known schedule, or malformed.
+    pub unclassified: u64,
+    /// Beyond the class cap, or only explained by schedules learned below
+    /// [`MIN_WEIGHT`].
+    pub not_kept: u64,
+}
+
 impl LearnedClients {
+    /// The attempts' uses, grouped (see [`AttemptUses`]).
+    pub fn attempt_uses(&self) -> AttemptUses {
+        let c = &self.counts;
+        AttemptUses {
+            attempts: c.attempts,
+            classified: c.classified,
+            classified_with_missing_syns: c.classified_with_missing_syns,
+            single_syn: c.single_syn_accepted + c.single_syn_abandoned,
+            unclassified: c.unclassified + c.malformed,
+            not_kept: c.over_class_cap + self.explained_by_dropped_schedules,
+        }
+    }
+
     /// `base` with the learned mixture and frustration timeouts.
     pub fn configure(&self, base: &CertesConfig) -> CertesConfig {
         CertesConfig {

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use vantage_core::certes::learn::{GiveUpPlacement, LearnedClients, SynLearner};
+use vantage_core::certes::learn::{AttemptUses, GiveUpPlacement, LearnedClients, SynLearner};
 use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
 use vantage_core::certes::Certes;
 use vantage_core::certes::{CertesConfig, IntervalCounters};
@@ -227,16 +227,8 @@ pub struct LearnedRecord {
     pub give_ups: Vec<GiveUpRecord>,
     pub never_gives_up: f64,
     /// Attempts the learner was fed, and how they were used.
-    pub attempts: u64,
-    pub classified: u64,
-    pub classified_with_missing_syns: u64,
-    /// One SYN: says nothing about the schedule.
-    pub single_syn: u64,
-    /// Fit no known schedule, or malformed.
-    pub unclassified: u64,
-    /// Beyond the learner's class cap, or only explained by schedules
-    /// learned below 1 %.
-    pub not_kept: u64,
+    #[serde(flatten)]
+    pub uses: AttemptUses,
 }
 
 /// One learned give-up cell.
@@ -253,7 +245,6 @@ impl LearnedRecord {
         for (profile, weight) in learned.clients.entries() {
             *profiles.entry(profile.name.clone()).or_insert(0.0) += weight;
         }
-        let c = &learned.counts;
         LearnedRecord {
             profiles,
             give_ups: learned
@@ -266,12 +257,7 @@ impl LearnedRecord {
                 })
                 .collect(),
             never_gives_up: learned.never_gives_up,
-            attempts: c.attempts,
-            classified: c.classified,
-            classified_with_missing_syns: c.classified_with_missing_syns,
-            single_syn: c.single_syn_accepted + c.single_syn_abandoned,
-            unclassified: c.unclassified + c.malformed,
-            not_kept: c.over_class_cap + learned.explained_by_dropped_schedules,
+            uses: learned.attempt_uses(),
         }
     }
 }
@@ -760,8 +746,8 @@ mod tests {
         assert_eq!(records.len(), 1);
         let record = &records[0].1;
         assert!(record.profiles["linux-3.7"] > 0.99, "{record:?}");
-        assert_eq!(record.attempts, 300);
-        assert_eq!(record.classified, 300);
+        assert_eq!(record.uses.attempts, 300);
+        assert_eq!(record.uses.classified, 300);
         let (mean, learned) = step(&mut learning);
         assert_eq!(learned.as_ref(), Some(record));
         let told = step(&mut configured).0;

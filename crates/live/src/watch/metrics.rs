@@ -590,14 +590,14 @@ impl WatchMetrics {
         }
         series.insert(class.to_string(), set);
         for (usage, count) in [
-            ("classified", learned.classified),
+            ("classified", learned.uses.classified),
             (
                 "classified_with_missing_syns",
-                learned.classified_with_missing_syns,
+                learned.uses.classified_with_missing_syns,
             ),
-            ("single_syn", learned.single_syn),
-            ("unclassified", learned.unclassified),
-            ("not_kept", learned.not_kept),
+            ("single_syn", learned.uses.single_syn),
+            ("unclassified", learned.uses.unclassified),
+            ("not_kept", learned.uses.not_kept),
         ] {
             self.learned_attempts
                 .get_or_create(&with(&[("use", usage.to_string())]))
@@ -709,12 +709,14 @@ mod tests {
                 )
                 .collect(),
             never_gives_up: 0.0,
-            attempts: 10,
-            classified: 7,
-            classified_with_missing_syns: 1,
-            single_syn: 2,
-            unclassified: 0,
-            not_kept: 0,
+            uses: vantage_core::certes::learn::AttemptUses {
+                attempts: 10,
+                classified: 7,
+                classified_with_missing_syns: 1,
+                single_syn: 2,
+                unclassified: 0,
+                not_kept: 0,
+            },
         };
         metrics.set_learned(
             "",

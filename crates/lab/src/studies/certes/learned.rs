@@ -14,7 +14,7 @@
 use super::estimates::{ratio, rel_err};
 use super::scenario::CertesScenario;
 use serde::Serialize;
-use vantage_core::certes::learn::{GiveUpPlacement, LearnedClients};
+use vantage_core::certes::learn::{AttemptUses, GiveUpPlacement, LearnedClients};
 use vantage_core::certes::{Certes, CertesConfig, CertesError};
 use vantage_core::Nanos;
 use vantage_sim::webserver::WebRun;
@@ -41,15 +41,9 @@ pub struct LearnedComparison {
     pub learned_give_ups: String,
     /// Share of clients learned not to give up before their last SYN.
     pub never_gives_up: f64,
-    /// Attempts the learner saw, and how many it could use.
-    pub attempts: u64,
-    pub classified: u64,
-    pub classified_with_missing_syns: u64,
-    pub single_syn: u64,
-    pub unclassified: u64,
-    /// Attempts beyond the class cap, or only explained by schedules
-    /// learned below 1 %.
-    pub not_kept: u64,
+    /// Attempts the learner saw, and how it used them.
+    #[serde(flatten)]
+    pub uses: AttemptUses,
 }
 
 /// Whole-run transaction-weighted mean of `config`'s model over the run, in
@@ -88,7 +82,6 @@ pub(super) fn compare(
     let learned_mean = whole_run_mean(run, learned.configure(model)).map_err(|e| e.to_string())?;
     let at_ends_mean = whole_run_mean(run, at_ends.configure(model)).map_err(|e| e.to_string())?;
     let secs = |t: Nanos| format!("{}", t.as_secs_f64());
-    let counts = &learned.counts;
     Ok(LearnedComparison {
         told_rel_err,
         told_mixture_rel_err: rel_err(told_mixture_mean, truth_mean_s),
@@ -119,12 +112,7 @@ pub(super) fn compare(
             .collect::<Vec<_>>()
             .join(", "),
         never_gives_up: learned.never_gives_up,
-        attempts: counts.attempts,
-        classified: counts.classified,
-        classified_with_missing_syns: counts.classified_with_missing_syns,
-        single_syn: counts.single_syn_accepted + counts.single_syn_abandoned,
-        unclassified: counts.unclassified + counts.malformed,
-        not_kept: counts.over_class_cap + learned.explained_by_dropped_schedules,
+        uses: learned.attempt_uses(),
     })
 }
 
@@ -165,7 +153,7 @@ mod tests {
             (weight(&["windows-7", "windows-2000"]) - 0.20).abs() < 0.04,
             "{l:?}"
         );
-        assert!(l.classified > 1000, "{l:?}");
+        assert!(l.uses.classified > 1000, "{l:?}");
         assert!(
             l.learned_rel_err.abs() <= super::super::CERTES_BOUND,
             "{l:?}"

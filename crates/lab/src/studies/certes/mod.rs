@@ -168,12 +168,12 @@ fn print_learned(results: &[CertesResult]) {
             println!(
                 "  {:<27} attempts {}: {} fit SYN by SYN, {} with SYNs missing, {} one SYN, {} unclassified, {} not kept",
                 "",
-                l.attempts,
-                l.classified,
-                l.classified_with_missing_syns,
-                l.single_syn,
-                l.unclassified,
-                l.not_kept
+                l.uses.attempts,
+                l.uses.classified,
+                l.uses.classified_with_missing_syns,
+                l.uses.single_syn,
+                l.uses.unclassified,
+                l.uses.not_kept
             );
         }
     }
