@@ -127,6 +127,18 @@ pub enum ResourceMode {
     SsbtWithConnections,
 }
 
+impl ResourceMode {
+    /// The name the configuration file gives.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResourceMode::Autotune => "autotune",
+            ResourceMode::Fixed => "fixed",
+            ResourceMode::Ssbt => "ssbt",
+            ResourceMode::SsbtWithConnections => "ssbt+conn",
+        }
+    }
+}
+
 /// A high and a low mark; `None` in a field: derived when the proxy starts
 /// (from the descriptor limit, `tcp_mem` or `limits.max_connections`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -597,12 +609,7 @@ fn marks(c: &Checker, key: &str, value: [f64; 2], low_limit: f64) -> Result<Mark
 fn resources(c: &Checker, r: &RawResources) -> Result<ResourcesConfig, ConfigError> {
     let defaults = ResourcesConfig::default();
     let mode = r.mode.unwrap_or(ResourceMode::Autotune);
-    let name = match mode {
-        ResourceMode::Autotune => "autotune",
-        ResourceMode::Fixed => "fixed",
-        ResourceMode::Ssbt => "ssbt",
-        ResourceMode::SsbtWithConnections => "ssbt+conn",
-    };
+    let name = mode.name();
     let only = |key: &str, present: bool, used: bool| {
         if present && !used {
             Err(c.fail(

@@ -144,7 +144,10 @@ pub struct KernelLimits {
     pub send_max: u64,
     /// Largest held receive buffer (twice `rmem_max`).
     pub receive_max: u64,
-    pub tcp_mem: tcp_info::TcpMemLimits,
+    /// `net.ipv4.tcp_mem`; `None` where it is not visible (it belongs to
+    /// the host's network namespace, and a proxy in another one cannot
+    /// read it): then there is no default pool and no pressure cut.
+    pub tcp_mem: Option<tcp_info::TcpMemLimits>,
     pub page_bytes: u64,
     pub descriptor_limit: u64,
 }
@@ -154,7 +157,11 @@ impl KernelLimits {
         Ok(KernelLimits {
             send_max: 2 * tcp_info::wmem_max()?,
             receive_max: 2 * tcp_info::rmem_max()?,
-            tcp_mem: tcp_info::tcp_mem_limits()?,
+            tcp_mem: match tcp_info::tcp_mem_limits() {
+                Ok(limits) => Some(limits),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            },
             page_bytes: tcp_info::page_size(),
             descriptor_limit: crate::daemon::descriptor_limit()?,
         })
@@ -218,6 +225,8 @@ pub struct Resources {
 pub enum ResourcesError {
     #[error("reading the kernel's TCP memory limits: {0}")]
     Kernel(#[from] io::Error),
+    #[error("resources.mode = \"{0}\" needs resources.pool_bytes here: net.ipv4.tcp_mem, its default, is not visible in this network namespace")]
+    NoDefaultPool(&'static str),
     #[error("resources: {0}")]
     OutOfRange(#[from] vantage_core::OutOfRange),
     #[error("resources: {0}")]
@@ -243,8 +252,19 @@ impl Resources {
         max_connections: usize,
         metrics: ResourceMetrics,
     ) -> Result<Resources, ResourcesError> {
-        let pressure_bytes = limits.tcp_mem.pressure.saturating_mul(limits.page_bytes);
-        let base_pool = config.pool_bytes.unwrap_or(pressure_bytes / 2);
+        let tuned = matches!(
+            config.mode,
+            ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
+        );
+        let pressure_bytes = limits
+            .tcp_mem
+            .map(|m| m.pressure.saturating_mul(limits.page_bytes));
+        let base_pool = match (config.pool_bytes, pressure_bytes) {
+            (Some(pool), _) => pool,
+            (None, Some(pressure)) => pressure / 2,
+            (None, None) if tuned => return Err(ResourcesError::NoDefaultPool(config.mode.name())),
+            (None, None) => 0,
+        };
         let never = Threshold {
             high: u64::MAX,
             low: u64::MAX,
@@ -258,20 +278,19 @@ impl Resources {
                     limits.descriptor_limit * 9 / 10,
                     limits.descriptor_limit * 8 / 10,
                 ),
-                threshold(
-                    config.tcp_memory_bytes,
-                    pressure_bytes / 10 * 9,
-                    pressure_bytes / 10 * 8,
-                ),
+                match pressure_bytes {
+                    Some(pressure) => threshold(
+                        config.tcp_memory_bytes,
+                        pressure / 10 * 9,
+                        pressure / 10 * 8,
+                    ),
+                    None => threshold(config.tcp_memory_bytes, never.high, never.low),
+                },
                 threshold(config.connections, n - n / 20, n - n / 10),
             ]
         } else {
             [never; 3]
         };
-        let tuned = matches!(
-            config.mode,
-            ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
-        );
         let manager = tuned
             .then(|| {
                 ConnectionManager::new(ConnectionManagerParams {
@@ -532,7 +551,10 @@ impl Resources {
         };
         report.kernel_tcp_bytes = kernel_bytes;
         self.metrics.kernel_tcp_bytes.set(kernel_bytes as i64);
-        report.pressure = kernel_pages.is_ok_and(|p| p >= self.limits.tcp_mem.pressure);
+        report.pressure = match (&kernel_pages, self.limits.tcp_mem) {
+            (Ok(pages), Some(tcp_mem)) => *pages >= tcp_mem.pressure,
+            _ => false,
+        };
         if !self.tuned() {
             return report;
         }
@@ -1188,11 +1210,11 @@ mod tests {
         KernelLimits {
             send_max: 8 << 20,
             receive_max: 12 << 20,
-            tcp_mem: tcp_info::TcpMemLimits {
+            tcp_mem: Some(tcp_info::TcpMemLimits {
                 low: 1000,
                 pressure: 2000,
                 high: 3000,
-            },
+            }),
             page_bytes: 4096,
             descriptor_limit: 1000,
         }
@@ -1233,5 +1255,37 @@ mod tests {
         .unwrap();
         assert_eq!(ssbt.base_pool, 1 << 20);
         assert_eq!(ssbt.thresholds[0].high, u64::MAX, "no closes without +conn");
+    }
+
+    #[test]
+    fn without_tcp_mem_a_tuned_mode_needs_a_pool_and_autotune_does_not() {
+        let hidden = KernelLimits {
+            tcp_mem: None,
+            ..limits()
+        };
+        let with = |mode, pool_bytes| {
+            Resources::new(
+                ResourcesConfig {
+                    mode,
+                    pool_bytes,
+                    ..ResourcesConfig::default()
+                },
+                hidden,
+                400,
+                ResourceMetrics::default(),
+            )
+        };
+        assert!(with(ResourceMode::Autotune, None).is_ok());
+        assert!(with(ResourceMode::Fixed, None).is_ok());
+        let err = with(ResourceMode::Ssbt, None).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("resources.pool_bytes")),
+            "{err:?}"
+        );
+        let managed = with(ResourceMode::SsbtWithConnections, Some(1 << 20)).unwrap();
+        assert_eq!(managed.base_pool, 1 << 20);
+        assert_eq!(managed.thresholds[1].high, u64::MAX, "no memory mark");
+        assert!(!managed.run_interval().pressure);
     }
 }
