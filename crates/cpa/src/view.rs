@@ -17,7 +17,9 @@
 //! bytes with no timestamp or ID to tell them apart), the one whose one-way
 //! delay is closest above the connection's minimum is taken. Delay samples
 //! obey Karn's rule: only packets whose bytes were sent once, and pure ACKs
-//! that match uniquely, give one.
+//! that match uniquely, give one. With one capture, bytes re-sent only
+//! after their ACK arrived (stale re-sends, as in merged copies of a trace)
+//! leave the first transmission's sample valid.
 //!
 //! Capture artefacts (Section 3.5): a packet in the receiver's capture but
 //! not the sender's was dropped by the sender's packet filter; its
@@ -600,6 +602,61 @@ fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
     marks
 }
 
+/// The time of the first later departure (by capture time and position)
+/// overlapping each departure's sequence space, for those re-sent.
+fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Nanos> {
+    let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
+    let (by_start, longest) = sorted_by_first_byte(records, departures, Record::has_space);
+    let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
+    for &(start, d) in &by_start {
+        let departure = &records[d as usize];
+        let from = by_start.partition_point(|&(s, _)| s < start - longest);
+        let to = by_start.partition_point(|&(s, _)| s < departure.end);
+        let first_later = by_start[from..to]
+            .iter()
+            .map(|&(_, r)| r)
+            .filter(|&r| r != d && key(r) > key(d) && records[r as usize].end > departure.seq)
+            .min_by_key(|&r| key(r));
+        if let Some(r) = first_later {
+            later_copy.insert(d, records[r as usize].time);
+        }
+    }
+    later_copy
+}
+
+/// Departures that re-send bytes sent before and not yet acknowledged
+/// when they left: retransmissions, whose ACK may answer either copy
+/// (Karn's rule). A re-send of bytes all acknowledged before it left is
+/// stale, not a retransmission.
+fn retransmissions(
+    records: &[Record],
+    departures: &[u32],
+    acks: &AckIndex,
+) -> foldhash::HashSet<u32> {
+    let mut in_time: Vec<u32> = departures
+        .iter()
+        .copied()
+        .filter(|&i| records[i as usize].has_space())
+        .collect();
+    in_time.sort_by_key(|&i| {
+        (
+            records[i as usize].time,
+            records[i as usize].capture_index,
+            i,
+        )
+    });
+    let mut sent_up_to = i64::MIN;
+    let mut found = foldhash::HashSet::default();
+    for i in in_time {
+        let record = &records[i as usize];
+        if record.seq < sent_up_to && record.end > acks.highest_by(record.time) {
+            found.insert(i);
+        }
+        sent_up_to = sent_up_to.max(record.end);
+    }
+    found
+}
+
 /// Identifies a pure ACK across captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct PureKey {
@@ -871,6 +928,15 @@ impl AckIndex {
         AckIndex { entries }
     }
 
+    /// The highest acknowledgement among the ACKs that arrived at or
+    /// before `time` (`i64::MIN` if none had).
+    fn highest_by(&self, time: Nanos) -> i64 {
+        let index = self.entries.partition_point(|&(at, _, _)| at <= time);
+        index
+            .checked_sub(1)
+            .map_or(i64::MIN, |last| self.entries[last].1)
+    }
+
     /// The first ACK arrival whose cumulative acknowledgement reaches
     /// `byte`; `None` if none did.
     fn first_reaching(&self, byte: i64) -> Option<(Nanos, u32)> {
@@ -893,18 +959,25 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
             r.side == observed && r.is_departure()
         })
         .collect();
-    let resent = overlapped(&view.records, &departures);
+    // The first later copy of each departure's bytes, found through the
+    // departures sorted by first byte.
+    let later_copy = first_later_copies(&view.records, &departures);
+    let retransmissions = retransmissions(&view.records, &departures, &acks);
 
-    // Karn-valid round-trip samples: a segment sent once, to the first ACK
-    // covering it.
+    // Karn-valid round-trip samples: a first transmission of its bytes, to
+    // the first ACK covering it, when no copy of them left before that
+    // ACK arrived. Bytes re-sent after their ACK (a stale re-send, as when
+    // copies of a trace are merged) leave the earlier sample valid and
+    // give none themselves (their ACK came before they left).
     let mut round_trip: Option<Nanos> = None;
     for &d in &departures {
         let departure = &view.records[d as usize];
-        if !departure.has_space() || resent.get(&d).copied().unwrap_or(false) {
+        if !departure.has_space() || retransmissions.contains(&d) {
             continue;
         }
         if let Some((at, _)) = acks.first_reaching(departure.end) {
-            if at >= departure.time {
+            let copied_before = later_copy.get(&d).is_some_and(|&resent_at| resent_at < at);
+            if at >= departure.time && !copied_before {
                 let sample = at - departure.time;
                 round_trip = Some(round_trip.map_or(sample, |m| m.min(sample)));
             }
@@ -938,27 +1011,6 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     }
 
     // Arrivals at the unobserved side, unless presumed lost.
-    // The first later copy of each departure's bytes, found through the
-    // departures sorted by first byte.
-    let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
-    {
-        let records = &view.records;
-        let (by_start, longest) = sorted_by_first_byte(records, &departures, Record::has_space);
-        let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
-        for &(start, d) in &by_start {
-            let departure = &records[d as usize];
-            let from = by_start.partition_point(|&(s, _)| s < start - longest);
-            let to = by_start.partition_point(|&(s, _)| s < departure.end);
-            let first_later = by_start[from..to]
-                .iter()
-                .map(|&(_, r)| r)
-                .filter(|&r| r != d && key(r) > key(d) && records[r as usize].end > departure.seq)
-                .min_by_key(|&r| key(r));
-            if let Some(r) = first_later {
-                later_copy.insert(d, records[r as usize].time);
-            }
-        }
-    }
     for &d in &departures {
         let departure = view.records[d as usize];
         if let Some(&resent_at) = later_copy.get(&d) {

@@ -578,6 +578,19 @@ fn requests_re_sent_over_acknowledged_bytes_are_counted_as_stale() {
             assert_eq!(connections, 1, "{name}: the copies are one connection");
             assert_eq!(analysis.transactions.len(), 2, "{name}");
             let stale = analysis.stats.stale_resends;
+            // The later copies neither lower nor hide the first copy's
+            // round trip: the profiles are those of one copy (one capture
+            // alone too, where Karn's rule once discarded every sample
+            // and propagation came out as 0).
+            let profiles: Vec<Profile> = analysis.transactions.iter().map(|t| t.profile).collect();
+            assert_eq!(
+                profiles,
+                [
+                    profile(10.0, 0.0, 40.0, 0.0, 0.0, 0.0),
+                    profile(20.0, 0.0, 20.0, 0.0, 0.0, 0.0)
+                ],
+                "{name} {inputs:?}"
+            );
             let line = vantage_cpa::report::stale_resends_line(&analysis);
             if name == "stale-single" {
                 assert_eq!(stale, StaleResends::default());
