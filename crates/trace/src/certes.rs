@@ -34,8 +34,8 @@ use vantage_core::certes::input::{
 };
 use vantage_core::certes::learn::SynLearner;
 use vantage_core::certes::observed::{
-    ConnectionObservation, ExactConfig, ExactFigures, ExactInterval, IntervalGrid, ObservedError,
-    MAX_INTERVALS,
+    BucketStats, ConnectionObservation, ExactConfig, ExactFigures, ExactInterval, IntervalGrid,
+    ObservedError, MAX_INTERVALS,
 };
 use vantage_core::certes::stream::{BucketedInterval, ClassBucketer};
 use vantage_core::certes::summary::ClassInterval;
@@ -109,6 +109,20 @@ pub fn capture_input(
     let mut capture = CaptureStream::open(path, server, by, model)?;
     while capture.read_packet()? {}
     capture.into_input()
+}
+
+/// Adds one class's bucketing counts into `total`.
+fn add_bucket_stats(total: &mut BucketStats, one: &BucketStats) {
+    total.connections += one.connections;
+    total.dropped += one.dropped;
+    total.accepted += one.accepted;
+    total.completed += one.completed;
+    total.syns_after_answer += one.syns_after_answer;
+    total.refused += one.refused;
+    total.accepted_without_end += one.accepted_without_end;
+    total.rtt_missing += one.rtt_missing;
+    total.reset += one.reset;
+    total.aborted += one.aborted;
 }
 
 /// One interval handed over by [`CaptureStream::take_closed`].
@@ -260,6 +274,20 @@ impl CaptureStream {
             },
         };
         stream.collector = HandshakeCollector::new(config);
+        Ok(stream)
+    }
+
+    /// Like [`open`](Self::open), with the connection table's settings of
+    /// `config` (its listener selects the connections).
+    pub fn open_with(
+        path: &Path,
+        config: &HandshakeConfig,
+        by: Option<ClassBy>,
+        model: &CertesConfig,
+    ) -> Result<CaptureStream, CaptureInputError> {
+        let mut stream = CaptureStream::open(path, config.server, by, model)?;
+        stream.collector = HandshakeCollector::new(*config);
+        stream.unconfirmed_hold = config.table.idle_timeout;
         Ok(stream)
     }
 
@@ -778,10 +806,22 @@ impl CaptureStream {
 
     /// Reads nothing more: the whole capture as one estimate input (every
     /// interval not handed over; read this way, none was).
-    pub fn into_input(mut self) -> Result<EstimateInput, CaptureInputError> {
+    pub fn into_input(self) -> Result<EstimateInput, CaptureInputError> {
+        self.into_input_and_stats().map(|(input, _)| input)
+    }
+
+    /// Like [`into_input`](Self::into_input), with the bucketing counts of
+    /// every class added up.
+    pub fn into_input_and_stats(
+        mut self,
+    ) -> Result<(EstimateInput, BucketStats), CaptureInputError> {
         let capture_end = self.finish()?;
         let (grid, intervals) = self.checked_grid(capture_end)?;
         let notes = self.notes();
+        let mut stats = BucketStats::default();
+        for bucketer in self.classes.values() {
+            add_bucket_stats(&mut stats, bucketer.stats());
+        }
         let first_index = grid.start.0 / grid.interval.0;
         let mut classes = Vec::new();
         for (class, bucketer) in &mut self.classes {
@@ -803,14 +843,15 @@ impl CaptureStream {
                 exact: Some(figures),
             });
         }
-        Ok(EstimateInput {
+        let input = EstimateInput {
             description: self.name.clone(),
             t0_s: 0.0,
             origin_unix: Some(grid.start),
             intervals,
             classes,
             capture_notes: Some(notes),
-        })
+        };
+        Ok((input, stats))
     }
 
     /// Reads nothing more: hands over the intervals still open (through

@@ -56,15 +56,17 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::Serialize;
-use vantage_core::certes::input::observe_class;
+use vantage_core::certes::counters::IntervalCounters;
+use vantage_core::certes::input::CaptureNotes;
 use vantage_core::certes::learn::AttemptOutcome;
 use vantage_core::certes::observed::{
-    compare, estimate_intervals, Comparison, ConnectionObservation, ExactConfig, ExactFigures,
-    Failure, IntervalGrid, ObservedCounters, ObservedError,
+    compare, estimate_intervals, Comparison, ConnectionObservation, ExactFigures, Failure,
+    IntervalGrid, ObservedCounters, ObservedError,
 };
-use vantage_core::certes::{CertesConfig, CertesError, Estimate};
+use vantage_core::certes::{Certes, CertesConfig, CertesError, Estimate};
 use vantage_core::Nanos;
 
+use crate::certes::{CaptureInputError, CaptureStream};
 use crate::connection::{Connection, ConnectionTable, Direction, FinishCause, SegmentNotes};
 use crate::connection::{Opening, TableConfig};
 use crate::decode::{decode, Endpoint, SkipCounts};
@@ -689,27 +691,32 @@ pub fn handshakes_from_reader(
     Ok(collector.finish())
 }
 
-/// Everything Certes gives for one capture: the connections, the counters
-/// the server would have counted, the model's estimates and the exact
-/// figures. `exact.connections[i]` is `trace.handshakes[i]`.
+/// Everything Certes gives for one capture, all selected connections as
+/// one class: the counters the server would have counted, the model's
+/// estimates, the exact figures' totals and their comparison. Read in one
+/// pass through [`crate::certes::CaptureStream`] (the path `vantage certes
+/// estimate --trace` takes): memory is bounded by that stream's caps and
+/// the number of intervals, not by the number of connections.
 #[derive(Clone, Debug)]
 pub struct CaptureEstimate {
-    pub trace: HandshakeTrace,
     /// Intervals of the model's length, aligned to the UNIX epoch.
     pub grid: IntervalGrid,
     pub counters: ObservedCounters,
     /// One per interval of `counters`.
     pub estimates: Vec<Estimate>,
+    /// Totals and intervals (no per-connection figures: none are kept).
     pub exact: ExactFigures,
     /// Transaction-weighted mean of the estimates beside the exact mean.
     pub comparison: Comparison,
+    /// What the reader counted beside the connections.
+    pub notes: CaptureNotes,
 }
 
 /// Why [`estimate_capture`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureEstimateError {
     #[error(transparent)]
-    Trace(#[from] TraceError),
+    Capture(#[from] CaptureInputError),
     #[error(transparent)]
     Observed(#[from] ObservedError),
     #[error(transparent)]
@@ -718,27 +725,47 @@ pub enum CaptureEstimateError {
 
 /// Reads a server-side capture and runs Certes over it (all selected
 /// connections as one class): the interval, clients and frustration
-/// timeout come from `model`.
+/// timeout come from `model`, the listener and the connection table's
+/// settings from `handshakes`.
 pub fn estimate_capture(
     path: impl AsRef<Path>,
     handshakes: &HandshakeConfig,
     model: &CertesConfig,
 ) -> Result<CaptureEstimate, CaptureEstimateError> {
-    let trace = read_handshakes(path, handshakes)?;
-    let grid = trace.grid(model.interval)?;
-    let mut observations = trace.observations();
-    let capture_end = trace.capture_end();
-    let exact_config = ExactConfig::from_model(model)?;
-    let observed = observe_class(&mut observations, grid, capture_end, &exact_config)?;
-    let (counters, exact) = (observed.counters, observed.exact);
+    // The model's own checks first (an interval beyond the first SYN
+    // timeout, …), before the capture is read.
+    Certes::new(model.clone())?;
+    let mut stream = CaptureStream::open_with(path.as_ref(), handshakes, None, model)?;
+    while stream.read_packet()? {}
+    let (input, stats) = stream.into_input_and_stats()?;
+    let grid = IntervalGrid::aligned(input.origin_unix.unwrap_or(Nanos::ZERO), model.interval)?;
+    let mut intervals = vec![IntervalCounters::default(); input.intervals];
+    let mut exact = ExactFigures::empty(grid, input.intervals);
+    // One class: the selected connections (none selected is an error of
+    // the stream).
+    if let Some(class) = input.classes.into_iter().next() {
+        for (index, counters) in class.counters {
+            if let Some(slot) = intervals.get_mut(index) {
+                *slot = counters;
+            }
+        }
+        if let Some(figures) = class.exact {
+            exact = figures;
+        }
+    }
+    let counters = ObservedCounters {
+        grid,
+        intervals,
+        stats,
+    };
     let estimates = estimate_intervals(model.clone(), &counters.intervals)?;
     let comparison = compare(&estimates, &exact);
     Ok(CaptureEstimate {
-        trace,
         grid,
         counters,
         estimates,
         exact,
         comparison,
+        notes: input.capture_notes.unwrap_or_default(),
     })
 }

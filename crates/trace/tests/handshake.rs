@@ -531,14 +531,25 @@ fn nginx_trace_is_one_completed_connection() {
     assert!(h.data_segments >= 999, "{}", h.data_segments);
 }
 
-/// The one-call pipeline gives the same pieces as the steps, and names a
-/// configuration the model refuses.
+/// The one-call pipeline reads the capture in one pass (the streaming
+/// path) and gives the same counters and exact figures as the whole-read
+/// steps, keeps no per-connection figures, and names a configuration the
+/// model refuses.
 #[test]
-fn estimate_capture_runs_the_whole_pipeline() {
+fn estimate_capture_streams_and_agrees_with_the_whole_read_steps() {
+    use vantage_core::certes::input::observe_class;
+    use vantage_core::certes::observed::{compare, estimate_intervals};
     use vantage_core::certes::CertesConfig;
     use vantage_trace::handshake::{estimate_capture, CaptureEstimateError};
 
-    let (_, script) = retried_twice();
+    // Three clients: retried twice, answered at once, never answered.
+    let (_, mut script) = retried_twice();
+    let prompt = Client::new(40_001, 5_000);
+    script.push((500.0, prompt.syn()));
+    script.extend(exchange(&prompt, 500.0, 600.0, 2000));
+    let ignored = Client::new(40_002, 9_000);
+    script.push((700.0, ignored.syn()));
+    script.sort_by(|a, b| a.0.total_cmp(&b.0));
     let file = capture("pipeline.pcap", &script);
     let model = CertesConfig::new(
         Nanos::from_millis(250),
@@ -546,13 +557,38 @@ fn estimate_capture_runs_the_whole_pipeline() {
         Nanos::from_secs(21),
     );
     let run = estimate_capture(&file.path, &HandshakeConfig::default(), &model).unwrap();
-    assert_eq!(run.trace.handshakes.len(), 1);
+
+    let trace = read_handshakes(&file.path, &HandshakeConfig::default()).unwrap();
+    let grid = trace.grid(model.interval).unwrap();
+    let mut observations = trace.observations();
+    let config = ExactConfig::from_model(&model).unwrap();
+    let whole = observe_class(&mut observations, grid, trace.capture_end(), &config).unwrap();
+    assert_eq!(run.grid, grid);
+    assert_eq!(run.counters, whole.counters);
+    assert_eq!(run.exact.intervals, whole.exact.intervals);
+    let totals = |x: &vantage_core::certes::observed::ExactFigures| {
+        (
+            x.completed,
+            x.gave_up,
+            x.reset,
+            x.unresolved,
+            x.total_time,
+            x.completed_by_retries.clone(),
+        )
+    };
+    assert_eq!(totals(&run.exact), totals(&whole.exact));
+    let estimates = estimate_intervals(model.clone(), &whole.counters.intervals).unwrap();
+    assert_eq!(run.comparison, compare(&estimates, &whole.exact));
     assert_eq!(run.estimates.len(), run.counters.intervals.len());
-    assert_eq!(run.exact.intervals.len(), run.counters.intervals.len());
-    assert_eq!(run.exact.connections[0].retries, 2);
-    assert_eq!(run.comparison.exact_mean, Some(Nanos::from_millis(2160)));
-    assert_eq!(run.comparison.exact_transactions, 1);
+    assert_eq!(run.exact.completed_by_retries, [1, 0, 1]);
+    // The capture ends 2.2 s in, before the unanswered client's
+    // frustration timeout.
+    assert_eq!(run.exact.unresolved, 1);
+    assert_eq!(run.comparison.exact_transactions, 2);
     assert!(run.comparison.estimate_mean.is_some());
+    // Nothing is kept per connection.
+    assert!(run.exact.connections.is_empty());
+    assert_eq!(run.notes.connections, 3);
 
     let mut bad = model.clone();
     bad.interval = Nanos::from_secs(2);
@@ -560,5 +596,52 @@ fn estimate_capture_runs_the_whole_pipeline() {
     assert!(matches!(err, CaptureEstimateError::Model(_)), "{err}");
     let err =
         estimate_capture("/nonexistent.pcap", &HandshakeConfig::default(), &model).unwrap_err();
-    assert!(matches!(err, CaptureEstimateError::Trace(_)), "{err}");
+    assert!(matches!(err, CaptureEstimateError::Capture(_)), "{err}");
+}
+
+/// A flood of unanswered SYNs from distinct ports through a connection
+/// table capped at 16: the table evicts (counted) and every SYN is
+/// still counted.
+#[test]
+fn estimate_capture_keeps_the_connection_table_within_its_cap() {
+    use vantage_core::certes::CertesConfig;
+    use vantage_trace::handshake::estimate_capture;
+
+    let served = Client::new(30_000, 100);
+    let mut script = vec![(0.0, served.syn())];
+    script.extend(exchange(&served, 0.0, 100.0, 1000));
+    for i in 0..2000u16 {
+        let flood = Client::new(40_000 + i, 1_000 + u32::from(i));
+        script.push((200.0 + f64::from(i) * 0.1, flood.syn()));
+    }
+    script.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let file = capture("flood.pcap", &script);
+    let model = CertesConfig::new(
+        Nanos::from_millis(250),
+        ClientMix::builtin("linux-6.5").unwrap(),
+        Nanos::from_secs(21),
+    );
+    let mut handshakes = HandshakeConfig {
+        server: Some(ServerFilter {
+            ip: Some(SERVER.0.parse().unwrap()),
+            port: Some(SERVER.1),
+        }),
+        ..HandshakeConfig::default()
+    };
+    handshakes.table.max_connections = 16;
+    let run = estimate_capture(&file.path, &handshakes, &model).unwrap();
+    assert!(
+        run.notes.connections_evicted >= 2000 - 16,
+        "{:?}",
+        run.notes
+    );
+    assert_eq!(run.notes.connections, 2001);
+    let syns: u64 = run
+        .counters
+        .intervals
+        .iter()
+        .map(|c| c.dropped + c.accepted)
+        .sum();
+    assert_eq!(syns, 2001);
+    assert_eq!(run.exact.completed, 1);
 }
