@@ -645,16 +645,45 @@ fn retransmissions(
             i,
         )
     });
-    let mut sent_up_to = i64::MIN;
+    let mut sent = SentRanges::default();
     let mut found = foldhash::HashSet::default();
     for i in in_time {
         let record = &records[i as usize];
-        if record.seq < sent_up_to && record.end > acks.highest_by(record.time) {
+        if sent.overlaps(record.seq, record.end) && record.end > acks.highest_by(record.time) {
             found.insert(i);
         }
-        sent_up_to = sent_up_to.max(record.end);
+        sent.insert(record.seq, record.end);
     }
     found
+}
+
+/// Sequence ranges sent so far, merged: start → end, disjoint.
+#[derive(Default)]
+struct SentRanges {
+    ranges: std::collections::BTreeMap<i64, i64>,
+}
+
+impl SentRanges {
+    /// Whether any byte of `[start, end)` was sent.
+    fn overlaps(&self, start: i64, end: i64) -> bool {
+        self.ranges
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, &last)| last > start)
+    }
+
+    fn insert(&mut self, mut start: i64, mut end: i64) {
+        // Ranges touching or overlapping `[start, end)` merge into it.
+        while let Some((&s, &e)) = self.ranges.range(..=end).next_back() {
+            if e < start {
+                break;
+            }
+            start = start.min(s);
+            end = end.max(e);
+            self.ranges.remove(&s);
+        }
+        self.ranges.insert(start, end);
+    }
 }
 
 /// Identifies a pure ACK across captures.
@@ -1093,6 +1122,24 @@ mod tests {
         assert_eq!(
             PayloadStart::classify(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"),
             PayloadStart::Request
+        );
+    }
+
+    #[test]
+    fn sent_ranges_merge_and_tell_overlaps() {
+        let mut sent = SentRanges::default();
+        sent.insert(100, 200);
+        assert!(!sent.overlaps(0, 100) && !sent.overlaps(200, 300));
+        assert!(sent.overlaps(150, 160) && sent.overlaps(0, 101) && sent.overlaps(199, 250));
+        sent.insert(300, 400);
+        sent.insert(200, 300);
+        assert_eq!(sent.ranges.len(), 1);
+        assert!(sent.overlaps(399, 500) && !sent.overlaps(400, 500));
+        sent.insert(0, 50);
+        sent.insert(10, 20);
+        assert_eq!(
+            sent.ranges.iter().collect::<Vec<_>>(),
+            [(&0, &50), (&100, &400)]
         );
     }
 
