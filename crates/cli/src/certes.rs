@@ -341,7 +341,11 @@ fn stream_capture(
     fresh: &Certes,
 ) -> Result<()> {
     let mut capture = CaptureStream::open(path, args.server, args.by, config)?;
-    let mut run = RunningEstimate::new(fresh, args.frustration_timeout, args.by.is_some(), 0.0);
+    // A class's lines start at the first interval it counted anything in,
+    // as the whole-capture run's rows do (a class seen only when a later
+    // interval closes has nothing in the intervals printed before).
+    let mut run = RunningEstimate::new(fresh, args.frustration_timeout, args.by.is_some(), 0.0)
+        .rows_from_first_count();
     let mut csv = match args.csv {
         Some(path) => Some(CsvRows::create(path, true)?),
         None => None,

@@ -147,7 +147,8 @@ static EMPTY_EXACT: ExactInterval = ExactInterval {
 impl ClosedInterval {
     /// Every class's counters and exact figures as
     /// `RunningEstimate::interval` takes them (empty ones for a class
-    /// that counted nothing).
+    /// that counted nothing; with `RunningEstimate::rows_from_first_count`
+    /// a class gives no row before it counted anything).
     pub fn class_intervals(&self) -> Vec<ClassInterval<'_>> {
         self.classes
             .iter()

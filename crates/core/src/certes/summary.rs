@@ -4,6 +4,12 @@
 //! [`Summary`] — the transaction-weighted mean of Eq. 4 beside the exact
 //! one for a capture, the drop rate, give-ups, and the SYN-to-END mean a
 //! server-side latency metric reports.
+//!
+//! With classes, a class's rows start at the first interval in which it
+//! counted anything ([`ClassInterval::counts_anything`]): its model runs
+//! over the intervals before, which are empty, but they give no row, and
+//! its summary names its first row's interval (`first_interval`). Read
+//! whole or streamed, an input gives the same rows.
 
 use serde::Serialize;
 
@@ -73,6 +79,10 @@ pub struct ClassSummary {
     pub estimate_mean_s: Option<f64>,
     /// Completed connections by retry count, as the model split them.
     pub estimate_completed_by_retries: Vec<f64>,
+    /// A class: the interval of its first row (the first it counted
+    /// anything in), from 0; absent when it has no row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_interval: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact: Option<ExactSummary>,
     /// (estimate − exact) / exact.
@@ -176,18 +186,36 @@ pub fn estimate_each<E>(
         .map(|_| IntervalCursor::default())
         .collect();
     let mut tallies: Vec<Tally> = input.classes.iter().map(|_| Tally::default()).collect();
+    let mut first_rows: Vec<Option<usize>> = input.classes.iter().map(|_| None).collect();
     for i in 0..input.intervals {
         for (k, class) in input.classes.iter().enumerate() {
             let c = cursors[k].at(&class.counters, i);
             let e = estimators[k].on_interval(c);
             tallies[k].add(c, &e);
             let exact = class.exact.as_ref().map(|x| &x.intervals[i]);
+            if first_rows[k].is_none() {
+                let given = ClassInterval {
+                    class: &class.class,
+                    counters: c,
+                    exact,
+                };
+                if classed && !given.counts_anything() {
+                    continue;
+                }
+                first_rows[k] = Some(i);
+            }
             let t_start_s = round9(input.t0_s + (i as f64) * interval.as_secs_f64());
             let class = classed.then(|| class.class.clone());
             each(interval_row(t_start_s, class, c, &e, exact))?;
         }
     }
-    Ok(summarize(input, tallies, fresh, frustration_timeout))
+    Ok(summarize(
+        input,
+        tallies,
+        &first_rows,
+        fresh,
+        frustration_timeout,
+    ))
 }
 
 /// The row of one interval of one class.
@@ -229,21 +257,41 @@ pub struct ClassInterval<'a> {
     pub exact: Option<&'a ExactInterval>,
 }
 
+impl ClassInterval<'_> {
+    /// The class counted something in the interval (a SYN, a completion,
+    /// a give-up): with classes, its rows start at the first such
+    /// interval.
+    pub fn counts_anything(&self) -> bool {
+        *self.counters != EMPTY_INTERVAL
+            || self.exact.is_some_and(|x| *x != ExactInterval::default())
+    }
+}
+
 /// An estimate run fed one interval at a time, as a live input closes
 /// them (the model is incremental, Section 3.2): each row as soon as its
-/// interval is given, the summary at the end — the same rows and summary
-/// as [`estimate_each`], with two departures a stream cannot avoid: a
-/// class first seen after its earlier intervals were given has no rows
-/// for them (its model still runs over them, empty), and the classed
-/// total adds up the class sums (the same figures up to the last bits of
-/// the floating-point sums).
+/// interval is given, the summary at the end. A class first given after
+/// earlier intervals runs its model over them, empty. With
+/// [`rows_from_first_count`](Self::rows_from_first_count) the rows and
+/// summary are those of [`estimate_each`] for the same intervals, but for
+/// the classed total, which adds up the class sums (the same figures up
+/// to the last bits of the floating-point sums).
 pub struct RunningEstimate {
     fresh: Certes,
     frustration_timeout: Nanos,
     classed: bool,
     t0_s: f64,
     next: usize,
-    classes: BTreeMap<String, (Certes, Tally)>,
+    /// Rows of a class start at the first interval it counted anything in.
+    from_first_count: bool,
+    classes: BTreeMap<String, RunningClass>,
+}
+
+/// One class of a [`RunningEstimate`].
+struct RunningClass {
+    certes: Certes,
+    tally: Tally,
+    /// The interval of its first row.
+    first_row: Option<usize>,
 }
 
 impl RunningEstimate {
@@ -260,8 +308,18 @@ impl RunningEstimate {
             classed,
             t0_s,
             next: 0,
+            from_first_count: false,
             classes: BTreeMap::new(),
         }
+    }
+
+    /// With classes, a class's rows start at the first interval it counted
+    /// anything in (the rule of [`estimate_each`]; see the module docs):
+    /// a class given before it counts anything gives no row. Without, a
+    /// class gives a row for every interval it is given.
+    pub fn rows_from_first_count(mut self) -> RunningEstimate {
+        self.from_first_count = true;
+        self
     }
 
     /// Intervals given so far.
@@ -289,7 +347,7 @@ impl RunningEstimate {
         self.next += 1;
         let t_start_s = round9(self.t0_s + (i as f64) * self.fresh.config().interval.as_secs_f64());
         for given in classes {
-            let (certes, tally) = match self.classes.get_mut(given.class) {
+            let state = match self.classes.get_mut(given.class) {
                 Some(state) => state,
                 None => {
                     let mut certes = self.fresh.clone();
@@ -300,11 +358,21 @@ impl RunningEstimate {
                     }
                     self.classes
                         .entry(given.class.to_string())
-                        .or_insert((certes, tally))
+                        .or_insert(RunningClass {
+                            certes,
+                            tally,
+                            first_row: None,
+                        })
                 }
             };
-            let e = certes.on_interval(given.counters);
-            tally.add(given.counters, &e);
+            let e = state.certes.on_interval(given.counters);
+            state.tally.add(given.counters, &e);
+            if state.first_row.is_none() {
+                if self.from_first_count && self.classed && !given.counts_anything() {
+                    continue;
+                }
+                state.first_row = Some(i);
+            }
             let class = self.classed.then(|| given.class.to_string());
             each(
                 interval_row(t_start_s, class, given.counters, &e, given.exact),
@@ -327,21 +395,22 @@ impl RunningEstimate {
             |class: &str| -> Vec<&ExactFigures> { exact.get(class).into_iter().collect() };
         let (total, classes) = if self.classed {
             let mut all = Tally::default();
-            for (_, tally) in self.classes.values() {
-                all.merge(tally);
+            for state in self.classes.values() {
+                all.merge(&state.tally);
             }
             let every: Vec<&ExactFigures> = exact.values().collect();
             let classes = self
                 .classes
                 .iter()
-                .map(|(class, (_, tally))| {
-                    class_summary(Some(class.clone()), &exacts_of(class), tally)
+                .map(|(class, state)| ClassSummary {
+                    first_interval: state.first_row,
+                    ..class_summary(Some(class.clone()), &exacts_of(class), &state.tally)
                 })
                 .collect();
             (class_summary(None, &every, &all), classes)
         } else {
             let (class, tally) = match self.classes.iter().next() {
-                Some((class, (_, tally))) => (class.clone(), tally.clone()),
+                Some((class, state)) => (class.clone(), state.tally.clone()),
                 None => (String::new(), Tally::default()),
             };
             (class_summary(None, &exacts_of(&class), &tally), Vec::new())
@@ -504,6 +573,7 @@ fn class_summary(class: Option<String>, exacts: &[&ExactFigures], tally: &Tally)
         rtt_mean_s: secs(total.rtt_mean()),
         estimate_mean_s: tally.mean_nanos().map(|nanos| nanos / 1e9),
         estimate_completed_by_retries: by_retries,
+        first_interval: None,
         exact,
         relative_difference,
     }
@@ -547,6 +617,7 @@ fn network_loss_name(loss: NetworkLoss) -> String {
 fn summarize(
     input: &EstimateInput,
     tallies: Vec<Tally>,
+    first_rows: &[Option<usize>],
     certes: &Certes,
     frustration_timeout: Nanos,
 ) -> Summary {
@@ -572,8 +643,10 @@ fn summarize(
             .classes
             .iter()
             .zip(&tallies)
-            .map(|(c, tally)| {
-                class_summary(
+            .zip(first_rows)
+            .map(|((c, tally), first_row)| ClassSummary {
+                first_interval: *first_row,
+                ..class_summary(
                     Some(c.class.clone()),
                     &exacts_of(std::slice::from_ref(c)),
                     tally,
@@ -708,5 +781,85 @@ mod tests {
             json(&value(serde_json::to_value(&whole.summary)))
         );
         assert!(whole.summary.total.gave_up > 0.0);
+    }
+
+    /// With classes, a class's rows start at its first interval with a
+    /// count, streamed (given from before it counted, or only from when
+    /// it first counted) or whole, and the summary names that interval.
+    #[test]
+    fn a_class_that_starts_late_has_rows_from_its_first_count() {
+        let busy = IntervalCounters {
+            dropped: 2,
+            accepted: 10,
+            completed: 10,
+            syn_to_end_sum: Nanos::from_millis(2500),
+            rtt_sum: Nanos::from_millis(400),
+            ..IntervalCounters::default()
+        };
+        let class = |name: &str, from: usize| ClassInput {
+            class: name.to_string(),
+            counters: (from..40).map(|i| (i, busy.clone())).collect(),
+            exact: None,
+        };
+        let input = EstimateInput {
+            description: "test".to_string(),
+            t0_s: 0.0,
+            origin_unix: None,
+            intervals: 40,
+            classes: vec![class("a", 0), class("b", 25)],
+            capture_notes: None,
+        };
+        let clients = ClientMix::builtin("linux-6.5").unwrap();
+        let config = CertesConfig::new(Nanos::from_millis(250), clients, Nanos::from_secs(21));
+        let certes = Certes::new(config).unwrap();
+        let fto = Nanos::from_secs(21);
+        let whole = estimate_input(&input, &certes, fto);
+        let classes_of = |rows: &[IntervalRow], name: &str| {
+            rows.iter()
+                .filter(|r| r.class.as_deref() == Some(name))
+                .count()
+        };
+        assert_eq!(classes_of(&whole.rows, "a"), 40);
+        assert_eq!(classes_of(&whole.rows, "b"), 15);
+        let json = |v: serde_json::Result<serde_json::Value>| v.unwrap().to_string();
+        // Class b given from interval 10 (known, nothing counted), or only
+        // from 25.
+        for known_from in [10, 25] {
+            let mut running = RunningEstimate::new(&certes, fto, true, 0.0).rows_from_first_count();
+            let mut rows = Vec::new();
+            for i in 0..input.intervals {
+                let mut given = vec![ClassInterval {
+                    class: "a",
+                    counters: input.classes[0].at(i),
+                    exact: None,
+                }];
+                if i >= known_from {
+                    given.push(ClassInterval {
+                        class: "b",
+                        counters: input.classes[1].at(i),
+                        exact: None,
+                    });
+                }
+                running
+                    .interval(&given, |row| {
+                        rows.push(row);
+                        Ok::<(), ()>(())
+                    })
+                    .unwrap();
+            }
+            let summary = running.finish("test".to_string(), None, &BTreeMap::new(), None);
+            assert_eq!(
+                json(serde_json::to_value(&rows)),
+                json(serde_json::to_value(&whole.rows)),
+                "b known from {known_from}"
+            );
+            assert_eq!(
+                json(serde_json::to_value(&summary.classes)),
+                json(serde_json::to_value(&whole.summary.classes))
+            );
+            let first: Vec<Option<usize>> =
+                summary.classes.iter().map(|c| c.first_interval).collect();
+            assert_eq!(first, [Some(0), Some(25)]);
+        }
     }
 }
