@@ -261,7 +261,8 @@ pub fn run_beside(
         return Err(topology::TopologyError::NotRoot.into());
     }
     check_tools(spec)?;
-    let (_profile, settings) = spec.kernel_settings().map_err(RunError::Spec)?;
+    // Checked before anything is built; `run_in_topology` applies them.
+    spec.kernel_settings().map_err(RunError::Spec)?;
     let dir = options.dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| RunError::Output {
         path: dir.clone(),
@@ -292,7 +293,6 @@ pub fn run_beside(
     let gate_program = options.vantage_program().map(Path::to_path_buf);
     let result = run_in_topology(
         spec,
-        &settings,
         &tag,
         &dir,
         gate_program.as_deref(),
@@ -316,7 +316,6 @@ pub fn run_beside(
 
 fn run_in_topology(
     spec: &TestbedSpec,
-    settings: &profiles::KernelSynSettings,
     tag: &str,
     dir: &Path,
     gate_program: Option<&Path>,
@@ -324,6 +323,8 @@ fn run_in_topology(
     on_event: &dyn Fn(RunEvent),
     beside: &mut dyn BesideServer,
 ) -> Result<RunOutput, RunError> {
+    let (_profile, settings) = spec.kernel_settings().map_err(RunError::Spec)?;
+    let settings = &settings;
     let topo = Topology::build(&TopologySpec {
         clients: spec.clients,
         tag: tag.to_string(),

@@ -96,6 +96,10 @@ pub struct Row {
     pub p99_relative_error: Option<f64>,
     pub syn_to_end_relative_error: Option<f64>,
     pub scraped: Scraped,
+    /// The transactions of the intervals Prometheus had when asked (the
+    /// first `scraped.intervals` lines): its histogram count, rounded per
+    /// interval.
+    pub transactions_when_scraped: Option<f64>,
     pub learned: Option<DaemonFigures>,
     pub learned_scraped: Option<Scraped>,
     pub learned_relative_error: Option<f64>,
@@ -259,6 +263,13 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         }
     }
     let (daemon, scraped, lines) = told.unwrap_or_default();
+    let transactions_when_scraped = scraped.intervals.map(|n| {
+        lines
+            .iter()
+            .take(n as usize)
+            .map(WatchLine::transactions)
+            .sum::<f64>()
+    });
 
     // Tracking: 10-second bins from the daemon's first interval; a client
     // transaction counts in the bin of its end (the interval Certes counts
@@ -333,6 +344,7 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         syn_to_end_relative_error: relative(daemon.syn_to_end_mean_s, truth_mean),
         daemon,
         scraped,
+        transactions_when_scraped,
         learned_scraped: learned.as_ref().map(|(_, s, _)| s.clone()),
         learned: learned.map(|(f, _, _)| f),
         learned_relative_error,
@@ -384,12 +396,12 @@ pub fn render(report: &CertesLiveReport) -> String {
         report.seconds,
         report.bound * 100.0
     );
-    out.push_str("| configuration | clients (ok/gave up/reset/timed out/left out) | truth mean s | estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | SYNs dropped (daemon/ListenDrops) | ring drops | Prometheus samples/count |\n");
+    out.push_str("| configuration | clients (ok/gave up/reset/timed out/left out) | truth mean s | estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | SYNs dropped (daemon/ListenDrops) | ring drops | Prometheus samples · count at load end → after hand-over |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in &report.rows {
         let o = &r.outcomes;
         out.push_str(&format!(
-            "| {} | {}/{}/{}/{}/{} | {} | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{} | {} | {}/{} |\n",
+            "| {} | {}/{}/{}/{}/{} | {} | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{} | {} | {} · {} → {} |\n",
             r.name,
             o.ok, o.frustrated, o.reset, o.timed_out, o.left_out,
             secs(r.truth_mean_s),
@@ -404,7 +416,9 @@ pub fn render(report: &CertesLiveReport) -> String {
             secs(r.truth_p99_s), secs(r.scraped.p99_s), pct(r.p99_relative_error),
             r.daemon.dropped, r.daemon.kernel_listen_drops,
             r.daemon.ring_drops,
-            opt(r.scraped.samples), opt(r.scraped.histogram_count),
+            opt(r.scraped.samples),
+            opt(r.scraped.histogram_count_at_load_end),
+            opt(r.scraped.histogram_count),
         ));
     }
     let learned: Vec<&Row> = report.rows.iter().filter(|r| r.learned.is_some()).collect();
@@ -456,6 +470,9 @@ fn draw_error<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
 }
 
+/// One series of the tracking plot: a bin's value.
+type BinValue = fn(&Bin) -> Option<f64>;
+
 /// The tracking of every configuration, small multiples: the clients'
 /// mean, the daemon's estimate and SYN-to-END per 10 s.
 pub fn plot(report: &CertesLiveReport, path: &Path) -> Result<(), LabError> {
@@ -474,7 +491,7 @@ pub fn plot(report: &CertesLiveReport, path: &Path) -> Result<(), LabError> {
     root.fill(&WHITE).map_err(draw_error)?;
     let (plots, legend) = root.split_horizontally(panel.0 * columns as u32);
     let areas = plots.split_evenly((lines, columns));
-    let series: [(&str, fn(&Bin) -> Option<f64>); 3] = [
+    let series: [(&str, BinValue); 3] = [
         ("clients' mean (truth)", |b| b.truth_mean_s),
         ("daemon's estimate", |b| b.estimate_mean_s),
         ("SYN-to-END", |b| b.syn_to_end_mean_s),

@@ -72,6 +72,9 @@ pub struct Scraped {
     /// `histogram_quantile` of the whole run's histogram.
     pub p90_s: Option<f64>,
     pub p99_s: Option<f64>,
+    /// The histogram count Prometheus had 6.5 s after the load ended,
+    /// before the reload handed the open intervals over.
+    pub histogram_count_at_load_end: Option<f64>,
     /// Samples of the histogram count Prometheus stored over the run.
     pub samples: Option<f64>,
     /// Queries that failed, and why.
@@ -342,6 +345,46 @@ impl BesideServer for Beside<'_> {
 
     fn finish(&mut self, topology: &Topology) {
         std::thread::sleep(HAND_OVER_WAIT + SCRAPE_WAIT);
+        // What Prometheus had when the load ended: the daemon's lag.
+        let at_load_end: Vec<Option<f64>> = self
+            .daemons
+            .iter()
+            .map(|(learn, _, _)| {
+                let target = if *learn { LEARNED_METRICS } else { TOLD_METRICS };
+                let mut ignored = Scraped::default();
+                Self::query(
+                    topology,
+                    &format!(
+                        "sum(vantage_certes_client_response_time_seconds_count{{instance=\"{target}\"}})"
+                    ),
+                    &mut ignored,
+                )
+            })
+            .collect();
+        // A reload (SIGHUP) stops the capture, which hands over the
+        // intervals still open, and starts a fresh one; the daemon goes on
+        // serving its metrics for the last scrapes.
+        for (learn, child, _) in &self.daemons {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGHUP);
+            }
+            let log = self.dir.join(format!(
+                "{}.log",
+                if *learn { "watch-learned" } else { "watch" }
+            ));
+            let started = Instant::now();
+            while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("reloaded:")) {
+                if started.elapsed() > STOP_TIMEOUT {
+                    self.problems.push(format!(
+                        "the daemon (learn = {learn}) did not log its reload within {STOP_TIMEOUT:?}"
+                    ));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(SCRAPE_WAIT);
         let mut scraped: Vec<Scraped> = self
             .daemons
             .iter()
@@ -356,6 +399,9 @@ impl BesideServer for Beside<'_> {
                 )
             })
             .collect();
+        for (s, before) in scraped.iter_mut().zip(at_load_end) {
+            s.histogram_count_at_load_end = before;
+        }
         for ((learn, mut child, jsonl), scraped) in std::mem::take(&mut self.daemons)
             .into_iter()
             .zip(scraped.drain(..))
@@ -527,13 +573,10 @@ pub fn run_configuration(
         configuration,
         experiment,
         vantage: vantage.to_path_buf(),
-        dir: beside_dir,
+        dir: beside_dir.clone(),
         daemons: Vec::new(),
         prometheus: None,
-        prometheus_data: std::env::temp_dir().join(format!(
-            "vantage-certes-live-prometheus-{}-{index}",
-            std::process::id()
-        )),
+        prometheus_data: beside_dir.join("prometheus-data"),
         finished: Vec::new(),
         problems: Vec::new(),
     };
