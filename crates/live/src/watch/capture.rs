@@ -570,6 +570,18 @@ impl CaptureState {
         let Some(origin) = self.stream.first_timestamp() else {
             return Ok(());
         };
+        // Learned once more from what was fed, so that the intervals handed
+        // over now use it (relearning is otherwise due only every
+        // `learn_every` of intervals handed over).
+        if self.models.learn {
+            let metrics = &self.metrics;
+            let outputs = &self.outputs;
+            self.models.relearn(
+                self.stream.learners(),
+                |class, record| metrics.set_learned(class, record),
+                |message| Outputs::log(outputs, &message),
+            );
+        }
         let empty =
             CaptureStream::live(String::new(), &[], None, self.models.configured.config(), 1)?;
         let stream = std::mem::replace(&mut self.stream, empty);
