@@ -312,3 +312,76 @@ impl Configuration {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_testbed::spec::TestbedSpec;
+
+    const FILES: [(&str, &str); 3] = [
+        (
+            "configurations.toml",
+            include_str!("../../../../scenarios/certes-live/configurations.toml"),
+        ),
+        (
+            "followup.toml",
+            include_str!("../../../../scenarios/certes-live/followup.toml"),
+        ),
+        (
+            "smoke.toml",
+            include_str!("../../../../scenarios/certes-live/smoke.toml"),
+        ),
+    ];
+
+    #[test]
+    fn every_file_gives_valid_testbed_specs() {
+        for (name, text) in FILES {
+            let plan = CertesLivePlan::from_toml(text, name).unwrap();
+            for quick in [false, true] {
+                for (i, c) in plan.selected(quick).into_iter().enumerate() {
+                    let spec = c.testbed_spec(&plan.experiment, quick, i);
+                    let parsed = TestbedSpec::from_toml(&spec, &c.name)
+                        .unwrap_or_else(|e| panic!("{name}: {}: {e}\n{spec}", c.name));
+                    let duration = if quick {
+                        plan.experiment.quick_duration_s
+                    } else {
+                        plan.experiment.duration_s
+                    };
+                    assert_eq!(parsed.load.arrivals.duration_s, duration);
+                    assert_eq!(
+                        parsed.gate.kind_name() == "none",
+                        c.drops == Drops::AcceptQueue
+                    );
+                }
+            }
+        }
+        let full = CertesLivePlan::from_toml(FILES[0].1, FILES[0].0).unwrap();
+        assert!(full.configuration.len() >= 16);
+        assert_eq!(full.selected(true).len(), 3);
+    }
+
+    #[test]
+    fn a_mixture_deals_its_profiles_and_is_told_linux_6_5() {
+        let plan = CertesLivePlan::from_toml(FILES[2].1, FILES[2].0).unwrap();
+        let mix = &plan.configuration[1];
+        let dealt: Vec<&str> = (0..4).map(|i| mix.profile_of_client(i)).collect();
+        assert_eq!(dealt, ["linux-6.5", "linux-3.7", "linux-6.5", "linux-3.7"]);
+        assert_eq!(mix.told(), "linux-6.5");
+        assert_eq!(plan.configuration[0].told(), "linux-6.5");
+    }
+
+    #[test]
+    fn refuses_what_cannot_run() {
+        let text = FILES[2].1;
+        let nginx_queue = text.replacen("server = \"test\"", "server = \"nginx\"", 1);
+        let error = CertesLivePlan::from_toml(&nginx_queue, "f.toml").unwrap_err();
+        assert!(error.to_string().contains("accept-queue"), "{error}");
+        let unknown = text.replace("quick = []", "quick = [\"nothing\"]");
+        let error = CertesLivePlan::from_toml(&unknown, "f.toml").unwrap_err();
+        assert!(error.to_string().contains("nothing"), "{error}");
+        let windows = text.replacen("clients = [\"linux-6.5\"]", "clients = [\"windows-7\"]", 1);
+        assert!(CertesLivePlan::from_toml(&windows, "f.toml").is_err());
+        let long = text.replace("duration_s = 20", "duration_s = 6000");
+        assert!(CertesLivePlan::from_toml(&long, "f.toml").is_err());
+    }
+}

@@ -552,3 +552,66 @@ pub fn plot(report: &CertesLiveReport, path: &Path) -> Result<(), LabError> {
     root.present().map_err(draw_error)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(mean: Option<f64>, completed: u64, gave_up: f64, syn_to_end: Option<f64>) -> WatchLine {
+        serde_json::from_value(serde_json::json!({
+            "t_start_s": 0.0, "t_start_unix_s": 1.0, "dropped": 1, "accepted": completed,
+            "completed": completed, "drop_rate": 0.5, "gave_up": gave_up,
+            "estimate_mean_s": mean, "syn_to_end_mean_s": syn_to_end, "p50_s": null,
+            "p90_s": null, "p99_s": null, "kernel": null, "ring_drops_total": 0,
+            "model": "configured"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn whole_run_means_weigh_intervals_by_their_transactions() {
+        // 3 completed at a mean of 1 s; 1 completed and 1 give-up at 11 s.
+        let lines = [
+            line(Some(1.0), 3, 0.0, Some(0.5)),
+            line(None, 0, 0.0, None),
+            line(Some(11.0), 1, 1.0, Some(2.0)),
+        ];
+        let f = figures(&lines);
+        assert_eq!(f.intervals, 3);
+        assert_eq!(f.transactions, 5.0);
+        assert!((f.estimate_mean_s.unwrap() - 5.0).abs() < 1e-12);
+        // SYN-to-END over the completions only: (3 × 0.5 + 2) / 4.
+        assert!((f.syn_to_end_mean_s.unwrap() - 0.875).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ground_truth_ends_at_the_last_byte_or_the_give_up() {
+        let mut r = ConnectionRecord {
+            id: 0,
+            client: 0,
+            scheduled_ns: 0,
+            start_ns: Some(1_000_000_000),
+            connected_ns: None,
+            request_sent_ns: None,
+            first_byte_ns: None,
+            last_byte_ns: Some(3_500_000_000),
+            end_ns: Some(4_000_000_000),
+            outcome: Outcome::Ok,
+            syn_retransmissions: Some(1),
+            requests_completed: 1,
+            bytes_received: 10,
+            local_port: None,
+            error: String::new(),
+        };
+        assert_eq!(truth_of(&r), Some((3_500_000_000, 2.5)));
+        r.outcome = Outcome::Frustrated;
+        assert_eq!(truth_of(&r), Some((4_000_000_000, 3.0)));
+        r.outcome = Outcome::Refused;
+        assert_eq!(truth_of(&r), None);
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), Some(2.0));
+        assert_eq!(
+            relative(Some(1.1), Some(1.0)).map(|x| (x * 1e9).round()),
+            Some(1e8)
+        );
+    }
+}
