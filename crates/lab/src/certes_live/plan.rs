@@ -188,7 +188,7 @@ impl CertesLivePlan {
             }
             if c.server == Server::Nginx && c.drops == Drops::AcceptQueue {
                 return Err(format!(
-                    "{at}: nginx with accept-queue drops is not offered: nginx serves a small page far faster than the clients here can offer, so its queue never overflows; use drops = \"abacus\""
+                    "{at}: nginx with accept-queue drops is not offered (its accept rate is not set, so its queue would overflow only at a load the run cannot size); use drops = \"tbf\" or \"abacus\""
                 ));
             }
         }
