@@ -82,6 +82,24 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "results/sbac-live")]
         out: PathBuf,
     },
+    /// Certes live: every configuration of the file is one testbed run
+    /// with `vantage certes watch` beside the server and a real Prometheus
+    /// scraping it; the daemon's estimate against the clients' own record
+    /// (docs/certes-live.md).
+    CertesLive {
+        /// Experiment file (TOML), e.g. scenarios/certes-live/configurations.toml.
+        file: PathBuf,
+        /// Shorter runs of the file's `quick` configurations.
+        #[arg(long)]
+        quick: bool,
+        /// Print the report as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the results (report.json, table.md, tracking.svg,
+        /// manifest.json, runs/); --quick writes into its quick/ folder.
+        #[arg(long, default_value = "results/certes-live")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -128,6 +146,33 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 print!("{}", vantage_lab::sbac_live::render(&report));
                 println!(
                     "report.json, table.md and manifest.json are in {}",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        TestbedCommand::CertesLive {
+            file,
+            quick,
+            json,
+            out,
+        } => {
+            let progress = |line: &str| eprintln!("{line}");
+            let vantage = std::env::current_exe()?;
+            let (report, dir) = vantage_lab::certes_live::run_file(
+                &file,
+                quick,
+                &out,
+                &vantage,
+                std::env::args().collect(),
+                &progress,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", vantage_lab::certes_live::render(&report));
+                println!(
+                    "report.json, table.md, tracking.svg and manifest.json are in {}",
                     dir.display()
                 );
             }

@@ -5,6 +5,7 @@
 //! the paper's published results, and reported as tables, CSV files and SVG
 //! plots ([`report`]).
 
+pub mod certes_live;
 pub mod error;
 pub mod experiment;
 pub mod provenance;

@@ -213,6 +213,27 @@ enum RunningServer {
     Test(JoinHandle<Result<Result<TestServerStats, test_server::ServerError>, NetnsError>>),
 }
 
+/// Something run beside the server for the length of the load (a monitor
+/// in the server namespace, settings of the client namespaces): started
+/// once the server listens, before the gate; finished once the load is
+/// done, before anything stops. It stops what it started when dropped.
+pub trait BesideServer {
+    /// The topology is up and the server listens; `Err` fails the run.
+    fn start(&mut self, topology: &Topology) -> Result<(), String>;
+    /// The load is done (also on an interrupted run); nothing stopped yet.
+    fn finish(&mut self, topology: &Topology);
+}
+
+/// Nothing beside the server.
+struct NothingBeside;
+
+impl BesideServer for NothingBeside {
+    fn start(&mut self, _: &Topology) -> Result<(), String> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Topology) {}
+}
+
 /// Runs a spec. `stop` ends the run early (Ctrl-C): connections in flight
 /// are recorded as aborted and everything is torn down as usual.
 pub fn run(
@@ -222,12 +243,26 @@ pub fn run(
     stop: Arc<AtomicBool>,
     on_event: &dyn Fn(RunEvent),
 ) -> Result<RunOutput, RunError> {
+    run_beside(spec, spec_text, options, stop, on_event, &mut NothingBeside)
+}
+
+/// [`run`] with `beside` started once the server listens and finished
+/// once the load is done.
+pub fn run_beside(
+    spec: &TestbedSpec,
+    spec_text: &str,
+    options: &RunOptions,
+    stop: Arc<AtomicBool>,
+    on_event: &dyn Fn(RunEvent),
+    beside: &mut dyn BesideServer,
+) -> Result<RunOutput, RunError> {
     spec.validate().map_err(RunError::Spec)?;
     if !vantage_sys::privilege::is_root() {
         return Err(topology::TopologyError::NotRoot.into());
     }
     check_tools(spec)?;
-    let (_profile, settings) = spec.kernel_settings().map_err(RunError::Spec)?;
+    // Checked before anything is built; `run_in_topology` applies them.
+    spec.kernel_settings().map_err(RunError::Spec)?;
     let dir = options.dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| RunError::Output {
         path: dir.clone(),
@@ -258,12 +293,12 @@ pub fn run(
     let gate_program = options.vantage_program().map(Path::to_path_buf);
     let result = run_in_topology(
         spec,
-        &settings,
         &tag,
         &dir,
         gate_program.as_deref(),
         &stop,
         on_event,
+        beside,
     );
     // `run_in_topology` has dropped (torn down) the topology by now.
     if let Some(w) = watchdog {
@@ -281,13 +316,15 @@ pub fn run(
 
 fn run_in_topology(
     spec: &TestbedSpec,
-    settings: &profiles::KernelSynSettings,
     tag: &str,
     dir: &Path,
     gate_program: Option<&Path>,
     stop: &Arc<AtomicBool>,
     on_event: &dyn Fn(RunEvent),
+    beside: &mut dyn BesideServer,
 ) -> Result<RunOutput, RunError> {
+    let (_profile, settings) = spec.kernel_settings().map_err(RunError::Spec)?;
+    let settings = &settings;
     let topo = Topology::build(&TopologySpec {
         clients: spec.clients,
         tag: tag.to_string(),
@@ -395,6 +432,25 @@ fn run_in_topology(
             RunningServer::Test(handle)
         }
     };
+
+    // What runs beside the server, once it listens.
+    if let Err(message) = beside.start(&topo) {
+        match server {
+            RunningServer::Nginx(mut nginx) => nginx.stop(),
+            RunningServer::Test(handle) => {
+                server_stop.store(true, Ordering::Relaxed);
+                let _ = handle.join();
+            }
+        }
+        wan_stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = wan_thread {
+            let _ = handle.join();
+        }
+        return Err(RunError::Step {
+            what: "beside the server",
+            message,
+        });
+    }
 
     // The gate in front of the server, once the server listens.
     let gate = if spec.gate == SynAdmissionSpec::None {
@@ -507,6 +563,7 @@ fn run_in_topology(
     }
     on_event(RunEvent::LoadFinished);
     let _elapsed = start.elapsed();
+    beside.finish(&topo);
     records.sort_by_key(|r| (r.scheduled_ns, r.client, r.id));
     // The gate goes first: after the load, nothing more to admit.
     let gate_report = gate.map(|gate| {

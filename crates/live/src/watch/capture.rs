@@ -555,7 +555,49 @@ impl CaptureState {
             }
         }
         self.ring_statistics()?;
+        self.hand_over_open_intervals()?;
         Ok(self.report)
+    }
+
+    /// Stopping: the intervals still open are handed over as at the end of
+    /// a capture (`CaptureStream::finish_stream`, what `certes estimate
+    /// --jsonl` does at the end of its input; connections in flight are
+    /// decided as there), so the JSON Lines and the metrics hold the whole
+    /// run. Without it, a connection the server never ends (a request the
+    /// kernel dropped at a full accept queue, whose client left) holds back
+    /// every interval after its first SYN until the table's idle timeout.
+    fn hand_over_open_intervals(&mut self) -> Result<(), WatchError> {
+        let Some(origin) = self.stream.first_timestamp() else {
+            return Ok(());
+        };
+        // Learned once more from what was fed, so that the intervals handed
+        // over now use it (relearning is otherwise due only every
+        // `learn_every` of intervals handed over).
+        if self.models.learn {
+            let metrics = &self.metrics;
+            let outputs = &self.outputs;
+            self.models.relearn(
+                self.stream.learners(),
+                |class, record| metrics.set_learned(class, record),
+                |message| Outputs::log(outputs, &message),
+            );
+        }
+        let empty =
+            CaptureStream::live(String::new(), &[], None, self.models.configured.config(), 1)?;
+        let stream = std::mem::replace(&mut self.stream, empty);
+        match stream.finish_stream() {
+            Ok((closed, _)) => {
+                for interval in closed {
+                    self.emit_from(origin, interval, false)?;
+                }
+            }
+            // Nothing selected since the capture started: nothing to hand over.
+            Err(vantage_trace::certes::CaptureInputError::NoConnection(_)) => {}
+            Err(e) => self.log(format!(
+                "stopping: the intervals still open were not handed over: {e}"
+            )),
+        }
+        Ok(())
     }
 
     fn ring_statistics(&mut self) -> Result<u64, WatchError> {
@@ -604,6 +646,18 @@ impl CaptureState {
 
     fn emit(&mut self, closed: ClosedInterval) -> Result<(), WatchError> {
         let origin = self.stream.first_timestamp().unwrap_or(Nanos::ZERO);
+        self.emit_from(origin, closed, true)
+    }
+
+    /// Writes one closed interval; `origin` is the capture's first
+    /// timestamp; `relearn`: the learned clients may be learned again after
+    /// it (not while stopping).
+    fn emit_from(
+        &mut self,
+        origin: Nanos,
+        closed: ClosedInterval,
+        relearn: bool,
+    ) -> Result<(), WatchError> {
         let first_index = origin.0 / self.interval.0;
         let index = first_index + closed.index as u64;
         let t_start_unix_s = (index * self.interval.0) as f64 / 1e9;
@@ -640,7 +694,7 @@ impl CaptureState {
             })
             .map_err(WatchError::Json)?;
         Outputs::write_jsonl(outputs, &lines);
-        if self.models.relearn_due() {
+        if relearn && self.models.relearn_due() {
             let metrics = &self.metrics;
             let outputs = &self.outputs;
             self.models.relearn(

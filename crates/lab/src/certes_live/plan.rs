@@ -1,0 +1,387 @@
+//! The experiment file (`scenarios/certes-live/*.toml`): shared settings
+//! and the configurations, each turned into one testbed spec.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::tcp::SynProfile;
+use vantage_testbed::profiles;
+
+/// Longest arrival phase a configuration may ask for, seconds.
+pub const MAX_DURATION_S: f64 = 600.0;
+/// Most configurations in one file.
+pub const MAX_CONFIGURATIONS: usize = 64;
+
+/// Why a plan is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertesLivePlan {
+    pub experiment: Experiment,
+    pub configuration: Vec<Configuration>,
+}
+
+/// `[experiment]`: what every configuration shares.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    pub seed: u64,
+    /// Arrivals of each run, seconds.
+    pub duration_s: f64,
+    /// With `--quick`.
+    pub quick_duration_s: f64,
+    /// The configurations `--quick` runs (names); empty: all.
+    #[serde(default)]
+    pub quick: Vec<String>,
+    /// Client namespaces; arrivals are dealt to them in turn.
+    pub clients: usize,
+    /// The clients' frustration timeout, seconds (also the daemon's FTO).
+    pub frustration_timeout_s: f64,
+    /// The daemon's interval Δ (`interval` of its configuration).
+    pub interval: String,
+    /// One-way WAN delay, ms.
+    pub delay_ms: f64,
+}
+
+/// Where the SYNs are dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Drops {
+    /// The server's accept queue overflows (the kernel drops).
+    AcceptQueue,
+    /// `vantage gate run` with the Abacus filter at `capacity` SYNs/s: it
+    /// drops a SYN when a token is free by the client's next
+    /// retransmission, else rejects it (a failure, outside both means).
+    Abacus,
+    /// `vantage gate run` with the token bucket that drops (the Abacus
+    /// paper's TBF) at `capacity` SYNs/s: every SYN over the rate dropped.
+    Tbf,
+}
+
+/// Which server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Server {
+    Test,
+    Nginx,
+}
+
+/// The offered load's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Load {
+    /// Poisson arrivals at `rate` for the whole run.
+    Steady,
+    /// Poisson arrivals at twice `rate` for 5 s, none for 5 s.
+    OnOff,
+}
+
+/// `[[configuration]]`: one testbed run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Configuration {
+    pub name: String,
+    /// SYN profiles of the client namespaces, dealt in turn (one: every
+    /// client; several: a mixture, its shares the namespaces').
+    pub clients: Vec<String>,
+    pub server: Server,
+    pub drops: Drops,
+    pub load: Load,
+    /// Mean arrivals per second.
+    pub rate: f64,
+    /// What the server takes: the test server's accepts per second
+    /// (`accept-queue`), or the gate's refill rate (`abacus`).
+    pub capacity: f64,
+    /// Packet loss each way on every client link, percent.
+    #[serde(default)]
+    pub wan_loss_pct: f64,
+    /// The profile the daemon is told (`profile` of its configuration);
+    /// default: the clients' one profile, `linux-6.5` for a mixture.
+    #[serde(default)]
+    pub told: Option<String>,
+    /// Also run a second daemon with `learn = true`.
+    #[serde(default)]
+    pub learn: bool,
+}
+
+/// Listen backlog of the test server when the accept queue is the drop.
+const SMALL_BACKLOG: u32 = 16;
+/// Response size, bytes.
+const RESPONSE_BYTES: u64 = 2000;
+
+impl CertesLivePlan {
+    pub fn from_toml(text: &str, origin: &str) -> Result<CertesLivePlan, PlanError> {
+        let plan: CertesLivePlan = toml::from_str(text).map_err(|e| PlanError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        plan.validate().map_err(|message| PlanError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
+        Ok(plan)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let e = &self.experiment;
+        for (key, value) in [
+            ("duration_s", e.duration_s),
+            ("quick_duration_s", e.quick_duration_s),
+        ] {
+            if !(value.is_finite() && value > 0.0 && value <= MAX_DURATION_S) {
+                return Err(format!(
+                    "experiment.{key} = {value} is out of range (0, {MAX_DURATION_S}]"
+                ));
+            }
+        }
+        if !(e.frustration_timeout_s.is_finite()
+            && e.frustration_timeout_s > 0.0
+            && e.frustration_timeout_s <= 180.0)
+        {
+            return Err("experiment.frustration_timeout_s must be in (0, 180]".into());
+        }
+        if e.clients == 0 || e.clients > 16 {
+            return Err("experiment.clients must be in 1..=16".into());
+        }
+        if self.configuration.is_empty() || self.configuration.len() > MAX_CONFIGURATIONS {
+            return Err(format!(
+                "1 to {MAX_CONFIGURATIONS} [[configuration]] tables, got {}",
+                self.configuration.len()
+            ));
+        }
+        let mut names = BTreeSet::new();
+        for (i, c) in self.configuration.iter().enumerate() {
+            let at = format!("configuration[{i}] ({})", c.name);
+            if !names.insert(c.name.as_str()) {
+                return Err(format!("{at}: the name is used twice"));
+            }
+            if c.clients.is_empty() || c.clients.len() > e.clients {
+                return Err(format!(
+                    "{at}: clients must name 1 to experiment.clients = {} profiles",
+                    e.clients
+                ));
+            }
+            for profile in &c.clients {
+                let p = SynProfile::builtin(profile).map_err(|err| format!("{at}: {err}"))?;
+                profiles::kernel_settings(&p).map_err(|err| format!("{at}: {err}"))?;
+            }
+            if let Some(told) = &c.told {
+                vantage_core::tcp::ClientMix::builtin(told)
+                    .map_err(|err| format!("{at}: told: {err}"))?;
+            }
+            for (key, value) in [("rate", c.rate), ("capacity", c.capacity)] {
+                if !(value.is_finite() && value > 0.0 && value <= 5000.0) {
+                    return Err(format!("{at}: {key} = {value} is out of range (0, 5000]"));
+                }
+            }
+            if !(0.0..=20.0).contains(&c.wan_loss_pct) {
+                return Err(format!("{at}: wan_loss_pct must be in [0, 20]"));
+            }
+            if c.server == Server::Nginx && c.drops == Drops::AcceptQueue {
+                return Err(format!(
+                    "{at}: nginx with accept-queue drops is not offered (its accept rate is not set, so its queue would overflow only at a load the run cannot size); use drops = \"tbf\" or \"abacus\""
+                ));
+            }
+        }
+        for name in &e.quick {
+            if !names.contains(name.as_str()) {
+                return Err(format!(
+                    "experiment.quick names `{name}`, not a configuration"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The configurations a run runs.
+    pub fn selected(&self, quick: bool) -> Vec<&Configuration> {
+        self.configuration
+            .iter()
+            .filter(|c| {
+                !quick
+                    || self.experiment.quick.is_empty()
+                    || self.experiment.quick.contains(&c.name)
+            })
+            .collect()
+    }
+}
+
+impl Configuration {
+    /// The client namespaces' profile, namespace by namespace.
+    pub fn profile_of_client(&self, index: usize) -> &str {
+        &self.clients[index % self.clients.len()]
+    }
+
+    /// The profile or mixture the daemon is told.
+    pub fn told(&self) -> String {
+        match (&self.told, self.clients.as_slice()) {
+            (Some(told), _) => told.clone(),
+            (None, [one]) => one.clone(),
+            (None, _) => "linux-6.5".into(),
+        }
+    }
+
+    /// The Abacus filter's `clients`: the true mixture.
+    fn gate_clients(&self, experiment: &Experiment) -> String {
+        let mut shares = std::collections::BTreeMap::new();
+        for i in 0..experiment.clients {
+            *shares.entry(self.profile_of_client(i)).or_insert(0.0) += 1.0;
+        }
+        let entries: Vec<String> = shares
+            .iter()
+            .map(|(name, n)| format!("\"{name}\" = {:?}", n / experiment.clients as f64))
+            .collect();
+        format!("{{ {} }}", entries.join(", "))
+    }
+
+    /// The testbed spec of this configuration.
+    pub fn testbed_spec(&self, experiment: &Experiment, quick: bool, index: usize) -> String {
+        let duration = if quick {
+            experiment.quick_duration_s
+        } else {
+            experiment.duration_s
+        };
+        let (server, path) = match (self.server, self.drops) {
+            (Server::Test, Drops::AcceptQueue) => (
+                format!(
+                    "kind = \"test\"\nbacklog = {SMALL_BACKLOG}\naccept_rate = {:?}\naccept_poisson = true\nresponse_bytes = {RESPONSE_BYTES}\n",
+                    self.capacity
+                ),
+                "/",
+            ),
+            (Server::Test, Drops::Abacus | Drops::Tbf) => (
+                // Accepts well above the gate's rate: only the gate drops.
+                format!(
+                    "kind = \"test\"\nbacklog = 1024\naccept_rate = {:?}\naccept_poisson = true\nresponse_bytes = {RESPONSE_BYTES}\n",
+                    (self.capacity * 4.0).max(400.0)
+                ),
+                "/",
+            ),
+            (Server::Nginx, _) => (
+                format!(
+                    "kind = \"nginx\"\nbacklog = 1024\nfiles = [{{ path = \"/page\", bytes = {RESPONSE_BYTES} }}]\n"
+                ),
+                "/page",
+            ),
+        };
+        let pattern = match self.load {
+            Load::Steady => format!(
+                "{{ kind = \"constant\", rate = {:?}, poisson = true }}",
+                self.rate
+            ),
+            Load::OnOff => format!(
+                "{{ kind = \"on-off\", rate = {:?}, on_s = 5.0, off_s = 5.0, poisson = true }}",
+                self.rate * 2.0
+            ),
+        };
+        let gate_head = "\n[gate]\nkind = \"vantage\"\n[gate.config.gate]\nqueue = 0\nqueues = 1\nqueue_maxlen = 4096\ninterval_ms = 1000\ndry_run = false\n[gate.config.filter]\n";
+        let rate = self.capacity.round();
+        let gate = match self.drops {
+            Drops::AcceptQueue => String::new(),
+            // The costs of the Abacus paper's Section 6 runs.
+            Drops::Abacus => format!(
+                "{gate_head}kind = \"abacus\"\nbucket_size = {rate:?}\nrefill_rate = {rate:?}\ninterval_ms = 1000\n\
+                 greedy_window_s = 50\ndelay_cost = 1\nreject_cost = 21\nclients = {clients}\n",
+                clients = self.gate_clients(experiment),
+            ),
+            Drops::Tbf => format!(
+                "{gate_head}kind = \"tbf\"\nbucket_size = {rate:?}\nrefill_rate = {rate:?}\ninterval_ms = 1000\n"
+            ),
+        };
+        format!(
+            "name = \"{name}\"\nclients = {clients}\nclient_profile = \"{profile}\"\nseed = {seed}\n\n\
+             [wan.upstream]\ndelay_ms = {delay:?}\nloss_pct = {loss:?}\n[wan.downstream]\ndelay_ms = {delay:?}\nloss_pct = {loss:?}\n\n\
+             [server]\n{server}\n[load]\npath = \"{path}\"\nfrustration_timeout_s = {fto:?}\n[load.arrivals]\nduration_s = {duration:?}\npattern = {pattern}\n\n\
+             [capture]\nserver = false\n{gate}",
+            name = self.name,
+            clients = experiment.clients,
+            profile = self.profile_of_client(0),
+            seed = experiment.seed.wrapping_add(index as u64),
+            delay = experiment.delay_ms,
+            loss = self.wan_loss_pct,
+            fto = experiment.frustration_timeout_s,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_testbed::spec::TestbedSpec;
+
+    const FILES: [(&str, &str); 3] = [
+        (
+            "configurations.toml",
+            include_str!("../../../../scenarios/certes-live/configurations.toml"),
+        ),
+        (
+            "followup.toml",
+            include_str!("../../../../scenarios/certes-live/followup.toml"),
+        ),
+        (
+            "smoke.toml",
+            include_str!("../../../../scenarios/certes-live/smoke.toml"),
+        ),
+    ];
+
+    #[test]
+    fn every_file_gives_valid_testbed_specs() {
+        for (name, text) in FILES {
+            let plan = CertesLivePlan::from_toml(text, name).unwrap();
+            for quick in [false, true] {
+                for (i, c) in plan.selected(quick).into_iter().enumerate() {
+                    let spec = c.testbed_spec(&plan.experiment, quick, i);
+                    let parsed = TestbedSpec::from_toml(&spec, &c.name)
+                        .unwrap_or_else(|e| panic!("{name}: {}: {e}\n{spec}", c.name));
+                    let duration = if quick {
+                        plan.experiment.quick_duration_s
+                    } else {
+                        plan.experiment.duration_s
+                    };
+                    assert_eq!(parsed.load.arrivals.duration_s, duration);
+                    assert_eq!(
+                        parsed.gate.kind_name() == "none",
+                        c.drops == Drops::AcceptQueue
+                    );
+                }
+            }
+        }
+        let full = CertesLivePlan::from_toml(FILES[0].1, FILES[0].0).unwrap();
+        assert!(full.configuration.len() >= 16);
+        assert_eq!(full.selected(true).len(), 3);
+    }
+
+    #[test]
+    fn a_mixture_deals_its_profiles_and_is_told_linux_6_5() {
+        let plan = CertesLivePlan::from_toml(FILES[2].1, FILES[2].0).unwrap();
+        let mix = &plan.configuration[1];
+        let dealt: Vec<&str> = (0..4).map(|i| mix.profile_of_client(i)).collect();
+        assert_eq!(dealt, ["linux-6.5", "linux-3.7", "linux-6.5", "linux-3.7"]);
+        assert_eq!(mix.told(), "linux-6.5");
+        assert_eq!(plan.configuration[0].told(), "linux-6.5");
+    }
+
+    #[test]
+    fn refuses_what_cannot_run() {
+        let text = FILES[2].1;
+        let nginx_queue = text.replacen("server = \"test\"", "server = \"nginx\"", 1);
+        let error = CertesLivePlan::from_toml(&nginx_queue, "f.toml").unwrap_err();
+        assert!(error.to_string().contains("accept-queue"), "{error}");
+        let unknown = text.replace("quick = []", "quick = [\"nothing\"]");
+        let error = CertesLivePlan::from_toml(&unknown, "f.toml").unwrap_err();
+        assert!(error.to_string().contains("nothing"), "{error}");
+        let windows = text.replacen("clients = [\"linux-6.5\"]", "clients = [\"windows-7\"]", 1);
+        assert!(CertesLivePlan::from_toml(&windows, "f.toml").is_err());
+        let long = text.replace("duration_s = 20", "duration_s = 6000");
+        assert!(CertesLivePlan::from_toml(&long, "f.toml").is_err());
+    }
+}
