@@ -11,6 +11,7 @@
 //! connection with stall detection.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +89,9 @@ pub struct DownloadPlan {
     /// stops mid-object.
     pub windows: Vec<(std::time::Instant, std::time::Instant)>,
     pub stall: Duration,
+    /// Set from outside to end every download now, as at the end of its
+    /// last window (the host's TCP memory guard).
+    pub stop_early: Arc<AtomicBool>,
 }
 
 /// Runs the downloads of `plan` on a current-thread runtime in the calling
@@ -163,7 +167,7 @@ async fn download(
                 &mut stream,
                 &request,
                 &mut buffer,
-                plan.stall,
+                plan,
                 cut_at,
                 &mut record,
                 counter,
@@ -194,7 +198,7 @@ async fn fetch(
     stream: &mut TcpStream,
     request: &str,
     buffer: &mut [u8],
-    stall: Duration,
+    plan: &DownloadPlan,
     cut_at: Option<Instant>,
     record: &mut DownloadRecord,
     counter: &AtomicU64,
@@ -206,7 +210,7 @@ async fn fetch(
     let mut head = Vec::with_capacity(1024);
     // Reads until the head is complete; what follows it is body.
     let (length, mut received) = loop {
-        let n = match read(stream, buffer, stall, cut_at).await? {
+        let n = match read(stream, buffer, plan, cut_at).await? {
             Some(n) => n,
             None => return Ok(Fetched::Cut),
         };
@@ -223,7 +227,7 @@ async fn fetch(
         }
     };
     while received < length {
-        let n = match read(stream, buffer, stall, cut_at).await? {
+        let n = match read(stream, buffer, plan, cut_at).await? {
             Some(n) => n as u64,
             None => return Ok(Fetched::Cut),
         };
@@ -237,15 +241,19 @@ async fn fetch(
     Ok(Fetched::Whole)
 }
 
-/// One read: `Some(n)` bytes, `None` when `cut_at` came first; a stall,
-/// an error or the end of the stream is the failure.
+/// One read: `Some(n)` bytes, `None` when `cut_at` came first or the
+/// downloads are stopped early; a stall, an error or the end of the stream
+/// is the failure.
 async fn read(
     stream: &mut TcpStream,
     buffer: &mut [u8],
-    stall: Duration,
+    plan: &DownloadPlan,
     cut_at: Option<Instant>,
 ) -> Result<Option<usize>, Outcome> {
-    let stall_at = Instant::now() + stall;
+    if plan.stop_early.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let stall_at = Instant::now() + plan.stall;
     let deadline = cut_at.map_or(stall_at, |c| c.min(stall_at));
     match timeout_at(deadline, stream.read(buffer)).await {
         Ok(Ok(0)) | Ok(Err(_)) => Err(Outcome::Broken),

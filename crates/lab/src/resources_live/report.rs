@@ -57,6 +57,9 @@ pub struct RunRow {
     pub peak_host_tcp_bytes: u64,
     pub mean_host_tcp_bytes: f64,
     pub run_s: f64,
+    /// The host's TCP memory reached 90 % of `tcp_mem`'s hard limit and
+    /// the downloads were stopped there (`run_s` is then shorter).
+    pub stopped_at_host_guard: bool,
     pub samples: Vec<MemorySample>,
 }
 
@@ -210,6 +213,7 @@ pub fn summarize(
         peak_host_tcp_bytes: samples.iter().map(|s| s.host_tcp_bytes).max().unwrap_or(0),
         mean_host_tcp_bytes: mean(&|s| s.host_tcp_bytes),
         run_s,
+        stopped_at_host_guard: false,
         samples,
     }
 }
@@ -422,8 +426,16 @@ pub fn render(r: &ResourcesReport) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {:.1} | {:.3} / {:.3} | {} | {} | {}{} | {} |",
+            "| {}{} | {} | {} | {} | {} | {:.1} | {:.3} / {:.3} | {} | {} | {}{} | {} |",
             row.variant,
+            if row.stopped_at_host_guard {
+                format!(
+                    " (stopped at {:.0} s: host TCP memory at 90 % of tcp_mem's limit)",
+                    row.run_s
+                )
+            } else {
+                String::new()
+            },
             row.pool_bytes.map_or("–".into(), |p| mib(p as f64)),
             mib(row.peak_proxy_bytes as f64),
             mib(row.mean_proxy_bytes),
@@ -695,6 +707,7 @@ mod tests {
             peak_host_tcp_bytes: 0,
             mean_host_tcp_bytes: 0.0,
             run_s: 1.0,
+            stopped_at_host_guard: false,
             samples: Vec::new(),
         };
         let g = goals(&[

@@ -30,6 +30,8 @@ const STEP_OBJECT: &str = "/step-object";
 const START_DELAY: Duration = Duration::from_millis(500);
 /// The step run's buffer sampling period.
 const STEP_SAMPLE: Duration = Duration::from_millis(100);
+/// `SO_SNDBUF` of nginx's connections (to the proxy, over loopback).
+const BACKEND_SNDBUF: u32 = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -226,6 +228,7 @@ fn proxy_text(
         "listen = \"{front}\"\nupstreams = [\"{upstream}\"]\nworkers = 2\n\
          [timeouts]\nidle_ms = 300000\nupstream_response_ms = 60000\n\
          [limits]\nmax_connections = {max}\nupstream_idle_connections = {max}\n\
+         [utilization]\nsource = \"occupancy\"\nconcurrency = {max}\n\
          [resources]\nmode = \"{mode}\"\ninterval_ms = {interval}\n",
         max = clients + 64,
         mode = variant.mode,
@@ -313,6 +316,10 @@ fn run_on(
         keepalive_timeout_s: 300,
         keepalive_requests: 1_000_000,
         worker_connections: (2 * total + 256).max(1024),
+        // Autotuned, nginx's send buffers grow to `tcp_wmem`'s maximum
+        // behind a proxy that reads more slowly than loopback delivers:
+        // thousands of them would exhaust the host's `tcp_mem`.
+        sndbuf: Some(BACKEND_SNDBUF),
         files: vec![
             StaticFile {
                 path: OBJECT.into(),
@@ -334,6 +341,7 @@ fn run_on(
     progress("starting the WAN emulator");
     let wan = Wan::start(topology, wan_config(mode), plan.experiment.seed)?;
 
+    let guard_bytes = sampler::host_guard_bytes();
     let mut rows: Vec<RunRow> = Vec::new();
     let mut autotune_peak: Option<u64> = None;
     for (index, variant) in plan.variant.iter().enumerate() {
@@ -369,13 +377,25 @@ fn run_on(
         let end = first + Duration::from_secs_f64(mode.ramp_s + mode.duration_s);
         let bytes = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let guard = Arc::new(AtomicBool::new(false));
         let sampler = {
             let stop = stop.clone();
             let bytes = bytes.clone();
+            let guard = guard.clone();
             let period = Duration::from_millis(plan.run.sample_ms);
             std::thread::Builder::new()
                 .name("memory".into())
-                .spawn(move || sampler::sample_memory(sockets(), period, first, &stop, &bytes))
+                .spawn(move || {
+                    sampler::sample_memory(
+                        sockets(),
+                        period,
+                        first,
+                        &stop,
+                        &bytes,
+                        guard_bytes,
+                        &guard,
+                    )
+                })
                 .map_err(|e| LiveError::Io(e.to_string()))?
         };
         let plans = mode
@@ -394,6 +414,7 @@ fn run_on(
                         ramp: Duration::from_secs_f64(mode.ramp_s),
                         windows: vec![(first, end)],
                         stall: Duration::from_secs_f64(plan.run.stall_s),
+                        stop_early: guard.clone(),
                     },
                 )
             })
@@ -403,14 +424,14 @@ fn run_on(
         let samples = sampler.join().unwrap_or_default();
         proxy.shutdown(Duration::from_millis(200));
         let downloads = downloads?;
-        let row = report::summarize(
-            variant,
-            pool,
-            mode,
-            &downloads,
-            samples,
-            (end - first).as_secs_f64(),
-        );
+        let stopped_early = guard.load(Ordering::Relaxed);
+        let ran_s = if stopped_early {
+            samples.last().map_or(0.0, |s| s.t_s)
+        } else {
+            (end - first).as_secs_f64()
+        };
+        let mut row = report::summarize(variant, pool, mode, &downloads, samples, ran_s);
+        row.stopped_at_host_guard = stopped_early;
         progress(&format!(
             "    peak {:.1} MiB (proxy sockets), {:.1} Mbit/s, {} of {} failed",
             row.peak_proxy_bytes as f64 / 1048576.0,
@@ -525,6 +546,7 @@ fn run_step(
                 ramp: Duration::ZERO,
                 windows: vec![(first, pause), (resume, end)],
                 stall: Duration::from_secs_f64(plan.run.stall_s),
+                stop_early: Arc::new(AtomicBool::new(false)),
             },
         )],
         &bytes,

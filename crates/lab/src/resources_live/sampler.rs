@@ -86,9 +86,14 @@ fn borrowed(fd: RawFd) -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
-/// A socket's charge to the kernel's TCP memory, bytes.
+/// A socket's charge to the kernel's TCP memory, bytes: what it uses plus
+/// what it has reserved ahead (`sk_forward_alloc`, a signed `int` that
+/// `SO_MEMINFO` hands out as `u32`: negative when the socket used memory
+/// the kernel let it take without reserving it, e.g. a receive buffer set
+/// below what was already queued).
 pub fn charged_bytes(m: &tcp_info::SocketMemory) -> u64 {
-    u64::from(m.rmem_alloc) + u64::from(m.wmem_queued) + u64::from(m.fwd_alloc)
+    let used = i64::from(m.rmem_alloc) + i64::from(m.wmem_queued);
+    (used + i64::from(m.fwd_alloc as i32)).max(0) as u64
 }
 
 /// One memory sample.
@@ -108,13 +113,24 @@ pub struct MemorySample {
     pub client_bytes: u64,
 }
 
-/// Samples every `period` until `stop`; `t_s` counts from `epoch`.
+/// The host's TCP memory at which a run is stopped early: 90 % of
+/// `net.ipv4.tcp_mem`'s hard limit (above it every TCP socket on the
+/// machine is refused memory), in bytes; `None` where it cannot be read.
+pub fn host_guard_bytes() -> Option<u64> {
+    let limits = tcp_info::tcp_mem_limits().ok()?;
+    Some(limits.high.saturating_mul(tcp_info::page_size()) / 10 * 9)
+}
+
+/// Samples every `period` until `stop`; `t_s` counts from `epoch`. Sets
+/// `guard_tripped` once the host's TCP memory reaches `guard_bytes`.
 pub fn sample_memory(
     sockets: ProxySockets,
     period: Duration,
     epoch: Instant,
     stop: &AtomicBool,
     client_bytes: &AtomicU64,
+    guard_bytes: Option<u64>,
+    guard_tripped: &AtomicBool,
 ) -> Vec<MemorySample> {
     let page = tcp_info::page_size();
     let mut samples = Vec::new();
@@ -137,6 +153,9 @@ pub fn sample_memory(
                     sample.proxy_client_bytes += bytes;
                 }
             }
+        }
+        if guard_bytes.is_some_and(|g| sample.host_tcp_bytes >= g) {
+            guard_tripped.store(true, Ordering::Relaxed);
         }
         samples.push(sample);
         next += period;
@@ -212,4 +231,27 @@ pub fn sample_buffers(
         }
     }
     samples
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negative_forward_allocation_reduces_the_charge() {
+        let memory = |rmem_alloc, wmem_queued, fwd_alloc| tcp_info::SocketMemory {
+            rmem_alloc,
+            rcvbuf: 0,
+            wmem_alloc: 0,
+            sndbuf: 0,
+            fwd_alloc,
+            wmem_queued,
+            optmem: 0,
+            backlog: 0,
+            drops: 0,
+        };
+        assert_eq!(charged_bytes(&memory(1000, 2000, 96)), 3096);
+        assert_eq!(charged_bytes(&memory(8192, 0, (-4096i32) as u32)), 4096);
+        assert_eq!(charged_bytes(&memory(0, 0, (-4096i32) as u32)), 0);
+    }
 }
