@@ -321,7 +321,7 @@ pub fn step_report(
                 interval_s,
             ),
             buffer_before_reuse: between(resume_s - 1.0, resume_s)
-                .last()
+                .next_back()
                 .map_or(0, |s| s.send_buffer),
             intervals_to_regrow: intervals_until_reached(
                 &mine,
