@@ -57,10 +57,26 @@ pub struct RunRow {
     pub peak_host_tcp_bytes: u64,
     pub mean_host_tcp_bytes: f64,
     pub run_s: f64,
+    /// The same numbers per path.
+    pub paths: Vec<PathRow>,
     /// The host's TCP memory reached 90 % of `tcp_mem`'s hard limit and
     /// the downloads were stopped there (`run_s` is then shorter).
     pub stopped_at_host_guard: bool,
     pub samples: Vec<MemorySample>,
+}
+
+/// One path's downloads in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathRow {
+    pub rtt_ms: f64,
+    pub loss_pct: f64,
+    pub rate_mbit: f64,
+    pub started: u32,
+    pub failed: u32,
+    /// Downloads that received no body byte at all.
+    pub without_a_byte: u32,
+    /// Body bytes over the run's length, Mbit/s.
+    pub goodput_mbps: f64,
 }
 
 /// One SSBT variant against autotune.
@@ -174,7 +190,7 @@ fn outcome_name(o: Outcome) -> String {
 pub fn summarize(
     variant: &VariantPlan,
     pool: Option<u64>,
-    _mode: &Mode,
+    mode: &Mode,
     downloads: &[DownloadRecord],
     samples: Vec<MemorySample>,
     run_s: f64,
@@ -213,6 +229,25 @@ pub fn summarize(
         peak_host_tcp_bytes: samples.iter().map(|s| s.host_tcp_bytes).max().unwrap_or(0),
         mean_host_tcp_bytes: mean(&|s| s.host_tcp_bytes),
         run_s,
+        paths: mode
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mine: Vec<&DownloadRecord> = downloads.iter().filter(|d| d.path == i).collect();
+                PathRow {
+                    rtt_ms: p.rtt_ms,
+                    loss_pct: p.loss_pct,
+                    rate_mbit: p.rate_mbit,
+                    started: mine.len() as u32,
+                    failed: mine.iter().filter(|d| d.outcome.is_failure()).count() as u32,
+                    without_a_byte: mine.iter().filter(|d| d.bytes == 0).count() as u32,
+                    goodput_mbps: mine.iter().map(|d| d.bytes).sum::<u64>() as f64 * 8.0
+                        / run_s.max(1e-9)
+                        / 1e6,
+                }
+            })
+            .collect(),
         stopped_at_host_guard: false,
         samples,
     }
@@ -453,6 +488,26 @@ pub fn render(r: &ResourcesReport) -> String {
             },
             row.objects,
         );
+    }
+    if let Some(first) = r.rows.first() {
+        let _ = write!(out, "\nPer path: goodput Mbit/s / failed downloads.\n\n| RTT ms | loss % | rate Mbit/s | downloads |");
+        for row in &r.rows {
+            let _ = write!(out, " {} |", row.variant);
+        }
+        let _ = write!(out, "\n|---:|---:|---:|---:|");
+        for _ in &r.rows {
+            let _ = write!(out, "---:|");
+        }
+        let _ = writeln!(out);
+        for (i, p) in first.paths.iter().enumerate() {
+            let _ = write!(out, "| {} | {} | {} | {} |", p.rtt_ms, p.loss_pct, p.rate_mbit, p.started);
+            for row in &r.rows {
+                if let Some(q) = row.paths.get(i) {
+                    let _ = write!(out, " {:.1} / {} |", q.goodput_mbps, q.failed);
+                }
+            }
+            let _ = writeln!(out);
+        }
     }
     let _ = writeln!(
         out,
@@ -707,6 +762,7 @@ mod tests {
             peak_host_tcp_bytes: 0,
             mean_host_tcp_bytes: 0.0,
             run_s: 1.0,
+            paths: Vec::new(),
             stopped_at_host_guard: false,
             samples: Vec::new(),
         };

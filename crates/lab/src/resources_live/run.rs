@@ -182,11 +182,19 @@ impl Drop for Wan {
     }
 }
 
+/// Bottleneck queue: 200 ms at the link's rate in 1500-byte packets,
+/// within [64, 1000] (the emulator's default 1,000 packets would be 12 s
+/// of queueing at 1 Mbit/s).
+fn queue_packets(rate_mbit: f64) -> u32 {
+    ((rate_mbit * 1e6 * 0.2 / (1500.0 * 8.0)).round() as u32).clamp(64, 1000)
+}
+
 fn link(rtt_ms: f64, loss_pct: f64, rate_mbit: f64) -> LinkConfig {
     LinkConfig {
         delay_ms: rtt_ms / 2.0,
         loss_pct,
         rate_mbit,
+        queue_packets: queue_packets(rate_mbit),
         ..LinkConfig::default()
     }
 }
@@ -218,6 +226,11 @@ fn wan_config(mode: &Mode) -> WanConfig {
 /// The proxy's configuration for one variant (`pool` resolved). The
 /// connection limit is twice the downloads, so `ssbt+conn`'s default
 /// connection marks (95 %, 90 % of it) stay above the load.
+/// `request_headers_ms` is as long as `idle_ms`: hyper's header-read
+/// timer also runs while a keep-alive connection waits for its next
+/// request, so with the default (5 s) the step run's idle connections
+/// would be closed after 5 s, and a request slowed by retransmissions
+/// on a lossy, congested path would be cut.
 fn proxy_text(
     variant: &VariantPlan,
     pool: Option<u64>,
@@ -228,7 +241,7 @@ fn proxy_text(
     let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, BACKEND_PORT));
     let mut text = format!(
         "listen = \"{front}\"\nupstreams = [\"{upstream}\"]\nworkers = 2\n\
-         [timeouts]\nidle_ms = 300000\nupstream_response_ms = 60000\n\
+         [timeouts]\nidle_ms = 300000\nrequest_headers_ms = 300000\nupstream_response_ms = 60000\n\
          [limits]\nmax_connections = {max}\nupstream_idle_connections = {max}\n\
          [utilization]\nsource = \"occupancy\"\nconcurrency = {max}\n\
          [resources]\nmode = \"{mode}\"\ninterval_ms = {interval}\n",
