@@ -500,7 +500,11 @@ pub fn render(r: &ResourcesReport) -> String {
         }
         let _ = writeln!(out);
         for (i, p) in first.paths.iter().enumerate() {
-            let _ = write!(out, "| {} | {} | {} | {} |", p.rtt_ms, p.loss_pct, p.rate_mbit, p.started);
+            let _ = write!(
+                out,
+                "| {} | {} | {} | {} |",
+                p.rtt_ms, p.loss_pct, p.rate_mbit, p.started
+            );
             for row in &r.rows {
                 if let Some(q) = row.paths.get(i) {
                     let _ = write!(out, " {:.1} / {} |", q.goodput_mbps, q.failed);
