@@ -531,13 +531,13 @@ pub fn render(r: &ResourcesReport) -> String {
                 let mut missed = Vec::new();
                 if !m {
                     missed.push(format!(
-                        "memory {:.0} points over",
+                        "memory {:.1} points over",
                         (g.memory_share - GOAL_MEMORY_SHARE) * 100.0
                     ));
                 }
                 if !gp {
                     missed.push(format!(
-                        "goodput {:.0} points under",
+                        "goodput {:.1} points under",
                         (GOAL_GOODPUT_SHARE - g.goodput_share) * 100.0
                     ));
                 }
@@ -546,7 +546,7 @@ pub fn render(r: &ResourcesReport) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.0} % | {:.0} % | {} | {} |",
+            "| {} | {:.1} % | {:.1} % | {} | {} |",
             g.variant,
             g.memory_share * 100.0,
             g.goodput_share * 100.0,
