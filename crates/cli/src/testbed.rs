@@ -100,6 +100,25 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "results/certes-live")]
         out: PathBuf,
     },
+    /// The proxy's socket buffers against Linux autotuning, at scale:
+    /// concurrent downloads over mixed WAN paths through `vantage proxy`
+    /// under each `[resources]` mode, the kernel TCP memory of its sockets
+    /// and the goodput at the clients, then E-ATBT's step responses
+    /// (docs/resources-live.md).
+    Resources {
+        /// Plan file (TOML), e.g. scenarios/proxy/autotune-scale.toml.
+        file: PathBuf,
+        /// The plan's [quick] settings: fewer downloads, shorter.
+        #[arg(long)]
+        quick: bool,
+        /// Print the report as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the results (report.json, table.md, memory.svg,
+        /// manifest.json, runs/); --quick writes into its quick/ folder.
+        #[arg(long, default_value = "results/resources-live")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -126,6 +145,31 @@ pub fn run(command: TestbedCommand) -> Result<()> {
             Some(seeds) => run_seed_sweep(&file, quick, seeds, json, &out),
             None => run_experiment_file(&file, quick, json, sim_only, resume, &out),
         },
+        TestbedCommand::Resources {
+            file,
+            quick,
+            json,
+            out,
+        } => {
+            let progress = |line: &str| eprintln!("{line}");
+            let (report, dir) = vantage_lab::resources_live::run_file(
+                &file,
+                quick,
+                &out,
+                std::env::args().collect(),
+                &progress,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", vantage_lab::resources_live::render(&report));
+                println!(
+                    "report.json, table.md, memory.svg and manifest.json are in {}",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
         TestbedCommand::Sbac {
             file,
             quick,

@@ -10,6 +10,7 @@ pub mod error;
 pub mod experiment;
 pub mod provenance;
 pub mod report;
+pub mod resources_live;
 pub mod sbac_live;
 pub mod studies;
 pub mod study;

@@ -173,6 +173,19 @@ fn min_held(mss: u32) -> u64 {
     2 * (u64::from(mss.max(536)) + SKB_OVERHEAD)
 }
 
+/// The send buffer the loop holds for a client connection on `path` when
+/// the pool does not bind (E-ATBT assigns the whole demand): twice
+/// ρ̄·rtt, within the bounds (`send_max`: twice `wmem_max`). What a
+/// measurement compares the buffer the connection actually has with.
+pub fn unconstrained_send_target(
+    path: &PathEstimate,
+    mss: u32,
+    send_max: u64,
+) -> Result<u64, vantage_core::OutOfRange> {
+    let demand = vantage_core::resources::send_buffer::demand_bytes(path, ALLOCATOR_MSS)?;
+    Ok((2 * demand).clamp(min_held(mss), send_max.max(min_held(mss))))
+}
+
 struct ClientState {
     fd: RawFd,
     reclaim: Arc<tokio::sync::Notify>,

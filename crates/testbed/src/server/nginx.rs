@@ -32,6 +32,9 @@ pub struct StaticFile {
 pub struct NginxConfig {
     /// `listen … backlog=` (the kernel caps it at `net.core.somaxconn`).
     pub backlog: u32,
+    /// `listen … sndbuf=`: `SO_SNDBUF` of the accepted connections (the
+    /// kernel holds twice it; absent: autotuned).
+    pub sndbuf: Option<u32>,
     /// `worker_processes`.
     pub workers: u32,
     /// `worker_connections`.
@@ -68,6 +71,7 @@ impl Default for NginxConfig {
     fn default() -> Self {
         NginxConfig {
             backlog: 511,
+            sndbuf: None,
             workers: 1,
             worker_connections: 8192,
             keepalive_timeout_s: 65,
@@ -97,6 +101,9 @@ impl NginxConfig {
         };
         range("backlog", self.backlog.into(), 1, 65535)?;
         range("workers", self.workers.into(), 1, 64)?;
+        if let Some(bytes) = self.sndbuf {
+            range("sndbuf", bytes.into(), 1024, 1 << 30)?;
+        }
         range(
             "worker_connections",
             self.worker_connections.into(),
@@ -162,7 +169,7 @@ http {{\n\
     keepalive_timeout {ka};\n\
     keepalive_requests {kr};\n\
     server {{\n\
-        listen {listen} backlog={backlog};\n\
+        listen {listen} backlog={backlog}{sndbuf};\n\
         root {d}/www;\n\
         location / {{ location_placeholder }}\n\
     }}\n\
@@ -173,6 +180,7 @@ http {{\n\
             ka = self.keepalive_timeout_s,
             kr = self.keepalive_requests,
             backlog = self.backlog,
+            sndbuf = self.sndbuf.map_or(String::new(), |b| format!(" sndbuf={b}")),
         )
         .replace(
             "access_log_format_placeholder",
@@ -534,7 +542,13 @@ garbage\n\
             ..NginxConfig::default()
         };
         let text = c.render(Path::new("/r"), "10.77.0.2:80".parse().unwrap());
-        assert!(text.contains("listen 10.77.0.2:80 backlog=64"));
+        assert!(text.contains("listen 10.77.0.2:80 backlog=64;"));
+        let c = NginxConfig {
+            sndbuf: Some(65536),
+            ..NginxConfig::default()
+        };
+        let text = c.render(Path::new("/r"), "10.77.0.2:80".parse().unwrap());
+        assert!(text.contains("listen 10.77.0.2:80 backlog=511 sndbuf=65536;"));
         assert!(text.contains("$request_time"));
         assert!(text.contains("root /r/www;"));
     }

@@ -44,7 +44,8 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -553,12 +554,60 @@ impl Forwarder {
     }
 }
 
+/// Changes a link's random loss while the emulator runs: a handle shared
+/// with the loop, which looks at it once per round (one atomic load when
+/// nothing changed). Link direction `2k` is rule `k` upstream, `2k + 1`
+/// downstream.
+#[derive(Clone, Debug)]
+pub struct LossControl {
+    /// Bumped by every change; the loop applies changes when it moves.
+    version: Arc<AtomicU64>,
+    /// Per link direction: the loss in percent as `f64` bits.
+    loss_pct: Arc<Vec<AtomicU64>>,
+}
+
+impl LossControl {
+    fn new(links: &[LinkRule]) -> LossControl {
+        let loss_pct = links
+            .iter()
+            .flat_map(|r| [r.upstream.loss_pct, r.downstream.loss_pct])
+            .map(|l| AtomicU64::new(l.to_bits()))
+            .collect();
+        LossControl {
+            version: Arc::new(AtomicU64::new(0)),
+            loss_pct: Arc::new(loss_pct),
+        }
+    }
+
+    /// Sets the loss of both directions of rule `rule` from the next
+    /// packet on.
+    pub fn set_loss_pct(&self, rule: usize, loss_pct: f64) -> Result<(), ConfigError> {
+        let out_of_range = |value: String, allowed| ConfigError {
+            key: format!("links[{rule}].loss_pct"),
+            value,
+            allowed,
+        };
+        if !(loss_pct.is_finite() && (0.0..=100.0).contains(&loss_pct)) {
+            return Err(out_of_range(loss_pct.to_string(), "0 ≤ loss_pct ≤ 100"));
+        }
+        if 2 * rule + 1 >= self.loss_pct.len() {
+            return Err(out_of_range(rule.to_string(), "an existing rule"));
+        }
+        for k in [2 * rule, 2 * rule + 1] {
+            self.loss_pct[k].store(loss_pct.to_bits(), Ordering::Relaxed);
+        }
+        self.version.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
 /// An emulator bound to its queue, ready to run. Binding before the
 /// iptables rule exists means no packet is queued before someone listens.
 pub struct Emulator {
     queue: Queue,
     forwarder: Forwarder,
     spin: Nanos,
+    loss: LossControl,
 }
 
 impl Emulator {
@@ -606,7 +655,13 @@ impl Emulator {
             queue,
             forwarder,
             spin: Nanos::from_micros(u64::from(config.spin_us)),
+            loss: LossControl::new(&config.links),
         })
+    }
+
+    /// A handle that changes the links' loss while [`Emulator::run`] runs.
+    pub fn loss_control(&self) -> LossControl {
+        self.loss.clone()
     }
 
     /// The socket's receive buffer as the kernel reports it.
@@ -623,6 +678,7 @@ impl Emulator {
             mut queue,
             mut forwarder,
             spin,
+            loss,
         } = self;
         forwarder.rngs = (0..forwarder.links.len())
             .map(|k| {
@@ -633,7 +689,7 @@ impl Emulator {
             .collect();
         let started = monotonic_now();
         let cpu_started = thread_cpu_time();
-        let forwarded = forward_until_stopped(&mut queue, &mut forwarder, stop, spin);
+        let forwarded = forward_until_stopped(&mut queue, &mut forwarder, stop, spin, &loss);
         let stopped = stop_forwarding(queue, &mut forwarder);
         forwarder.stats.elapsed_s = (monotonic_now() - started).as_secs_f64();
         forwarder.stats.cpu_s = (thread_cpu_time() - cpu_started).as_secs_f64();
@@ -674,12 +730,22 @@ fn forward_until_stopped(
     forwarder: &mut Forwarder,
     stop: &AtomicBool,
     spin: Nanos,
+    loss: &LossControl,
 ) -> Result<(), WanError> {
+    let mut applied_version = 0;
     let mut timer = WakeTimer::new().map_err(|source| WanError::Io {
         operation: "timerfd_create(CLOCK_MONOTONIC)",
         source,
     })?;
     while !stop.load(Ordering::Relaxed) {
+        let version = loss.version.load(Ordering::Acquire);
+        if version != applied_version {
+            applied_version = version;
+            for (link, pct) in forwarder.links.iter_mut().zip(loss.loss_pct.iter()) {
+                // In range: `LossControl::set_loss_pct` checked it.
+                let _ = link.set_loss_pct(f64::from_bits(pct.load(Ordering::Relaxed)));
+            }
+        }
         let drained = receive_pending(queue, forwarder)?;
         forwarder.release_due(monotonic_now());
         if !forwarder.batch.is_empty() {
@@ -837,6 +903,40 @@ mod tests {
         );
         let no_links = WanConfig::new(0, Vec::new()).validate().unwrap_err();
         assert_eq!(no_links.key, "links");
+    }
+
+    #[test]
+    fn loss_control_checks_and_records_changes() {
+        let rule = LinkRule::symmetric(
+            "10.78.0.0/24".parse().unwrap(),
+            LinkConfig {
+                loss_pct: 1.0,
+                ..Default::default()
+            },
+        );
+        let control = LossControl::new(&[rule]);
+        assert_eq!(
+            f64::from_bits(control.loss_pct[1].load(Ordering::Relaxed)),
+            1.0
+        );
+        control.set_loss_pct(0, 0.1).unwrap();
+        assert_eq!(control.version.load(Ordering::Relaxed), 1);
+        for k in 0..2 {
+            assert_eq!(
+                f64::from_bits(control.loss_pct[k].load(Ordering::Relaxed)),
+                0.1
+            );
+        }
+        assert_eq!(
+            control.set_loss_pct(1, 0.1).unwrap_err().key,
+            "links[1].loss_pct"
+        );
+        assert!(control.set_loss_pct(0, -1.0).is_err());
+        assert_eq!(
+            control.version.load(Ordering::Relaxed),
+            1,
+            "refusals change nothing"
+        );
     }
 
     #[test]

@@ -303,6 +303,14 @@ impl Link {
         self.counters
     }
 
+    /// Changes the random loss from the next packet on (`loss_pct` in
+    /// [0, 100]; out of range is refused and nothing changes).
+    pub fn set_loss_pct(&mut self, loss_pct: f64) -> Result<(), ConfigError> {
+        check_range("loss_pct", loss_pct, 0.0, 100.0, "0 ≤ loss_pct ≤ 100")?;
+        self.loss_probability = loss_pct / 100.0;
+        Ok(())
+    }
+
     /// Time to transmit `len_bytes` at the bottleneck rate, rounded up to
     /// the nanosecond; zero when the rate is unlimited.
     pub fn serialization_time(&self, len_bytes: u32) -> Nanos {
@@ -600,6 +608,29 @@ mod tests {
             4.0 * sd
         );
         assert_eq!((c.packets, c.bytes, c.dropped_queue), (n, 64 * n, 0));
+    }
+
+    #[test]
+    fn loss_changed_during_a_run_applies_from_the_next_packet() {
+        let mut l = link(LinkConfig::default());
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for i in 0..100 {
+            assert!(matches!(
+                l.on_packet(Nanos(i), 100, &mut rng),
+                Fate::Release { .. }
+            ));
+        }
+        l.set_loss_pct(100.0).unwrap();
+        assert!(matches!(
+            l.on_packet(Nanos(100), 100, &mut rng),
+            Fate::Drop(DropReason::RandomLoss)
+        ));
+        assert!(l.set_loss_pct(101.0).is_err());
+        assert!(l.set_loss_pct(f64::NAN).is_err());
+        assert!(matches!(
+            l.on_packet(Nanos(101), 100, &mut rng),
+            Fate::Drop(DropReason::RandomLoss)
+        ));
     }
 
     #[test]

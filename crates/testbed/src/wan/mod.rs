@@ -42,7 +42,7 @@ pub mod prefix;
 pub mod rules;
 
 pub use emulator::{
-    run, DirectionStats, Emulator, LinkRule, LinkStats, WanConfig, WanError, WanStats,
+    run, DirectionStats, Emulator, LinkRule, LinkStats, LossControl, WanConfig, WanError, WanStats,
 };
 pub use link::{ConfigError, DropReason, Fate, JitterDistribution, Link, LinkConfig, LinkCounters};
 pub use prefix::ClientPrefix;

@@ -1,0 +1,304 @@
+//! The downloads, measured at the client: each is one HTTP/1.1 keep-alive
+//! connection that fetches a large object again and again while its
+//! windows are open, counting every body byte as it arrives.
+//!
+//! Every download that starts ends in exactly one [`Outcome`]: it ran to
+//! the end of its last window moving (completed), or it failed — connect
+//! error, reset or early close, a status other than 200, a response
+//! without `Content-Length`, or no byte for `stall` while a response was
+//! due (stalled). A failed download is not restarted. Written by hand
+//! because the load crates measure requests, not byte progress per
+//! connection with stall detection.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{sleep_until, timeout_at, Instant};
+
+/// Largest response head read, bytes.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Read buffer per download.
+const READ_BYTES: usize = 16 * 1024;
+
+/// How a download ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Ran to the end of its last window without a failure.
+    Completed,
+    /// The connection could not be opened.
+    ConnectFailed,
+    /// Reset, closed early, or a malformed response.
+    Broken,
+    /// Answered with a status other than 200.
+    BadStatus,
+    /// No byte for `stall` while a response was due.
+    Stalled,
+}
+
+impl Outcome {
+    pub fn is_failure(self) -> bool {
+        self != Outcome::Completed
+    }
+}
+
+/// One download as the client saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DownloadRecord {
+    /// Index of the path (client namespace).
+    pub path: usize,
+    pub outcome: Outcome,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Objects received whole.
+    pub objects: u64,
+    /// From the connect to the end (or the failure), seconds.
+    pub active_s: f64,
+}
+
+impl DownloadRecord {
+    /// Body bytes per second over its active time.
+    pub fn goodput_bps(&self) -> f64 {
+        if self.active_s > 0.0 {
+            self.bytes as f64 * 8.0 / self.active_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The downloads of one client namespace.
+#[derive(Clone, Debug)]
+pub struct DownloadPlan {
+    pub path: usize,
+    pub target: SocketAddr,
+    pub uri: String,
+    pub downloads: u32,
+    /// Download `k` of `n` starts at `first_start + k · ramp / n`.
+    pub first_start: std::time::Instant,
+    pub ramp: Duration,
+    /// Windows in which requests are made: in every window but the last a
+    /// download finishes the object it is fetching and then waits for the
+    /// next window (its connection idle); at the end of the last window it
+    /// stops mid-object.
+    pub windows: Vec<(std::time::Instant, std::time::Instant)>,
+    pub stall: Duration,
+    /// Set from outside to end every download now, as at the end of its
+    /// last window (the host's TCP memory guard).
+    pub stop_early: Arc<AtomicBool>,
+}
+
+/// Runs the downloads of `plan` on a current-thread runtime in the calling
+/// thread (which has entered the client namespace); `bytes` counts every
+/// body byte as it arrives.
+pub fn run(plan: DownloadPlan, bytes: Arc<AtomicU64>) -> std::io::Result<Vec<DownloadRecord>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let plan = Arc::new(plan);
+        let now_std = std::time::Instant::now();
+        let now = Instant::now();
+        let to_tokio = |at: std::time::Instant| now + at.saturating_duration_since(now_std);
+        let n = plan.downloads.max(1);
+        let mut tasks = Vec::with_capacity(n as usize);
+        for k in 0..plan.downloads {
+            let start = to_tokio(plan.first_start + plan.ramp.mul_f64(f64::from(k) / f64::from(n)));
+            let windows: Vec<(Instant, Instant)> = plan
+                .windows
+                .iter()
+                .map(|&(a, b)| (to_tokio(a), to_tokio(b)))
+                .collect();
+            let plan = plan.clone();
+            let bytes = bytes.clone();
+            tasks.push(tokio::spawn(async move {
+                download(&plan, start, &windows, &bytes).await
+            }));
+        }
+        let mut records = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            records.push(task.await.map_err(std::io::Error::other)?);
+        }
+        Ok(records)
+    })
+}
+
+async fn download(
+    plan: &DownloadPlan,
+    start: Instant,
+    windows: &[(Instant, Instant)],
+    counter: &AtomicU64,
+) -> DownloadRecord {
+    sleep_until(start).await;
+    let mut record = DownloadRecord {
+        path: plan.path,
+        outcome: Outcome::Completed,
+        bytes: 0,
+        objects: 0,
+        active_s: 0.0,
+    };
+    let connected_at = Instant::now();
+    let stream = match timeout_at(connected_at + plan.stall, TcpStream::connect(plan.target)).await
+    {
+        Ok(Ok(s)) => s,
+        _ => {
+            record.outcome = Outcome::ConnectFailed;
+            return record;
+        }
+    };
+    let mut stream = stream;
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vantage-resources-live\r\n\r\n",
+        plan.uri, plan.target
+    );
+    let mut buffer = vec![0u8; READ_BYTES];
+    let last = windows.len().saturating_sub(1);
+    'windows: for (index, &(from, to)) in windows.iter().enumerate() {
+        sleep_until(from.max(start)).await;
+        let cut_at = (index == last).then_some(to);
+        while Instant::now() < to {
+            match fetch(
+                &mut stream,
+                &request,
+                &mut buffer,
+                plan,
+                cut_at,
+                &mut record,
+                counter,
+            )
+            .await
+            {
+                Ok(Fetched::Whole) => record.objects += 1,
+                Ok(Fetched::Cut) => break 'windows,
+                Err(outcome) => {
+                    record.outcome = outcome;
+                    break 'windows;
+                }
+            }
+        }
+    }
+    record.active_s = connected_at.elapsed().as_secs_f64();
+    record
+}
+
+enum Fetched {
+    Whole,
+    /// The last window ended mid-object.
+    Cut,
+}
+
+/// One request and its response body.
+async fn fetch(
+    stream: &mut TcpStream,
+    request: &str,
+    buffer: &mut [u8],
+    plan: &DownloadPlan,
+    cut_at: Option<Instant>,
+    record: &mut DownloadRecord,
+    counter: &AtomicU64,
+) -> Result<Fetched, Outcome> {
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|_| Outcome::Broken)?;
+    let mut head = Vec::with_capacity(1024);
+    // Reads until the head is complete; what follows it is body.
+    let (length, mut received) = loop {
+        let n = match read(stream, buffer, plan, cut_at).await? {
+            Some(n) => n,
+            None => return Ok(Fetched::Cut),
+        };
+        head.extend_from_slice(&buffer[..n]);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            let length = parse_head(&head[..end])?;
+            let body = (head.len() - end - 4) as u64;
+            record.bytes += body;
+            counter.fetch_add(body, Ordering::Relaxed);
+            break (length, body);
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(Outcome::Broken);
+        }
+    };
+    while received < length {
+        let n = match read(stream, buffer, plan, cut_at).await? {
+            Some(n) => n as u64,
+            None => return Ok(Fetched::Cut),
+        };
+        received += n;
+        record.bytes += n;
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+    if received > length {
+        return Err(Outcome::Broken);
+    }
+    Ok(Fetched::Whole)
+}
+
+/// One read: `Some(n)` bytes, `None` when `cut_at` came first or the
+/// downloads are stopped early; a stall, an error or the end of the stream
+/// is the failure.
+async fn read(
+    stream: &mut TcpStream,
+    buffer: &mut [u8],
+    plan: &DownloadPlan,
+    cut_at: Option<Instant>,
+) -> Result<Option<usize>, Outcome> {
+    if plan.stop_early.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let stall_at = Instant::now() + plan.stall;
+    let deadline = cut_at.map_or(stall_at, |c| c.min(stall_at));
+    match timeout_at(deadline, stream.read(buffer)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => Err(Outcome::Broken),
+        Ok(Ok(n)) => Ok(Some(n)),
+        Err(_) if cut_at.is_some_and(|c| Instant::now() >= c) => Ok(None),
+        Err(_) => Err(Outcome::Stalled),
+    }
+}
+
+/// Status 200 and `Content-Length` from a response head.
+fn parse_head(head: &[u8]) -> Result<u64, Outcome> {
+    let text = std::str::from_utf8(head).map_err(|_| Outcome::Broken)?;
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .ok_or(Outcome::Broken)?;
+    if status != "200" {
+        return Err(Outcome::BadStatus);
+    }
+    lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .ok_or(Outcome::Broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_give_the_length_or_the_failure() {
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nServer: x\r\ncontent-length: 42"),
+            Ok(42)
+        );
+        assert_eq!(
+            parse_head(b"HTTP/1.1 503 Busy\r\nContent-Length: 3"),
+            Err(Outcome::BadStatus)
+        );
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"),
+            Err(Outcome::Broken)
+        );
+        assert_eq!(parse_head(b"\xff"), Err(Outcome::Broken));
+    }
+}
