@@ -239,9 +239,12 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
                 .filter_map(|r| Some((to_x(r.value?), metric(r))))
                 .collect();
             line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
+            // Each line's bars a little to the side, so lines that share
+            // a point do not hide each other's bars.
+            let dodge = (i as f64 - (lines.len() as f64 - 1.0) / 2.0) * 0.008 * (x_hi - x_lo);
             let bars: Vec<(f64, f64, f64)> = line
                 .iter()
-                .filter_map(|r| Some((to_x(r.value?), metric(r), half(&Spread::of(r))?)))
+                .filter_map(|r| Some((to_x(r.value?) + dodge, metric(r), half(&Spread::of(r))?)))
                 .collect();
             intervals += bars.len();
             error_bars(&mut chart, &bars, color, x_hi - x_lo).map_err(err)?;
