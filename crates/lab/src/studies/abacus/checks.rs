@@ -91,10 +91,14 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                     }
                 }
                 "fig5" => {
-                    let settle: Vec<(f64, f64, Spread)> = rows
+                    let settle: Vec<(f64, f64, MeanInterval)> = rows
                         .iter()
                         .filter_map(|r| {
-                            Some((r.value?, *r.extras.get("settle_mean_s")?, Spread::settle(r)))
+                            Some((
+                                r.value?,
+                                *r.extras.get("settle_mean_s")?,
+                                MeanInterval::settle(r),
+                            ))
                         })
                         .collect();
                     if let (Some(first), Some(last)) = (settle.first(), settle.last()) {
@@ -193,7 +197,12 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                                     predicted_row.map_or("not run".to_string(), |p| format!(
                                         "{}{}",
                                         pm(p.summary.cost_mean, cost(p), 3),
-                                        overlap_note(cost(p), cost(best))
+                                        // The same row: nothing to compare.
+                                        if std::ptr::eq(*p, *best) {
+                                            String::new()
+                                        } else {
+                                            overlap_note(cost(p), cost(best))
+                                        }
                                     ))
                                 ),
                             )
@@ -235,30 +244,30 @@ impl Add<'_> {
 /// A mean over seeds and the half-width of its 95 % interval; the
 /// half-width is `None` with fewer than two seeds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Spread {
+struct MeanInterval {
     mean: f64,
     half: Option<f64>,
 }
 
-impl Spread {
-    fn of(values: &[f64]) -> Spread {
+impl MeanInterval {
+    fn of(values: &[f64]) -> MeanInterval {
         let (mean, half) = mean_ci95(values);
-        Spread { mean, half }
+        MeanInterval { mean, half }
     }
 
-    fn metric(row: &Row, metric: fn(&Summary) -> f64) -> Spread {
+    fn metric(row: &Row, metric: fn(&Summary) -> f64) -> MeanInterval {
         let (mean, half) = metric_interval(&row.per_repetition, metric);
-        Spread { mean, half }
+        MeanInterval { mean, half }
     }
 
-    fn settle(row: &Row) -> Spread {
+    fn settle(row: &Row) -> MeanInterval {
         let (mean, half) = settle_interval(row);
-        Spread { mean, half }
+        MeanInterval { mean, half }
     }
 
     /// The interval scaled by `factor` (a share of a mean).
-    fn scaled(self, factor: f64) -> Spread {
-        Spread {
+    fn scaled(self, factor: f64) -> MeanInterval {
+        MeanInterval {
             mean: self.mean * factor,
             half: self.half.map(|h| h * factor.abs()),
         }
@@ -266,13 +275,13 @@ impl Spread {
 }
 
 /// `value`, our pooled number, with `spread`'s half-width.
-fn pm(value: f64, spread: Spread, digits: usize) -> String {
+fn pm(value: f64, spread: MeanInterval, digits: usize) -> String {
     with_interval(value, spread.half, digits)
 }
 
 /// Whether the 95 % intervals of two means overlap, as the end of an
 /// `ours` text; empty when either has no interval.
-fn overlap_note(a: Spread, b: Spread) -> String {
+fn overlap_note(a: MeanInterval, b: MeanInterval) -> String {
     match (a.half, b.half) {
         (Some(ha), Some(hb)) if overlap((a.mean, ha), (b.mean, hb)) => {
             "; 95 % intervals over seeds overlap".into()
@@ -288,12 +297,12 @@ fn find<'r>(rows: &[&'r Row], filter: FilterKind, value: f64) -> Option<&'r Row>
         .find(|r| r.filter == filter.name() && r.value == Some(value))
 }
 
-fn cost(row: &Row) -> Spread {
-    Spread::metric(row, |m| m.cost_mean)
+fn cost(row: &Row) -> MeanInterval {
+    MeanInterval::metric(row, |m| m.cost_mean)
 }
 
-fn timeouts(row: &Row) -> Spread {
-    Spread::metric(row, |m| m.timeouts_pct)
+fn timeouts(row: &Row) -> MeanInterval {
+    MeanInterval::metric(row, |m| m.timeouts_pct)
 }
 
 /// The largest swept value among `rows`.
@@ -351,7 +360,7 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
                 &format!("highest burstiness (σ = {highest:.0}): AF's mean delay below TBF's"),
                 "AF < TBF".into(),
                 {
-                    let delay = |r: &Row| Spread::metric(r, |m| m.delay_mean_s);
+                    let delay = |r: &Row| MeanInterval::metric(r, |m| m.delay_mean_s);
                     format!(
                         "AF {} s, TBF {} s{}",
                         pm(af.summary.delay_mean_s, delay(af), 2),
@@ -396,7 +405,7 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Abacus, m),
         find(rows, FilterKind::Greedy, m),
     ) {
-        let throughput = |r: &Row| Spread::metric(r, |m| m.throughput_pct);
+        let throughput = |r: &Row| MeanInterval::metric(r, |m| m.throughput_pct);
         let gap_af = af.summary.throughput_pct - reject.summary.throughput_pct;
         add.push(
             add.statement(
@@ -474,7 +483,7 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
     // Each seed's mean over r (every r of a seed sees the same traffic).
-    let seeds_mean_timeouts = |kind: FilterKind| -> Spread {
+    let seeds_mean_timeouts = |kind: FilterKind| -> MeanInterval {
         let line = in_range(kind);
         let seeds = line
             .iter()
@@ -489,7 +498,7 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
                     / line.len() as f64
             })
             .collect();
-        Spread::of(&per_seed)
+        MeanInterval::of(&per_seed)
     };
     let tbf = mean_timeouts(FilterKind::Tbf);
     let tbf_spread = seeds_mean_timeouts(FilterKind::Tbf);
@@ -577,7 +586,9 @@ fn jitter_checks(rows: &[&Row], add: &mut Add) {
         let extremes = |f: fn(&Summary) -> f64| -> String {
             let by = |a: &&&Row, b: &&&Row| f(&a.summary).total_cmp(&f(&b.summary));
             match (line.iter().min_by(by), line.iter().max_by(by)) {
-                (Some(lo), Some(hi)) => overlap_note(Spread::metric(lo, f), Spread::metric(hi, f)),
+                (Some(lo), Some(hi)) => {
+                    overlap_note(MeanInterval::metric(lo, f), MeanInterval::metric(hi, f))
+                }
                 _ => String::new(),
             }
         };
