@@ -1,8 +1,13 @@
 //! The Abacus study's results for people (a table per scenario) and
-//! machines (a CSV file per scenario).
+//! machines (a CSV file per scenario). Where a row pools two or more
+//! repetitions, each metric is printed `pooled ± half-width` of its 95 %
+//! interval over seeds ([`Spread`]), and the CSV carries `repetitions` and
+//! `<metric>_ci95` after the old columns.
 
+use super::interval::with_interval;
 use super::new_table;
 use super::{right, summary_cells, SUMMARY_COLUMNS};
+use crate::studies::abacus::spread::{Spread, SPREAD_COLUMNS};
 use crate::LabError;
 use comfy_table::Cell;
 use std::collections::BTreeSet;
@@ -25,6 +30,17 @@ fn num(v: Option<f64>) -> String {
 /// with a series, a cost pivot (sweep value × series value) per profile.
 pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
     println!("## {} — {} ({})", s.figure, s.title, s.origin);
+    let runs = r
+        .rows
+        .iter()
+        .map(|x| x.per_repetition.len())
+        .max()
+        .unwrap_or(0);
+    if runs > 1 {
+        println!(
+            "Each cell pools {runs} runs with their own seeds; `± x` is the half-width of the 95 % interval of the mean over them (Student t)."
+        );
+    }
     if s.filters.len() == 1 && s.series.is_some() {
         print_pivot(s, r);
         return;
@@ -60,6 +76,7 @@ pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
     table.set_header(header);
     for row in &r.rows {
         let m = &row.summary;
+        let spread = Spread::of(row);
         let mut cells = vec![Cell::new(&row.profile), Cell::new(row.filter)];
         if s.series.is_some() {
             cells.push(right(num(row.series_value)));
@@ -68,23 +85,27 @@ pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
             cells.push(right(num(row.value)));
         }
         for v in [
-            format!("{:.2}", m.throughput_pct),
-            format!("{:.3}", m.delay_mean_s),
-            format!("{:.3}", m.delay_p50_s),
-            format!("{:.3}", m.delay_p95_s),
-            format!("{:.3}", m.delay_p99_s),
-            format!("{:.3}", m.cost_mean),
-            format!("{:.3}", m.timeouts_pct),
-            format!("{:.2}", m.rejects_pct),
-            format!("{:.3}", m.retransmissions_mean),
+            with_interval(m.throughput_pct, spread.throughput_pct_ci95, 2),
+            with_interval(m.delay_mean_s, spread.delay_mean_s_ci95, 3),
+            with_interval(m.delay_p50_s, spread.delay_p50_s_ci95, 3),
+            with_interval(m.delay_p95_s, spread.delay_p95_s_ci95, 3),
+            with_interval(m.delay_p99_s, spread.delay_p99_s_ci95, 3),
+            with_interval(m.cost_mean, spread.cost_mean_ci95, 3),
+            with_interval(m.timeouts_pct, spread.timeouts_pct_ci95, 3),
+            with_interval(m.rejects_pct, spread.rejects_pct_ci95, 2),
+            with_interval(m.retransmissions_mean, spread.retransmissions_mean_ci95, 3),
         ] {
             cells.push(right(v));
         }
         for key in &extras {
+            let half = match key.as_str() {
+                "settle_mean_s" => spread.settle_mean_s_ci95,
+                _ => None,
+            };
             cells.push(right(
                 row.extras
                     .get(key)
-                    .map_or(String::new(), |v| format!("{v:.2}")),
+                    .map_or(String::new(), |v| with_interval(*v, half, 2)),
             ));
         }
         table.add_row(cells);
@@ -112,7 +133,9 @@ fn print_pivot(s: &Scenario, r: &ScenarioResult) {
                 let cost = rows
                     .iter()
                     .find(|x| x.value == value && x.series_value == *sv)
-                    .map_or(String::new(), |x| format!("{:.3}", x.summary.cost_mean));
+                    .map_or(String::new(), |x| {
+                        with_interval(x.summary.cost_mean, Spread::of(x).cost_mean_ci95, 3)
+                    });
                 cells.push(right(cost));
             }
             table.add_row(cells);
@@ -121,13 +144,16 @@ fn print_pivot(s: &Scenario, r: &ScenarioResult) {
     }
 }
 
-/// One CSV row per result row; extras become columns.
+/// One CSV row per result row; extras become columns, then the spread
+/// over seeds ([`SPREAD_COLUMNS`], and `settle_mean_s_ci95` where rows
+/// have a settling time).
 pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
     let extras: BTreeSet<String> = r
         .rows
         .iter()
         .flat_map(|x| x.extras.keys().cloned())
         .collect();
+    let settle = extras.contains("settle_mean_s");
     let mut w = csv::Writer::from_path(path).map_err(|source| LabError::Write {
         path: path.to_path_buf(),
         source,
@@ -146,6 +172,10 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
     .to_vec();
     header.extend(SUMMARY_COLUMNS.map(String::from));
     header.extend(extras.iter().cloned());
+    header.extend(SPREAD_COLUMNS.map(String::from));
+    if settle {
+        header.push("settle_mean_s_ci95".into());
+    }
     w.write_record(&header)?;
     for row in &r.rows {
         let mut record = vec![
@@ -161,6 +191,15 @@ pub fn write_csv(path: &Path, r: &ScenarioResult) -> Result<(), LabError> {
         record.extend(summary_cells(&row.summary));
         for key in &extras {
             record.push(row.extras.get(key).map_or(String::new(), |v| v.to_string()));
+        }
+        let spread = Spread::of(row);
+        record.extend(spread.cells());
+        if settle {
+            record.push(
+                spread
+                    .settle_mean_s_ci95
+                    .map_or(String::new(), |h| h.to_string()),
+            );
         }
         w.write_record(&record)?;
     }

@@ -1,15 +1,17 @@
 //! SVG plots per figure: the Section 6 metrics against the swept parameter
-//! (one line per filter, or per series value), and for Figures 4 and 5 the
-//! arrivals and drops over time.
+//! (one line per filter, or per series value) with the 95 % interval over
+//! seeds as error bars where a point pools two or more repetitions
+//! ([`Spread`]), and for Figures 4 and 5 the arrivals and drops over time.
 
 use super::svg::{
-    legend_beside, line_with_points, padded_bounds, paper_marks, Key, LegendEntry, PaperMark,
-    LEGEND_WIDTH, PALETTE,
+    error_bars, legend_beside, line_with_points, padded_bounds, paper_marks, Key, LegendEntry,
+    PaperMark, LEGEND_WIDTH, PALETTE,
 };
 use crate::studies::abacus::checks::{
     FIG11_MEAN_OVER, FIG11_MEAN_TIMEOUTS_PCT, FIG8_REJECT_BELOW_AF_POINTS,
     FIG8_REJECT_BELOW_GREEDY_POINTS, FIG8_REJECT_COST_ABOVE_AF_PCT, MODERATE_STD_DEV,
 };
+use crate::studies::abacus::spread::Spread;
 use crate::LabError;
 use plotters::prelude::*;
 use std::path::Path;
@@ -41,7 +43,8 @@ pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<(), LabErr
     Ok(())
 }
 
-type Metric = (&'static str, fn(&Row) -> f64);
+/// A panel: its axis label, the row's value and its half-width.
+type Metric = (&'static str, fn(&Row) -> f64, fn(&Spread) -> Option<f64>);
 
 /// The swept parameter as an axis label with its unit.
 fn axis_label(parameter: &str) -> String {
@@ -131,12 +134,24 @@ const TIMEOUTS: &str = "requests timed out (%)";
 fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), LabError> {
     let Some(axis) = &s.sweep else { return Ok(()) };
     let mut metrics: Vec<Metric> = vec![
-        (THROUGHPUT, |r| r.summary.throughput_pct),
-        ("mean connection delay (s)", |r| r.summary.delay_mean_s),
-        (COST, |r| r.summary.cost_mean),
+        (
+            THROUGHPUT,
+            |r| r.summary.throughput_pct,
+            |s| s.throughput_pct_ci95,
+        ),
+        (
+            "mean connection delay (s)",
+            |r| r.summary.delay_mean_s,
+            |s| s.delay_mean_s_ci95,
+        ),
+        (COST, |r| r.summary.cost_mean, |s| s.cost_mean_ci95),
     ];
     if s.figure == "fig11" {
-        metrics.push((TIMEOUTS, |r| r.summary.timeouts_pct));
+        metrics.push((
+            TIMEOUTS,
+            |r| r.summary.timeouts_pct,
+            |s| s.timeouts_pct_ci95,
+        ));
     }
     // Lines: one per filter, or per series value for a one-filter scenario.
     let by_series = s.filters.len() == 1 && s.series.is_some();
@@ -181,7 +196,7 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
     };
     let marks: Vec<Marks> = shown
         .iter()
-        .map(|(name, _)| paper_marks_of(&s.figure, name, &lines))
+        .map(|(name, _, _)| paper_marks_of(&s.figure, name, &lines))
         .collect();
     let mut xs: Vec<f64> = axis.values.iter().map(|&v| to_x(v)).collect();
     xs.extend(marks.iter().flatten().flat_map(|(_, m, _)| m.xs()));
@@ -191,8 +206,17 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
     root.fill(&WHITE).map_err(err)?;
     let (plots, legend_area) = root.split_horizontally(400 * panels);
     let areas = plots.split_evenly((1, panels as usize));
-    for ((area, (name, metric)), marks) in areas.iter().zip(&shown).zip(&marks) {
-        let mut ys: Vec<f64> = rows.iter().map(|r| metric(r)).collect();
+    let spreads: Vec<Spread> = rows.iter().map(|r| Spread::of(r)).collect();
+    let mut intervals = 0usize;
+    for ((area, (name, metric, half)), marks) in areas.iter().zip(&shown).zip(&marks) {
+        let mut ys: Vec<f64> = rows
+            .iter()
+            .zip(&spreads)
+            .flat_map(|(r, sp)| {
+                let h = half(sp).unwrap_or(0.0);
+                [metric(r) - h, metric(r) + h]
+            })
+            .collect();
         ys.extend(marks.iter().flat_map(|(_, m, _)| m.ys()));
         let (y_lo, y_hi) = padded_bounds(&ys);
         let mut chart = ChartBuilder::on(area)
@@ -215,6 +239,15 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
                 .filter_map(|r| Some((to_x(r.value?), metric(r))))
                 .collect();
             line_with_points(&mut chart, points, color, label.clone()).map_err(err)?;
+            // Each line's bars a little to the side, so lines that share
+            // a point do not hide each other's bars.
+            let dodge = (i as f64 - (lines.len() as f64 - 1.0) / 2.0) * 0.008 * (x_hi - x_lo);
+            let bars: Vec<(f64, f64, f64)> = line
+                .iter()
+                .filter_map(|r| Some((to_x(r.value?) + dodge, metric(r), half(&Spread::of(r))?)))
+                .collect();
+            intervals += bars.len();
+            error_bars(&mut chart, &bars, color, x_hi - x_lo).map_err(err)?;
             let own: Vec<PaperMark> = marks
                 .iter()
                 .filter(|(j, _, _)| *j == i)
@@ -238,6 +271,17 @@ fn sweep(path: &Path, s: &Scenario, rows: &[&Row], profile: &str) -> Result<(), 
             PaperMark::Level { .. } => Key::PaperLevel(color),
         };
         entries.push(LegendEntry::new(key, what.clone()));
+    }
+    if intervals > 0 {
+        let n = rows
+            .iter()
+            .map(|r| r.per_repetition.len())
+            .max()
+            .unwrap_or(0);
+        entries.push(LegendEntry::new(
+            Key::Interval,
+            format!("95 % interval over {n} seeds"),
+        ));
     }
     legend_beside(&legend_area, &entries).map_err(err)?;
     root.present().map_err(err)?;
@@ -321,6 +365,128 @@ fn timeline(path: &Path, s: &Scenario, r: &ScenarioResult, profile: &str) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+    use vantage_sim::syn::metrics::Summary;
+    use vantage_sim::syn::Repetition;
+
+    const FIG8: &str = r#"
+[scenario]
+study = "abacus"
+figure = "fig8"
+title = "t"
+kind = "sweep"
+clients = ["windows-9x-nt"]
+filters = ["tbf", "abacus"]
+repetitions = 3
+horizon_s = 60
+
+[workload]
+kind = "mwm"
+mean = 100
+std_dev = 40
+hurst = 0.8
+scales = 10
+
+[filter]
+bucket_size = 120
+refill_rate = 120
+window_s = 50
+greedy_window_s = 50
+reject_cost = 75
+
+[sweep]
+parameter = "workload.std_dev"
+values = [10, 40]
+"#;
+
+    fn summary(level: f64) -> Summary {
+        Summary {
+            requests: 1000,
+            throughput_pct: 80.0 + level,
+            delay_mean_s: 1.0 + level,
+            delay_p50_s: 0.0,
+            delay_p95_s: 3.0,
+            delay_p99_s: 9.0,
+            cost_mean: 20.0 + level,
+            timeouts_pct: 1.0,
+            rejects_pct: 0.0,
+            retransmissions_mean: 0.5,
+        }
+    }
+
+    /// Rows of [`FIG8`] whose repetitions measured `levels` (shifted per
+    /// filter and σ), the pooled numbers their mean.
+    fn result(s: &Scenario, levels: &[f64]) -> ScenarioResult {
+        let mut rows = Vec::new();
+        for (fi, kind) in s.filters.iter().enumerate() {
+            for (vi, value) in s.sweep_values().into_iter().enumerate() {
+                let shift = (2 * fi + vi) as f64;
+                let mean = levels.iter().sum::<f64>() / levels.len() as f64;
+                rows.push(Row {
+                    study: s.study.clone(),
+                    figure: s.figure.clone(),
+                    profile: "windows-9x-nt".into(),
+                    filter: kind.name(),
+                    parameter: Some("workload.std_dev".into()),
+                    value,
+                    series_parameter: None,
+                    series_value: None,
+                    summary: summary(shift + mean),
+                    extras: BTreeMap::new(),
+                    per_repetition: levels
+                        .iter()
+                        .map(|l| Repetition {
+                            summary: summary(shift + l),
+                            settle_s: 0.0,
+                        })
+                        .collect(),
+                });
+            }
+        }
+        ScenarioResult {
+            rows,
+            ..ScenarioResult::default()
+        }
+    }
+
+    fn drawn(name: &str, levels: &[f64]) -> String {
+        let s = Scenario::from_toml(FIG8, "fig8.toml").unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("vantage-abacus-plot-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        figure(&dir, &s, &result(&s, levels)).unwrap();
+        let svg = std::fs::read_to_string(dir.join("fig8-windows-9x-nt.svg")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        svg
+    }
+
+    /// With three repetitions per point every point of the three panels
+    /// gets a bar (a vertical line and two caps) and the legend says so;
+    /// with one repetition there are no bars.
+    #[test]
+    fn sweep_plots_draw_the_interval_over_seeds_as_error_bars() {
+        let with = drawn("three", &[-1.0, 0.0, 1.0]);
+        let without = drawn("one", &[0.0]);
+        assert!(with.contains("95 % interval over 3 seeds"), "{with}");
+        assert!(!without.contains("interval over"));
+        // Thin lines in a series' colour are bars; the lines themselves
+        // are 2 px wide, axes and the legend's key black.
+        let bar_lines = |svg: &str| {
+            COLORS[..2]
+                .iter()
+                .map(|c| {
+                    let stroke = format!(
+                        "stroke=\"#{:02X}{:02X}{:02X}\" stroke-width=\"1\"",
+                        c.0, c.1, c.2
+                    );
+                    svg.matches(&stroke).count()
+                })
+                .sum::<usize>()
+        };
+        // 2 filters × 2 σ × 3 panels, each bar a line and two caps.
+        assert_eq!(bar_lines(&with), 2 * 2 * 3 * 3);
+        assert_eq!(bar_lines(&without), 0);
+    }
 
     #[test]
     fn figure_11_carries_the_papers_mean_time_outs_per_filter() {

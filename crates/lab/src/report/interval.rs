@@ -48,9 +48,33 @@ pub fn mean_ci95(values: &[f64]) -> (f64, Option<f64>) {
     (mean, Some(t975(n - 1) * (var / n as f64).sqrt()))
 }
 
+/// `mean ± half-width` of the 95 % interval over seeds, or the mean alone
+/// when there is no interval.
+pub fn with_interval(mean: f64, half: Option<f64>, digits: usize) -> String {
+    match half {
+        Some(h) => format!("{mean:.digits$} ± {h:.digits$}"),
+        None => format!("{mean:.digits$}"),
+    }
+}
+
+/// Whether two intervals, each (mean, half-width), share a point.
+pub fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
+    (a.0 - b.0).abs() <= a.1 + b.1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_print_beside_the_mean_and_overlap_when_they_touch() {
+        assert_eq!(with_interval(1.234, Some(0.05), 2), "1.23 ± 0.05");
+        assert_eq!(with_interval(1.234, None, 1), "1.2");
+        assert!(overlap((1.0, 0.5), (2.0, 0.5)));
+        assert!(overlap((2.0, 0.5), (1.0, 0.6)));
+        assert!(!overlap((1.0, 0.4), (2.0, 0.5)));
+        assert!(!overlap((2.0, 0.0), (1.0, 0.0)));
+    }
 
     #[test]
     fn half_width_of_a_known_sample() {

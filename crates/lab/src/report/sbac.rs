@@ -10,6 +10,7 @@
 //! * `--out DIR`: `DIR/sbac/<scenario>.csv`, `DIR/sbac/paper-comparison.csv`
 //!   and one SVG per figure.
 
+use super::interval::with_interval;
 use super::new_table;
 use super::right;
 use super::svg::{
@@ -26,15 +27,6 @@ use comfy_table::Cell;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
-
-/// `mean ± half-width` of the 95 % interval over seeds, or the mean alone
-/// when the cell ran once.
-fn with_interval(mean: f64, half: Option<f64>, digits: usize) -> String {
-    match half {
-        Some(h) => format!("{mean:.digits$} ± {h:.digits$}"),
-        None => format!("{mean:.digits$}"),
-    }
-}
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))

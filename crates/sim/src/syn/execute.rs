@@ -7,7 +7,9 @@
 //! sees the very same arrivals and client draws (common random numbers),
 //! so differences between rows come from the filters alone. Results are
 //! pooled over repetitions in repetition order, so a run is reproducible
-//! bit for bit whatever the number of threads.
+//! bit for bit whatever the number of threads. Each row also keeps every
+//! repetition's own metrics ([`Repetition`]), from which a report measures
+//! the spread over seeds; the pooled metrics do not depend on them.
 
 use crate::seed::mix_seed;
 use crate::syn::filters::FilterKind;
@@ -36,6 +38,20 @@ pub struct Row {
     pub summary: Summary,
     /// Figure-specific measurements (wave widths, settling time, window used).
     pub extras: BTreeMap<String, f64>,
+    /// Each repetition's own metrics, in repetition order (not serialized:
+    /// a report states their spread).
+    #[serde(skip)]
+    pub per_repetition: Vec<Repetition>,
+}
+
+/// What one repetition (one seed) of one row measured on its own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Repetition {
+    /// The Section 6 metrics over this repetition's requests alone.
+    pub summary: Summary,
+    /// Time of the repetition's last drop, seconds (0 without drops): the
+    /// settling time the `settle_*` extras of Figure 5 are made of.
+    pub settle_s: f64,
 }
 
 /// Arrivals and verdicts over time for one filter at one point (first
@@ -194,12 +210,20 @@ pub fn execute(
                     let mut tally = Tally::default();
                     let mut extras = BTreeMap::new();
                     let mut settle = Vec::new();
+                    let mut per_repetition = Vec::with_capacity(reps.len());
                     for rep in &reps {
                         let r = &rep[fi];
                         tally.merge(&r.tally);
                         out.events += r.events;
                         out.simulated += r.end;
-                        settle.push(r.last_drop.map_or(0.0, |t| t.as_secs_f64()));
+                        let settle_s = r.last_drop.map_or(0.0, |t| t.as_secs_f64());
+                        settle.push(settle_s);
+                        per_repetition.push(Repetition {
+                            summary: r
+                                .tally
+                                .summary(point.filter.delay_cost, point.filter.reject_cost),
+                            settle_s,
+                        });
                     }
                     match s.kind {
                         Kind::Sweep => {}
@@ -242,6 +266,7 @@ pub fn execute(
                         series_value: series,
                         summary: tally.summary(point.filter.delay_cost, point.filter.reject_cost),
                         extras,
+                        per_repetition,
                     });
                 }
             }
@@ -304,4 +329,74 @@ fn max(xs: &[f64]) -> f64 {
         .copied()
         .fold(f64::NEG_INFINITY, f64::max)
         .max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = r#"
+[scenario]
+study = "abacus"
+figure = "fig8"
+title = "t"
+kind = "sweep"
+clients = ["windows-9x-nt"]
+filters = ["tbf", "abacus"]
+repetitions = 3
+horizon_s = 30
+
+[workload]
+kind = "mwm"
+mean = 100
+std_dev = 55
+hurst = 0.8
+scales = 6
+
+[filter]
+bucket_size = 60
+refill_rate = 90
+window_s = 50
+greedy_window_s = 50
+reject_cost = 75
+
+[sweep]
+parameter = "workload.std_dev"
+values = [10, 55]
+"#;
+
+    /// Every row keeps one set of metrics per repetition, and those sets
+    /// are the pooled row's requests split by seed: the counts add up to
+    /// the pooled ones.
+    #[test]
+    fn rows_keep_each_repetitions_metrics_beside_the_pooled_ones() {
+        let s = Scenario::from_toml(SMALL, "small.toml").unwrap();
+        let r = execute(&s, Effort::default(), &|| {}).unwrap();
+        assert_eq!(r.rows.len(), 4);
+        for row in &r.rows {
+            assert_eq!(row.per_repetition.len(), 3);
+            let reps = &row.per_repetition;
+            let requests: u64 = reps.iter().map(|x| x.summary.requests).sum();
+            assert_eq!(requests, row.summary.requests);
+            let share = |f: fn(&Summary) -> f64| -> f64 {
+                reps.iter()
+                    .map(|x| f(&x.summary) * x.summary.requests as f64)
+                    .sum::<f64>()
+                    / requests as f64
+            };
+            for (pooled, f) in [
+                (
+                    row.summary.throughput_pct,
+                    (|m: &Summary| m.throughput_pct) as fn(&Summary) -> f64,
+                ),
+                (row.summary.timeouts_pct, |m| m.timeouts_pct),
+                (row.summary.delay_mean_s, |m| m.delay_mean_s),
+                (row.summary.cost_mean, |m| m.cost_mean),
+            ] {
+                assert!((share(f) - pooled).abs() < 1e-9, "{} vs {pooled}", share(f));
+            }
+            // The seeds differ: not every repetition measured the same.
+            assert!(reps.iter().any(|x| x.summary != reps[0].summary));
+        }
+    }
 }

@@ -10,4 +10,4 @@ pub mod network;
 pub mod run;
 pub mod scenario;
 pub mod workload;
-pub use execute::{execute, steps, Effort, Row, ScenarioResult, Timeline};
+pub use execute::{execute, steps, Effort, Repetition, Row, ScenarioResult, Timeline};

@@ -4,9 +4,17 @@
 //! is checked for single-profile populations only: a mixture's profiles
 //! retransmit at different times. "Moderate burstiness" is the middle of
 //! Figure 8's sweep (σ = 55), since the paper does not give its value.
+//!
+//! Where a statement compares two of our means, its `ours` text gives each
+//! as pooled ± the half-width of its 95 % interval over seeds and says
+//! whether the two intervals (centred on the means over seeds) overlap;
+//! the verdict stays the comparison of the pooled values.
 
+use super::spread::{metric_interval, settle_interval};
+use crate::report::interval::{mean_ci95, overlap, with_interval};
 use crate::{Check, Criterion, Statement};
 use vantage_sim::syn::filters::FilterKind;
+use vantage_sim::syn::metrics::Summary;
 use vantage_sim::syn::scenario::Scenario;
 use vantage_sim::syn::{Row, ScenarioResult};
 
@@ -83,9 +91,15 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                     }
                 }
                 "fig5" => {
-                    let settle: Vec<(f64, f64)> = rows
+                    let settle: Vec<(f64, f64, MeanInterval)> = rows
                         .iter()
-                        .filter_map(|r| Some((r.value?, *r.extras.get("settle_mean_s")?)))
+                        .filter_map(|r| {
+                            Some((
+                                r.value?,
+                                *r.extras.get("settle_mean_s")?,
+                                MeanInterval::settle(r),
+                            ))
+                        })
                         .collect();
                     if let (Some(first), Some(last)) = (settle.first(), settle.last()) {
                         add.push(
@@ -93,8 +107,12 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                                 "the closer r_t is to λ, the longer drops go on after a burst",
                                 "settling time falls as r_t − λ grows".into(),
                                 format!(
-                                    "{:.1} s at r_t = {:.0} … {:.1} s at r_t = {:.0}",
-                                    first.1, first.0, last.1, last.0
+                                    "{} s at r_t = {:.0} … {} s at r_t = {:.0}{}",
+                                    pm(first.1, first.2, 1),
+                                    first.0,
+                                    pm(last.1, last.2, 1),
+                                    last.0,
+                                    overlap_note(first.2, last.2)
                                 ),
                             )
                             .relation(
@@ -120,10 +138,15 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                                         kind.name()
                                     ),
                                     "cost at W = 512 < at W = 8".into(),
-                                    format!(
-                                        "{:.2} → {:.2}",
-                                        small.summary.cost_mean, large.summary.cost_mean
-                                    ),
+                                    {
+                                        let (a, b) = (cost(small), cost(large));
+                                        format!(
+                                            "{} → {}{}",
+                                            pm(small.summary.cost_mean, a, 2),
+                                            pm(large.summary.cost_mean, b, 2),
+                                            overlap_note(a, b)
+                                        )
+                                    },
                                 )
                                 .relation(
                                     "mean cost at the largest W < at the smallest W",
@@ -163,14 +186,24 @@ pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
                         let ours_s = best.value.unwrap_or(0.0);
                         let holds = at_predicted
                             .is_some_and(|c| c <= best.summary.cost_mean * 1.005 + 1e-9);
+                        let predicted_row = line.iter().find(|row| row.value == Some(predicted));
                         add.push(
                             add.statement(
                                 &format!("O2: cost is lowest at S = max{{T_i ≤ r/h}} (r = {r:.0})"),
                                 format!("S = {predicted:.0} s"),
                                 format!(
-                                    "S = {ours_s:.0} s (cost {:.3}; at S = {predicted:.0} s: {})",
-                                    best.summary.cost_mean,
-                                    at_predicted.map_or("not run".to_string(), |c| format!("{c:.3}"))
+                                    "S = {ours_s:.0} s (cost {}; at S = {predicted:.0} s: {})",
+                                    pm(best.summary.cost_mean, cost(best), 3),
+                                    predicted_row.map_or("not run".to_string(), |p| format!(
+                                        "{}{}",
+                                        pm(p.summary.cost_mean, cost(p), 3),
+                                        // The same row: nothing to compare.
+                                        if std::ptr::eq(*p, *best) {
+                                            String::new()
+                                        } else {
+                                            overlap_note(cost(p), cost(best))
+                                        }
+                                    ))
                                 ),
                             )
                             .unit("s")
@@ -208,10 +241,68 @@ impl Add<'_> {
     }
 }
 
+/// A mean over seeds and the half-width of its 95 % interval; the
+/// half-width is `None` with fewer than two seeds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct MeanInterval {
+    mean: f64,
+    half: Option<f64>,
+}
+
+impl MeanInterval {
+    fn of(values: &[f64]) -> MeanInterval {
+        let (mean, half) = mean_ci95(values);
+        MeanInterval { mean, half }
+    }
+
+    fn metric(row: &Row, metric: fn(&Summary) -> f64) -> MeanInterval {
+        let (mean, half) = metric_interval(&row.per_repetition, metric);
+        MeanInterval { mean, half }
+    }
+
+    fn settle(row: &Row) -> MeanInterval {
+        let (mean, half) = settle_interval(row);
+        MeanInterval { mean, half }
+    }
+
+    /// The interval scaled by `factor` (a share of a mean).
+    fn scaled(self, factor: f64) -> MeanInterval {
+        MeanInterval {
+            mean: self.mean * factor,
+            half: self.half.map(|h| h * factor.abs()),
+        }
+    }
+}
+
+/// `value`, our pooled number, with `spread`'s half-width.
+fn pm(value: f64, spread: MeanInterval, digits: usize) -> String {
+    with_interval(value, spread.half, digits)
+}
+
+/// Whether the 95 % intervals of two means overlap, as the end of an
+/// `ours` text; empty when either has no interval.
+fn overlap_note(a: MeanInterval, b: MeanInterval) -> String {
+    match (a.half, b.half) {
+        (Some(ha), Some(hb)) if overlap((a.mean, ha), (b.mean, hb)) => {
+            "; 95 % intervals over seeds overlap".into()
+        }
+        (Some(_), Some(_)) => "; 95 % intervals over seeds apart".into(),
+        _ => String::new(),
+    }
+}
+
 fn find<'r>(rows: &[&'r Row], filter: FilterKind, value: f64) -> Option<&'r Row> {
     rows.iter()
         .copied()
         .find(|r| r.filter == filter.name() && r.value == Some(value))
+}
+
+fn cost(row: &Row) -> MeanInterval {
+    MeanInterval::metric(row, |m| m.cost_mean)
+}
+
+fn timeouts(row: &Row) -> MeanInterval {
+    MeanInterval::metric(row, |m| m.timeouts_pct)
 }
 
 /// The largest swept value among `rows`.
@@ -245,8 +336,10 @@ fn af_cheaper_than_reject(af: &Row, reject: &Row, claim: &str, add: &mut Add) {
             claim,
             "AF < Reject".into(),
             format!(
-                "AF {:.2}, Reject {:.2}",
-                af.summary.cost_mean, reject.summary.cost_mean
+                "AF {}, Reject {}{}",
+                pm(af.summary.cost_mean, cost(af), 2),
+                pm(reject.summary.cost_mean, cost(reject), 2),
+                overlap_note(cost(af), cost(reject))
             ),
         )
         .relation(
@@ -266,10 +359,15 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
             add.statement(
                 &format!("highest burstiness (σ = {highest:.0}): AF's mean delay below TBF's"),
                 "AF < TBF".into(),
-                format!(
-                    "AF {:.2} s, TBF {:.2} s",
-                    af.summary.delay_mean_s, tbf.summary.delay_mean_s
-                ),
+                {
+                    let delay = |r: &Row| MeanInterval::metric(r, |m| m.delay_mean_s);
+                    format!(
+                        "AF {} s, TBF {} s{}",
+                        pm(af.summary.delay_mean_s, delay(af), 2),
+                        pm(tbf.summary.delay_mean_s, delay(tbf), 2),
+                        overlap_note(delay(af), delay(tbf))
+                    )
+                },
             )
             .relation(
                 "AF's mean delay < TBF's",
@@ -280,10 +378,18 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
             add.statement(
                 &format!("highest burstiness (σ = {highest:.0}): AF's time-outs far below TBF's"),
                 "AF < TBF / 2".into(),
-                format!(
-                    "AF {:.3} %, TBF {:.3} %",
-                    af.summary.timeouts_pct, tbf.summary.timeouts_pct
-                ),
+                {
+                    let (a, t) = (timeouts(af), timeouts(tbf));
+                    let note = match overlap_note(a, t.scaled(0.5)).as_str() {
+                        "" => String::new(),
+                        note => format!(" (AF's and half of TBF's{})", &note[1..]),
+                    };
+                    format!(
+                        "AF {} %, TBF {} %{note}",
+                        pm(af.summary.timeouts_pct, a, 3),
+                        pm(tbf.summary.timeouts_pct, t, 3),
+                    )
+                },
             )
             .unit("%")
             .judge_noted(
@@ -299,12 +405,18 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
         find(rows, FilterKind::Abacus, m),
         find(rows, FilterKind::Greedy, m),
     ) {
+        let throughput = |r: &Row| MeanInterval::metric(r, |m| m.throughput_pct);
         let gap_af = af.summary.throughput_pct - reject.summary.throughput_pct;
         add.push(
             add.statement(
                 "moderate burstiness: TBF w/ Reject's throughput below AF's (points)",
                 format!("{FIG8_REJECT_BELOW_AF_POINTS:.1}"),
-                format!("{gap_af:.2}"),
+                format!(
+                    "{gap_af:.2} (AF {} %, Reject {} %{})",
+                    pm(af.summary.throughput_pct, throughput(af), 2),
+                    pm(reject.summary.throughput_pct, throughput(reject), 2),
+                    overlap_note(throughput(af), throughput(reject))
+                ),
             )
             .unit("points")
             .difference(Some(gap_af - FIG8_REJECT_BELOW_AF_POINTS))
@@ -315,7 +427,12 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
             add.statement(
                 "moderate burstiness: TBF w/ Reject's throughput below Greedy's (points)",
                 format!("{FIG8_REJECT_BELOW_GREEDY_POINTS:.1}"),
-                format!("{gap_greedy:.2}"),
+                format!(
+                    "{gap_greedy:.2} (Greedy {} %, Reject {} %{})",
+                    pm(greedy.summary.throughput_pct, throughput(greedy), 2),
+                    pm(reject.summary.throughput_pct, throughput(reject), 2),
+                    overlap_note(throughput(greedy), throughput(reject))
+                ),
             )
             .unit("points")
             .difference(Some(gap_greedy - FIG8_REJECT_BELOW_GREEDY_POINTS))
@@ -326,7 +443,12 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
             add.statement(
                 "moderate burstiness: TBF w/ Reject's cost above AF's (%)",
                 format!("{FIG8_REJECT_COST_ABOVE_AF_PCT}"),
-                format!("{extra:.1}"),
+                format!(
+                    "{extra:.1} (Reject {}, AF {}{})",
+                    pm(reject.summary.cost_mean, cost(reject), 2),
+                    pm(af.summary.cost_mean, cost(af), 2),
+                    overlap_note(cost(reject), cost(af))
+                ),
             )
             .unit("%")
             .difference(Some(extra - FIG8_REJECT_COST_ABOVE_AF_PCT))
@@ -345,34 +467,63 @@ fn fig8_checks(rows: &[&Row], add: &mut Add) {
 fn fig11_checks(rows: &[&Row], add: &mut Add) {
     let paper = FIG11_MEAN_TIMEOUTS_PCT;
     let (from, to) = FIG11_MEAN_OVER;
-    let mean_timeouts = |kind: FilterKind| -> f64 {
-        let v: Vec<f64> = rows
-            .iter()
+    let in_range = |kind: FilterKind| -> Vec<&Row> {
+        rows.iter()
+            .copied()
             .filter(|r| {
                 r.filter == kind.name() && r.value.is_some_and(|x| (from..=to).contains(&x))
             })
+            .collect()
+    };
+    let mean_timeouts = |kind: FilterKind| -> f64 {
+        let v: Vec<f64> = in_range(kind)
+            .iter()
             .map(|r| r.summary.timeouts_pct)
             .collect();
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
+    // Each seed's mean over r (every r of a seed sees the same traffic).
+    let seeds_mean_timeouts = |kind: FilterKind| -> MeanInterval {
+        let line = in_range(kind);
+        let seeds = line
+            .iter()
+            .map(|r| r.per_repetition.len())
+            .min()
+            .unwrap_or(0);
+        let per_seed: Vec<f64> = (0..seeds)
+            .map(|k| {
+                line.iter()
+                    .map(|r| r.per_repetition[k].summary.timeouts_pct)
+                    .sum::<f64>()
+                    / line.len() as f64
+            })
+            .collect();
+        MeanInterval::of(&per_seed)
+    };
     let tbf = mean_timeouts(FilterKind::Tbf);
+    let tbf_spread = seeds_mean_timeouts(FilterKind::Tbf);
     for (kind, stated) in paper {
         let ours = mean_timeouts(kind);
+        let spread = seeds_mean_timeouts(kind);
         // The paper's values are not checked: TBF must time some clients
         // out, Reject none, and the others fewer than half of TBF's.
-        let (criterion, note) = match kind {
-            FilterKind::Tbf => (Criterion::SameDirection, None),
-            FilterKind::TbfReject => (Criterion::AtMost(0.0), None),
+        let (criterion, note, versus) = match kind {
+            FilterKind::Tbf => (Criterion::SameDirection, None, String::new()),
+            FilterKind::TbfReject => (Criterion::AtMost(0.0), None, String::new()),
             _ => (
                 Criterion::Below(tbf / 2.0),
                 Some("half of TBF's; the paper's value is not checked"),
+                match overlap_note(spread, tbf_spread.scaled(0.5)).as_str() {
+                    "" => String::new(),
+                    note => format!(" (against half of TBF's {}{note})", pm(tbf, tbf_spread, 3)),
+                },
             ),
         };
         let statement = add
             .statement(
                 &format!("mean % timed out over r ∈ [0, 500]: {}", kind.name()),
                 format!("{stated}"),
-                format!("{ours:.3}"),
+                format!("{}{versus}", pm(ours, spread, 3)),
             )
             .unit("%")
             .difference(Some(ours - stated));
@@ -399,8 +550,10 @@ fn fig11_checks(rows: &[&Row], add: &mut Add) {
                 ),
                 "TBF ≤ AF".into(),
                 format!(
-                    "TBF {:.2}, AF {:.2}",
-                    tbf_row.summary.cost_mean, af.summary.cost_mean
+                    "TBF {}, AF {}{}",
+                    pm(tbf_row.summary.cost_mean, cost(tbf_row), 2),
+                    pm(af.summary.cost_mean, cost(af), 2),
+                    overlap_note(cost(tbf_row), cost(af))
                 ),
             )
             .relation(
@@ -429,12 +582,26 @@ fn jitter_checks(rows: &[&Row], add: &mut Add) {
             let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             (lo, hi, v.iter().sum::<f64>() / v.len() as f64)
         };
+        // The intervals of the lowest and the highest point.
+        let extremes = |f: fn(&Summary) -> f64| -> String {
+            let by = |a: &&&Row, b: &&&Row| f(&a.summary).total_cmp(&f(&b.summary));
+            match (line.iter().min_by(by), line.iter().max_by(by)) {
+                (Some(lo), Some(hi)) => {
+                    overlap_note(MeanInterval::metric(lo, f), MeanInterval::metric(hi, f))
+                }
+                _ => String::new(),
+            }
+        };
         let (lo, hi, _) = range(|r| r.summary.throughput_pct);
         add.push(
             add.statement(
                 &format!("{}: jitter of 10 ms to 1 s leaves throughput essentially constant (points between the lowest and highest)", kind.name()),
                 "constant".into(),
-                format!("{:.2} ({lo:.2} … {hi:.2} %)", hi - lo),
+                format!(
+                    "{:.2} ({lo:.2} … {hi:.2} %{})",
+                    hi - lo,
+                    extremes(|m| m.throughput_pct)
+                ),
             )
             .unit("points")
             .judge(hi - lo, Criterion::AtMost(JITTER_THROUGHPUT_RANGE_POINTS)),
@@ -449,10 +616,105 @@ fn jitter_checks(rows: &[&Row], add: &mut Add) {
             add.statement(
                 &format!("{}: jitter of 10 ms to 1 s leaves the mean cost essentially constant (range in % of its mean)", kind.name()),
                 "constant".into(),
-                format!("{spread:.1} ({lo:.3} … {hi:.3})"),
+                format!(
+                    "{spread:.1} ({lo:.3} … {hi:.3}{})",
+                    extremes(|m| m.cost_mean)
+                ),
             )
             .unit("%")
             .judge(spread, Criterion::AtMost(JITTER_COST_RANGE_PCT)),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use vantage_sim::syn::Repetition;
+
+    fn summary(cost_mean: f64) -> Summary {
+        Summary {
+            requests: 100,
+            throughput_pct: 90.0,
+            delay_mean_s: 1.0,
+            delay_p50_s: 0.0,
+            delay_p95_s: 3.0,
+            delay_p99_s: 9.0,
+            cost_mean,
+            timeouts_pct: 0.0,
+            rejects_pct: 0.0,
+            retransmissions_mean: 0.5,
+        }
+    }
+
+    fn row(filter: FilterKind, pooled_cost: f64, per_seed: &[f64]) -> Row {
+        Row {
+            study: "abacus".into(),
+            figure: "fig11".into(),
+            profile: "p".into(),
+            filter: filter.name(),
+            parameter: Some("filter.reject_cost".into()),
+            value: Some(PAPER_REJECT_COST),
+            series_parameter: None,
+            series_value: None,
+            summary: summary(pooled_cost),
+            extras: BTreeMap::new(),
+            per_repetition: per_seed
+                .iter()
+                .map(|&c| Repetition {
+                    summary: summary(c),
+                    settle_s: 0.0,
+                })
+                .collect(),
+        }
+    }
+
+    fn compared(af: &Row, reject: &Row) -> Check {
+        let mut checks = Vec::new();
+        let mut add = Add {
+            figure: "fig11",
+            profile: "p",
+            checks: &mut checks,
+        };
+        af_cheaper_than_reject(af, reject, "claim", &mut add);
+        checks.remove(0)
+    }
+
+    /// A comparison of two means says whether their intervals over seeds
+    /// overlap; the verdict still compares the pooled means alone.
+    #[test]
+    fn two_means_compared_say_whether_their_intervals_overlap() {
+        // AF 11 ± 2.48, Reject 21 ± 2.48: apart.
+        let apart = compared(
+            &row(FilterKind::Abacus, 11.0, &[10.0, 11.0, 12.0]),
+            &row(FilterKind::TbfReject, 21.0, &[20.0, 21.0, 22.0]),
+        );
+        assert!(apart.holds);
+        assert_eq!(
+            apart.ours,
+            "AF 11.00 ± 2.48, Reject 21.00 ± 2.48; 95 % intervals over seeds apart"
+        );
+        // AF 19.9 ± 24.8 (seeds 10, 20, 30) against Reject 20: overlap,
+        // and the pooled comparison still holds.
+        let overlapping = compared(
+            &row(FilterKind::Abacus, 19.9, &[10.0, 20.0, 30.0]),
+            &row(FilterKind::TbfReject, 20.0, &[19.0, 20.0, 21.0]),
+        );
+        assert!(overlapping.holds);
+        assert!(
+            overlapping
+                .ours
+                .ends_with("; 95 % intervals over seeds overlap"),
+            "{}",
+            overlapping.ours
+        );
+        // One seed each: no interval, no claim about overlap.
+        let once = compared(
+            &row(FilterKind::Abacus, 30.0, &[30.0]),
+            &row(FilterKind::TbfReject, 20.0, &[20.0]),
+        );
+        assert!(!once.holds);
+        assert_eq!(once.ours, "AF 30.00, Reject 20.00");
     }
 }

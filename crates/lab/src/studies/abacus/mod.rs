@@ -3,16 +3,18 @@
 //! and the paper's stated results beside ours ([`checks`]).
 
 pub mod checks;
+pub mod spread;
 
 use crate::error::create_dir;
 use crate::report::{self, abacus as tables, abacus_plot};
 use crate::study::runs_progress_bar;
 use crate::{LabError, RunOptions, ScenarioFile, Study, StudyOutcome};
 use serde::Serialize;
+use spread::RowWithSpread;
 use std::path::Path;
 use std::time::Instant;
 use vantage_sim::syn::scenario::Scenario;
-use vantage_sim::syn::{execute, steps, Effort, Row, ScenarioResult};
+use vantage_sim::syn::{execute, steps, Effort, ScenarioResult};
 
 pub const NAME: &str = "abacus";
 pub const PAPER: &str = "abacus-filters-syn-control.txt";
@@ -76,9 +78,12 @@ impl Study for AbacusStudy {
             report::print_checks(&checks);
         }
         write_outputs(&results, &checks, &options.out.join(NAME))?;
-        let rows: Vec<&Row> = results.iter().flat_map(|(_, r)| r.rows.iter()).collect();
+        let rows: Vec<RowWithSpread> = results
+            .iter()
+            .flat_map(|(_, r)| r.rows.iter().map(RowWithSpread::new))
+            .collect();
         let document = serde_json::to_string_pretty(&Document {
-            rows: rows.clone(),
+            rows: &rows,
             checks: &checks,
         })?;
         let rows = serde_json::to_value(rows)?;
@@ -91,10 +96,10 @@ impl Study for AbacusStudy {
     }
 }
 
-/// The study's JSON document.
+/// The study's JSON document: every row with its spread over seeds.
 #[derive(Serialize)]
 struct Document<'a> {
-    rows: Vec<&'a Row>,
+    rows: &'a [RowWithSpread<'a>],
     checks: &'a [crate::Check],
 }
 
