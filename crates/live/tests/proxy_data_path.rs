@@ -356,6 +356,30 @@ fn slowloris_is_closed_by_the_header_timeout() {
 }
 
 #[test]
+fn a_keep_alive_connection_outlives_the_header_timeout_until_its_idle_timeout() {
+    let backend = Backend::start("b");
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        "[utilization]\nconcurrency = 4\n[timeouts]\nrequest_headers_ms = 300\nidle_ms = 3000\n",
+    ))
+    .unwrap();
+    let mut s = connect(proxy.address());
+    let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_eq!(exchange(&mut s, request).unwrap().status, 200);
+    // Idle for three header timeouts, well under the idle timeout: the
+    // connection is still there for the next request.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        exchange(&mut s, request).map(|r| r.status),
+        Some(200),
+        "an idle keep-alive connection was closed by the header timeout"
+    );
+    // Idle past the idle timeout: closed.
+    std::thread::sleep(Duration::from_millis(4500));
+    assert!(closed(&mut s), "the idle timeout did not close it");
+}
+
+#[test]
 fn the_connection_cap_evicts_idle_connections_then_refuses() {
     let backend = Backend::start("b");
     let proxy = Proxy::start(config(

@@ -226,11 +226,8 @@ fn wan_config(mode: &Mode) -> WanConfig {
 /// The proxy's configuration for one variant (`pool` resolved). The
 /// connection limit is twice the downloads, so `ssbt+conn`'s default
 /// connection marks (95 %, 90 % of it) stay above the load.
-/// `request_headers_ms` is as long as `idle_ms`: hyper's header-read
-/// timer also runs while a keep-alive connection waits for its next
-/// request, so with the default (5 s) the step run's idle connections
-/// would be closed after 5 s, and a request slowed by retransmissions
-/// on a lossy, congested path would be cut.
+/// `request_headers_ms` is as long as `idle_ms`, so that a request head
+/// slowed by retransmissions on a lossy, congested path is not cut.
 fn proxy_text(
     variant: &VariantPlan,
     pool: Option<u64>,

@@ -4,11 +4,15 @@
 //!
 //! Client side: keep-alive; at most 128 concurrent HTTP/2 streams per
 //! connection and an HTTP/2 header list of at most `limits.max_header_bytes`; the request head must arrive within
-//! `timeouts.request_headers_ms` (hyper's `header_read_timeout`: slowloris)
+//! `timeouts.request_headers_ms` (slowloris)
 //! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
 //! line and headers together); a connection with no request in progress for
 //! `timeouts.idle_ms` is closed, and so is one that sent no request head
-//! within the header timeout; at most `limits.max_connections` are open
+//! within the header timeout. Departure: the head of a later request on a
+//! keep-alive connection is bounded by the longer of the two timeouts,
+//! because hyper 1.x has one timer for the idle wait and the head; such a
+//! trickling connection counts as idle, so it is the first evicted when the
+//! connection cap is reached; at most `limits.max_connections` are open
 //! (lowered to what the descriptor limit allows, [`connection_budget`]):
 //! when full, the connection idle longest (no request in progress) is
 //! closed to make room, and only when none is idle is the new one closed
@@ -400,7 +404,14 @@ async fn connection<I>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(timeouts.request_headers_ms))
+        // hyper 1.x runs one timer from the end of a response to the end of
+        // the next request head (hyper#3828), so on a keep-alive connection
+        // it is also the idle timer: set to the longer of the two, or an idle
+        // connection would be closed after `request_headers_ms`. The first
+        // head is still bounded by `request_headers_ms` (the loop below).
+        .header_read_timeout(Duration::from_millis(
+            timeouts.request_headers_ms.max(timeouts.idle_ms),
+        ))
         .max_buf_size(limits.max_header_bytes)
         .keep_alive(true);
     builder
