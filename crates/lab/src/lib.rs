@@ -8,6 +8,7 @@
 pub mod certes_live;
 pub mod error;
 pub mod experiment;
+pub mod live_experiment;
 pub mod provenance;
 pub mod report;
 pub mod resources_live;

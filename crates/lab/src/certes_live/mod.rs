@@ -23,26 +23,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::live_experiment::{read_plan_file, ExperimentError, PlanFile};
 use crate::provenance::{results_root, RunRecord};
 use crate::studies::certes::CERTES_BOUND;
 use crate::{LabError, ScenarioFile};
 
 /// Why `vantage testbed certes-live` failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CertesLiveError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    #[error(transparent)]
-    Live(#[from] LiveError),
-    #[error(transparent)]
-    Write(#[from] LabError),
-}
+pub type CertesLiveError = ExperimentError<plan::PlanError, LiveError>;
 
 /// Reads the plan `file`, runs its configurations (`quick`: the shorter
 /// runs of its `quick` list) with `vantage` as the daemon's binary, and
@@ -57,13 +44,9 @@ pub fn run_file(
     command_line: Vec<String>,
     progress: &dyn Fn(&str),
 ) -> Result<(CertesLiveReport, PathBuf), CertesLiveError> {
-    let text = std::fs::read_to_string(file).map_err(|source| CertesLiveError::Read {
-        path: file.to_path_buf(),
-        source,
-    })?;
-    let origin = file.display().to_string();
-    let plan = CertesLivePlan::from_toml(&text, &origin)?;
-    preflight()?;
+    let PlanFile { origin, text } = read_plan_file(file)?;
+    let plan = CertesLivePlan::from_toml(&text, &origin).map_err(CertesLiveError::Plan)?;
+    preflight().map_err(CertesLiveError::Live)?;
     let record = RunRecord::start(command_line, quick, Some(file));
     let dir = results_root(out, quick);
     let runs = dir.join("runs");

@@ -25,25 +25,12 @@ pub use run::{preflight, run, tag, LiveError};
 
 use std::path::{Path, PathBuf};
 
+use crate::live_experiment::{read_plan_file, ExperimentError, PlanFile};
 use crate::provenance::{results_root, RunRecord};
-use crate::{LabError, ScenarioFile};
+use crate::ScenarioFile;
 
 /// Why `vantage testbed resources` failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ResourcesLiveError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    #[error(transparent)]
-    Live(#[from] LiveError),
-    #[error(transparent)]
-    Write(#[from] LabError),
-}
+pub type ResourcesLiveError = ExperimentError<plan::PlanError, LiveError>;
 
 /// Reads the plan `file`, runs it (`quick`: its `[quick]` settings) and
 /// writes the results folder (`OUT` or `OUT/quick`): `report.json`,
@@ -55,15 +42,12 @@ pub fn run_file(
     command_line: Vec<String>,
     progress: &dyn Fn(&str),
 ) -> Result<(ResourcesReport, PathBuf), ResourcesLiveError> {
-    let text = std::fs::read_to_string(file).map_err(|source| ResourcesLiveError::Read {
-        path: file.to_path_buf(),
-        source,
-    })?;
-    let origin = file.display().to_string();
-    let plan = ResourcesLivePlan::from_toml(&text, &origin)?;
+    let PlanFile { origin, text } = read_plan_file(file)?;
+    let plan = ResourcesLivePlan::from_toml(&text, &origin).map_err(ResourcesLiveError::Plan)?;
     let record = RunRecord::start(command_line, quick, Some(file));
     let dir = results_root(out, quick);
-    let report = run(&plan, quick, &dir.join("runs"), progress)?;
+    let report =
+        run(&plan, quick, &dir.join("runs"), progress).map_err(ResourcesLiveError::Live)?;
     write_results(
         &report,
         &dir,

@@ -23,25 +23,12 @@ pub use run::{preflight, run, LiveError};
 
 use std::path::{Path, PathBuf};
 
+use crate::live_experiment::{read_plan_file, ExperimentError, PlanFile};
 use crate::provenance::{results_root, RunRecord};
-use crate::{LabError, ScenarioFile};
+use crate::ScenarioFile;
 
 /// Why `vantage testbed sbac` failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SbacLiveError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    #[error(transparent)]
-    Live(#[from] LiveError),
-    #[error(transparent)]
-    Write(#[from] LabError),
-}
+pub type SbacLiveError = ExperimentError<plan::PlanError, LiveError>;
 
 /// Reads the plan `file`, runs it (`quick`: its `[quick]` settings) and
 /// writes the results folder (`OUT` or `OUT/quick`): `report.json`,
@@ -54,15 +41,11 @@ pub fn run_file(
     command_line: Vec<String>,
     progress: &dyn Fn(&str),
 ) -> Result<(LiveReport, PathBuf), SbacLiveError> {
-    let text = std::fs::read_to_string(file).map_err(|source| SbacLiveError::Read {
-        path: file.to_path_buf(),
-        source,
-    })?;
-    let origin = file.display().to_string();
-    let plan = SbacLivePlan::from_toml(&text, &origin)?;
+    let PlanFile { origin, text } = read_plan_file(file)?;
+    let plan = SbacLivePlan::from_toml(&text, &origin).map_err(SbacLiveError::Plan)?;
     let record = RunRecord::start(command_line, quick, Some(file));
     let dir = results_root(out, quick);
-    let report = run(&plan, quick, &dir.join("runs"), progress)?;
+    let report = run(&plan, quick, &dir.join("runs"), progress).map_err(SbacLiveError::Live)?;
     write_results(
         &report,
         &dir,
