@@ -131,6 +131,24 @@ pub enum TestbedCommand {
     },
 }
 
+/// Prints an experiment command's report: one JSON document, or its table
+/// and where its files are.
+fn print_experiment<R: serde::Serialize>(
+    json: bool,
+    report: &R,
+    table: impl FnOnce() -> String,
+    files: &str,
+    dir: &Path,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", table());
+        println!("{files} are in {}", dir.display());
+    }
+    Ok(())
+}
+
 pub fn run(command: TestbedCommand) -> Result<()> {
     match command {
         TestbedCommand::Experiment {
@@ -159,16 +177,13 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 std::env::args().collect(),
                 &progress,
             )?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", vantage_lab::resources_live::render(&report));
-                println!(
-                    "report.json, table.md, memory.svg and manifest.json are in {}",
-                    dir.display()
-                );
-            }
-            Ok(())
+            print_experiment(
+                json,
+                &report,
+                || vantage_lab::resources_live::render(&report),
+                "report.json, table.md, memory.svg and manifest.json",
+                &dir,
+            )
         }
         TestbedCommand::Sbac {
             file,
@@ -184,16 +199,13 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 std::env::args().collect(),
                 &progress,
             )?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", vantage_lab::sbac_live::render(&report));
-                println!(
-                    "report.json, table.md and manifest.json are in {}",
-                    dir.display()
-                );
-            }
-            Ok(())
+            print_experiment(
+                json,
+                &report,
+                || vantage_lab::sbac_live::render(&report),
+                "report.json, table.md and manifest.json",
+                &dir,
+            )
         }
         TestbedCommand::CertesLive {
             file,
@@ -211,16 +223,13 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 std::env::args().collect(),
                 &progress,
             )?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", vantage_lab::certes_live::render(&report));
-                println!(
-                    "report.json, table.md, tracking.svg and manifest.json are in {}",
-                    dir.display()
-                );
-            }
-            Ok(())
+            print_experiment(
+                json,
+                &report,
+                || vantage_lab::certes_live::render(&report),
+                "report.json, table.md, tracking.svg and manifest.json",
+                &dir,
+            )
         }
         TestbedCommand::Clean {
             tag,
