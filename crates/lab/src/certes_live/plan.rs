@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
+use vantage_core::config::Checker;
 use vantage_core::tcp::SynProfile;
 use vantage_testbed::profiles;
 
@@ -12,14 +13,8 @@ pub const MAX_DURATION_S: f64 = 600.0;
 /// Most configurations in one file.
 pub const MAX_CONFIGURATIONS: usize = 64;
 
-/// Why a plan is not usable.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("{origin}: {message}")]
-    Parse { origin: String, message: String },
-    #[error("{origin}: {message}")]
-    Invalid { origin: String, message: String },
-}
+/// Why a plan is not usable: its file, line and key.
+pub type PlanError = vantage_core::config::ConfigError;
 
 /// The whole file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -120,82 +115,87 @@ const RESPONSE_BYTES: u64 = 2000;
 
 impl CertesLivePlan {
     pub fn from_toml(text: &str, origin: &str) -> Result<CertesLivePlan, PlanError> {
-        let plan: CertesLivePlan = toml::from_str(text).map_err(|e| PlanError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
-        plan.validate().map_err(|message| PlanError::Invalid {
-            origin: origin.to_string(),
-            message,
-        })?;
+        let checker = Checker::<PlanError>::new(origin, text);
+        let plan: CertesLivePlan = checker.deserialize()?;
+        plan.validate(&checker)?;
         Ok(plan)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, checker: &Checker<'_, PlanError>) -> Result<(), PlanError> {
         let e = &self.experiment;
-        for (key, value) in [
-            ("duration_s", e.duration_s),
-            ("quick_duration_s", e.quick_duration_s),
-        ] {
-            if !(value.is_finite() && value > 0.0 && value <= MAX_DURATION_S) {
-                return Err(format!(
-                    "experiment.{key} = {value} is out of range (0, {MAX_DURATION_S}]"
-                ));
+        let positive = |key: &str, value: f64, high: f64| {
+            if value.is_finite() && value > 0.0 && value <= high {
+                Ok(())
+            } else {
+                Err(checker.fail(key, format!("must be in (0, {high}], got {value}")))
             }
-        }
-        if !(e.frustration_timeout_s.is_finite()
-            && e.frustration_timeout_s > 0.0
-            && e.frustration_timeout_s <= 180.0)
-        {
-            return Err("experiment.frustration_timeout_s must be in (0, 180]".into());
-        }
+        };
+        positive("experiment.duration_s", e.duration_s, MAX_DURATION_S)?;
+        positive(
+            "experiment.quick_duration_s",
+            e.quick_duration_s,
+            MAX_DURATION_S,
+        )?;
+        positive(
+            "experiment.frustration_timeout_s",
+            e.frustration_timeout_s,
+            180.0,
+        )?;
         if e.clients == 0 || e.clients > 16 {
-            return Err("experiment.clients must be in 1..=16".into());
+            return Err(checker.fail(
+                "experiment.clients",
+                format!("must be in 1..=16, got {}", e.clients),
+            ));
         }
         if self.configuration.is_empty() || self.configuration.len() > MAX_CONFIGURATIONS {
-            return Err(format!(
-                "1 to {MAX_CONFIGURATIONS} [[configuration]] tables, got {}",
-                self.configuration.len()
+            return Err(checker.fail(
+                "configuration",
+                format!(
+                    "must have 1 to {MAX_CONFIGURATIONS} [[configuration]] tables, got {}",
+                    self.configuration.len()
+                ),
             ));
         }
         let mut names = BTreeSet::new();
         for (i, c) in self.configuration.iter().enumerate() {
-            let at = format!("configuration[{i}] ({})", c.name);
+            let key = |name: &str| format!("configuration[{i}].{name}");
+            let fail = |name: &str, problem: String| {
+                checker.fail(&key(name), format!("({}) {problem}", c.name))
+            };
             if !names.insert(c.name.as_str()) {
-                return Err(format!("{at}: the name is used twice"));
+                return Err(fail("name", "is used twice".into()));
             }
             if c.clients.is_empty() || c.clients.len() > e.clients {
-                return Err(format!(
-                    "{at}: clients must name 1 to experiment.clients = {} profiles",
-                    e.clients
+                return Err(fail(
+                    "clients",
+                    format!("must name 1 to experiment.clients = {} profiles", e.clients),
                 ));
             }
             for profile in &c.clients {
-                let p = SynProfile::builtin(profile).map_err(|err| format!("{at}: {err}"))?;
-                profiles::kernel_settings(&p).map_err(|err| format!("{at}: {err}"))?;
+                let p =
+                    SynProfile::builtin(profile).map_err(|err| fail("clients", err.to_string()))?;
+                profiles::kernel_settings(&p).map_err(|err| fail("clients", err.to_string()))?;
             }
             if let Some(told) = &c.told {
                 vantage_core::tcp::ClientMix::builtin(told)
-                    .map_err(|err| format!("{at}: told: {err}"))?;
+                    .map_err(|err| fail("told", err.to_string()))?;
             }
-            for (key, value) in [("rate", c.rate), ("capacity", c.capacity)] {
-                if !(value.is_finite() && value > 0.0 && value <= 5000.0) {
-                    return Err(format!("{at}: {key} = {value} is out of range (0, 5000]"));
-                }
+            for (name, value) in [("rate", c.rate), ("capacity", c.capacity)] {
+                positive(&key(name), value, 5000.0)?;
             }
-            if !(0.0..=20.0).contains(&c.wan_loss_pct) {
-                return Err(format!("{at}: wan_loss_pct must be in [0, 20]"));
-            }
+            checker.range(&key("wan_loss_pct"), c.wan_loss_pct, 0.0, 20.0)?;
             if c.server == Server::Nginx && c.drops == Drops::AcceptQueue {
-                return Err(format!(
-                    "{at}: nginx with accept-queue drops is not offered (its accept rate is not set, so its queue would overflow only at a load the run cannot size); use drops = \"tbf\" or \"abacus\""
+                return Err(fail(
+                    "drops",
+                    "nginx with accept-queue drops is not offered (its accept rate is not set, so its queue would overflow only at a load the run cannot size); use drops = \"tbf\" or \"abacus\"".into(),
                 ));
             }
         }
         for name in &e.quick {
             if !names.contains(name.as_str()) {
-                return Err(format!(
-                    "experiment.quick names `{name}`, not a configuration"
+                return Err(checker.fail(
+                    "experiment.quick",
+                    format!("names `{name}`, not a configuration"),
                 ));
             }
         }
@@ -376,6 +376,10 @@ mod tests {
         let nginx_queue = text.replacen("server = \"test\"", "server = \"nginx\"", 1);
         let error = CertesLivePlan::from_toml(&nginx_queue, "f.toml").unwrap_err();
         assert!(error.to_string().contains("accept-queue"), "{error}");
+        assert!(
+            error.key().is_some_and(|k| k.ends_with("].drops")) && error.line().is_some(),
+            "{error}"
+        );
         let unknown = text.replace("quick = []", "quick = [\"nothing\"]");
         let error = CertesLivePlan::from_toml(&unknown, "f.toml").unwrap_err();
         assert!(error.to_string().contains("nothing"), "{error}");

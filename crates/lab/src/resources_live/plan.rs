@@ -2,6 +2,7 @@
 //! (`scenarios/proxy/autotune-scale.toml`).
 
 use serde::{Deserialize, Serialize};
+use vantage_core::config::Checker;
 
 /// Most client namespaces (paths) a plan may list: one per namespace, the
 /// step path takes one more.
@@ -127,21 +128,8 @@ pub struct ResourcesLivePlan {
     pub quick: QuickPlan,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("{origin}: {source}")]
-    Toml {
-        origin: String,
-        #[source]
-        source: toml::de::Error,
-    },
-    #[error("{origin}: {key} {problem}")]
-    Invalid {
-        origin: String,
-        key: String,
-        problem: String,
-    },
-}
+/// A plan that cannot be used: its file, line and key.
+pub type PlanError = vantage_core::config::ConfigError;
 
 /// The parts of a plan that `--quick` changes, resolved.
 #[derive(Clone, Debug, Serialize)]
@@ -157,27 +145,15 @@ pub struct Mode {
 impl ResourcesLivePlan {
     /// Parses and checks a plan.
     pub fn from_toml(text: &str, origin: &str) -> Result<ResourcesLivePlan, PlanError> {
-        let plan: ResourcesLivePlan = toml::from_str(text).map_err(|source| PlanError::Toml {
-            origin: origin.to_string(),
-            source,
-        })?;
-        plan.validate(origin)?;
+        let checker = Checker::<PlanError>::new(origin, text);
+        let plan: ResourcesLivePlan = checker.deserialize()?;
+        plan.validate(&checker)?;
         Ok(plan)
     }
 
-    fn validate(&self, origin: &str) -> Result<(), PlanError> {
-        let fail = |key: &str, problem: String| PlanError::Invalid {
-            origin: origin.to_string(),
-            key: key.to_string(),
-            problem,
-        };
-        let range = |key: &str, v: f64, lo: f64, hi: f64| {
-            if v.is_finite() && v >= lo && v <= hi {
-                Ok(())
-            } else {
-                Err(fail(key, format!("must be in [{lo}, {hi}], got {v}")))
-            }
-        };
+    fn validate(&self, checker: &Checker<'_, PlanError>) -> Result<(), PlanError> {
+        let fail = |key: &str, problem: String| checker.fail(key, problem);
+        let range = |key: &str, v: f64, lo: f64, hi: f64| checker.range(key, v, lo, hi).map(|_| ());
         let gib = (1u64 << 30) as f64;
         range(
             "backend.object_bytes",
@@ -373,6 +349,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("run.duration_s"), "{error}");
+        let line = bad
+            .lines()
+            .position(|l| l.starts_with("duration_s = -1"))
+            .map(|i| i + 1);
+        assert!(
+            line.is_some_and(|n| error.starts_with(&format!("p.toml:{n}: "))),
+            "the error names the file and the key's line: {error}"
+        );
         let bad = text.replacen("[experiment]", "[experiment]\nextra = 1", 1);
         assert!(ResourcesLivePlan::from_toml(&bad, "p.toml").is_err());
     }

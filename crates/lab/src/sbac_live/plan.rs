@@ -1,6 +1,7 @@
 //! The plan file of the live SBAC experiment (`scenarios/proxy/sbac-live.toml`).
 
 use serde::{Deserialize, Serialize};
+use vantage_core::config::Checker;
 
 /// One load pattern: loads as percent of the backend's measured capacity,
 /// each held for `segment_s`.
@@ -123,46 +124,21 @@ pub struct SbacLivePlan {
     pub variant: Vec<VariantPlan>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("{origin}: {source}")]
-    Toml {
-        origin: String,
-        #[source]
-        source: toml::de::Error,
-    },
-    #[error("{origin}: {key} {problem}")]
-    Invalid {
-        origin: String,
-        key: String,
-        problem: String,
-    },
-}
+/// A plan that cannot be used: its file, line and key.
+pub type PlanError = vantage_core::config::ConfigError;
 
 impl SbacLivePlan {
     /// Parses and checks a plan.
     pub fn from_toml(text: &str, origin: &str) -> Result<SbacLivePlan, PlanError> {
-        let plan: SbacLivePlan = toml::from_str(text).map_err(|source| PlanError::Toml {
-            origin: origin.to_string(),
-            source,
-        })?;
-        plan.validate(origin)?;
+        let checker = Checker::<PlanError>::new(origin, text);
+        let plan: SbacLivePlan = checker.deserialize()?;
+        plan.validate(&checker)?;
         Ok(plan)
     }
 
-    fn validate(&self, origin: &str) -> Result<(), PlanError> {
-        let fail = |key: &str, problem: String| PlanError::Invalid {
-            origin: origin.to_string(),
-            key: key.to_string(),
-            problem,
-        };
-        let range = |key: &str, v: f64, lo: f64, hi: f64| {
-            if v.is_finite() && v >= lo && v <= hi {
-                Ok(())
-            } else {
-                Err(fail(key, format!("must be in [{lo}, {hi}], got {v}")))
-            }
-        };
+    fn validate(&self, checker: &Checker<'_, PlanError>) -> Result<(), PlanError> {
+        let fail = |key: &str, problem: String| checker.fail(key, problem);
+        let range = |key: &str, v: f64, lo: f64, hi: f64| checker.range(key, v, lo, hi).map(|_| ());
         range("backend.cpu_cores", self.backend.cpu_cores, 0.005, 64.0)?;
         range(
             "backend.page_bytes",
@@ -306,4 +282,33 @@ pub struct Mode {
     pub think_time_s: f64,
     pub drain_s: f64,
     pub capacity_s: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_plans_parse_and_a_bad_one_names_its_line() {
+        for text in [
+            include_str!("../../../../scenarios/proxy/sbac-live.toml"),
+            include_str!("../../../../scenarios/proxy/sbac-live-busy-day.toml"),
+        ] {
+            SbacLivePlan::from_toml(text, "s.toml").unwrap();
+        }
+        let text = include_str!("../../../../scenarios/proxy/sbac-live.toml");
+        let (index, first_table) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.starts_with('['))
+            .unwrap();
+        let bad = text.replacen(first_table, &format!("{first_table}\nno_such_key = 1"), 1);
+        let error = SbacLivePlan::from_toml(&bad, "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!("s.toml:{}: ", index + 2)) && error.contains("no_such_key"),
+            "{error}"
+        );
+    }
 }
