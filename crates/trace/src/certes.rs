@@ -271,6 +271,7 @@ impl CaptureStream {
             server,
             table: crate::connection::TableConfig {
                 max_connections: max_connections.max(1),
+                half_open_quiet: model.frustration_timeouts.iter().map(|(t, _)| *t).max(),
                 ..HandshakeConfig::default().table
             },
         };
@@ -1044,6 +1045,71 @@ mod tests {
         // An earlier clock changes nothing.
         live.advance_clock(Nanos(ORIGIN_NS)).unwrap();
         assert!(live.take_closed().unwrap().is_empty());
+    }
+
+    /// A client whose SYNs are never answered (Linux ≥ 6.5 SYNs at 0, 1,
+    /// 2, 3, 4, 5, 7, 11, 19 s, then it gives up at 21 s) holds the
+    /// intervals its SYNs fell in only until a quiet of the model's
+    /// frustration timeout after its last SYN, not the table's idle
+    /// timeout (300 s): a live stream's intervals lag a give-up by at most
+    /// that.
+    #[test]
+    fn a_client_that_gave_up_holds_intervals_one_frustration_timeout() {
+        let server = ("10.0.0.2", 80);
+        let client = ("10.1.0.9", 4000);
+        let syn = Tcp::new(client, server, 9000, 0, SYN).options(syn_options(1460, 7, 1));
+        let mut live = CaptureStream::live(
+            "synthetic".into(),
+            &[":80".parse().unwrap()],
+            None,
+            &model(),
+            1000,
+        )
+        .unwrap();
+        let sends_s = [0u64, 1, 2, 3, 4, 5, 7, 11, 19];
+        let mut records: Vec<Record> = sends_s
+            .iter()
+            .map(|s| Record::new(ORIGIN_NS + s * 1_000_000_000, syn.ethernet()))
+            .collect();
+        // A served connection at the start, so the listener answers.
+        push_served(&mut records, ORIGIN_NS, ("10.1.0.8", 4001), server, 100);
+        let first =
+            Tcp::new(("10.1.0.8", 4001), server, 100, 0, SYN).options(syn_options(1460, 7, 1));
+        records.push(Record::new(ORIGIN_NS, first.ethernet()));
+        records.sort_by_key(|r| r.timestamp_ns);
+        let pcap = Pcap {
+            nanosecond: true,
+            ..Pcap::ethernet()
+        };
+        let mut source =
+            TraceReader::from_reader("synthetic", std::io::Cursor::new(pcap.file(&records)))
+                .unwrap();
+        while let Some(packet) = source.next_packet().unwrap() {
+            live.push_packet(&packet).unwrap();
+        }
+        let mut closed = live.take_closed().unwrap();
+        // One second past the last SYN + 21 s of quiet, then a second more.
+        for extra_s in [41u64, 42] {
+            live.advance_clock(Nanos(ORIGIN_NS + extra_s * 1_000_000_000))
+                .unwrap();
+            closed.extend(live.take_closed().unwrap());
+        }
+        let dropped: u64 = closed
+            .iter()
+            .flat_map(|c| &c.classes)
+            .filter_map(|(_, b)| b.as_ref())
+            .map(|b| b.counters.dropped)
+            .sum();
+        assert!(
+            closed.len() >= 21 * 4,
+            "only {} intervals closed 42 s after the first SYN",
+            closed.len()
+        );
+        assert_eq!(
+            dropped,
+            sends_s.len() as u64,
+            "the SYNs of the client that gave up"
+        );
     }
 
     /// Clients of known schedules — three Linux 3.7 (SYNs at 0, 1, 3, 7,
