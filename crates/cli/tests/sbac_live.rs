@@ -11,9 +11,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn installed(program: &str) -> bool {
-    ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-        .iter()
-        .any(|dir| Path::new(dir).join(program).is_file())
+    vantage_sys::command::find_program(program).is_some()
 }
 
 fn plan() -> PathBuf {

@@ -67,3 +67,9 @@ pub(crate) fn create_dir(dir: &std::path::Path) -> Result<(), LabError> {
         source,
     })
 }
+
+/// Writes `text` to `dir/name`, an error naming the file.
+pub(crate) fn write_file(dir: &std::path::Path, name: &str, text: String) -> Result<(), LabError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|source| LabError::WriteFile { path, source })
+}

@@ -115,10 +115,7 @@ pub fn run_file(
     }
     report.seconds = started.elapsed().as_secs_f64();
     crate::error::create_dir(&dir)?;
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| LabError::WriteFile { path, source })
-    };
+    let write = |name: &str, text: String| crate::error::write_file(&dir, name, text);
     write(
         "report.json",
         serde_json::to_string_pretty(&report).map_err(LabError::Json)? + "\n",

@@ -55,20 +55,12 @@ pub enum LiveError {
     Io(String),
 }
 
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-        || ["/usr/sbin", "/sbin"]
-            .iter()
-            .any(|dir| Path::new(dir).join(program).is_file())
-}
-
 /// Checks root and nginx; `Err` says what is missing.
 pub fn preflight() -> Result<(), LiveError> {
     if !vantage_sys::privilege::is_root() {
         return Err(LiveError::NotRoot);
     }
-    if !installed("nginx") {
+    if vantage_sys::command::find_program("nginx").is_none() {
         return Err(LiveError::Missing("nginx"));
     }
     Ok(())

@@ -593,10 +593,7 @@ pub fn write_results(
     plan: ScenarioFile<'_>,
 ) -> Result<(), LabError> {
     crate::error::create_dir(dir)?;
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| LabError::WriteFile { path, source })
-    };
+    let write = |name: &str, text: String| crate::error::write_file(dir, name, text);
     write("report.json", serde_json::to_string_pretty(report)? + "\n")?;
     write("table.md", render(report))?;
     record

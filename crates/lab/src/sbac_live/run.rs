@@ -46,27 +46,19 @@ pub enum LiveError {
     Simulator(String),
 }
 
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-        || ["/usr/sbin", "/sbin"]
-            .iter()
-            .any(|dir| Path::new(dir).join(program).is_file())
-}
-
 /// Checks root and the programs the plan needs; `Err` says what is missing.
 pub fn preflight(plan: &SbacLivePlan) -> Result<(), LiveError> {
     if !vantage_sys::privilege::is_root() {
         return Err(LiveError::NotRoot);
     }
-    if !installed("nginx") {
+    if vantage_sys::command::find_program("nginx").is_none() {
         return Err(LiveError::Missing("nginx"));
     }
     if plan
         .variant
         .iter()
         .any(|v| matches!(v.kind, VariantKind::Haproxy { .. }))
-        && !installed("haproxy")
+        && vantage_sys::command::find_program("haproxy").is_none()
     {
         return Err(LiveError::Missing("haproxy"));
     }
