@@ -43,7 +43,7 @@ use crate::server::test_server::{self, TestServerStats};
 use crate::spec::{ServerSpec, TestbedSpec};
 use crate::syn_admission::{self, SynAdmissionReport, SynAdmissionSpec};
 use crate::topology::{self, Topology, TopologySpec, HOST_IFACE, SERVER_ADDR};
-use crate::wan::{Emulator, ForwardQueueRule, WanStats};
+use crate::wan::{RouterEmulator, WanStats};
 use crate::watchdog::Watchdog;
 
 #[derive(Debug, thiserror::Error)]
@@ -347,54 +347,18 @@ fn run_in_topology(
 
     // WAN emulator: bind the queue first, then add the rule, so that no
     // packet is queued before someone listens.
-    let wan_stop = Arc::new(AtomicBool::new(false));
-    let wan_thread = if spec.wan_is_transparent() {
+    let wan = if spec.wan_is_transparent() {
         None
     } else {
         on_event(RunEvent::Phase("starting the WAN emulator"));
-        let config = spec.wan_config();
-        let seed = spec.seed;
-        let flag = wan_stop.clone();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-        let handle = topo
-            .router
-            .spawn("wan", move || -> Result<WanStats, String> {
-                let emulator = match Emulator::bind(&config) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                };
-                let rule = match ForwardQueueRule::install(config.queue_num) {
-                    Ok(rule) => rule,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                let stats = emulator.run(&flag, seed).map_err(|e| e.to_string());
-                drop(rule);
-                stats
-            })
-            .map_err(step("WAN emulator thread"))?;
-        match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(())) => {}
-            Ok(Err(message)) => {
-                return Err(RunError::Step {
+        Some(
+            RouterEmulator::start(&topo.router, spec.wan_config(), spec.seed).map_err(
+                |message| RunError::Step {
                     what: "WAN emulator",
                     message,
-                })
-            }
-            Err(_) => {
-                return Err(RunError::Step {
-                    what: "WAN emulator",
-                    message: "did not start within 10 s".into(),
-                })
-            }
-        }
-        Some(handle)
+                },
+            )?,
+        )
     };
 
     // Server.
@@ -442,10 +406,7 @@ fn run_in_topology(
                 let _ = handle.join();
             }
         }
-        wan_stop.store(true, Ordering::Relaxed);
-        if let Some(handle) = wan_thread {
-            let _ = handle.join();
-        }
+        drop(wan);
         return Err(RunError::Step {
             what: "beside the server",
             message,
@@ -468,10 +429,7 @@ fn run_in_topology(
                         let _ = handle.join();
                     }
                 }
-                wan_stop.store(true, Ordering::Relaxed);
-                if let Some(handle) = wan_thread {
-                    let _ = handle.join();
-                }
+                drop(wan);
                 return Err(step("gate")(e));
             }
         }
@@ -609,20 +567,12 @@ fn run_in_topology(
             }
         }
     }
-    wan_stop.store(true, Ordering::Relaxed);
-    let wan_stats = match wan_thread {
+    let wan_stats = match wan {
         None => None,
-        Some(handle) => match handle.join() {
-            Ok(Ok(Ok(stats))) => Some(stats),
-            Ok(Ok(Err(message))) => {
-                return Err(RunError::Step {
-                    what: "WAN emulator",
-                    message,
-                })
-            }
-            Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(step("WAN emulator")("thread panicked")),
-        },
+        Some(wan) => Some(wan.finish().map_err(|message| RunError::Step {
+            what: "WAN emulator",
+            message,
+        })?),
     };
     drop(topo);
     if let Some(message) = load_error {

@@ -5,17 +5,13 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vantage_live::proxy::{Proxy, ProxyConfig};
 use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, StaticFile};
 use vantage_testbed::topology::{self, Topology, TopologyError, TopologySpec, SERVER_ADDR};
-use vantage_testbed::wan::{
-    ClientPrefix, Emulator, ForwardQueueRule, LinkConfig, LinkRule, LossControl, WanConfig,
-    WanStats,
-};
+use vantage_testbed::wan::{ClientPrefix, LinkConfig, LinkRule, RouterEmulator, WanConfig};
 
 use super::client::{self, DownloadPlan, DownloadRecord};
 use super::plan::{Mode, ResourcesLivePlan, VariantPlan};
@@ -91,87 +87,6 @@ pub fn run(
     let mut report = result?;
     report.duration_s = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// The emulator on its thread in the router namespace; stopped and joined
-/// on drop.
-struct Wan {
-    stop: Arc<AtomicBool>,
-    thread: Option<WanThread>,
-    /// Set once the emulator is bound.
-    loss: Option<LossControl>,
-}
-
-type WanThread = JoinHandle<Result<Result<WanStats, String>, vantage_testbed::netns::NetnsError>>;
-
-impl Wan {
-    fn start(topology: &Topology, config: WanConfig, seed: u64) -> Result<Wan, LiveError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<LossControl, String>>();
-        let thread = topology
-            .router
-            .spawn("wan", move || -> Result<WanStats, String> {
-                let emulator = match Emulator::bind(&config) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                };
-                let rule = match ForwardQueueRule::install(config.queue_num) {
-                    Ok(rule) => rule,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return Err(e.to_string());
-                    }
-                };
-                let _ = ready_tx.send(Ok(emulator.loss_control()));
-                let stats = emulator.run(&flag, seed).map_err(|e| e.to_string());
-                drop(rule);
-                stats
-            })
-            .map_err(|e| LiveError::Wan(e.to_string()))?;
-        let mut wan = Wan {
-            stop,
-            thread: Some(thread),
-            loss: None,
-        };
-        match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(loss)) => wan.loss = Some(loss),
-            Ok(Err(message)) => return Err(LiveError::Wan(message)),
-            Err(_) => return Err(LiveError::Wan("did not start within 10 s".into())),
-        }
-        Ok(wan)
-    }
-
-    fn set_loss_pct(&self, rule: usize, loss_pct: f64) -> Result<(), LiveError> {
-        self.loss
-            .as_ref()
-            .ok_or_else(|| LiveError::Wan("not started".into()))?
-            .set_loss_pct(rule, loss_pct)
-            .map_err(|e| LiveError::Wan(e.to_string()))
-    }
-
-    fn finish(mut self) -> Result<WanStats, LiveError> {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(Ok(Ok(stats)))) => Ok(stats),
-            Some(Ok(Ok(Err(e)))) => Err(LiveError::Wan(e)),
-            Some(Ok(Err(e))) => Err(LiveError::Wan(e.to_string())),
-            Some(Err(_)) => Err(LiveError::Wan("the emulator thread panicked".into())),
-            None => Err(LiveError::Wan("already stopped".into())),
-        }
-    }
-}
-
-impl Drop for Wan {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 /// Bottleneck queue: 200 ms at the link's rate in 1500-byte packets,
@@ -343,7 +258,8 @@ fn run_on(
         &dir.join("backend"),
     )?;
     progress("starting the WAN emulator");
-    let wan = Wan::start(topology, wan_config(mode), plan.experiment.seed)?;
+    let wan = RouterEmulator::start(&topology.router, wan_config(mode), plan.experiment.seed)
+        .map_err(LiveError::Wan)?;
 
     let guard_bytes = sampler::host_guard_bytes();
     let mut rows: Vec<RunRow> = Vec::new();
@@ -451,7 +367,7 @@ fn run_on(
 
     progress("step responses");
     let step = run_step(plan, mode, dir, topology, &wan, progress)?;
-    let wan_stats = wan.finish()?;
+    let wan_stats = wan.finish().map_err(LiveError::Wan)?;
     drop(backend);
     Ok(report::build(
         plan,
@@ -481,7 +397,7 @@ fn run_step(
     mode: &Mode,
     dir: &Path,
     topology: &Topology,
-    wan: &Wan,
+    wan: &RouterEmulator,
     progress: &dyn Fn(&str),
 ) -> Result<StepReport, LiveError> {
     let s = &mode.step;
@@ -497,7 +413,7 @@ fn run_step(
         pool_bytes: Some(s.pool_bytes),
         pool_fraction_of_autotune: None,
     };
-    wan.set_loss_pct(namespace, s.loss_before_pct)?;
+    set_loss(wan, namespace, s.loss_before_pct)?;
     let proxy = start_proxy(
         topology,
         &proxy_text(&variant, Some(s.pool_bytes), plan, s.downloads),
@@ -519,10 +435,7 @@ fn run_step(
             .map_err(|e| LiveError::Io(e.to_string()))?
     };
     let changer = {
-        let loss = wan
-            .loss
-            .clone()
-            .ok_or_else(|| LiveError::Wan("not started".into()))?;
+        let loss = wan.loss_control().clone();
         let after = s.loss_after_pct;
         std::thread::Builder::new()
             .name("loss-step".into())
@@ -560,7 +473,7 @@ fn run_step(
     let changed = changer.join();
     proxy.shutdown(Duration::from_millis(200));
     // Back to the configured loss for whatever runs next.
-    let _ = wan.set_loss_pct(namespace, s.loss_before_pct);
+    let _ = set_loss(wan, namespace, s.loss_before_pct);
     let downloads = downloads?;
     match changed {
         Ok(Ok(())) => {}
@@ -577,4 +490,12 @@ fn run_step(
         &downloads,
         samples,
     ))
+}
+
+/// Changes the loss of client namespace `rule`'s link while the emulator
+/// runs.
+fn set_loss(wan: &RouterEmulator, rule: usize, loss_pct: f64) -> Result<(), LiveError> {
+    wan.loss_control()
+        .set_loss_pct(rule, loss_pct)
+        .map_err(|e| LiveError::Wan(e.to_string()))
 }

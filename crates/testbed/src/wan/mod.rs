@@ -39,6 +39,7 @@ pub mod clock;
 pub mod emulator;
 pub mod link;
 pub mod prefix;
+pub mod router;
 pub mod rules;
 
 pub use emulator::{
@@ -46,4 +47,5 @@ pub use emulator::{
 };
 pub use link::{ConfigError, DropReason, Fate, JitterDistribution, Link, LinkConfig, LinkCounters};
 pub use prefix::ClientPrefix;
+pub use router::RouterEmulator;
 pub use rules::{ForwardQueueRule, RuleError};
