@@ -555,26 +555,44 @@ fn headless_chromium_renders_the_page_over_http1_and_h2_over_tls() {
     let _turn = common::serial();
     let bed = Bed::build('b');
     for (name, url, http2) in [("http1", plain_url(), false), ("h2-tls", tls_url(), true)] {
-        let profile = bed.path(&format!("chromium-{name}"));
-        let profile_arg = format!("--user-data-dir={}", profile.display());
         let (h1, h2) = (bed.backend.seen.http1(), bed.backend.seen.http2());
-        let output = bed.run(
-            Duration::from_secs(90),
-            "chromium",
-            &[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--log-level=3",
-                "--ignore-certificate-errors",
-                &profile_arg,
-                "--dump-dom",
-                &url,
-            ],
-        );
-        let dom = String::from_utf8_lossy(&output.stdout).to_string();
+        // Headless Chromium on a loaded machine now and then exits 0 having
+        // printed no document at all (seen once in many CI runs, with the
+        // proxy serving). An empty print is retried once, in a fresh
+        // profile, and said; a wrong page, a failed exit or a second empty
+        // print fails the test.
+        let mut attempt = 0;
+        let (output, dom) = loop {
+            attempt += 1;
+            let profile = bed.path(&format!("chromium-{name}-{attempt}"));
+            let profile_arg = format!("--user-data-dir={}", profile.display());
+            let output = bed.run(
+                Duration::from_secs(90),
+                "chromium",
+                &[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--log-level=2",
+                    "--ignore-certificate-errors",
+                    &profile_arg,
+                    "--dump-dom",
+                    &url,
+                ],
+            );
+            let dom = String::from_utf8_lossy(&output.stdout).to_string();
+            if dom.trim().is_empty() && output.status.success() && attempt == 1 {
+                eprintln!(
+                    "{name}: chromium printed no document (backend so far: h1 {}, h2 {}); once more",
+                    bed.backend.seen.http1() - h1,
+                    bed.backend.seen.http2() - h2
+                );
+                continue;
+            }
+            break (output, dom);
+        };
         assert!(output.status.success(), "{name}: {}", text(&output));
         assert!(
             dom.contains(&format!("<p id=\"marker\">{MARKER}</p>")),
