@@ -20,6 +20,8 @@
 //!    client's retransmissions of its request (its RTO, doubling) and by
 //!    the ACKs that answer the server's re-sent SYN-ACKs (its SYN-ACK
 //!    timer, 1 s doubling), whichever comes first with room in the queue;
+//!    when an ACK alone completes it, the request is still to come and the
+//!    worker that takes the connection waits for its retransmission;
 //! 5. a worker takes it (after its close-and-accept turn on the CPU), the
 //!    request uses the processor-sharing CPU, the
 //!    response goes out in slow-start rounds (END is the first sending of
