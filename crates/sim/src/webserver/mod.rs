@@ -186,6 +186,31 @@ mod tests {
         }
     }
 
+    /// A handshake completed by an ACK alone (answering a re-sent SYN-ACK
+    /// after the first ACK and its request overflowed the accept queue)
+    /// gets a worker that must wait for the request's retransmission: it
+    /// is not served before the request reaches the server.
+    #[test]
+    fn request_lost_to_an_overflow_is_awaited() {
+        let mut config = light("linux-6.5");
+        config.clients.count = 200;
+        config.server.accept_queue = AcceptQueueLimit::Fixed(1);
+        config.server.workers = 4;
+        config.server.pages[0].service = ServiceTime::Constant(Nanos::from_millis(5));
+        // The server re-sends its SYN-ACK long before the client's RTO.
+        config.server.synack_timeout = Nanos::from_millis(20);
+        let run = simulate(&config, 3).unwrap();
+        let overflows: u64 = run.extras.iter().map(|e| e.listen_overflows).sum();
+        assert!(overflows > 0);
+        assert!(run.stats.first_requests_awaited > 0, "{:?}", run.stats);
+        // No transaction is shorter than its two round trips plus service.
+        for t in &run.truth {
+            for &v in &t.samples {
+                assert!(v >= Nanos::from_millis(205), "{v:?}");
+            }
+        }
+    }
+
     #[test]
     fn bad_configuration_names_the_part() {
         let mut config = light("linux-6.5");

@@ -102,6 +102,10 @@ pub struct RunStats {
     pub synack_retransmissions: u64,
     /// Request sockets dropped after their last SYN-ACK retransmission.
     pub requests_expired: u64,
+    /// Connections a worker took before their first request had arrived
+    /// (an ACK alone completed the handshake): the worker waited for the
+    /// client's retransmission.
+    pub first_requests_awaited: u64,
     /// Completed connections (END before the horizon) by the attempt of
     /// their accepted SYN (0 = first SYN): the true C^j summed over the run.
     pub completed_by_attempt: Vec<u64>,

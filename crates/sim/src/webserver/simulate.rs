@@ -20,6 +20,8 @@
 //!    client's retransmissions of its request (its RTO, doubling) and by
 //!    the ACKs that answer the server's re-sent SYN-ACKs (its SYN-ACK
 //!    timer, 1 s doubling), whichever comes first with room in the queue;
+//!    when an ACK alone completes it, the request is still to come and the
+//!    worker that takes the connection waits for its retransmission;
 //! 5. a worker takes it (after its close-and-accept turn on the CPU), the
 //!    request uses the processor-sharing CPU, the
 //!    response goes out in slow-start rounds (END is the first sending of
@@ -62,6 +64,10 @@ enum ServerState {
     /// The handshake's ACK came while the accept queue was full.
     Overflowed,
     Queued,
+    /// A worker took the connection before its first request arrived (the
+    /// handshake was completed by an ACK alone, answering a re-sent
+    /// SYN-ACK): it waits in `read()` for the client's retransmission.
+    AwaitingFirstRequest,
     Serving,
     AwaitingRequest,
 }
@@ -89,6 +95,9 @@ struct Client {
     rtt_sample: Nanos,
     /// Last transmission of the client's first request (with its ACK).
     request_sent: Nanos,
+    /// Whether the server has the first request (it came with the ACK that
+    /// completed the handshake, or later on the established connection).
+    request_in: bool,
     request_backoff: u32,
     app_start: Nanos,
     app_time: Nanos,
@@ -217,6 +226,7 @@ impl Sim<'_> {
                 syn_arrival: Nanos::ZERO,
                 rtt_sample: Nanos::ZERO,
                 request_sent: Nanos::ZERO,
+                request_in: false,
                 request_backoff: 0,
                 app_start: Nanos::ZERO,
                 app_time: Nanos::ZERO,
@@ -570,8 +580,27 @@ impl Sim<'_> {
             .is_full(self.accept_queue.len(), now);
         let i = self.interval(now);
         let cl = &mut self.clients[client as usize];
-        if cl.txn != txn || !matches!(cl.state, ServerState::SynReceived | ServerState::Overflowed)
-        {
+        if cl.txn != txn {
+            return;
+        }
+        if with_request {
+            // A retransmitted request reaching an established connection
+            // whose handshake an ACK alone completed: the kernel keeps it
+            // for the worker, or hands it to the worker already waiting.
+            match cl.state {
+                ServerState::Queued => {
+                    cl.request_in = true;
+                    return;
+                }
+                ServerState::AwaitingFirstRequest => {
+                    cl.request_in = true;
+                    self.begin_request(client, now);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if !matches!(cl.state, ServerState::SynReceived | ServerState::Overflowed) {
             return;
         }
         if full {
@@ -601,6 +630,7 @@ impl Sim<'_> {
             );
         } else {
             cl.state = ServerState::Queued;
+            cl.request_in = with_request;
             self.request_sockets -= 1;
             self.accept_queue.push_back(client);
             let length = self.accept_queue.len() as u32;
@@ -629,7 +659,12 @@ impl Sim<'_> {
                 break;
             };
             self.free_workers -= 1;
-            self.begin_request(client, now);
+            if self.clients[client as usize].request_in {
+                self.begin_request(client, now);
+            } else {
+                self.clients[client as usize].state = ServerState::AwaitingFirstRequest;
+                self.run.stats.first_requests_awaited += 1;
+            }
         }
     }
 

@@ -1,15 +1,29 @@
 //! The paper's stated results beside ours, per scenario and population.
 
 use super::results::CertesRow;
+use super::results::TrackPoint;
 use super::run::CertesResult;
 use super::{
-    APPLICATION_PAPER_MIN_ERROR, CERTES_BOUND, PAPER_ALL_TESTS_BOUND, RECOVERY_TOLERANCE,
-    SYN_TO_END_PAPER_MIN_ERROR,
+    APPLICATION_PAPER_MIN_ERROR, CERTES_BOUND, INTERVAL_SWEEP_PREFIX, PAPER_ALL_TESTS_BOUND,
+    PAPER_INTERVAL_MS, RECOVERY_TOLERANCE, SYN_TO_END_PAPER_MIN_ERROR, WARM_UP,
 };
 use crate::{Check, Criterion, Statement};
 use std::collections::BTreeMap;
 
 // ─────────────────────────────── checks ───────────────────────────────
+
+/// Section 5.2: "the error being less than 2.5 % in all cases except Tests
+/// L, N and P, which were less than 7.4 %".
+const TESTS_WITHIN_PAPER_ALL_TESTS_BOUND: [&str; 3] = ["L", "N", "P"];
+
+/// The bound the paper states for the Table II test `test` (empty: none).
+fn paper_bound(test: &str) -> f64 {
+    if TESTS_WITHIN_PAPER_ALL_TESTS_BOUND.contains(&test) {
+        PAPER_ALL_TESTS_BOUND
+    } else {
+        CERTES_BOUND
+    }
+}
 
 /// The population under which Test O's told model errs most; the model
 /// with the learned clients must meet 2.5 % and do better.
@@ -30,7 +44,14 @@ fn pct(v: f64) -> String {
 /// The paper's statements beside our results.
 pub fn checks(results: &[CertesResult]) -> Vec<Check> {
     let mut out = Vec::new();
-    for r in results {
+    // The interval sweep's runs are judged against each other only: the
+    // paper's figures were measured at 250 ms, and its 250-ms run repeats
+    // Test C's.
+    let paper_runs: Vec<&CertesResult> = results
+        .iter()
+        .filter(|r| !r.row.scenario.starts_with(INTERVAL_SWEEP_PREFIX))
+        .collect();
+    for r in paper_runs.iter().copied() {
         let row = &r.row;
         let figure = format!("{} ({})", row.scenario, row.figure);
         let statement = |claim: String, paper: String, ours: String| -> Statement {
@@ -38,20 +59,26 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
         };
         let mut add = |check: Check| out.push(check);
         let err = row.certes_rel_err;
+        let test = r.paper.as_ref().map_or("", |p| p.test.as_str());
+        let paper_bound = paper_bound(test);
         add(statement(
-            "Fig. 16: Certes' mean within 2.5 % of the client-perceived mean".into(),
-            match r.paper.as_ref().and_then(|p| p.certes_error_pct) {
-                Some(e) => format!(
-                    "≤ 2.5 % (Test {}: {e} %)",
-                    r.paper.as_ref().map_or("", |p| &p.test)
-                ),
-                None => "≤ 2.5 % (13 of 16 tests)".into(),
+            format!(
+                "Fig. 16: Certes' mean within {} % of the client-perceived mean",
+                crate::study::number(100.0 * paper_bound)
+            ),
+            match (
+                r.paper.as_ref().and_then(|p| p.certes_error_pct),
+                paper_bound > CERTES_BOUND,
+            ) {
+                (_, true) => "≤ 7.4 % (Tests L, N, P; the other 13 within 2.5 %)".into(),
+                (Some(e), false) => format!("≤ 2.5 % (Test {test}: {e} %)"),
+                (None, false) => "≤ 2.5 % (13 of 16 tests)".into(),
             },
             pct(err),
         )
         .unit("%")
-        .difference(Some(100.0 * (err.abs() - CERTES_BOUND)))
-        .judge(100.0 * err, within(CERTES_BOUND)));
+        .difference(Some(100.0 * (err.abs() - paper_bound)))
+        .judge(100.0 * err, within(paper_bound)));
         if row.certes_bound > CERTES_BOUND {
             add(statement(
                 format!(
@@ -248,6 +275,63 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
                 .judge(100.0 * e, within(row.certes_bound)));
             }
         }
+        let phases = queue_phases(&r.track);
+        if let (Some(short), Some(long)) = (phases.first(), phases.last()) {
+            if short.limit < long.limit {
+                let describe = |p: &QueuePhase| {
+                    format!(
+                        "limit {}: client {:.3} s, Certes {:.3} s, SYN-to-END {:.3} s, {:.0} transactions/s, SYN drops {:.1} %",
+                        p.limit,
+                        p.truth_s,
+                        p.certes_s,
+                        p.syn_to_end_s,
+                        p.transactions_per_s,
+                        100.0 * p.syn_drop_rate
+                    )
+                };
+                let ours = format!("{}; {}", describe(short), describe(long));
+                add(statement(
+                    format!(
+                        "Fig. 21: the client-perceived mean is higher while the accept queue is short ({}) than while it is long ({})",
+                        short.limit, long.limit
+                    ),
+                    "response time at the clients is high due to failed connection attempts".into(),
+                    ours.clone(),
+                )
+                .unit("s")
+                .difference(Some(short.truth_s - long.truth_s))
+                .relation(
+                    "client mean over the short-queue seconds > over the long-queue seconds",
+                    short.truth_s > long.truth_s,
+                ));
+                add(statement(
+                    format!(
+                        "Fig. 21: SYN-to-END is lower while the accept queue is short ({}) than while it is long ({})",
+                        short.limit, long.limit
+                    ),
+                    "the SYN-to-END time is small due to short queue lengths".into(),
+                    ours.clone(),
+                )
+                .unit("s")
+                .difference(Some(short.syn_to_end_s - long.syn_to_end_s))
+                .relation(
+                    "SYN-to-END mean over the short-queue seconds < over the long-queue seconds",
+                    short.syn_to_end_s < long.syn_to_end_s,
+                ));
+                add(statement(
+                    "Fig. 21: Certes sees the change the clients see (its short-queue mean minus its long-queue mean has the truth's sign, and each phase's mean within 2.5 %)".into(),
+                    "Certes captures the effect of SYN drops".into(),
+                    ours,
+                )
+                .relation(
+                    "sign(Certes short − long) = sign(client short − long), and |Certes/client − 1| ≤ 2.5 % in both phases",
+                    (short.certes_s - long.certes_s).signum() == (short.truth_s - long.truth_s).signum()
+                        && [short, long]
+                            .iter()
+                            .all(|p| (p.certes_s / p.truth_s - 1.0).abs() <= CERTES_BOUND),
+                ));
+            }
+        }
         if row.profile == "windows-9x-nt" {
             if let Some(paper) = &r.paper {
                 if let Some([lo, hi]) = paper.syn_drop_pct {
@@ -285,18 +369,19 @@ pub fn checks(results: &[CertesResult]) -> Vec<Check> {
             }
         }
     }
+    out.extend(interval_sweep_checks(results));
     // Over the study: how many scenarios are within 2.5 % and within 7.4 %.
-    if !results.is_empty() {
-        let n = results.len();
-        let within = results
+    if !paper_runs.is_empty() {
+        let n = paper_runs.len();
+        let within = paper_runs
             .iter()
             .filter(|r| r.row.certes_rel_err.abs() <= CERTES_BOUND)
             .count();
-        let within_all = results
+        let within_all = paper_runs
             .iter()
             .filter(|r| r.row.certes_rel_err.abs() <= PAPER_ALL_TESTS_BOUND)
             .count();
-        let worst = results
+        let worst = paper_runs
             .iter()
             .map(|r| r.row.certes_rel_err.abs())
             .fold(0.0, f64::max);
@@ -327,4 +412,157 @@ pub fn rows_by_scenario(results: &[CertesResult]) -> BTreeMap<String, Vec<&Certe
         map.entry(r.row.scenario.clone()).or_default().push(&r.row);
     }
     map
+}
+
+/// One accept-queue limit's seconds of a run whose limit is switched
+/// (Figures 20–21), after the warm-up.
+struct QueuePhase {
+    limit: u32,
+    /// Transaction-weighted client-perceived mean (s).
+    truth_s: f64,
+    /// Transaction-weighted mean of Certes' estimate (s).
+    certes_s: f64,
+    /// Completed-connection-weighted SYN-to-END mean (s).
+    syn_to_end_s: f64,
+    transactions_per_s: f64,
+    /// Mean of the per-second SYN drop rates.
+    syn_drop_rate: f64,
+}
+
+/// The phases of a switched accept queue, by limit, smallest first; empty
+/// unless the limit takes at least two values.
+fn queue_phases(track: &[TrackPoint]) -> Vec<QueuePhase> {
+    #[derive(Default)]
+    struct Sums {
+        truth: f64,
+        truth_n: f64,
+        certes: f64,
+        certes_n: f64,
+        syn_to_end: f64,
+        completed: f64,
+        drop_rate: f64,
+        bins: f64,
+    }
+    let mut by_limit: BTreeMap<u32, Sums> = BTreeMap::new();
+    let warm_up = WARM_UP.as_secs_f64();
+    let bin_s = match track {
+        [a, b, ..] => b.time_s - a.time_s,
+        _ => return Vec::new(),
+    };
+    for p in track.iter().filter(|p| p.time_s >= warm_up) {
+        let s = by_limit.entry(p.accept_queue_limit).or_default();
+        if let Some(t) = p.truth_s {
+            s.truth += t * p.truth_transactions as f64;
+            s.truth_n += p.truth_transactions as f64;
+        }
+        if let Some(c) = p.certes_s {
+            s.certes += c * p.certes_transactions;
+            s.certes_n += p.certes_transactions;
+        }
+        if let Some(e) = p.syn_to_end_s {
+            s.syn_to_end += e * p.completed as f64;
+            s.completed += p.completed as f64;
+        }
+        s.drop_rate += p.syn_drop_rate;
+        s.bins += 1.0;
+    }
+    if by_limit.len() < 2
+        || by_limit
+            .values()
+            .any(|s| s.truth_n == 0.0 || s.completed == 0.0 || s.certes_n == 0.0)
+    {
+        return Vec::new();
+    }
+    by_limit
+        .into_iter()
+        .map(|(limit, s)| QueuePhase {
+            limit,
+            truth_s: s.truth / s.truth_n,
+            certes_s: s.certes / s.certes_n,
+            syn_to_end_s: s.syn_to_end / s.completed,
+            transactions_per_s: s.truth_n / (s.bins * bin_s),
+            syn_drop_rate: s.drop_rate / s.bins,
+        })
+        .collect()
+}
+
+/// Figure 9: the runs of the interval sweep (scenarios named
+/// [`INTERVAL_SWEEP_PREFIX`]…), per population, against the paper's 250 ms.
+/// Accuracy is the mean |error| per one-second bin, the measure of Figures
+/// 18–19, which every interval up to one second shares (the whole-run error
+/// is printed beside it).
+fn interval_sweep_checks(results: &[CertesResult]) -> Vec<Check> {
+    let mut by_profile: BTreeMap<&str, Vec<&CertesRow>> = BTreeMap::new();
+    for r in results
+        .iter()
+        .filter(|r| r.row.scenario.starts_with(INTERVAL_SWEEP_PREFIX))
+    {
+        by_profile.entry(&r.row.profile).or_default().push(&r.row);
+    }
+    let mut out = Vec::new();
+    for (profile, mut rows) in by_profile {
+        rows.sort_by(|a, b| a.interval_ms.total_cmp(&b.interval_ms));
+        let Some(reference) = rows
+            .iter()
+            .find(|r| (r.interval_ms - PAPER_INTERVAL_MS).abs() < 1e-6)
+        else {
+            continue;
+        };
+        let describe = |r: &CertesRow| {
+            format!(
+                "{} ms: {:.2} % per second (whole run {})",
+                crate::study::number(r.interval_ms),
+                100.0 * r.certes_tracking_err,
+                pct(r.certes_rel_err)
+            )
+        };
+        for row in rows.iter().filter(|r| r.interval_ms < PAPER_INTERVAL_MS) {
+            out.push(
+                Check::statement(
+                    "interval sweep (Fig. 9)",
+                    profile,
+                    format!(
+                        "Fig. 9: {} ms intervals are not more accurate than the paper's 250 ms",
+                        crate::study::number(row.interval_ms)
+                    ),
+                    "shorter intervals: \"just the opposite\" of better results",
+                    format!("{}; {}", describe(row), describe(reference)),
+                )
+                .unit("%")
+                .difference(Some(
+                    100.0 * (row.certes_tracking_err - reference.certes_tracking_err),
+                ))
+                .relation(
+                    "mean per-second |error| at this interval ≥ at 250 ms",
+                    row.certes_tracking_err >= reference.certes_tracking_err,
+                ),
+            );
+        }
+        let best = rows
+            .iter()
+            .min_by(|a, b| a.certes_tracking_err.total_cmp(&b.certes_tracking_err));
+        if let (Some(shortest), Some(best)) = (rows.first(), best) {
+            out.push(
+                Check::statement(
+                    "interval sweep (Fig. 9)",
+                    profile,
+                    "Fig. 9: below some interval length, shorter intervals are less accurate (the shortest of the sweep is not the most accurate)",
+                    "as the interval is reduced below a certain point, events happen when expected less often",
+                    rows.iter()
+                        .map(|r| describe(r))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+                .relation(
+                    format!(
+                        "mean per-second |error| at the shortest interval ({} ms) > at the most accurate ({} ms)",
+                        crate::study::number(shortest.interval_ms),
+                        crate::study::number(best.interval_ms)
+                    ),
+                    shortest.certes_tracking_err > best.certes_tracking_err,
+                ),
+            );
+        }
+    }
+    out
 }
