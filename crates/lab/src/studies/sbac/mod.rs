@@ -13,8 +13,11 @@
 //!   (98.14 / 1.83 / 0.03 %) (Section 6);
 //! * Figures 6–7 — ac-responsive SBAC, U_ac = 95 %, 1 s interval
 //!   (Section 9), and Eq. 6's 14 % rejection overhead at 300 %, m = 15;
-//! * Figure 8 — the k family from ac-stable to ac-responsive, m = 15
+//!   Figure 5's reading of Eq. 6 against the overhead these runs measure;
+//! * Figure 8 — the k family from ac-stable to ac-responsive, m = 15, and
+//!   the crossing of stable's and responsive's throughput near 170 %
 //!   (Section 10);
+//! * Section 10's U_ac sweep — responsive SBAC at 93, 95 and 97 %;
 //! * Figure 9 — ac-responsive with a 5 s interval (Section 12);
 //! * Figure 11 and Table 2 — stable, responsive, hybrid and predictive on
 //!   the "usual day" and "busy day" patterns of Figure 10 (Section 13);
