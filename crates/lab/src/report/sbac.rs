@@ -56,6 +56,9 @@ pub fn print_tables(outcome: &SbacOutcome) {
         }
         let mut table = new_table();
         let mut header = vec!["strategy", "m", "load %", "pattern"];
+        if s.thresholds.len() > 1 {
+            header.push("U_ac %");
+        }
         if s.retries.len() > 1 {
             header.push("retries");
         }
@@ -85,6 +88,9 @@ pub fn print_tables(outcome: &SbacOutcome) {
                 right(format!("{:.0}", r.meta.load_pct)),
                 Cell::new(&r.meta.pattern),
             ];
+            if s.thresholds.len() > 1 {
+                cells.push(right(opt(r.meta.threshold.map(|t| 100.0 * t), 0)));
+            }
             if s.retries.len() > 1 {
                 cells.push(right(r.meta.retries.to_string()));
             }
@@ -174,6 +180,7 @@ pub fn write_outputs(outcome: &SbacOutcome, dir: &Path) -> Result<(), LabError> 
 struct CsvRow<'a> {
     figure: &'a str,
     strategy: &'a str,
+    threshold: Option<f64>,
     session_length_mean: f64,
     load_pct: f64,
     pattern: &'a str,
@@ -205,6 +212,7 @@ impl<'a> From<&'a SbacRow> for CsvRow<'a> {
         CsvRow {
             figure: &r.meta.figure,
             strategy: &r.meta.strategy,
+            threshold: r.meta.threshold,
             session_length_mean: r.meta.session_length_mean,
             load_pct: r.meta.load_pct,
             pattern: &r.meta.pattern,
@@ -268,6 +276,11 @@ fn plot(dir: &Path, s: &SbacScenario, rows: &[&SbacRow]) -> Result<(), LabError>
             l.push_str(&format!(" m={}", r.meta.session_length_mean));
         } else {
             l.push_str(&format!(" {}", r.meta.pattern));
+        }
+        if s.thresholds.len() > 1 {
+            if let Some(t) = r.meta.threshold {
+                l.push_str(&format!(" U_ac={}%", (100.0 * t).round()));
+            }
         }
         if s.retries.len() > 1 {
             l.push_str(&format!(" retries={}", r.meta.retries));

@@ -79,6 +79,16 @@ impl Strategy {
         }
     }
 
+    /// The ac-threshold U_ac; `None` without admission control.
+    pub fn threshold(&self) -> Option<f64> {
+        match self {
+            Strategy::None => None,
+            Strategy::Ewma(c) => Some(c.threshold),
+            Strategy::Hybrid(c) => Some(c.threshold),
+            Strategy::Predictive(c) => Some(c.threshold),
+        }
+    }
+
     /// The ac-weight k, for the EWMA family.
     pub fn weight(&self) -> Option<f64> {
         match self {

@@ -257,32 +257,9 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
             }
         }
     }
-    // Figure 8: stable beats responsive in throughput near capacity,
-    // responsive aborts fewer sessions at high load.
+    // Figure 8b: responsive aborts fewer sessions at high load (8a is in
+    // `figures`).
     if let Some(top) = highest_load(rows, "fig8") {
-        if let (Some(s), Some(r)) = (
-            at_load(rows, "fig8", "stable", 15.0, 100.0),
-            at_load(rows, "fig8", "responsive", 15.0, 100.0),
-        ) {
-            out.push(
-                Check::statement(
-                    "Fig. 8a",
-                    "m = 15, 100 %",
-                    "ac-stable completes more sessions than ac-responsive near capacity",
-                    "stable > responsive",
-                    format!(
-                        "{:.2} vs {:.2} /s",
-                        s.outcome.completed_sessions_per_s, r.outcome.completed_sessions_per_s
-                    ),
-                )
-                .unit("sessions/s")
-                .judge_noted(
-                    s.outcome.completed_sessions_per_s,
-                    Criterion::Above(r.outcome.completed_sessions_per_s),
-                    "ac-responsive's",
-                ),
-            );
-        }
         if let (Some(s), Some(r)) = (
             at_load(rows, "fig8", "stable", 15.0, top),
             at_load(rows, "fig8", "responsive", 15.0, top),
@@ -448,5 +425,6 @@ pub fn checks(rows: &[SbacRow]) -> Vec<Check> {
             }
         }
     }
+    out.extend(super::figures::checks(rows));
     out
 }

@@ -131,6 +131,7 @@ mod tests {
                 scenario: "s".into(),
                 strategy: "stable".into(),
                 weight: None,
+                threshold: Some(0.95),
                 session_length_mean: 5.0,
                 load_pct: 100.0,
                 pattern: "usual-day".into(),

@@ -26,6 +26,8 @@ pub struct JobMeta {
     pub strategy: String,
     /// The ac-weight k (EWMA family).
     pub weight: Option<f64>,
+    /// The ac-threshold U_ac; `None` without admission control.
+    pub threshold: Option<f64>,
     pub session_length_mean: f64,
     /// The steady load; for a pattern its mean; for a step the load after.
     pub load_pct: f64,
@@ -192,8 +194,10 @@ impl Default for ServerSection {
 struct AdmissionSection {
     #[serde(default = "default_strategies")]
     strategies: Vec<String>,
-    #[serde(default = "default_threshold")]
-    threshold: f64,
+    /// One ac-threshold for every strategy, or `thresholds`: a sweep of
+    /// them, each strategy run at each (Section 10's 93 / 95 / 97 %).
+    threshold: Option<f64>,
+    thresholds: Option<Vec<f64>>,
     #[serde(default = "one_f64")]
     interval_s: f64,
     #[serde(default = "default_carry")]
@@ -214,7 +218,8 @@ impl Default for AdmissionSection {
     fn default() -> Self {
         AdmissionSection {
             strategies: default_strategies(),
-            threshold: default_threshold(),
+            threshold: None,
+            thresholds: None,
             interval_s: 1.0,
             carry_intervals: default_carry(),
         }
@@ -295,6 +300,8 @@ pub struct SbacScenario {
     pub listen_queue: usize,
     pub rejection_cost: f64,
     pub strategies: Vec<Strategy>,
+    /// The ac-thresholds every strategy runs at (one, or a sweep).
+    pub thresholds: Vec<f64>,
     pub interval_s: f64,
     pub patterns: Vec<Pattern>,
     pub step: Option<Step>,
@@ -441,7 +448,26 @@ impl SbacScenario {
         let listen_queue = c.whole("server.listen_queue", s.listen_queue, 1.0, 1e6)? as usize;
         let rejection_cost = c.range("server.rejection_cost", s.rejection_cost, 0.0, 100.0)?;
         let a = &file.admission;
-        let threshold = c.range("admission.threshold", a.threshold, 0.01, 1.0)?;
+        let thresholds = match (a.threshold, &a.thresholds) {
+            (Some(_), Some(_)) => {
+                return Err(c.fail(
+                    "admission.thresholds",
+                    "give either `threshold` or `thresholds`, not both".into(),
+                ))
+            }
+            (Some(t), None) => vec![c.range("admission.threshold", t, 0.01, 1.0)?],
+            (None, Some(list)) => {
+                let list = c.list("admission.thresholds", list, 0.01, 1.0)?;
+                if list.is_empty() {
+                    return Err(c.fail(
+                        "admission.thresholds",
+                        "must list at least one value".into(),
+                    ));
+                }
+                list
+            }
+            (None, None) => vec![default_threshold()],
+        };
         let interval_s = c.range("admission.interval_s", a.interval_s, 0.001, 3600.0)?;
         let carry = c.whole("admission.carry_intervals", a.carry_intervals, 0.0, 1000.0)? as u32;
         if a.strategies.is_empty() {
@@ -450,20 +476,22 @@ impl SbacScenario {
                 "must name at least one strategy".into(),
             ));
         }
-        let strategies = a
-            .strategies
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                strategy(
+        let mut strategies = Vec::new();
+        for &threshold in &thresholds {
+            for (i, n) in a.strategies.iter().enumerate() {
+                let s = strategy(
                     &c,
                     &format!("admission.strategies[{i}]"),
                     n,
                     threshold,
                     carry,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                )?;
+                // Without admission control the threshold does not matter.
+                if !strategies.contains(&s) {
+                    strategies.push(s);
+                }
+            }
+        }
         let mut patterns = Vec::new();
         for (i, p) in file.pattern.iter().enumerate() {
             let key = |k: &str| format!("pattern[{i}].{k}");
@@ -551,6 +579,7 @@ impl SbacScenario {
             listen_queue,
             rejection_cost,
             strategies,
+            thresholds,
             interval_s,
             patterns,
             step,
@@ -683,6 +712,7 @@ impl SbacScenario {
                                         scenario: self.name.clone(),
                                         strategy: strategy.name(),
                                         weight: strategy.weight(),
+                                        threshold: strategy.threshold(),
                                         session_length_mean: mean,
                                         load_pct: *load_pct,
                                         pattern: pattern.clone(),
@@ -749,5 +779,38 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("-0.5"), "{message}");
+    }
+
+    const SWEEP: &str = include_str!("../../../../../scenarios/sbac/uac-sweep.toml");
+
+    #[test]
+    fn a_threshold_sweep_runs_every_strategy_at_each_threshold() {
+        let s = SbacScenario::from_toml(SWEEP, "u.toml").unwrap();
+        assert_eq!(s.thresholds, vec![0.93, 0.95, 0.97]);
+        let jobs = s.jobs(Effort { quick: true });
+        let seen: Vec<Option<f64>> = jobs.iter().map(|j| j.meta.threshold).collect();
+        for t in [0.93, 0.95, 0.97] {
+            assert!(seen.contains(&Some(t)), "{seen:?}");
+        }
+        for j in &jobs {
+            assert_eq!(j.config.strategy.threshold(), j.meta.threshold);
+        }
+        // Without admission control the thresholds collapse into one cell.
+        let none = SWEEP.replace("[\"responsive\"]", "[\"none\"]");
+        let s = SbacScenario::from_toml(&none, "u.toml").unwrap();
+        assert_eq!(s.strategies.len(), 1);
+        let both = SWEEP.replace("interval_s = 1", "interval_s = 1\nthreshold = 0.9");
+        let err = SbacScenario::from_toml(&both, "u.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("admission.thresholds") && err.contains("not both"),
+            "{err}"
+        );
+        let bad = SWEEP.replace("0.97]", "1.5]");
+        let err = SbacScenario::from_toml(&bad, "u.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("admission.thresholds"), "{err}");
     }
 }
