@@ -554,6 +554,9 @@ pub fn render(r: &ThesisReport) -> String {
     out
 }
 
+/// A chart's title, unit and value of a row.
+type Panel = (&'static str, &'static str, fn(&RunRow) -> f64);
+
 /// Figures 13(a) and 14 as lines over the user counts, one per scheme.
 fn figures_svg(r: &ThesisReport, path: &Path) -> Result<(), DrawError> {
     let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
@@ -567,7 +570,7 @@ fn figures_svg(r: &ThesisReport, path: &Path) -> Result<(), DrawError> {
     }
     let users: Vec<f64> = r.users.iter().map(|&u| f64::from(u)).collect();
     let (x0, x1) = padded_bounds(&users);
-    let panels: [(&str, &str, fn(&RunRow) -> f64); 2] = [
+    let panels: [Panel; 2] = [
         ("Proxy throughput (Figure 13a)", "Mbit/s", |row| {
             row.throughput_mbps
         }),

@@ -191,7 +191,7 @@ fn front() -> SocketAddr {
 
 /// The proxy of one run.
 enum RunningProxy {
-    Vantage(Proxy),
+    Vantage(Box<Proxy>),
     Squid(Squid),
     Nginx(Nginx),
 }
@@ -295,7 +295,7 @@ fn start_proxy(
                 .run(move || Proxy::start(config))
                 .map_err(|e| LiveError::Netns(e.to_string()))?
                 .map_err(|e| LiveError::Proxy(e.to_string()))?;
-            Ok(RunningProxy::Vantage(proxy))
+            Ok(RunningProxy::Vantage(Box::new(proxy)))
         }
         "squid" => Ok(RunningProxy::Squid(Squid::start(
             &topology.server,
