@@ -312,8 +312,9 @@ fn start_proxy(
             let config = NginxConfig {
                 sndbuf: as_u32(scheme.send_bytes),
                 workers: 1,
-                // Client connections and one upstream connection each.
-                worker_connections: 2 * l.max_connections,
+                // nginx's one bound: connections of every kind (client,
+                // upstream, listening) at once.
+                worker_connections: l.max_connections,
                 keepalive_timeout_s: l.persistent_timer_s,
                 keepalive_requests: 1_000_000,
                 // Served by no request: the location proxies everything.

@@ -5,7 +5,8 @@
 //! round robin (`cache_peer … originserver round-robin`), with its cache
 //! off (`cache deny all`): every response comes from an origin. Its limits
 //! are the thesis's: the descriptor table sized for `max_connections`
-//! client connections and one upstream connection each, persistent
+//! connections (client and upstream ones together) beside Squid's own
+//! reserve — at the limit Squid stops accepting —, persistent
 //! connections closed after `persistent_timeout_s` idle, and
 //! `tcp_recv_bufsize` as the fixed receive buffer of its sockets. Squid
 //! has no directive for the send buffer: that one stays autotuned.
@@ -27,16 +28,16 @@ use serde::{Deserialize, Serialize};
 use crate::netns::Netns;
 use crate::server::nginx::wait_until_accepting;
 
-/// Descriptors Squid keeps for itself beyond its connections (logs,
-/// listening sockets, its own reserve).
+/// Descriptors Squid keeps for itself beyond its connections (its
+/// `RESERVED_FD`: logs, listening sockets, the rest).
 const RESERVED_DESCRIPTORS: u32 = 100;
 
 /// Squid as a reverse proxy in front of `upstreams`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SquidConfig {
-    /// Client connections it may hold at once (each may hold an upstream
-    /// connection): `max_filedescriptors` = 2 × this + a reserve.
+    /// Connections (client and upstream) it may hold at once:
+    /// `max_filedescriptors` = this + Squid's reserve.
     pub max_connections: u32,
     /// `client_idle_pconn_timeout` and `pconn_timeout`, seconds.
     pub persistent_timeout_s: u32,
@@ -125,7 +126,7 @@ client_persistent_connections on\n\
 server_persistent_connections on\n\
 client_idle_pconn_timeout {timeout} seconds\n\
 pconn_timeout {timeout} seconds\n",
-            fds = 2 * self.max_connections + RESERVED_DESCRIPTORS,
+            fds = self.max_connections + RESERVED_DESCRIPTORS,
             timeout = self.persistent_timeout_s,
         ));
         if let Some(bytes) = self.receive_bytes {
@@ -237,7 +238,7 @@ mod tests {
         assert!(text.contains("http_port 10.0.0.1:8080 accel"));
         assert!(text.contains("cache_peer 10.0.0.2 parent 8081 0 no-query no-digest originserver round-robin name=origin0"));
         assert!(text.contains("name=origin1"));
-        assert!(text.contains("max_filedescriptors 900"));
+        assert!(text.contains("max_filedescriptors 500"));
         assert!(text.contains("client_idle_pconn_timeout 15 seconds"));
         assert!(text.contains("tcp_recv_bufsize 16384 bytes"));
         assert!(text.contains("cache deny all"));
