@@ -119,6 +119,24 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "results/resources-live")]
         out: PathBuf,
     },
+    /// The proxy thesis's Section 5 experiment: SURGE users behind mixed
+    /// WAN paths through vantage proxy, Squid and nginx with the thesis's
+    /// fixed buffers, then autotune, SSBT and SSBT+conn, at each user count;
+    /// the thesis's statements beside ours (docs/thesis-live.md).
+    Thesis {
+        /// Plan file (TOML), e.g. scenarios/proxy/thesis-section5.toml.
+        file: PathBuf,
+        /// The plan's [quick] settings: short runs.
+        #[arg(long)]
+        quick: bool,
+        /// Print the report as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the results (report.json, table.md, figures.svg,
+        /// manifest.json, runs/); --quick writes into its quick/ folder.
+        #[arg(long, default_value = "results/thesis-live")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -182,6 +200,28 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 &report,
                 || vantage_lab::resources_live::render(&report),
                 "report.json, table.md, memory.svg and manifest.json",
+                &dir,
+            )
+        }
+        TestbedCommand::Thesis {
+            file,
+            quick,
+            json,
+            out,
+        } => {
+            let progress = |line: &str| eprintln!("{line}");
+            let (report, dir) = vantage_lab::thesis_live::run_file(
+                &file,
+                quick,
+                &out,
+                std::env::args().collect(),
+                &progress,
+            )?;
+            print_experiment(
+                json,
+                &report,
+                || vantage_lab::thesis_live::render(&report),
+                "report.json, table.md, figures.svg and manifest.json",
                 &dir,
             )
         }

@@ -20,7 +20,7 @@ mod run;
 pub mod sampler;
 
 pub use plan::{ResourcesLivePlan, VariantPlan};
-pub use report::{render, write_results, ResourcesReport, RunRow, StepReport};
+pub use report::{render, write_results, ResourcesReport, RunRow, StepReport, WanSummary};
 pub use run::{preflight, run, tag, LiveError};
 
 use std::path::{Path, PathBuf};

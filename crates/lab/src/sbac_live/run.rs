@@ -98,6 +98,8 @@ fn start_front(
                     limit_req_per_s: limit_req_pct
                         .map(|p| ((p / 100.0 * capacity_rps).round() as u32).max(1)),
                     limit_req_burst: *limit_req_burst,
+                    more_upstreams: Vec::new(),
+                    upstream_keepalive: 0,
                 }),
                 ..NginxConfig::default()
             };

@@ -8,4 +8,5 @@
 
 pub mod haproxy;
 pub mod nginx;
+pub mod squid;
 pub mod test_server;

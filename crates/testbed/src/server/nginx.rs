@@ -65,6 +65,13 @@ pub struct NginxFront {
     /// `limit_req burst=` (queued, not delayed beyond the rate; 0 = none).
     #[serde(default)]
     pub limit_req_burst: u32,
+    /// More servers behind it, balanced round robin with `upstream`.
+    #[serde(default)]
+    pub more_upstreams: Vec<SocketAddr>,
+    /// `keepalive`: idle connections kept to the servers (0 = none: a
+    /// connection per request).
+    #[serde(default)]
+    pub upstream_keepalive: u32,
 }
 
 impl Default for NginxConfig {
@@ -195,9 +202,13 @@ http {{\n\
         let Some(front) = &self.front else {
             return String::new();
         };
+        let target = if front.uses_upstream_block() {
+            "origins".to_string()
+        } else {
+            front.upstream.to_string()
+        };
         let mut text = format!(
-            "proxy_pass http://{}; proxy_http_version 1.1; proxy_set_header Connection \"\";",
-            front.upstream
+            "proxy_pass http://{target}; proxy_http_version 1.1; proxy_set_header Connection \"\";"
         );
         if let Some(connections) = front.limit_conn {
             text.push_str(&format!(" limit_conn whole {connections};"));
@@ -218,6 +229,16 @@ http {{\n\
             return String::new();
         };
         let mut text = String::new();
+        if front.uses_upstream_block() {
+            text.push_str("upstream origins { ");
+            for server in std::iter::once(&front.upstream).chain(&front.more_upstreams) {
+                text.push_str(&format!("server {server}; "));
+            }
+            if front.upstream_keepalive > 0 {
+                text.push_str(&format!("keepalive {}; ", front.upstream_keepalive));
+            }
+            text.push_str("} ");
+        }
         if front.limit_conn.is_some() {
             text.push_str("limit_conn_zone $server_port zone=whole:1m; ");
         }
@@ -227,6 +248,13 @@ http {{\n\
             ));
         }
         text
+    }
+}
+
+impl NginxFront {
+    /// Several servers or pooled connections need an `upstream` block.
+    fn uses_upstream_block(&self) -> bool {
+        !self.more_upstreams.is_empty() || self.upstream_keepalive > 0
     }
 }
 
@@ -492,6 +520,8 @@ mod tests {
                 limit_conn: Some(4),
                 limit_req_per_s: Some(100),
                 limit_req_burst: 10,
+                more_upstreams: Vec::new(),
+                upstream_keepalive: 0,
             }),
             ..NginxConfig::default()
         }
@@ -504,6 +534,24 @@ mod tests {
             "limit_req zone=rate burst=10 nodelay;",
         ] {
             assert!(front.contains(directive), "{directive} in\n{front}");
+        }
+        let balanced = NginxConfig {
+            front: Some(NginxFront {
+                upstream: "10.0.0.2:81".parse().unwrap(),
+                limit_conn: None,
+                limit_req_per_s: None,
+                limit_req_burst: 0,
+                more_upstreams: vec!["127.0.0.1:81".parse().unwrap()],
+                upstream_keepalive: 32,
+            }),
+            ..NginxConfig::default()
+        }
+        .render(dir, listen);
+        for directive in [
+            "upstream origins { server 10.0.0.2:81; server 127.0.0.1:81; keepalive 32; }",
+            "proxy_pass http://origins;",
+        ] {
+            assert!(balanced.contains(directive), "{directive} in\n{balanced}");
         }
     }
 
