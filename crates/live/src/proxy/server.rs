@@ -47,7 +47,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
@@ -59,7 +59,7 @@ use super::metrics::{Failure, ProxyMetrics};
 use super::resources::{ConnectionEvents, Resources};
 use super::sbac::{rejection, Sbac, Verdict};
 use super::tls::TlsError;
-use super::upstream::{Pool, SendError, UpstreamBody, Upstreams};
+use super::upstream::{Pool, PooledBody, SendError, UpstreamBody, Upstreams};
 use super::utilization::{parse_orca, InFlight, OrcaReports};
 use crate::daemon::LogFile;
 
@@ -318,6 +318,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 evict: tokio::sync::Notify::new(),
                 reclaim,
                 events: stream.events(),
+                peer_ip: peer_header(peer),
             });
             let id = shared.register(&activity);
             match settings.tls.clone() {
@@ -357,6 +358,12 @@ pub struct Activity {
     /// the connection opened).
     last_ms: AtomicU64,
     opened: Instant,
+    /// The client's address, as `X-Forwarded-For` carries it.
+    peer_ip: HeaderValue,
+}
+
+fn peer_header(peer: SocketAddr) -> HeaderValue {
+    HeaderValue::from_str(&peer.ip().to_string()).expect("an IP address is a valid header value")
 }
 
 impl Activity {
@@ -477,7 +484,17 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-authorization",
 ];
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str()) || name == "proxy-authenticate"
+}
+
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names first.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(hyper::header::CONNECTION)
         .iter()
@@ -574,7 +591,7 @@ impl Drop for InFlightGuard {
 /// is dropped, completes the request (a body dropped before its end is a
 /// client gone before the response).
 pub struct Tracked {
-    inner: UpstreamBody,
+    inner: ResponseBody,
     completion: Option<Completion>,
 }
 
@@ -621,11 +638,50 @@ impl Drop for Tracked {
     }
 }
 
-fn full(bytes: Bytes) -> UpstreamBody {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
+/// A response body: the proxy's own or an upstream's.
+pub enum ResponseBody {
+    Local(Full<Bytes>),
+    Upstream(PooledBody),
 }
 
-fn local(status: StatusCode, text: &'static str) -> Response<UpstreamBody> {
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ResponseBody::Local(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(|never| match never {}))),
+            ResponseBody::Upstream(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(BoxError::from))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Local(body) => body.is_end_stream(),
+            ResponseBody::Upstream(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Local(body) => body.size_hint(),
+            ResponseBody::Upstream(body) => body.size_hint(),
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> ResponseBody {
+    ResponseBody::Local(Full::new(bytes))
+}
+
+fn local(status: StatusCode, text: &'static str) -> Response<ResponseBody> {
     let mut response = Response::new(full(Bytes::from_static(text.as_bytes())));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -771,17 +827,20 @@ async fn handle(
     // (its exact length when known, else chunked), never from a header.
     parts.headers.remove(hyper::header::CONTENT_LENGTH);
     add_via(&mut parts.headers, parts.version);
-    let peer_ip = peer.ip().to_string();
+    let peer_ip = &completion.activity.peer_ip;
     let forwarded = match parts
         .headers
-        .get("x-forwarded-for")
+        .get(X_FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
     {
-        Some(earlier) => format!("{earlier}, {peer_ip}"),
-        None => peer_ip,
+        Some(earlier) => {
+            HeaderValue::from_str(&format!("{earlier}, {}", peer_ip.to_str().unwrap_or_default()))
+                .ok()
+        }
+        None => Some(peer_ip.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&forwarded) {
-        parts.headers.insert("x-forwarded-for", v);
+    if let Some(v) = forwarded {
+        parts.headers.insert(X_FORWARDED_FOR, v);
     }
     // The origin form (`/path?query`): an HTTP/1.1 client's target as it
     // came, an HTTP/2 client's without scheme and authority.
@@ -795,7 +854,7 @@ async fn handle(
     // Only a request without a body is retried (nothing was sent), and
     // only when there is another upstream: then its headers are kept.
     let retryable = body.is_end_stream() && settings.upstreams.len() > 1;
-    let mut body = Some(Limited::new(body, max_body as usize).boxed());
+    let mut body = Some(UpstreamBody::Client(Limited::new(body, max_body as usize)));
     let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
     let mut tried: Vec<usize> = Vec::new();
     loop {
@@ -816,7 +875,7 @@ async fn handle(
         }
         let mut upstream_request = Request::new(match body.take() {
             Some(b) => b,
-            None => full(Bytes::new()),
+            None => UpstreamBody::Empty,
         });
         *upstream_request.method_mut() = parts.method.clone();
         *upstream_request.uri_mut() = target.clone();
@@ -869,7 +928,7 @@ async fn handle(
                 return respond(
                     completion,
                     line,
-                    response.map(|b| b.map_err(BoxError::from).boxed()),
+                    response.map(ResponseBody::Upstream),
                 );
             }
             Ok(Err(SendError::Connect(_))) => {
@@ -915,7 +974,7 @@ async fn handle(
 fn respond(
     mut completion: Completion,
     mut line: AccessLine,
-    response: Response<UpstreamBody>,
+    response: Response<ResponseBody>,
 ) -> Response<Tracked> {
     line.status = response.status().as_u16();
     completion.shared.metrics.count_status(line.status);

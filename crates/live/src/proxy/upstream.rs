@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
+use http_body_util::Limited;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Response};
@@ -31,8 +31,41 @@ use hyper_util::rt::TokioIo;
 
 use super::resources::Resources;
 
-/// The request body sent upstream.
-pub type UpstreamBody = BoxBody<Bytes, super::server::BoxError>;
+/// The request body sent upstream: the client's, cut at the body limit,
+/// or none (a retried request, which had none).
+pub enum UpstreamBody {
+    Client(Limited<Incoming>),
+    Empty,
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = super::server::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            UpstreamBody::Client(body) => Pin::new(body).poll_frame(cx),
+            UpstreamBody::Empty => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Client(body) => body.is_end_stream(),
+            UpstreamBody::Empty => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Client(body) => body.size_hint(),
+            UpstreamBody::Empty => SizeHint::with_exact(0),
+        }
+    }
+}
 
 /// How long a connection may stay idle in the pool (as hyper-util's
 /// client did).
