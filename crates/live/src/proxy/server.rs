@@ -833,10 +833,11 @@ async fn handle(
         .get(X_FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
     {
-        Some(earlier) => {
-            HeaderValue::from_str(&format!("{earlier}, {}", peer_ip.to_str().unwrap_or_default()))
-                .ok()
-        }
+        Some(earlier) => HeaderValue::from_str(&format!(
+            "{earlier}, {}",
+            peer_ip.to_str().unwrap_or_default()
+        ))
+        .ok(),
         None => Some(peer_ip.clone()),
     };
     if let Some(v) = forwarded {
@@ -925,11 +926,7 @@ async fn handle(
                         .append(hyper::header::SET_COOKIE, cookie);
                 }
                 completion.in_flight = Some(in_flight);
-                return respond(
-                    completion,
-                    line,
-                    response.map(ResponseBody::Upstream),
-                );
+                return respond(completion, line, response.map(ResponseBody::Upstream));
             }
             Ok(Err(SendError::Connect(_))) => {
                 settings.upstreams.mark_down(index);

@@ -189,7 +189,9 @@ impl Pool {
         resources: Arc<Resources>,
     ) -> Pool {
         Pool {
-            idle: (0..upstreams).map(|_| Mutex::new(VecDeque::new())).collect(),
+            idle: (0..upstreams)
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
             max_idle,
             connect_timeout,
             resources,
