@@ -134,8 +134,9 @@ impl Settings {
     }
 }
 
-/// The `Host` hyper-util's client gave a request without one: the
-/// upstream's address, its port left out when it is 80.
+/// The `Host` sent upstream for a request that came without one: the
+/// upstream's address, its port left out when it is 80 (as hyper-util's
+/// client, used before, did).
 fn host_header(upstream: SocketAddr) -> HeaderValue {
     let host = match (upstream.port(), upstream) {
         (80, SocketAddr::V4(a)) => a.ip().to_string(),

@@ -8,11 +8,11 @@
 //! `client::conn::http1` with a pool written here (at most
 //! `limits.upstream_idle_connections` idle per upstream, each idle at most
 //! [`IDLE_TIMEOUT`]). Written by hand because no crate at hand pools in
-//! the shape needed: hyper-util's legacy client keys its pool by URI,
-//! spawns a task per request to return the connection, and owns the
-//! connect, while the proxy picks the upstream itself (round robin, down
-//! marks), connects through the socket-buffer manager and wants a
-//! connection back in the pool the moment its response body ends.
+//! the shape needed: hyper-util's legacy client keys its pool by scheme
+//! and authority, spawns a task per request to return the connection and
+//! owns the connect, while the proxy picks the upstream itself (round
+//! robin, down marks), connects through the socket-buffer manager and
+//! wants a connection back in the pool the moment its response body ends.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
