@@ -125,6 +125,26 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
 }
 
+# open_loop NAME ADDRESS RATE [HEADER]: p99 latency in µs of `oha -q
+# RATE` (open loop: requests sent on schedule, latency counted from when
+# each was due), pinned with the load generator on CPU 1.
+open_loop() {
+  local name=$1 address=$2 rate=$3 header=${4:-}
+  local args=(--no-tui --output-format json -z "${duration}s" -q "$rate" -c "$connections" --latency-correction)
+  [ -n "$header" ] && args+=(-H "$header")
+  taskset -c 1 oha "${args[@]}" "http://$address/" > "$work/oha-$name.json"
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+codes = r.get("statusCodeDistribution", {})
+# Requests still open when the run ends are not failures.
+errors = {e: n for e, n in r.get("errorDistribution", {}).items() if e != "aborted due to deadline"}
+bad = sum(n for c, n in codes.items() if c != "200") + sum(errors.values())
+p99 = (r.get("latencyPercentiles") or {}).get("p99")
+print("%.0f %d %.0f" % (p99 * 1e6 if p99 is not None else float("nan"), bad, r["summary"]["requestsPerSec"]))
+' "$work/oha-$name.json"
+}
+
 # run NAME ADDRESS PID [HEADER]: one throughput run and one latency run.
 run() {
   local name=$1 address=$2 pid=$3 header=${4:-}
@@ -152,7 +172,7 @@ run() {
   local per_request=-
   [ "$pid" != - ] && per_request=$(awk -v a="$before" -v b="$after" -v r="$rps" -v d="$duration" 'BEGIN { printf "%.1f", 1e6 * (b - a) / (r * d) }')
   printf '%-22s %12s req/s  proxy CPU %4s %% (%5s us/request)  1-conn p50 %8s  p99 %8s  %s\n' "$name" "$rps" "$cpu" "$per_request" "$p50" "$p99" "$errors"
-  echo "$name $rps $p50 $p99" >> "$work/results"
+  echo "${name// /} $rps $p50 $p99" >> "$work/results"
 }
 
 nginx_proxy_pid=$(cat "$work/nginx/nginx.pid" 2>/dev/null || echo -)
@@ -179,4 +199,27 @@ for run_number in $(seq 1 "$runs"); do
       printf "ratios: vantage/nginx %.3f  vantage/haproxy %.3f  SBAC on/off %.3f\n", rps[2] / rps[4], rps[2] / rps[5], rps[3] / rps[2];
       printf "added p99 over direct (1 connection): vantage %.0f us, SBAC %.0f us, nginx %.0f us, haproxy %.0f us\n", p99[2] - p99[1], p99[3] - p99[1], p99[4] - p99[1], p99[5] - p99[1];
     }' "$work/results"
+
+  # Open loop at 50 % of each proxy's own maximum just measured, and
+  # direct to the backend at the same rate: the p99 each proxy adds.
+  if ! command -v oha >/dev/null; then
+    echo "open-loop phase skipped: oha is not installed (cargo install oha)"
+    continue
+  fi
+  echo "open loop (oha -q, ${duration} s, -c$connections, latency corrected): p99 at 50 % of each proxy's maximum, and direct at the same rate"
+  while read -r name rps _; do
+    case $name in direct*) continue ;; esac
+    rate=$(awk -v r="$rps" 'BEGIN { printf "%d", r / 2 }')
+    case $name in
+      vantageproxy) address=$VANTAGE; header="" ;;
+      vantageproxy+SBAC) address=$VANTAGE_SBAC; header="Cookie: $cookie" ;;
+      nginx) address=$NGINX; header="" ;;
+      haproxy) address=$HAPROXY; header="" ;;
+    esac
+    read -r proxy_p99 proxy_bad proxy_rate < <(open_loop "$name" "$address" "$rate" "$header")
+    read -r direct_p99 direct_bad direct_rate < <(open_loop "direct-$name" $BACKEND "$rate")
+    printf '%-22s rate %7d/s (achieved %7.0f, direct %7.0f)  p99 %7s us, direct %7s us: added %7s us  (non-200 or errors: %s, direct %s)\n' \
+      "$name" "$rate" "$proxy_rate" "$direct_rate" "$proxy_p99" "$direct_p99" \
+      "$(awk -v a="$proxy_p99" -v b="$direct_p99" 'BEGIN { printf "%.0f", a - b }')" "$proxy_bad" "$direct_bad"
+  done < "$work/results"
 done

@@ -26,7 +26,8 @@
 //! is read as CRLF. Either way what is forwarded is hyper's own re-framed
 //! request, so the backend reads exactly what the proxy read.
 //!
-//! Upstream side: hyper-util's pooled client; bodies stream both ways (the
+//! Upstream side: hyper's HTTP/1.1 client connections in a pool of our own
+//! ([`super::upstream::Pool`]); bodies stream both ways (the
 //! request body is cut at `limits.max_body_bytes` while streaming, a
 //! declared larger one is refused with 413 before anything is sent). Hop-
 //! by-hop headers (RFC 9110 §7.6.1, and those named in `Connection`) are
@@ -46,27 +47,23 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::Serialize;
 
 use super::config::ProxyConfig;
 use super::metrics::{Failure, ProxyMetrics};
-use super::resources::{ConnectionEvents, Resources, UpstreamConnector};
+use super::resources::{ConnectionEvents, Resources};
 use super::sbac::{rejection, Sbac, Verdict};
 use super::tls::TlsError;
-use super::upstream::Upstreams;
+use super::upstream::{Pool, PooledBody, SendError, UpstreamBody, Upstreams};
 use super::utilization::{parse_orca, InFlight, OrcaReports};
 use crate::daemon::LogFile;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type UpstreamBody = BoxBody<Bytes, BoxError>;
 
 /// How long the accept loop waits after `accept` failed (e.g. `EMFILE`).
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
@@ -82,21 +79,20 @@ const MAX_LOGGED_TARGET: usize = 512;
 pub struct Settings {
     pub config: ProxyConfig,
     pub upstreams: Upstreams,
-    pub client: Client<UpstreamConnector, UpstreamBody>,
+    pub pool: Arc<Pool>,
     pub sbac: Option<Arc<Sbac>>,
     pub orca: OrcaReports,
     pub connections: Arc<tokio::sync::Semaphore>,
     /// TLS to clients (`[tls]`), its files read when these settings were
     /// made.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
-    /// Each upstream's `host:port`, for the request URI.
-    pub authorities: Vec<hyper::http::uri::Authority>,
+    /// Each upstream's `Host`, for a request that has none.
+    pub hosts: Vec<HeaderValue>,
     /// Each upstream's latency histogram.
     pub latency: Vec<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl Settings {
-    /// Must be called inside the runtime (the pool's timer).
     pub fn new(
         config: ProxyConfig,
         sbac: Option<Arc<Sbac>>,
@@ -108,24 +104,15 @@ impl Settings {
             .as_ref()
             .map(|t| super::tls::acceptor(&t.cert, &t.key))
             .transpose()?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_millis(config.timeouts.connect_ms)));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(config.limits.upstream_idle_connections)
-            .build(UpstreamConnector::new(connector, Arc::clone(resources)));
+        let pool = Arc::new(Pool::new(
+            config.upstreams.len(),
+            config.limits.upstream_idle_connections,
+            Duration::from_millis(config.timeouts.connect_ms),
+            Arc::clone(resources),
+        ));
         Ok(Settings {
             tls,
-            authorities: config
-                .upstreams
-                .iter()
-                .map(|u| {
-                    hyper::http::uri::Authority::try_from(u.to_string().as_str())
-                        .expect("a socket address is an authority")
-                })
-                .collect(),
+            hosts: config.upstreams.iter().map(|u| host_header(*u)).collect(),
             latency: config
                 .upstreams
                 .iter()
@@ -140,11 +127,23 @@ impl Settings {
                 &config,
                 crate::daemon::descriptor_limit().ok(),
             ))),
-            client,
+            pool,
             sbac,
             config,
         })
     }
+}
+
+/// The `Host` sent upstream for a request that came without one: the
+/// upstream's address, its port left out when it is 80 (as hyper-util's
+/// client, used before, did).
+fn host_header(upstream: SocketAddr) -> HeaderValue {
+    let host = match (upstream.port(), upstream) {
+        (80, SocketAddr::V4(a)) => a.ip().to_string(),
+        (80, SocketAddr::V6(a)) => format!("[{}]", a.ip()),
+        _ => upstream.to_string(),
+    };
+    HeaderValue::from_str(&host).expect("a socket address is a valid header value")
 }
 
 /// Client connections served at once: `limits.max_connections`, lowered
@@ -320,6 +319,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 evict: tokio::sync::Notify::new(),
                 reclaim,
                 events: stream.events(),
+                peer_ip: peer_header(peer),
             });
             let id = shared.register(&activity);
             match settings.tls.clone() {
@@ -359,6 +359,12 @@ pub struct Activity {
     /// the connection opened).
     last_ms: AtomicU64,
     opened: Instant,
+    /// The client's address, as `X-Forwarded-For` carries it.
+    peer_ip: HeaderValue,
+}
+
+fn peer_header(peer: SocketAddr) -> HeaderValue {
+    HeaderValue::from_str(&peer.ip().to_string()).expect("an IP address is a valid header value")
 }
 
 impl Activity {
@@ -479,7 +485,17 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-authorization",
 ];
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str()) || name == "proxy-authenticate"
+}
+
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names first.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(hyper::header::CONNECTION)
         .iter()
@@ -576,7 +592,7 @@ impl Drop for InFlightGuard {
 /// is dropped, completes the request (a body dropped before its end is a
 /// client gone before the response).
 pub struct Tracked {
-    inner: UpstreamBody,
+    inner: ResponseBody,
     completion: Option<Completion>,
 }
 
@@ -623,11 +639,50 @@ impl Drop for Tracked {
     }
 }
 
-fn full(bytes: Bytes) -> UpstreamBody {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
+/// A response body: the proxy's own or an upstream's.
+pub enum ResponseBody {
+    Local(Full<Bytes>),
+    Upstream(PooledBody),
 }
 
-fn local(status: StatusCode, text: &'static str) -> Response<UpstreamBody> {
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ResponseBody::Local(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(|never| match never {}))),
+            ResponseBody::Upstream(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(BoxError::from))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Local(body) => body.is_end_stream(),
+            ResponseBody::Upstream(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Local(body) => body.size_hint(),
+            ResponseBody::Upstream(body) => body.size_hint(),
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> ResponseBody {
+    ResponseBody::Local(Full::new(bytes))
+}
+
+fn local(status: StatusCode, text: &'static str) -> Response<ResponseBody> {
     let mut response = Response::new(full(Bytes::from_static(text.as_bytes())));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -773,27 +828,35 @@ async fn handle(
     // (its exact length when known, else chunked), never from a header.
     parts.headers.remove(hyper::header::CONTENT_LENGTH);
     add_via(&mut parts.headers, parts.version);
-    let peer_ip = peer.ip().to_string();
+    let peer_ip = &completion.activity.peer_ip;
     let forwarded = match parts
         .headers
-        .get("x-forwarded-for")
+        .get(X_FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
     {
-        Some(earlier) => format!("{earlier}, {peer_ip}"),
-        None => peer_ip,
+        Some(earlier) => HeaderValue::from_str(&format!(
+            "{earlier}, {}",
+            peer_ip.to_str().unwrap_or_default()
+        ))
+        .ok(),
+        None => Some(peer_ip.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&forwarded) {
-        parts.headers.insert("x-forwarded-for", v);
+    if let Some(v) = forwarded {
+        parts.headers.insert(X_FORWARDED_FOR, v);
     }
-    let path = parts
-        .uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/"));
+    // The origin form (`/path?query`): an HTTP/1.1 client's target as it
+    // came, an HTTP/2 client's without scheme and authority.
+    let target = match parts.uri.path_and_query() {
+        Some(path) if parts.uri.scheme().is_some() || parts.uri.authority().is_some() => {
+            hyper::Uri::from(path.clone())
+        }
+        Some(_) => std::mem::take(&mut parts.uri),
+        None => hyper::Uri::from_static("/"),
+    };
     // Only a request without a body is retried (nothing was sent), and
     // only when there is another upstream: then its headers are kept.
     let retryable = body.is_end_stream() && settings.upstreams.len() > 1;
-    let mut body = Some(Limited::new(body, max_body as usize).boxed());
+    let mut body = Some(UpstreamBody::Client(Limited::new(body, max_body as usize)));
     let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
     let mut tried: Vec<usize> = Vec::new();
     loop {
@@ -812,36 +875,29 @@ async fn handle(
         if logging {
             line.upstream = Some(address.to_string());
         }
-        let mut uri_parts = hyper::http::uri::Parts::default();
-        uri_parts.scheme = Some(hyper::http::uri::Scheme::HTTP);
-        uri_parts.authority = Some(settings.authorities[index].clone());
-        uri_parts.path_and_query = Some(path.clone());
-        let uri = match hyper::Uri::from_parts(uri_parts) {
-            Ok(uri) => uri,
-            Err(_) => {
-                return respond(
-                    completion,
-                    line,
-                    local(StatusCode::BAD_REQUEST, "bad request target\n"),
-                )
-            }
-        };
         let mut upstream_request = Request::new(match body.take() {
             Some(b) => b,
-            None => full(Bytes::new()),
+            None => UpstreamBody::Empty,
         });
         *upstream_request.method_mut() = parts.method.clone();
-        *upstream_request.uri_mut() = uri;
+        *upstream_request.uri_mut() = target.clone();
         *upstream_request.version_mut() = hyper::Version::HTTP_11;
         *upstream_request.headers_mut() = if retryable {
             parts.headers.clone()
         } else {
             std::mem::take(&mut parts.headers)
         };
+        upstream_request
+            .headers_mut()
+            .entry(hyper::header::HOST)
+            .or_insert_with(|| settings.hosts[index].clone());
         let in_flight = InFlightGuard::enter(&shared);
         let sent = Instant::now();
-        let result =
-            tokio::time::timeout(upstream_timeout, settings.client.request(upstream_request)).await;
+        let result = tokio::time::timeout(
+            upstream_timeout,
+            settings.pool.send(index, address, upstream_request),
+        )
+        .await;
         let failure = match result {
             Ok(Ok(mut response)) => {
                 settings.upstreams.mark_up(index);
@@ -871,17 +927,13 @@ async fn handle(
                         .append(hyper::header::SET_COOKIE, cookie);
                 }
                 completion.in_flight = Some(in_flight);
-                return respond(
-                    completion,
-                    line,
-                    response.map(|b| b.map_err(BoxError::from).boxed()),
-                );
+                return respond(completion, line, response.map(ResponseBody::Upstream));
             }
-            Ok(Err(error)) if error.is_connect() => {
+            Ok(Err(SendError::Connect(_))) => {
                 settings.upstreams.mark_down(index);
                 Failure::Connect
             }
-            Ok(Err(error)) if is_body_limit(&error) => {
+            Ok(Err(SendError::Request(error))) if is_body_limit(&error) => {
                 drop(in_flight);
                 return respond(
                     completion,
@@ -920,7 +972,7 @@ async fn handle(
 fn respond(
     mut completion: Completion,
     mut line: AccessLine,
-    response: Response<UpstreamBody>,
+    response: Response<ResponseBody>,
 ) -> Response<Tracked> {
     line.status = response.status().as_u16();
     completion.shared.metrics.count_status(line.status);

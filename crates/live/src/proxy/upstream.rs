@@ -2,13 +2,74 @@
 //! whose connect failed or whose response timed out is skipped for
 //! `timeouts.upstream_down_ms`; when every upstream is down, the one whose
 //! skip ends first is tried (a proxy never refuses everything because of a
-//! stale mark). Connections are pooled by hyper-util's client (keep-alive,
-//! at most `limits.upstream_idle_connections` idle per upstream).
+//! stale mark).
+//!
+//! [`Pool`]: keep-alive HTTP/1.1 connections to the upstreams, hyper's own
+//! `client::conn::http1` with a pool written here (at most
+//! `limits.upstream_idle_connections` idle per upstream, each idle at most
+//! [`IDLE_TIMEOUT`]). Written by hand because no crate at hand pools in
+//! the shape needed: hyper-util's legacy client keys its pool by scheme
+//! and authority, spawns a task per request to return the connection and
+//! owns the connect, while the proxy picks the upstream itself (round
+//! robin, down marks), connects through the socket-buffer manager and
+//! wants a connection back in the pool the moment its response body ends.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Limited;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+
+use super::resources::Resources;
+
+/// The request body sent upstream: the client's, cut at the body limit,
+/// or none (a retried request, which had none).
+pub enum UpstreamBody {
+    Client(Limited<Incoming>),
+    Empty,
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = super::server::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            UpstreamBody::Client(body) => Pin::new(body).poll_frame(cx),
+            UpstreamBody::Empty => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Client(body) => body.is_end_stream(),
+            UpstreamBody::Empty => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Client(body) => body.size_hint(),
+            UpstreamBody::Empty => SizeHint::with_exact(0),
+        }
+    }
+}
+
+/// How long a connection may stay idle in the pool (as hyper-util's
+/// client did).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The upstream set and each one's state.
 #[derive(Debug)]
@@ -82,6 +143,211 @@ impl Upstreams {
             if let Some(slot) = down.get_mut(index) {
                 *slot = None;
             }
+        }
+    }
+}
+
+/// Why a request got no response from an upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No connection: refused, unreachable or timed out connecting.
+    #[error("connect: {0}")]
+    Connect(#[source] std::io::Error),
+    /// The connection failed while sending the request or reading the
+    /// response head (the request body's own errors included).
+    #[error(transparent)]
+    Request(#[from] hyper::Error),
+}
+
+/// Idle keep-alive connections to each upstream.
+pub struct Pool {
+    idle: Vec<Mutex<VecDeque<Idle>>>,
+    max_idle: usize,
+    connect_timeout: Duration,
+    resources: Arc<Resources>,
+}
+
+struct Idle {
+    sender: SendRequest<UpstreamBody>,
+    since: Instant,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("upstreams", &self.idle.len())
+            .field("max_idle", &self.max_idle)
+            .finish()
+    }
+}
+
+impl Pool {
+    pub fn new(
+        upstreams: usize,
+        max_idle: usize,
+        connect_timeout: Duration,
+        resources: Arc<Resources>,
+    ) -> Pool {
+        Pool {
+            idle: (0..upstreams)
+                .map(|_| Mutex::new(VecDeque::new()))
+                .collect(),
+            max_idle,
+            connect_timeout,
+            resources,
+        }
+    }
+
+    /// Sends `request` (origin-form target) to upstream `index` at
+    /// `address` on an idle connection, else on a new one. A request the
+    /// idle connection closed before taking (nothing was written) goes on
+    /// a new connection.
+    pub async fn send(
+        self: &Arc<Self>,
+        index: usize,
+        address: SocketAddr,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<PooledBody>, SendError> {
+        if let Some(mut sender) = self.checkout(index) {
+            match sender.try_send_request(request).await {
+                Ok(response) => return Ok(self.wrap(index, sender, response)),
+                Err(mut error) => match error.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(SendError::Request(error.into_error())),
+                },
+            }
+        }
+        let mut sender = self.connect(address).await?;
+        let response = sender.send_request(request).await?;
+        Ok(self.wrap(index, sender, response))
+    }
+
+    /// The most recently used idle connection that can take a request;
+    /// closed and expired ones are dropped on the way.
+    fn checkout(&self, index: usize) -> Option<SendRequest<UpstreamBody>> {
+        let mut idle = self.idle.get(index)?.lock().ok()?;
+        let now = Instant::now();
+        while idle
+            .front()
+            .is_some_and(|oldest| now.duration_since(oldest.since) >= IDLE_TIMEOUT)
+        {
+            idle.pop_front();
+        }
+        while let Some(entry) = idle.pop_back() {
+            if entry.sender.is_ready() {
+                return Some(entry.sender);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, index: usize, sender: SendRequest<UpstreamBody>) {
+        if sender.is_closed() {
+            return;
+        }
+        let Some(Ok(mut idle)) = self.idle.get(index).map(Mutex::lock) else {
+            return;
+        };
+        if idle.len() >= self.max_idle {
+            return;
+        }
+        idle.push_back(Idle {
+            sender,
+            since: Instant::now(),
+        });
+    }
+
+    async fn connect(&self, address: SocketAddr) -> Result<SendRequest<UpstreamBody>, SendError> {
+        let stream = tokio::time::timeout(
+            self.connect_timeout,
+            tokio::net::TcpStream::connect(address),
+        )
+        .await
+        .map_err(|_| SendError::Connect(std::io::ErrorKind::TimedOut.into()))?
+        .map_err(SendError::Connect)?;
+        stream.set_nodelay(true).map_err(SendError::Connect)?;
+        let io = TokioIo::new(self.resources.track_upstream(stream));
+        let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+        tokio::spawn(async move {
+            // Its errors reach the request that was on it.
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    fn wrap(
+        self: &Arc<Self>,
+        index: usize,
+        sender: SendRequest<UpstreamBody>,
+        response: Response<Incoming>,
+    ) -> Response<PooledBody> {
+        response.map(|inner| PooledBody {
+            inner,
+            give_back: Some((Arc::clone(self), index, sender)),
+        })
+    }
+}
+
+/// A response body from the pool: when it has been read to its end, its
+/// connection goes back to the pool (once it can take the next request).
+pub struct PooledBody {
+    inner: Incoming,
+    give_back: Option<(Arc<Pool>, usize, SendRequest<UpstreamBody>)>,
+}
+
+impl PooledBody {
+    fn release(&mut self) {
+        let Some((pool, index, mut sender)) = self.give_back.take() else {
+            return;
+        };
+        if sender.is_ready() {
+            pool.checkin(index, sender);
+        } else if !sender.is_closed() {
+            // The connection has not yet taken in the end of the exchange
+            // (e.g. the request body is still being sent).
+            tokio::spawn(async move {
+                if sender.ready().await.is_ok() {
+                    pool.checkin(index, sender);
+                }
+            });
+        }
+    }
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => self.release(),
+            Poll::Ready(Some(Err(_))) => {
+                self.give_back.take();
+            }
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.release(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for PooledBody {
+    /// Dropped before its end: the connection is not reused.
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            self.release();
         }
     }
 }
