@@ -83,3 +83,43 @@ mod tests {
             .is_some_and(|e| e.to_string().contains("/nonexistent/plan.toml")));
     }
 }
+
+/// Why [`join_lists`] returns no list: the first failure met, in thread
+/// order.
+#[derive(Debug)]
+pub enum JoinFailure<E> {
+    /// A thread's work failed.
+    Work(E),
+    /// A thread could not enter its network namespace.
+    Netns(vantage_testbed::netns::NetnsError),
+    /// A thread panicked.
+    Panicked,
+}
+
+/// A thread from `Netns::spawn` whose work returns a list of records.
+pub type ListThread<R, E> =
+    std::thread::JoinHandle<Result<Result<Vec<R>, E>, vantage_testbed::netns::NetnsError>>;
+
+/// Joins every thread spawned by `Netns::spawn` whose work returns a list
+/// of records, and concatenates the lists in thread order; every thread is
+/// joined even after a failure, and the first failure is returned.
+pub fn join_lists<R, E>(threads: Vec<ListThread<R, E>>) -> Result<Vec<R>, JoinFailure<E>> {
+    let mut records = Vec::new();
+    let mut first_failure = None;
+    for thread in threads {
+        let failure = match thread.join() {
+            Ok(Ok(Ok(list))) => {
+                records.extend(list);
+                continue;
+            }
+            Ok(Ok(Err(e))) => JoinFailure::Work(e),
+            Ok(Err(e)) => JoinFailure::Netns(e),
+            Err(_) => JoinFailure::Panicked,
+        };
+        first_failure.get_or_insert(failure);
+    }
+    match first_failure {
+        Some(failure) => Err(failure),
+        None => Ok(records),
+    }
+}

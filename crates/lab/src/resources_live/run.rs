@@ -17,6 +17,7 @@ use super::client::{self, DownloadPlan, DownloadRecord};
 use super::plan::{Mode, ResourcesLivePlan, VariantPlan};
 use super::report::{self, ResourcesReport, RunRow, StepReport, WanSummary};
 use super::sampler::{self, ProxySockets};
+use crate::live_experiment::{join_lists, JoinFailure};
 
 const BACKEND_PORT: u16 = 8081;
 const FRONT_PORT: u16 = 8080;
@@ -201,26 +202,11 @@ fn download_all(
                 .map_err(|e| LiveError::Clients(e.to_string()))?,
         );
     }
-    let mut records = Vec::new();
-    let mut first_error = None;
-    for thread in threads {
-        match thread.join() {
-            Ok(Ok(Ok(r))) => records.extend(r),
-            Ok(Ok(Err(e))) => {
-                first_error.get_or_insert(LiveError::Clients(e.to_string()));
-            }
-            Ok(Err(e)) => {
-                first_error.get_or_insert(LiveError::Netns(e.to_string()));
-            }
-            Err(_) => {
-                first_error.get_or_insert(LiveError::Clients("a client thread panicked".into()));
-            }
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(records),
-    }
+    join_lists(threads).map_err(|failure| match failure {
+        JoinFailure::Work(e) => LiveError::Clients(e.to_string()),
+        JoinFailure::Netns(e) => LiveError::Netns(e.to_string()),
+        JoinFailure::Panicked => LiveError::Clients("a client thread panicked".into()),
+    })
 }
 
 fn run_on(

@@ -23,6 +23,7 @@ use super::plan::{Mode, SchemePlan, ThesisPlan, MAX_TOTAL_DOCUMENT_BYTES};
 use super::report::{self, ProxyCounters, RunRow, ThesisReport, WanSummary};
 use super::sockets::{self, ProxyPorts};
 use super::users::{self, RequestRecord, UsersPlan};
+use crate::live_experiment::{join_lists, JoinFailure};
 
 const FRONT_PORT: u16 = 8080;
 const ORIGIN_PORT: u16 = 8081;
@@ -360,26 +361,11 @@ fn run_users(topology: &Topology, plans: Vec<UsersPlan>) -> Result<Vec<RequestRe
                 .map_err(|e| LiveError::Users(e.to_string()))?,
         );
     }
-    let mut records = Vec::new();
-    let mut first_error = None;
-    for thread in threads {
-        match thread.join() {
-            Ok(Ok(Ok(r))) => records.extend(r),
-            Ok(Ok(Err(e))) => {
-                first_error.get_or_insert(LiveError::Users(e.to_string()));
-            }
-            Ok(Err(e)) => {
-                first_error.get_or_insert(LiveError::Netns(e.to_string()));
-            }
-            Err(_) => {
-                first_error.get_or_insert(LiveError::Users("a user thread panicked".into()));
-            }
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(records),
-    }
+    join_lists(threads).map_err(|failure| match failure {
+        JoinFailure::Work(e) => LiveError::Users(e.to_string()),
+        JoinFailure::Netns(e) => LiveError::Netns(e.to_string()),
+        JoinFailure::Panicked => LiveError::Users("a user thread panicked".into()),
+    })
 }
 
 fn slug(name: &str) -> String {

@@ -62,8 +62,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioIo;
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
     IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
@@ -1138,56 +1136,6 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for TrackedStream<S
 
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
-    }
-}
-
-impl Connection for TrackedStream<tokio::net::TcpStream> {
-    fn connected(&self) -> Connected {
-        self.stream.connected()
-    }
-}
-
-/// hyper-util's connector, whose established connections are handed to
-/// [`Resources::track_upstream`].
-#[derive(Clone)]
-pub struct UpstreamConnector {
-    inner: HttpConnector,
-    resources: Arc<Resources>,
-}
-
-impl UpstreamConnector {
-    pub fn new(inner: HttpConnector, resources: Arc<Resources>) -> UpstreamConnector {
-        UpstreamConnector { inner, resources }
-    }
-}
-
-type ConnectFuture = Pin<
-    Box<
-        dyn std::future::Future<
-                Output = Result<
-                    TokioIo<TrackedStream<tokio::net::TcpStream>>,
-                    super::server::BoxError,
-                >,
-            > + Send,
-    >,
->;
-
-impl tower_service::Service<hyper::Uri> for UpstreamConnector {
-    type Response = TokioIo<TrackedStream<tokio::net::TcpStream>>;
-    type Error = super::server::BoxError;
-    type Future = ConnectFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
-        let connecting = self.inner.call(uri);
-        let resources = Arc::clone(&self.resources);
-        Box::pin(async move {
-            let io = connecting.await?;
-            Ok(TokioIo::new(resources.track_upstream(io.into_inner())))
-        })
     }
 }
 
