@@ -137,6 +137,25 @@ pub enum TestbedCommand {
         #[arg(long, default_value = "results/thesis-live")]
         out: PathBuf,
     },
+    /// tcpeval's Section 4 experiment: 1 KB, 20 KB and 500 KB HTTP/1.0
+    /// fetches over a long and a short path under low and high server and
+    /// network load, captured at both ends and profiled with the
+    /// critical-path analysis; Figures 4–8 and the paper's statements
+    /// beside ours (docs/tcpeval-live.md).
+    Tcpeval {
+        /// Plan file (TOML), e.g. scenarios/cpa/section4.toml.
+        file: PathBuf,
+        /// The plan's [quick] settings: short tests.
+        #[arg(long)]
+        quick: bool,
+        /// Print the report as JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Directory for the results (report.json, table.md, figure4.svg,
+        /// manifest.json, runs/); --quick writes into its quick/ folder.
+        #[arg(long, default_value = "results/tcpeval-live")]
+        out: PathBuf,
+    },
     /// Remove the namespaces (and the processes and rules inside them) that
     /// a killed run left behind.
     Clean {
@@ -222,6 +241,28 @@ pub fn run(command: TestbedCommand) -> Result<()> {
                 &report,
                 || vantage_lab::thesis_live::render(&report),
                 "report.json, table.md, figures.svg and manifest.json",
+                &dir,
+            )
+        }
+        TestbedCommand::Tcpeval {
+            file,
+            quick,
+            json,
+            out,
+        } => {
+            let progress = |line: &str| eprintln!("{line}");
+            let (report, dir) = vantage_lab::tcpeval_live::run_file(
+                &file,
+                quick,
+                &out,
+                std::env::args().collect(),
+                &progress,
+            )?;
+            print_experiment(
+                json,
+                &report,
+                || vantage_lab::tcpeval_live::render(&report),
+                "report.json, table.md, figure4.svg and manifest.json",
                 &dir,
             )
         }

@@ -15,6 +15,7 @@ pub mod resources_live;
 pub mod sbac_live;
 pub mod studies;
 pub mod study;
+pub mod tcpeval_live;
 pub mod thesis_live;
 
 pub use error::LabError;

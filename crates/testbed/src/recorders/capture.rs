@@ -71,13 +71,25 @@ impl Capture {
         path: &Path,
         snap_len: u32,
     ) -> Result<Capture, CaptureError> {
+        Capture::start_filtered(ns, iface, path, snap_len, "tcp")
+    }
+
+    /// [`Capture::start`] with tcpdump's `filter` (a pcap-filter
+    /// expression, e.g. `tcp and host 10.78.0.2`) instead of `tcp`.
+    pub fn start_filtered(
+        ns: &Netns,
+        iface: &str,
+        path: &Path,
+        snap_len: u32,
+        filter: &str,
+    ) -> Result<Capture, CaptureError> {
         let mut command = ns.command("tcpdump");
         command
             .args(["-i", iface, "-n", "-U", "--immediate-mode", "-B", "65536"])
             .args(["--time-stamp-precision=nano", "-s", &snap_len.to_string()])
             .arg("-w")
             .arg(path)
-            .arg("tcp")
+            .args(filter.split_whitespace())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
