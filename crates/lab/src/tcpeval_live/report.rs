@@ -92,10 +92,17 @@ pub struct TestRecord {
     #[serde(skip)]
     pub fetches: [Vec<FetchRecord>; 2],
     pub cross: [CrossTotals; 2],
+    /// How long the cross traffic ran, seconds.
+    pub cross_s: f64,
     pub background: BackgroundSummary,
 }
 
 impl TestRecord {
+    /// The cross traffic's mean rate on `path`, Mbit/s.
+    pub fn cross_mbps(&self, path: PathName) -> f64 {
+        self.cross[path_index(path)].bytes as f64 * 8.0 / 1e6 / self.cross_s.max(1e-9)
+    }
+
     pub fn completed(&self, path: PathName) -> usize {
         self.fetches[path_index(path)]
             .iter()
@@ -366,7 +373,7 @@ fn mean_std(values: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-fn test_row(test: &TestRecord, path: PathName, analysis: &PathAnalysis, test_s: f64) -> TestRow {
+fn test_row(test: &TestRecord, path: PathName, analysis: &PathAnalysis) -> TestRow {
     let fetches = &test.fetches[path_index(path)];
     let mut fetch_failures = BTreeMap::new();
     let (mut completed, mut failed, mut cut) = (0, 0, 0);
@@ -420,7 +427,7 @@ fn test_row(test: &TestRecord, path: PathName, analysis: &PathAnalysis, test_s: 
                 .map(|t| t.critical_path_packets),
         ),
         server_utilisation: test.server_utilisation,
-        cross_mbps: test.cross[path_index(path)].bytes as f64 * 8.0 / 1e6 / test_s,
+        cross_mbps: test.cross_mbps(path),
     }
 }
 
@@ -502,7 +509,7 @@ pub fn build(
             continue;
         };
         for test in &tests {
-            rows.push(test_row(test, path, analysis, mode.test_s));
+            rows.push(test_row(test, path, analysis));
         }
     }
     let outside = analyses

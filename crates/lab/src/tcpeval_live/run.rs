@@ -308,11 +308,13 @@ fn run_on(
     progress("starting the WAN emulator and the captures");
     let wan = RouterEmulator::start(&topology.router, wan_config(plan), plan.experiment.seed)
         .map_err(LiveError::Wan)?;
-    let captures = start_captures(topology, dir)?;
     let listener: TcpListener = topology.clients[CROSS_SOURCE]
         .run(|| TcpListener::bind((topology::client_addr(CROSS_SOURCE), CROSS_PORT)))
         .map_err(|e| LiveError::Netns(e.to_string()))?
         .map_err(io("cross-traffic listener"))?;
+    // Any capture already started when a later one fails is killed with
+    // its namespace.
+    let captures = start_captures(topology, dir)?;
 
     let tests = run_tests(plan, mode, topology, &cap, &listener, &surge, progress);
 
@@ -464,8 +466,8 @@ fn run_tests(
                         record.completed(PathName::Short),
                         record.fetches[0].len(),
                         record.fetches[1].len(),
-                        record.cross[0].bytes as f64 * 8.0 / 1e6 / (mode.test_s + mode.settle_s),
-                        record.cross[1].bytes as f64 * 8.0 / 1e6 / (mode.test_s + mode.settle_s),
+                        record.cross_mbps(PathName::Long),
+                        record.cross_mbps(PathName::Short),
                     ));
                     block.push(record);
                 }
@@ -524,6 +526,7 @@ fn run_test(
     let fetch_start = start + settle;
     let fetch_end = fetch_start + test;
     let cross_end = fetch_end + TAIL;
+    let cross_started = Instant::now();
     let mut cross = Vec::new();
     for path in PathName::BOTH {
         let sink = topology.clients[path.sink()].clone();
@@ -578,6 +581,7 @@ fn run_test(
     let to_ns = epoch_ns();
     let cpu_after = cap.usage_us();
     let cross: Vec<_> = cross.into_iter().map(CrossTraffic::finish).collect();
+    let cross_s = cross_started.elapsed().as_secs_f64();
     if let Some(e) = failure {
         return Err(e);
     }
@@ -591,6 +595,7 @@ fn run_test(
         server_utilisation: cpu_s / seconds / cap.cores(),
         fetches: [fetches[0].clone(), fetches[1].clone()],
         cross: [cross[0], cross[1]],
+        cross_s,
         background: report::BackgroundSummary::default(),
     })
 }
