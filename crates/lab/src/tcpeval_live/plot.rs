@@ -61,6 +61,7 @@ fn draw(r: &TcpevalReport, path: &Path) -> Result<(), Box<dyn std::error::Error>
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .light_line_style(WHITE)
             .x_labels(rows.len().max(1) * 2 + 1)
             .x_label_formatter(&|x| {
                 let i = (*x - 0.5).round();
