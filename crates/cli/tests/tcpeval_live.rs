@@ -66,7 +66,9 @@ fn rules_mentioning(needle: &str) -> Vec<String> {
 #[test]
 fn quick_run_has_every_test_on_both_paths_and_accounts_for_every_fetch() {
     if !vantage_sys::privilege::is_root() {
-        eprintln!("skipped: needs root (geteuid() = 0) for network namespaces, iptables and cgroups");
+        eprintln!(
+            "skipped: needs root (geteuid() = 0) for network namespaces, iptables and cgroups"
+        );
         return;
     }
     for program in ["nginx", "tcpdump"] {
@@ -112,7 +114,11 @@ fn quick_run_has_every_test_on_both_paths_and_accounts_for_every_fetch() {
     }
     let rules = rules_mentioning(&prefix);
     assert!(rules.is_empty(), "rules left: {rules:?}");
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu"] {
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup/cpu",
+    ] {
         let cgroup = Path::new(root).join(format!("vantage-{tag}"));
         assert!(!cgroup.exists(), "cgroup left: {}", cgroup.display());
     }
@@ -169,7 +175,11 @@ fn quick_run_has_every_test_on_both_paths_and_accounts_for_every_fetch() {
             .values()
             .map(|v| v.as_u64().expect("a count"))
             .sum();
-        assert_eq!(kinds, count(row, "failed"), "{name}: every failure has a kind");
+        assert_eq!(
+            kinds,
+            count(row, "failed"),
+            "{name}: every failure has a kind"
+        );
         assert!(
             count(row, "transactions") >= count(row, "completed"),
             "{name}: every completed fetch is an analysed transaction"
@@ -206,7 +216,10 @@ fn quick_run_has_every_test_on_both_paths_and_accounts_for_every_fetch() {
     count(&report, "transactions_outside_tests");
     for capture in report["captures"].as_array().expect("captures") {
         count(capture, "dropped_by_kernel");
-        assert!(count(capture, "captured") > 0, "{capture}: packets captured");
+        assert!(
+            count(capture, "captured") > 0,
+            "{capture}: packets captured"
+        );
     }
 
     // The paper's statements beside ours (measurements, not pass

@@ -164,10 +164,7 @@ impl TcpevalPlan {
         for (i, &b) in s.monitored_bytes.iter().enumerate() {
             range("server.monitored_bytes", b as f64, 1.0, 64e6)?;
             if s.monitored_bytes[..i].contains(&b) {
-                return Err(checker.fail(
-                    "server.monitored_bytes",
-                    format!("{b} is listed twice"),
-                ));
+                return Err(checker.fail("server.monitored_bytes", format!("{b} is listed twice")));
             }
         }
         range(
@@ -176,7 +173,12 @@ impl TcpevalPlan {
             1.0,
             MAX_DOCUMENTS.into(),
         )?;
-        range("quick.documents", self.quick.documents.into(), 1.0, MAX_DOCUMENTS.into())?;
+        range(
+            "quick.documents",
+            self.quick.documents.into(),
+            1.0,
+            MAX_DOCUMENTS.into(),
+        )?;
         range(
             "server.max_document_bytes",
             s.max_document_bytes as f64,
@@ -184,7 +186,12 @@ impl TcpevalPlan {
             MAX_DOCUMENT_BYTES as f64,
         )?;
         let l = &self.server_load;
-        range("server_load.low_users", l.low_users.into(), 0.0, MAX_USERS.into())?;
+        range(
+            "server_load.low_users",
+            l.low_users.into(),
+            0.0,
+            MAX_USERS.into(),
+        )?;
         range(
             "server_load.high_users",
             l.high_users.into(),
@@ -196,12 +203,27 @@ impl TcpevalPlan {
         range("server_load.stall_s", l.stall_s, 0.5, 600.0)?;
         let p = &self.paths;
         range("paths.long_one_way_ms", p.long_one_way_ms, 0.0, 1000.0)?;
-        range("paths.short_one_way_ms", p.short_one_way_ms, 0.0, p.long_one_way_ms)?;
+        range(
+            "paths.short_one_way_ms",
+            p.short_one_way_ms,
+            0.0,
+            p.long_one_way_ms,
+        )?;
         range("paths.rate_mbit", p.rate_mbit, 0.1, 1000.0)?;
         range("paths.queue_packets", p.queue_packets.into(), 2.0, 10_000.0)?;
         let n = &self.network_load;
-        range("network_load.low_flows", n.low_flows.into(), 0.0, MAX_FLOWS.into())?;
-        range("network_load.high_flows", n.high_flows.into(), 0.0, MAX_FLOWS.into())?;
+        range(
+            "network_load.low_flows",
+            n.low_flows.into(),
+            0.0,
+            MAX_FLOWS.into(),
+        )?;
+        range(
+            "network_load.high_flows",
+            n.high_flows.into(),
+            0.0,
+            MAX_FLOWS.into(),
+        )?;
         range("network_load.low_rate_mbit", n.low_rate_mbit, 0.0, 1000.0)?;
         range("network_load.high_rate_mbit", n.high_rate_mbit, 0.0, 1000.0)?;
         let m = &self.monitored;
@@ -257,7 +279,10 @@ mod tests {
     #[test]
     fn the_shipped_plan_has_the_papers_tests_and_a_short_quick_plan() {
         let plan = TcpevalPlan::from_toml(SHIPPED, "section4.toml").unwrap();
-        assert_eq!(plan.server.monitored_bytes, vec![1024, 20 * 1024, 500 * 1024]);
+        assert_eq!(
+            plan.server.monitored_bytes,
+            vec![1024, 20 * 1024, 500 * 1024]
+        );
         assert_eq!(plan.paths.long_one_way_ms, 32.0);
         assert!(plan.server_load.low_users < plan.server_load.high_users);
         let quick = plan.mode(true);

@@ -402,7 +402,11 @@ fn run_tests(
         let block_end = first_test + slot * per_block as u32;
         progress(&format!(
             "server load {}: {users} SURGE users for {:.0} s",
-            if server_load == Level::Low { "low" } else { "high" },
+            if server_load == Level::Low {
+                "low"
+            } else {
+                "high"
+            },
             (block_end - block_start).as_secs_f64()
         ));
         let users_thread = if users > 0 {
@@ -514,10 +518,7 @@ fn run_test(
     test: Duration,
 ) -> Result<TestRecord, LiveError> {
     let (flows, rate) = match network_load {
-        Level::Low => (
-            plan.network_load.low_flows,
-            plan.network_load.low_rate_mbit,
-        ),
+        Level::Low => (plan.network_load.low_flows, plan.network_load.low_rate_mbit),
         Level::High => (
             plan.network_load.high_flows,
             plan.network_load.high_rate_mbit,
@@ -535,7 +536,9 @@ fn run_test(
             sink.run(move || TcpStream::connect_timeout(&source, Duration::from_secs(3)))
                 .map_err(std::io::Error::other)?
         };
-        cross.push(CrossTraffic::start(listener, connect, flows, rate, cross_end));
+        cross.push(CrossTraffic::start(
+            listener, connect, flows, rate, cross_end,
+        ));
     }
     if let Some(wait) = fetch_start.checked_duration_since(Instant::now()) {
         std::thread::sleep(wait);
@@ -557,7 +560,9 @@ fn run_test(
         };
         threads.push(
             topology.clients[path.client()]
-                .spawn(&format!("fetch-{}", path.name()), move || fetch_loop(&fetch))
+                .spawn(&format!("fetch-{}", path.name()), move || {
+                    fetch_loop(&fetch)
+                })
                 .map_err(io("fetch thread")),
         );
     }

@@ -190,7 +190,8 @@ impl CrossTraffic {
         let received = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
         let mut failed_to_open = 0;
-        let per_flow_bytes_per_s = (rate_mbit > 0.0).then(|| rate_mbit * 1e6 / 8.0 / f64::from(flows.max(1)));
+        let per_flow_bytes_per_s =
+            (rate_mbit > 0.0).then(|| rate_mbit * 1e6 / 8.0 / f64::from(flows.max(1)));
         let _ = listener.set_nonblocking(false);
         for i in 0..flows {
             let sink = match connect() {
