@@ -567,13 +567,13 @@ fn pct(x: f64) -> String {
     format!("{:.0} %", x * 100.0)
 }
 
-fn find<'a>(
-    rows: &'a [TestRow],
+fn find(
+    rows: &[TestRow],
     bytes: u64,
     path: PathName,
     network: Level,
     server: Level,
-) -> Option<&'a TestRow> {
+) -> Option<&TestRow> {
     rows.iter().find(|r| {
         r.bytes == bytes && r.path == path && r.network_load == network && r.server_load == server
     })
@@ -796,8 +796,7 @@ pub fn checks(plan: &TcpevalPlan, rows: &[TestRow], figure8: &[PathLengths; 2]) 
     let medium = sizes
         .iter()
         .copied()
-        .filter(|&b| b != smallest && b != largest)
-        .next()
+        .find(|&b| b != smallest && b != largest)
         .unwrap_or(largest);
     for network in Level::BOTH {
         for server in Level::BOTH {
