@@ -184,3 +184,32 @@ fn the_idle_timers_start_when_the_response_has_been_written() {
     assert!(proxy.address().port() > 0);
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn a_client_that_takes_nothing_is_closed_after_the_send_timeout() {
+    let backend = Backend::start("b");
+    let log = log_path("send");
+    let proxy = proxy_with_log(
+        backend.address,
+        &log,
+        "[timeouts]\nsend_ms = 300\n[resources]\nmode = \"fixed\"\nsend_bytes = 4096\n",
+    );
+    let mut stuck = small_window_client(proxy.address());
+    stuck
+        .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // The client reads nothing: the proxy's writes wait, then it gives up.
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_send_timeouts_total"
+    ) == 1.0));
+    assert!(eventually(|| metric(
+        &proxy,
+        "vantage_proxy_connections_open"
+    ) == 0.0));
+    // What reached the client is a cut response, then the end.
+    let mut received = Vec::new();
+    read_to_close(&mut stuck, &mut received);
+    assert!(received.len() < STREAM_BYTES && chunked_body(&received).is_none());
+    let _ = std::fs::remove_file(&log);
+}

@@ -9,6 +9,7 @@
 //! | `vantage_proxy_connections_open` | gauge | client connections open |
 //! | `vantage_proxy_connections_refused_total` | counter | client connections closed at once (`limits.max_connections` open, none idle) |
 //! | `vantage_proxy_connections_evicted_total` | counter | idle client connections closed to make room for a new one |
+//! | `vantage_proxy_send_timeouts_total` | counter | client connections closed because they took no byte of a waiting response for `timeouts.send_ms` |
 //! | `vantage_proxy_evictions_passed_on_total` | counter | idle connections chosen for eviction that kept their slot because a request had just arrived on them (the next idlest was chosen) |
 //! | `vantage_proxy_tls_handshakes_failed_total` | counter | TLS handshakes that failed or took longer than the request-header timeout |
 //! | `vantage_proxy_sessions_admitted_total` | counter | new sessions admitted |
@@ -247,6 +248,7 @@ pub struct ProxyMetrics {
     pub connections_refused: Counter,
     pub connections_evicted: Counter,
     pub evictions_passed_on: Counter,
+    pub send_timeouts: Counter,
     pub tls_handshakes_failed: Counter,
     pub sessions_admitted: Counter,
     pub sessions_rejected: Counter,
@@ -283,6 +285,7 @@ impl ProxyMetrics {
             connections_refused: Counter::default(),
             connections_evicted: Counter::default(),
             evictions_passed_on: Counter::default(),
+            send_timeouts: Counter::default(),
             tls_handshakes_failed: Counter::default(),
             sessions_admitted: Counter::default(),
             sessions_rejected: Counter::default(),
@@ -337,6 +340,11 @@ impl ProxyMetrics {
             "vantage_proxy_evictions_passed_on",
             "Idle connections chosen for eviction that kept their slot because a request had just arrived",
             m.evictions_passed_on.clone(),
+        );
+        registry.register(
+            "vantage_proxy_send_timeouts",
+            "Client connections closed because they took no byte of a waiting response for timeouts.send_ms",
+            m.send_timeouts.clone(),
         );
         registry.register(
             "vantage_proxy_tls_handshakes_failed",

@@ -8,15 +8,19 @@
 //! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
 //! line and headers together); a connection with no request in progress for
 //! `timeouts.idle_ms` is closed, and so is one that sent no request head
-//! within the header timeout. Departure: the head of a later request on a
-//! keep-alive connection is bounded by the longer of the two timeouts,
-//! because hyper 1.x has one timer for the idle wait and the head; such a
-//! trickling connection counts as idle, so it is the first evicted when the
+//! within the header timeout. Idle means no request in progress and
+//! nothing left unwritten ([`Activity`]). Departure: the head of a later
+//! request on a keep-alive connection is bounded by `idle_ms` from the end
+//! of the previous response (hyper's header timer, which would drop a
+//! response still waiting for a slow client, is off); such a trickling
+//! connection counts as idle, so it is the first evicted when the
 //! connection cap is reached; at most `limits.max_connections` are open
 //! (lowered to what the descriptor limit allows, [`connection_budget`]):
-//! when full, the connection idle longest (no request in progress) is
-//! closed to make room, and only when none is idle is the new one closed
-//! at once; both are counted. Framing is
+//! when full, the connection idle longest is closed to make room, as
+//! nginx drains its keep-alive connections (never one with a request
+//! waiting unread in its socket: the next idlest goes instead), and only
+//! when none is idle is the new one closed at once; all are counted.
+//! Framing is
 //! hyper's parser: differing `Content-Length`s, an obs-folded header, a
 //! `Transfer-Encoding` whose last coding is not chunked are refused with
 //! 400 and never forwarded. Departure from a plain refusal: a request with
@@ -313,6 +317,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         let activity = Arc::new(Activity {
             active: AtomicUsize::new(0),
             unsent: AtomicBool::new(false),
+            blocked_ms: AtomicU64::new(0),
             fd: stream.get_ref().as_raw_fd(),
             requested: AtomicBool::new(false),
             last_ms: AtomicU64::new(0),
@@ -365,6 +370,9 @@ pub struct Activity {
     /// The last write to the socket would have blocked: hyper (or TLS)
     /// still holds bytes for it.
     unsent: AtomicBool,
+    /// Since when writes have been waiting without a byte going through
+    /// (ms since the connection opened; meaningful while `unsent`).
+    blocked_ms: AtomicU64,
     /// The client socket, for `FIONREAD` from the connection's own task
     /// (where the socket is still open).
     fd: RawFd,
@@ -400,8 +408,22 @@ impl Activity {
     }
 
     fn touch(&self) {
-        self.last_ms
-            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    /// How long writes have waited without a byte going through; `None`
+    /// when nothing waits.
+    fn blocked_for(&self) -> Option<Duration> {
+        self.unsent.load(Ordering::Relaxed).then(|| {
+            Duration::from_millis(
+                self.now_ms()
+                    .saturating_sub(self.blocked_ms.load(Ordering::Relaxed)),
+            )
+        })
     }
 
     /// How long the connection has been idle (no request in progress,
@@ -428,7 +450,12 @@ struct Watched<S> {
 impl<S> Watched<S> {
     fn wrote<T>(&self, result: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
         match &result {
-            Poll::Pending => self.activity.unsent.store(true, Ordering::Relaxed),
+            Poll::Pending => {
+                if !self.activity.unsent.swap(true, Ordering::Relaxed) {
+                    let now = self.activity.now_ms();
+                    self.activity.blocked_ms.store(now, Ordering::Relaxed);
+                }
+            }
             Poll::Ready(_) => {
                 if self.activity.unsent.swap(false, Ordering::Relaxed) {
                     // The bytes that waited have gone: the idle time
@@ -531,7 +558,11 @@ async fn connection<I>(
     tokio::pin!(conn);
     let idle_timeout = Duration::from_millis(timeouts.idle_ms);
     let grace = Duration::from_millis(timeouts.request_headers_ms);
-    let check = idle_timeout.min(grace).min(Duration::from_millis(250));
+    let send_timeout = Duration::from_millis(timeouts.send_ms);
+    let check = idle_timeout
+        .min(grace)
+        .min(send_timeout)
+        .min(Duration::from_millis(250));
     let mut stop = shared.stop.clone();
     let mut closing: Option<Instant> = None;
     loop {
@@ -567,6 +598,11 @@ async fn connection<I>(
                 if !activity.requested.load(Ordering::Relaxed)
                     && activity.opened.elapsed() >= grace
                 {
+                    return;
+                }
+                // A client that takes nothing of what waits for it.
+                if activity.blocked_for().is_some_and(|b| b >= send_timeout) {
+                    shared.metrics.send_timeouts.inc();
                     return;
                 }
                 match closing {
