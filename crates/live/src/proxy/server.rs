@@ -9,7 +9,9 @@
 //! line and headers together); a connection with no request in progress for
 //! `timeouts.idle_ms` is closed, and so is one that sent no request head
 //! within the header timeout. Idle means no request in progress and
-//! nothing left unwritten ([`Activity`]). Departure: the head of a later
+//! nothing left unwritten ([`Activity`]); a client that takes no byte of
+//! what waits for it for `timeouts.send_ms` is closed (nginx's
+//! `send_timeout`). Departure: the head of a later
 //! request on a keep-alive connection is bounded by `idle_ms` from the end
 //! of the previous response (hyper's header timer, which would drop a
 //! response still waiting for a slow client, is off); such a trickling
