@@ -837,6 +837,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.workers, 1);
         assert_eq!(c.timeouts.request_headers_ms, 5000);
+        assert_eq!(c.timeouts.send_ms, 60_000, "nginx's send_timeout");
         assert!(c.sbac.is_none());
         let full = format!(
             "listen = \"127.0.0.1:8080\"\nupstreams = [\"127.0.0.1:9000\", \"[::1]:9001\"]\n\
