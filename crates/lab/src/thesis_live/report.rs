@@ -26,6 +26,12 @@ pub struct ProxyCounters {
     pub refused: u64,
     /// Idle connections closed to make room for a new one.
     pub evicted: u64,
+    /// Idle connections chosen for eviction that kept their slot: a request
+    /// had just arrived on them (the next idlest was closed instead).
+    pub evictions_passed_on: u64,
+    /// Connections closed because the client took no byte of a waiting
+    /// response for `timeouts.send_ms`.
+    pub send_timeouts: u64,
     /// Mean of its held-send-buffer histogram (ssbt*), bytes.
     pub mean_send_buffer_bytes: Option<f64>,
     /// Mean of its held-receive-buffer histogram (ssbt*), bytes.

@@ -207,6 +207,8 @@ impl RunningProxy {
                 let counters = ProxyCounters {
                     refused: metrics.connections_refused.get(),
                     evicted: metrics.connections_evicted.get(),
+                    evictions_passed_on: metrics.evictions_passed_on.get(),
+                    send_timeouts: metrics.send_timeouts.get(),
                     mean_send_buffer_bytes: histogram_mean(
                         &text,
                         "vantage_proxy_send_buffer_bytes",

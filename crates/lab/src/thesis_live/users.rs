@@ -11,7 +11,11 @@
 //! `max_retries` times; then it has failed (`gave-up`). A persistent
 //! connection the proxy closed while idle (its timer, or the connection
 //! manager) is not a refusal: the request is sent again on a new
-//! connection (a reconnect, counted; RFC 9112 §9.3.1 allows it for a GET).
+//! connection (a reconnect, counted; RFC 9112 §9.3.1 allows it for a GET);
+//! a request reconnects at most once, since the new connection is fresh
+//! and a close before any byte on it is a refusal. A connection closed or
+//! reset after some of the response arrived is a failure (`broken`),
+//! never retried: the proxy cut a response.
 //! A request still running when the run ends is `cut`, neither completed
 //! nor failed, and counted.
 //!
@@ -37,9 +41,6 @@ use vantage_core::traffic::surge::Surge;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Read buffer per user.
 const READ_BYTES: usize = 16 * 1024;
-/// Reconnects of one request (its persistent connection closed under it)
-/// before it has failed.
-const MAX_RECONNECTS: u32 = 4;
 
 /// How a request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
@@ -49,7 +50,8 @@ pub enum Outcome {
     Completed,
     /// Refused `max_retries` times in a row.
     GaveUp,
-    /// Reset or closed mid-response, or a malformed response.
+    /// Reset or closed after part of the response, or a malformed
+    /// response.
     Broken,
     /// A status other than 200.
     BadStatus,
@@ -89,7 +91,7 @@ pub struct RequestRecord {
     pub transfer_s: f64,
     /// Connections refused on the way.
     pub refusals: u32,
-    /// Persistent connections found closed on the way.
+    /// Persistent connections found closed on the way (0 or 1).
     pub reconnects: u32,
 }
 
@@ -239,9 +241,6 @@ async fn fetch(
                     }
                 } else {
                     record.reconnects += 1;
-                    if record.reconnects > MAX_RECONNECTS {
-                        break Outcome::Broken;
-                    }
                 }
             }
             Err(Attempt::Failed(outcome)) => {

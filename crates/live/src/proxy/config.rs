@@ -15,6 +15,7 @@
 //! connect_ms = 1000                 # upstream connect
 //! request_headers_ms = 5000         # the whole request head (slowloris)
 //! idle_ms = 60000                   # a client keep-alive connection with no request
+//! send_ms = 60000                   # a client taking no byte of a response while one waits
 //! upstream_response_ms = 30000      # until the upstream's response head
 //! upstream_down_ms = 5000           # an upstream that failed is skipped this long
 //! [limits]
@@ -199,6 +200,7 @@ struct RawTimeouts {
     connect_ms: Option<f64>,
     request_headers_ms: Option<f64>,
     idle_ms: Option<f64>,
+    send_ms: Option<f64>,
     upstream_response_ms: Option<f64>,
     upstream_down_ms: Option<f64>,
 }
@@ -283,6 +285,9 @@ pub struct Timeouts {
     pub connect_ms: u64,
     pub request_headers_ms: u64,
     pub idle_ms: u64,
+    /// A client connection whose writes have waited this long without a
+    /// byte going through is closed (nginx's `send_timeout`).
+    pub send_ms: u64,
     pub upstream_response_ms: u64,
     pub upstream_down_ms: u64,
 }
@@ -450,6 +455,7 @@ impl ProxyConfig {
                 5000,
             )?,
             idle_ms: millis(&c, "timeouts.idle_ms", t.idle_ms, 60_000)?,
+            send_ms: millis(&c, "timeouts.send_ms", t.send_ms, 60_000)?,
             upstream_response_ms: millis(
                 &c,
                 "timeouts.upstream_response_ms",
@@ -831,6 +837,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.workers, 1);
         assert_eq!(c.timeouts.request_headers_ms, 5000);
+        assert_eq!(c.timeouts.send_ms, 60_000, "nginx's send_timeout");
         assert!(c.sbac.is_none());
         let full = format!(
             "listen = \"127.0.0.1:8080\"\nupstreams = [\"127.0.0.1:9000\", \"[::1]:9001\"]\n\

@@ -9,6 +9,8 @@
 //! | `vantage_proxy_connections_open` | gauge | client connections open |
 //! | `vantage_proxy_connections_refused_total` | counter | client connections closed at once (`limits.max_connections` open, none idle) |
 //! | `vantage_proxy_connections_evicted_total` | counter | idle client connections closed to make room for a new one |
+//! | `vantage_proxy_send_timeouts_total` | counter | client connections closed because they took no byte of a waiting response for `timeouts.send_ms` |
+//! | `vantage_proxy_evictions_passed_on_total` | counter | idle connections chosen for eviction that kept their slot because a request had just arrived on them (the next idlest was chosen) |
 //! | `vantage_proxy_tls_handshakes_failed_total` | counter | TLS handshakes that failed or took longer than the request-header timeout |
 //! | `vantage_proxy_sessions_admitted_total` | counter | new sessions admitted |
 //! | `vantage_proxy_sessions_rejected_total` | counter | new sessions rejected (503 or redirect) |
@@ -245,6 +247,8 @@ pub struct ProxyMetrics {
     pub connections_open: Gauge,
     pub connections_refused: Counter,
     pub connections_evicted: Counter,
+    pub evictions_passed_on: Counter,
+    pub send_timeouts: Counter,
     pub tls_handshakes_failed: Counter,
     pub sessions_admitted: Counter,
     pub sessions_rejected: Counter,
@@ -280,6 +284,8 @@ impl ProxyMetrics {
             connections_open: Gauge::default(),
             connections_refused: Counter::default(),
             connections_evicted: Counter::default(),
+            evictions_passed_on: Counter::default(),
+            send_timeouts: Counter::default(),
             tls_handshakes_failed: Counter::default(),
             sessions_admitted: Counter::default(),
             sessions_rejected: Counter::default(),
@@ -329,6 +335,16 @@ impl ProxyMetrics {
             "vantage_proxy_connections_evicted",
             "Idle client connections closed to make room for a new one",
             m.connections_evicted.clone(),
+        );
+        registry.register(
+            "vantage_proxy_evictions_passed_on",
+            "Idle connections chosen for eviction that kept their slot because a request had just arrived",
+            m.evictions_passed_on.clone(),
+        );
+        registry.register(
+            "vantage_proxy_send_timeouts",
+            "Client connections closed because they took no byte of a waiting response for timeouts.send_ms",
+            m.send_timeouts.clone(),
         );
         registry.register(
             "vantage_proxy_tls_handshakes_failed",

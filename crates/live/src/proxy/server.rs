@@ -8,15 +8,21 @@
 //! and fit in `limits.max_header_bytes` (hyper's read buffer: the request
 //! line and headers together); a connection with no request in progress for
 //! `timeouts.idle_ms` is closed, and so is one that sent no request head
-//! within the header timeout. Departure: the head of a later request on a
-//! keep-alive connection is bounded by the longer of the two timeouts,
-//! because hyper 1.x has one timer for the idle wait and the head; such a
-//! trickling connection counts as idle, so it is the first evicted when the
+//! within the header timeout. Idle means no request in progress and
+//! nothing left unwritten ([`Activity`]); a client that takes no byte of
+//! what waits for it for `timeouts.send_ms` is closed (nginx's
+//! `send_timeout`). Departure: the head of a later
+//! request on a keep-alive connection is bounded by `idle_ms` from the end
+//! of the previous response (hyper's header timer, which would drop a
+//! response still waiting for a slow client, is off); such a trickling
+//! connection counts as idle, so it is the first evicted when the
 //! connection cap is reached; at most `limits.max_connections` are open
 //! (lowered to what the descriptor limit allows, [`connection_budget`]):
-//! when full, the connection idle longest (no request in progress) is
-//! closed to make room, and only when none is idle is the new one closed
-//! at once; both are counted. Framing is
+//! when full, the connection idle longest is closed to make room, as
+//! nginx drains its keep-alive connections (never one with a request
+//! waiting unread in its socket: the next idlest goes instead), and only
+//! when none is idle is the new one closed at once; all are counted.
+//! Framing is
 //! hyper's parser: differing `Content-Length`s, an obs-folded header, a
 //! `Transfer-Encoding` whose last coding is not chunked are refused with
 //! 400 and never forwarded. Departure from a plain refusal: a request with
@@ -40,6 +46,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -62,6 +69,7 @@ use super::tls::TlsError;
 use super::upstream::{Pool, PooledBody, SendError, UpstreamBody, Upstreams};
 use super::utilization::{parse_orca, InFlight, OrcaReports};
 use crate::daemon::LogFile;
+use vantage_sys::tcp_info;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -308,19 +316,26 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         let _ = stream.set_nodelay(true);
         let reclaim = Arc::new(tokio::sync::Notify::new());
         let stream = shared.resources.track_client(stream, Arc::clone(&reclaim));
+        let activity = Arc::new(Activity {
+            active: AtomicUsize::new(0),
+            unsent: AtomicBool::new(false),
+            blocked_ms: AtomicU64::new(0),
+            fd: stream.get_ref().as_raw_fd(),
+            requested: AtomicBool::new(false),
+            last_ms: AtomicU64::new(0),
+            opened: Instant::now(),
+            evict: tokio::sync::Notify::new(),
+            reclaim,
+            events: stream.events(),
+            peer_ip: peer_header(peer),
+        });
+        let stream = Watched {
+            stream,
+            activity: Arc::clone(&activity),
+        };
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
-            let activity = Arc::new(Activity {
-                active: AtomicUsize::new(0),
-                requested: AtomicBool::new(false),
-                last_ms: AtomicU64::new(0),
-                opened: Instant::now(),
-                evict: tokio::sync::Notify::new(),
-                reclaim,
-                events: stream.events(),
-                peer_ip: peer_header(peer),
-            });
             let id = shared.register(&activity);
             match settings.tls.clone() {
                 None => connection(stream, peer, &shared, &settings, &activity).await,
@@ -343,10 +358,26 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
 }
 
 /// A client connection's activity, for the idle timeout and eviction.
+///
+/// A connection is idle when no request is in progress (none whose
+/// response body the upstream is still producing) *and* everything
+/// written for it has reached the kernel: hyper takes a response's last
+/// body frame into its own write buffer, which a slow client's full socket
+/// may hold for seconds; closing the connection then would drop those
+/// bytes and cut the response.
 #[derive(Debug)]
 pub struct Activity {
-    /// Requests whose response has not been sent completely.
+    /// Requests whose response body has not been taken whole by hyper.
     active: AtomicUsize,
+    /// The last write to the socket would have blocked: hyper (or TLS)
+    /// still holds bytes for it.
+    unsent: AtomicBool,
+    /// Since when writes have been waiting without a byte going through
+    /// (ms since the connection opened; meaningful while `unsent`).
+    blocked_ms: AtomicU64,
+    /// The client socket, for `FIONREAD` from the connection's own task
+    /// (where the socket is still open).
+    fd: RawFd,
     /// Whether a request head has ever been read on it.
     requested: AtomicBool,
     /// Told to close (it was idle and a new connection needs its slot).
@@ -355,8 +386,8 @@ pub struct Activity {
     reclaim: Arc<tokio::sync::Notify>,
     /// Requests and responses reported to the connection manager.
     events: Option<ConnectionEvents>,
-    /// When the last request began or the last response ended (ms since
-    /// the connection opened).
+    /// When the last request began, the last response body ended or the
+    /// last blocked write went through (ms since the connection opened).
     last_ms: AtomicU64,
     opened: Instant,
     /// The client's address, as `X-Forwarded-For` carries it.
@@ -368,17 +399,117 @@ fn peer_header(peer: SocketAddr) -> HeaderValue {
 }
 
 impl Activity {
-    fn touch(&self) {
-        self.last_ms
-            .store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+    /// Whether a request has arrived that hyper has not read yet: bytes in
+    /// the socket's receive queue (`FIONREAD`). Called only from the
+    /// connection's own task, while the socket is open.
+    fn request_waiting(&self) -> bool {
+        // SAFETY: the connection's task owns the socket for as long as it
+        // runs, and only that task calls this.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        tcp_info::unread_bytes(fd).is_ok_and(|n| n > 0)
     }
 
-    fn idle_for(&self) -> Option<Duration> {
-        (self.active.load(Ordering::Relaxed) == 0).then(|| {
-            self.opened
-                .elapsed()
-                .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+    fn touch(&self) {
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    /// How long writes have waited without a byte going through; `None`
+    /// when nothing waits.
+    fn blocked_for(&self) -> Option<Duration> {
+        self.unsent.load(Ordering::Relaxed).then(|| {
+            Duration::from_millis(
+                self.now_ms()
+                    .saturating_sub(self.blocked_ms.load(Ordering::Relaxed)),
+            )
         })
+    }
+
+    /// How long the connection has been idle (no request in progress,
+    /// nothing left to write); `None` when it is not.
+    fn idle_for(&self) -> Option<Duration> {
+        (self.active.load(Ordering::Relaxed) == 0 && !self.unsent.load(Ordering::Relaxed)).then(
+            || {
+                self.opened
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+            },
+        )
+    }
+}
+
+/// A client socket that tells its [`Activity`] whether hyper's last write
+/// would have blocked (hyper then still holds bytes for it, and keeps
+/// trying until they are all written).
+struct Watched<S> {
+    stream: S,
+    activity: Arc<Activity>,
+}
+
+impl<S> Watched<S> {
+    fn wrote<T>(&self, result: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        match &result {
+            Poll::Pending => {
+                if !self.activity.unsent.swap(true, Ordering::Relaxed) {
+                    let now = self.activity.now_ms();
+                    self.activity.blocked_ms.store(now, Ordering::Relaxed);
+                }
+            }
+            Poll::Ready(_) => {
+                if self.activity.unsent.swap(false, Ordering::Relaxed) {
+                    // The bytes that waited have gone: the idle time
+                    // starts no earlier than now.
+                    self.activity.touch();
+                }
+            }
+        }
+        result
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.wrote(result)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.wrote(result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.stream).poll_flush(cx);
+        self.wrote(result)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -410,14 +541,13 @@ async fn connection<I>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        // hyper 1.x runs one timer from the end of a response to the end of
-        // the next request head (hyper#3828), so on a keep-alive connection
-        // it is also the idle timer: set to the longer of the two, or an idle
-        // connection would be closed after `request_headers_ms`. The first
-        // head is still bounded by `request_headers_ms` (the loop below).
-        .header_read_timeout(Duration::from_millis(
-            timeouts.request_headers_ms.max(timeouts.idle_ms),
-        ))
+        // Not hyper's header timer: it starts when a response's last bytes
+        // enter hyper's write buffer, and when it fires hyper drops the
+        // connection with whatever of that response a slow client has not
+        // taken yet. The loop below bounds the first head by
+        // `request_headers_ms` and a later one by `idle_ms` from the moment
+        // the previous response was written out.
+        .header_read_timeout(None)
         .max_buf_size(limits.max_header_bytes)
         .keep_alive(true);
     builder
@@ -430,7 +560,11 @@ async fn connection<I>(
     tokio::pin!(conn);
     let idle_timeout = Duration::from_millis(timeouts.idle_ms);
     let grace = Duration::from_millis(timeouts.request_headers_ms);
-    let check = idle_timeout.min(grace).min(Duration::from_millis(250));
+    let send_timeout = Duration::from_millis(timeouts.send_ms);
+    let check = idle_timeout
+        .min(grace)
+        .min(send_timeout)
+        .min(Duration::from_millis(250));
     let mut stop = shared.stop.clone();
     let mut closing: Option<Instant> = None;
     loop {
@@ -445,7 +579,17 @@ async fn connection<I>(
                 closing = Some(Instant::now());
             }
             _ = activity.evict.notified() => {
-                if activity.idle_for().is_some() {
+                if activity.idle_for().is_none() {
+                    // Busy since it was chosen: the eviction goes on to the
+                    // next idlest.
+                    shared.evict_idlest();
+                } else if activity.request_waiting() {
+                    // A request has arrived that hyper has not read yet:
+                    // closing now would reset the connection and lose it.
+                    activity.touch();
+                    shared.metrics.evictions_passed_on.inc();
+                    shared.evict_idlest();
+                } else {
                     shared.metrics.connections_evicted.inc();
                     return;
                 }
@@ -456,6 +600,11 @@ async fn connection<I>(
                 if !activity.requested.load(Ordering::Relaxed)
                     && activity.opened.elapsed() >= grace
                 {
+                    return;
+                }
+                // A client that takes nothing of what waits for it.
+                if activity.blocked_for().is_some_and(|b| b >= send_timeout) {
+                    shared.metrics.send_timeouts.inc();
                     return;
                 }
                 match closing {
