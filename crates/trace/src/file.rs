@@ -69,6 +69,9 @@ pub const MAX_PCAPNG_BLOCK: u32 = 16 * 1024 * 1024;
 pub const MAX_INTERFACES: usize = 65_536;
 
 const READ_CHUNK: usize = 1 << 20;
+/// Bytes of a mapped file read before their pages are let go (a power of
+/// two).
+const MAPPED_RELEASE: usize = 8 << 20;
 const PCAPNG_SECTION_HEADER: u32 = 0x0A0D_0D0A;
 const PCAPNG_INTERFACE_DESCRIPTION: u32 = 1;
 const PCAPNG_OBSOLETE_PACKET: u32 = 2;
@@ -877,6 +880,8 @@ struct Input {
     source: Box<dyn Read + Send>,
     buffer: Vec<u8>,
     mapped: Option<memmap2::Mmap>,
+    /// Bytes of the mapping before this were given back to the kernel.
+    released: usize,
     start: usize,
     end: usize,
     offset: u64,
@@ -889,6 +894,7 @@ impl Input {
             source,
             buffer: vec![0; READ_CHUNK],
             mapped: None,
+            released: 0,
             start: 0,
             end: 0,
             offset: 0,
@@ -902,6 +908,7 @@ impl Input {
             buffer: Vec::new(),
             end: map.len(),
             mapped: Some(map),
+            released: 0,
             start: 0,
             offset: 0,
             at_end: true,
@@ -958,6 +965,26 @@ impl Input {
         debug_assert!(len <= self.buffered());
         self.start += len;
         self.offset += len as u64;
+        #[cfg(unix)]
+        if let Some(map) = &self.mapped {
+            // The pages read are let go every few MiB, so the resident
+            // memory of a large mapped file stays a window, not the file.
+            let done = self.start & !(MAPPED_RELEASE - 1);
+            if done >= self.released + MAPPED_RELEASE {
+                // SAFETY: the mapping is a read-only view of a file; pages
+                // given up are read again from the file if touched, with
+                // the same bytes (and nothing before `start` is touched
+                // again: a packet borrows only the current record).
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        self.released,
+                        done - self.released,
+                    )
+                };
+                self.released = done;
+            }
+        }
     }
 
     /// Re-reads the stream through a gzip decompressor, starting with the
