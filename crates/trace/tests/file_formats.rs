@@ -445,3 +445,29 @@ fn mapped_files_read_like_streams() {
         assert_eq!(mapped, streamed, "{} bytes", bytes.len());
     }
 }
+
+/// A mapped file larger than the window of pages kept resident (whose
+/// pages are let go as it is read) reads like a stream, to the last
+/// packet, whole and cut in its last record.
+#[test]
+fn large_mapped_files_read_like_streams() {
+    let records: Vec<Record> = (0..16_000u32)
+        .map(|i| {
+            let frame = Tcp::new(("10.0.0.1", 1000), ("10.0.0.2", 80), i * 1400, 1, ACK)
+                .payload(1400)
+                .ip_id(i as u16)
+                .ethernet();
+            Record::new(1_700_000_000_000_000_000 + u64::from(i) * 1000, frame)
+        })
+        .collect();
+    let whole = Pcap::ethernet().file(&records);
+    assert!(whole.len() > 20 << 20);
+    for bytes in [whole.clone(), whole[..whole.len() - 100].to_vec()] {
+        let file = TempFile::new("large-mapped.pcap", &bytes);
+        let name = file.path.display().to_string();
+        let streamed = outcome(TraceReader::from_reader(name, Cursor::new(bytes.clone())));
+        let mapped = outcome(TraceReader::open(&file.path));
+        assert_eq!(mapped.0.len(), 16_000 - usize::from(bytes.len() < whole.len()));
+        assert!(mapped == streamed, "{} bytes", bytes.len());
+    }
+}
