@@ -390,7 +390,11 @@ pub(crate) fn build(
         .flatten()
         .map(|c| c.connection.segments.len())
         .sum();
-    let placed = if vantage == Vantage::Both { 0 } else { captured };
+    let placed = if vantage == Vantage::Both {
+        0
+    } else {
+        captured
+    };
     let mut records = Vec::with_capacity(captured + placed);
     let mut artefacts = Artefacts::default();
     let mut mss = [None::<u16>; 2];

@@ -854,9 +854,8 @@ impl<R: Read> Read for CountingReader<R> {
 /// compressed, which are read as a stream.
 ///
 /// Reading a mapped file saves the kernel's copy of every byte into the
-/// read buffer (a tenth of `vantage cpa`'s time on a trace in the page
-/// cache); the packets then borrow the mapping. memmap2 is the maintained
-/// crate for this (std has no mapping).
+/// read buffer (measured in `bench/cpa`); the packets then borrow the
+/// mapping. memmap2 is the maintained crate for this (std has no mapping).
 fn map_uncompressed(file: &File) -> Option<memmap2::Mmap> {
     let metadata = file.metadata().ok()?;
     if !metadata.is_file() || metadata.len() == 0 {

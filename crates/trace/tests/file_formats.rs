@@ -433,7 +433,11 @@ fn mapped_files_read_like_streams() {
     ];
     inputs.extend((0..pcap.len()).map(|cut| pcap[..cut].to_vec()));
     let pcapng = two_interface_pcapng(false);
-    inputs.extend((0..pcapng.len()).step_by(3).map(|cut| pcapng[..cut].to_vec()));
+    inputs.extend(
+        (0..pcapng.len())
+            .step_by(3)
+            .map(|cut| pcapng[..cut].to_vec()),
+    );
     let mut oversized = pcap.clone();
     oversized[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
     inputs.push(oversized);
@@ -467,7 +471,10 @@ fn large_mapped_files_read_like_streams() {
         let name = file.path.display().to_string();
         let streamed = outcome(TraceReader::from_reader(name, Cursor::new(bytes.clone())));
         let mapped = outcome(TraceReader::open(&file.path));
-        assert_eq!(mapped.0.len(), 16_000 - usize::from(bytes.len() < whole.len()));
+        assert_eq!(
+            mapped.0.len(),
+            16_000 - usize::from(bytes.len() < whole.len())
+        );
         assert!(mapped == streamed, "{} bytes", bytes.len());
     }
 }
