@@ -383,7 +383,19 @@ pub(crate) fn build(
         }
     }
 
-    let mut records = Vec::new();
+    // One record per captured segment; with one capture, the placement
+    // adds at most one per record (reserved now: no copy as it grows).
+    let captured: usize = [client, server]
+        .into_iter()
+        .flatten()
+        .map(|c| c.connection.segments.len())
+        .sum();
+    let placed = if vantage == Vantage::Both {
+        0
+    } else {
+        captured
+    };
+    let mut records = Vec::with_capacity(captured + placed);
     let mut artefacts = Artefacts::default();
     let mut mss = [None::<u16>; 2];
     for capture in [client, server].into_iter().flatten() {

@@ -27,7 +27,10 @@
 //! little and gives exact error offsets and one code path for pcap and
 //! pcapng. One reusable buffer (1 MiB, grown only to the largest record,
 //! which is capped) holds the stream; a [`Packet`] borrows its bytes from
-//! it, so the hot path allocates nothing and copies nothing.
+//! it, so the hot path allocates nothing and copies nothing. A regular file
+//! that is not compressed is mapped into memory instead and is its own
+//! buffer (no copy from the kernel at all); the same checks, offsets and
+//! errors apply.
 //!
 //! Simple packet blocks (pcapng) carry no timestamp; their packets get time
 //! zero, which the connection table then clamps like any timestamp that
@@ -66,6 +69,9 @@ pub const MAX_PCAPNG_BLOCK: u32 = 16 * 1024 * 1024;
 pub const MAX_INTERFACES: usize = 65_536;
 
 const READ_CHUNK: usize = 1 << 20;
+/// Bytes of a mapped file read before their pages are let go (a power of
+/// two).
+const MAPPED_RELEASE: usize = 8 << 20;
 const PCAPNG_SECTION_HEADER: u32 = 0x0A0D_0D0A;
 const PCAPNG_INTERFACE_DESCRIPTION: u32 = 1;
 const PCAPNG_OBSOLETE_PACKET: u32 = 2;
@@ -212,7 +218,10 @@ impl TraceReader {
         }
         let name = path.display().to_string();
         match File::open(path) {
-            Ok(file) => TraceReader::from_reader(name, file),
+            Ok(file) => match map_uncompressed(&file) {
+                Some(map) => TraceReader::from_input(name, Input::mapped(map), None),
+                None => TraceReader::from_reader(name, file),
+            },
             Err(source) => Err(TraceError::Open { file: name, source }),
         }
     }
@@ -228,7 +237,16 @@ impl TraceReader {
             inner: source,
             count: Arc::clone(&counter),
         };
-        let mut input = Input::new(Box::new(counting));
+        TraceReader::from_input(name, Input::new(Box::new(counting)), Some(counter))
+    }
+
+    /// Detects compression and format on `input`; `counter` counts the
+    /// bytes read from a stream (for errors in gzip input).
+    fn from_input(
+        name: String,
+        mut input: Input,
+        counter: Option<Arc<AtomicU64>>,
+    ) -> Result<TraceReader, TraceError> {
         let mut compressed_read = None;
         let location = |offset: u64, compressed: &Option<Arc<AtomicU64>>| Location {
             file: name.clone(),
@@ -245,7 +263,7 @@ impl TraceReader {
         let head = input.peek(available);
         if available >= 2 && head[..2] == [0x1F, 0x8B] {
             input.restart_through_gzip();
-            compressed_read = Some(Arc::clone(&counter));
+            compressed_read = counter;
         } else if let Some(kind) = other_compression(head) {
             return Err(TraceError::Malformed {
                 location: location(0, &compressed_read),
@@ -411,7 +429,7 @@ impl TraceReader {
             link_type: record.link_type,
             interface: record.interface,
             original_len: record.original_len,
-            data: &self.input.buffer[start..start + record.data_len],
+            data: &self.input.bytes()[start..start + record.data_len],
             offset: record.offset,
         }))
     }
@@ -831,11 +849,38 @@ impl<R: Read> Read for CountingReader<R> {
     }
 }
 
+/// Maps a regular, non-empty file that is not gzip-compressed; `None`
+/// when it cannot be mapped (a pipe, a special file, an empty file) or is
+/// compressed, which are read as a stream.
+///
+/// Reading a mapped file saves the kernel's copy of every byte into the
+/// read buffer (measured in `bench/cpa`); the packets then borrow the
+/// mapping. memmap2 is the maintained crate for this (std has no mapping).
+fn map_uncompressed(file: &File) -> Option<memmap2::Mmap> {
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() == 0 {
+        return None;
+    }
+    // SAFETY: the mapping is only read, and only through bounds-checked
+    // slices. If another process truncates the file while it is read,
+    // access beyond the new end faults (SIGBUS), as for every program that
+    // maps its input (ripgrep, git); a file changed in place gives bytes of
+    // either version, which the reader checks like any input.
+    let map = unsafe { memmap2::MmapOptions::new().map(file) }.ok()?;
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    (map.get(..2) != Some(&[0x1F, 0x8B][..])).then_some(map)
+}
+
 /// The reusable read buffer: bytes `[start, end)` of `buffer` are the
-/// stream from byte `offset` on.
+/// stream from byte `offset` on. A mapped file is its own buffer, whole
+/// from the start.
 struct Input {
     source: Box<dyn Read + Send>,
     buffer: Vec<u8>,
+    mapped: Option<memmap2::Mmap>,
+    /// Bytes of the mapping before this were given back to the kernel.
+    released: usize,
     start: usize,
     end: usize,
     offset: u64,
@@ -847,10 +892,33 @@ impl Input {
         Input {
             source,
             buffer: vec![0; READ_CHUNK],
+            mapped: None,
+            released: 0,
             start: 0,
             end: 0,
             offset: 0,
             at_end: false,
+        }
+    }
+
+    fn mapped(map: memmap2::Mmap) -> Input {
+        Input {
+            source: Box::new(io::empty()),
+            buffer: Vec::new(),
+            end: map.len(),
+            mapped: Some(map),
+            released: 0,
+            start: 0,
+            offset: 0,
+            at_end: true,
+        }
+    }
+
+    /// The bytes `start` and `end` index.
+    fn bytes(&self) -> &[u8] {
+        match &self.mapped {
+            Some(map) => map,
+            None => &self.buffer,
         }
     }
 
@@ -864,6 +932,10 @@ impl Input {
     fn fill(&mut self, needed: usize) -> io::Result<usize> {
         if self.buffered() >= needed {
             return Ok(needed);
+        }
+        if self.mapped.is_some() {
+            // All of the file is there: what is missing is beyond its end.
+            return Ok(self.buffered());
         }
         if self.buffer.len() - self.start < needed {
             self.buffer.copy_within(self.start..self.end, 0);
@@ -885,19 +957,43 @@ impl Input {
     }
 
     fn peek(&self, len: usize) -> &[u8] {
-        &self.buffer[self.start..self.start + len]
+        &self.bytes()[self.start..self.start + len]
     }
 
     fn consume(&mut self, len: usize) {
         debug_assert!(len <= self.buffered());
         self.start += len;
         self.offset += len as u64;
+        #[cfg(unix)]
+        if let Some(map) = &self.mapped {
+            // The pages read are let go every few MiB, so the resident
+            // memory of a large mapped file stays a window, not the file.
+            let done = self.start & !(MAPPED_RELEASE - 1);
+            if done >= self.released + MAPPED_RELEASE {
+                // SAFETY: the mapping is a read-only view of a file; pages
+                // given up are read again from the file if touched, with
+                // the same bytes (and nothing before `start` is touched
+                // again: a packet borrows only the current record).
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        self.released,
+                        done - self.released,
+                    )
+                };
+                self.released = done;
+            }
+        }
     }
 
     /// Re-reads the stream through a gzip decompressor, starting with the
     /// bytes already buffered.
     fn restart_through_gzip(&mut self) {
-        let buffered = self.buffer[self.start..self.end].to_vec();
+        // (A mapped file is never compressed: `map_uncompressed`.)
+        let buffered = self.bytes()[self.start..self.end].to_vec();
+        if self.mapped.take().is_some() {
+            self.buffer = vec![0; READ_CHUNK];
+        }
         let rest = std::mem::replace(&mut self.source, Box::new(io::empty()));
         let compressed = io::Cursor::new(buffered).chain(rest);
         self.source = Box::new(flate2::read::MultiGzDecoder::new(compressed));

@@ -393,3 +393,88 @@ fn real_or_synthetic_trace() -> Vec<u8> {
         Pcap::ethernet().file(&two_frames())
     }
 }
+
+/// Every packet, then the error that ended the reading (as its message),
+/// from an opened reader.
+fn outcome(opened: Result<TraceReader, TraceError>) -> (Vec<ReadPacket>, Option<String>) {
+    let mut packets = Vec::new();
+    let mut reader = match opened {
+        Ok(reader) => reader,
+        Err(error) => return (packets, Some(error.to_string())),
+    };
+    loop {
+        match reader.next_packet() {
+            Ok(Some(packet)) => packets.push((
+                packet.timestamp,
+                packet.link_type,
+                packet.interface,
+                packet.data.to_vec(),
+                packet.original_len,
+            )),
+            Ok(None) => return (packets, None),
+            Err(error) => return (packets, Some(error.to_string())),
+        }
+    }
+}
+
+/// A file opened by path is read through a memory map unless it is
+/// compressed; it must give the packets and errors (same offsets) a stream
+/// of the same bytes gives, whole, cut anywhere, or corrupt.
+#[test]
+fn mapped_files_read_like_streams() {
+    let pcap = Pcap::ethernet().file(&two_frames());
+    let mut inputs = vec![
+        pcap.clone(),
+        two_interface_pcapng(false),
+        two_interface_pcapng(true),
+        gzip(&pcap),
+        vec![0x28, 0xB5, 0x2F, 0xFD, 0, 0, 0, 0],
+        b"not a capture at all".to_vec(),
+    ];
+    inputs.extend((0..pcap.len()).map(|cut| pcap[..cut].to_vec()));
+    let pcapng = two_interface_pcapng(false);
+    inputs.extend(
+        (0..pcapng.len())
+            .step_by(3)
+            .map(|cut| pcapng[..cut].to_vec()),
+    );
+    let mut oversized = pcap.clone();
+    oversized[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    inputs.push(oversized);
+    for bytes in inputs {
+        let file = TempFile::new("mapped.pcap", &bytes);
+        let name = file.path.display().to_string();
+        let streamed = outcome(TraceReader::from_reader(name, Cursor::new(bytes.clone())));
+        let mapped = outcome(TraceReader::open(&file.path));
+        assert_eq!(mapped, streamed, "{} bytes", bytes.len());
+    }
+}
+
+/// A mapped file larger than the window of pages kept resident (whose
+/// pages are let go as it is read) reads like a stream, to the last
+/// packet, whole and cut in its last record.
+#[test]
+fn large_mapped_files_read_like_streams() {
+    let records: Vec<Record> = (0..16_000u32)
+        .map(|i| {
+            let frame = Tcp::new(("10.0.0.1", 1000), ("10.0.0.2", 80), i * 1400, 1, ACK)
+                .payload(1400)
+                .ip_id(i as u16)
+                .ethernet();
+            Record::new(1_700_000_000_000_000_000 + u64::from(i) * 1000, frame)
+        })
+        .collect();
+    let whole = Pcap::ethernet().file(&records);
+    assert!(whole.len() > 20 << 20);
+    for bytes in [whole.clone(), whole[..whole.len() - 100].to_vec()] {
+        let file = TempFile::new("large-mapped.pcap", &bytes);
+        let name = file.path.display().to_string();
+        let streamed = outcome(TraceReader::from_reader(name, Cursor::new(bytes.clone())));
+        let mapped = outcome(TraceReader::open(&file.path));
+        assert_eq!(
+            mapped.0.len(),
+            16_000 - usize::from(bytes.len() < whole.len())
+        );
+        assert!(mapped == streamed, "{} bytes", bytes.len());
+    }
+}
