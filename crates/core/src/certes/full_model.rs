@@ -62,8 +62,12 @@
 //! Bounds: the window holds at most [`MAX_WINDOW`] intervals, the RTT
 //! history [`MAX_RTT_HISTORY`], the accepted-mix look-back
 //! [`MAX_LOOKBACK`]; Step 3 runs at most [`MAX_ITERATIONS`] times per
-//! interval. Cost per interval: O(window × retry terms) for Step 2; Step 3,
-//! only when a count turns negative, O(window² × retry terms + window³).
+//! interval, each over the equations a landing width around the negative
+//! counts (older ones are left out of G). Cost per interval: O(window ×
+//! retry terms) for Step 2; Step 3, only when a new count turns negative,
+//! O(width × window × retry terms + width³). A count still negative after
+//! Step 3 stays at zero in later solves. Step 3 stops early when an
+//! iteration removes less than a tenth of the negative mass.
 
 use std::collections::VecDeque;
 
@@ -80,12 +84,15 @@ pub const MAX_ITERATIONS: usize = 16;
 /// Most intervals the completion split (Eq. 12) looks back over.
 pub const MAX_LOOKBACK: usize = 1 << 14;
 /// Points χ is reduced to (its quantiles).
-pub const CHI_POINTS: usize = 16;
+pub const CHI_POINTS: usize = 8;
 /// Largest RTT change a retry is shifted by.
 pub const MAX_RTT_CHANGE: Nanos = Nanos::from_secs(1);
 /// Points over which a profile's spread timeout is integrated (as the fast
 /// model does).
 const SPREAD_POINTS: usize = 64;
+/// Step 3 stops when an iteration leaves more than this share of the
+/// negative mass of R^0 (the linearisation no longer helps).
+const PROGRESS: f64 = 0.9;
 /// R^0 below this (in SYNs) counts as negative (Eq. 21).
 const NEGATIVE: f64 = -1e-6;
 
@@ -170,6 +177,9 @@ struct Slot {
     weights: Vec<Landing>,
     /// R^0 over (1 − q), as solved (may be negative before Step 3 ends).
     initial: f64,
+    /// R^0 stayed negative after Step 3 and was set to zero; it stays so in
+    /// later solves (its estimate is out).
+    clamped: bool,
     /// SYNs sent per (class, attempt).
     sent: Vec<f64>,
 }
@@ -250,6 +260,8 @@ pub struct FullCertes {
     /// Ring (`lookback` rows of `columns`): accepted SYNs per (class,
     /// attempt) of intervals that left the window.
     accepted: Vec<f64>,
+    /// Ring (`lookback`): their totals.
+    accepted_sums: Vec<f64>,
     lookback: usize,
     /// Mean RTT (ns) of the last intervals, `None` without completions.
     rtt_means: VecDeque<Option<f64>>,
@@ -338,6 +350,7 @@ impl FullCertes {
             frozen: vec![0.0; horizon * (columns + class_count)],
             horizon,
             accepted: vec![0.0; lookback * columns],
+            accepted_sums: vec![0.0; lookback],
             lookback,
             rtt_means: VecDeque::new(),
             segments_sent: 0,
@@ -458,31 +471,41 @@ impl FullCertes {
             success: arrive * (1.0 - drop_rate),
             weights,
             initial: 0.0,
+            clamped: false,
             sent: vec![0.0; self.columns],
         });
 
         // Step 2, and Step 3 while some R^0 is negative.
         let mut corrections = 0;
         let mut negative_initial = 0;
+        let mut last_deficit = f64::INFINITY;
         loop {
             self.solve(false);
-            let negatives: Vec<usize> = (0..self.slots.len())
-                .filter(|&r| self.slots[r].initial < NEGATIVE)
-                .collect();
+            let negatives = self.slots.iter().filter(|s| s.initial < NEGATIVE).count();
+            let deficit: f64 = self.slots.iter().map(|s| (-s.initial).max(0.0)).sum();
             if corrections == 0 {
-                negative_initial = negatives.len();
+                negative_initial = negatives;
             }
-            if negatives.is_empty() || corrections >= self.max_iterations {
+            // Iterate while the negative mass shrinks by a tenth or more.
+            if negatives == 0
+                || corrections >= self.max_iterations
+                || deficit > PROGRESS * last_deficit
+            {
                 break;
             }
+            last_deficit = deficit;
             corrections += 1;
             if !self.correct() {
                 break;
             }
         }
-        let unresolved = (0..self.slots.len())
-            .filter(|&r| self.slots[r].initial < NEGATIVE)
-            .count();
+        let mut unresolved = 0;
+        for slot in self.slots.iter_mut() {
+            if slot.initial < NEGATIVE {
+                slot.clamped = true;
+                unresolved += 1;
+            }
+        }
         self.solve(true);
         self.stats.intervals += 1;
         self.stats.iterations += corrections as u64;
@@ -557,6 +580,8 @@ impl FullCertes {
             .iter_mut()
             .for_each(|v| *v = 0.0);
         let accepted_row = (index % self.lookback as u64) as usize * self.columns;
+        self.accepted_sums[accepted_row / self.columns.max(1)] =
+            slot.sent.iter().sum::<f64>() * slot.success;
         for class in &self.classes {
             for j in 0..=class.retries() {
                 let sent = slot.sent[class.column + j];
@@ -608,7 +633,7 @@ impl FullCertes {
                 .map(|column| slot.sent[column])
                 .sum();
             let mut initial = slot.sent_total - retries;
-            if clamp {
+            if clamp || slot.clamped {
                 initial = initial.max(0.0);
             }
             slot.initial = initial;
@@ -669,8 +694,7 @@ impl FullCertes {
         if index - at >= self.lookback as u64 {
             return 0.0;
         }
-        let row = (at % self.lookback as u64) as usize * self.columns;
-        self.accepted[row..row + self.columns].iter().sum()
+        self.accepted_sums[(at % self.lookback as u64) as usize]
     }
 
     /// C_i^j by Eq. 12: each completion's share of attempt j is that of
@@ -732,7 +756,10 @@ impl FullCertes {
         mix
     }
 
-    /// Step 3 (Eq. 26–28): one least-squares change of the window's W.
+    /// Step 3 (Eq. 26–28): one least-squares change of the window's W,
+    /// over the equations from one landing width before the earliest
+    /// negative R^0 to the newest (older ones are left out of G: bounded
+    /// cost; if one of them turns negative the next solve counts it).
     /// Returns false when nothing could be changed.
     fn correct(&mut self) -> bool {
         let n = self.slots.len();
@@ -752,7 +779,22 @@ impl FullCertes {
         let mut dense = vec![0.0; unknowns];
         let mut touched_groups: Vec<usize> = Vec::new();
         let mut adjoint = vec![0.0; n * self.columns];
-        for e in 0..n {
+        // The equations a change of the W returning into the negative
+        // intervals can move directly: from the earliest negative one,
+        // back by the widest landing, to the newest.
+        let Some(earliest) = self.slots.iter().position(|s| s.initial < NEGATIVE) else {
+            return false;
+        };
+        let widest = self
+            .group_lags
+            .iter()
+            .map(|(shortest, longest)| longest - shortest + 1)
+            .max()
+            .unwrap_or(1);
+        let first_row = earliest.saturating_sub(widest);
+        rows.resize(first_row, Vec::new());
+        targets.resize(first_row, 0.0);
+        for e in first_row..n {
             adjoint.iter_mut().for_each(|a| *a = 0.0);
             for class in &self.classes {
                 for j in 1..=class.retries() {
