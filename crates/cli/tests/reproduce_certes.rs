@@ -172,8 +172,35 @@ fn quick_certes_study_as_json_within_documented_bounds() {
         tracking(damped) * 2.0 < tracking(undamped),
         "{damped} {undamped}"
     );
-    // The checks say which of the paper's statements hold.
+    // The full model of Section 3.1 runs beside the fast one on every
+    // paper scenario (not on Figure 9's sweep), and each such run carries
+    // the statement comparing the two.
     let checks = doc["checks"].as_array().expect("checks");
+    for row in &rows {
+        assert!(row["full_rel_err"].is_number(), "{row}");
+        assert!(row["full_window"].as_u64().is_some_and(|w| w >= 1), "{row}");
+        let figure = format!(
+            "{} ({})",
+            row["scenario"].as_str().unwrap(),
+            row["figure"].as_str().unwrap()
+        );
+        assert!(
+            checks.iter().any(|c| c["figure"] == figure.as_str()
+                && c["profile"] == row["profile"]
+                && c["claim"]
+                    .as_str()
+                    .is_some_and(|claim| claim.contains("near optimal"))),
+            "no full-model statement for {figure} {}",
+            row["profile"]
+        );
+    }
+    for row in &sweep {
+        assert!(row["full_rel_err"].is_null(), "{row}");
+    }
+    assert!(checks
+        .iter()
+        .any(|c| c["figure"] == "all (Sec. 3.1 vs 3.2)"));
+    // The checks say which of the paper's statements hold.
     let summary = checks
         .iter()
         .find(|c| c["figure"] == "all (Fig. 16)")

@@ -12,6 +12,9 @@
 //!   13, 29–31; Sections 3.2.1, 3.2.2, Appendix B), generalized to any
 //!   retransmission profile or mixture, mixtures of frustration timeouts,
 //!   and the distribution of client-perceived time.
+//! * [`full_model`] — the full model of Section 3.1 (Eq. 14–28): retry
+//!   weights from the RTT history, Eq. 19 over a window by forward
+//!   substitution, the least-squares correction; the fast model's reference.
 //! * [`classes`] — one estimator per class of traffic (Section 3.2.4).
 //! * [`baselines`] — the two estimators the paper beats (Appendix A:
 //!   M/M/1, Eq. 32; sliding window of drop rates, Eq. 33).
@@ -28,6 +31,7 @@ pub const PAPER_ALL_TESTS_BOUND: f64 = 0.074;
 pub mod baselines;
 pub mod classes;
 pub mod counters;
+pub mod full_model;
 pub mod histogram;
 pub mod ingest;
 pub mod input;
@@ -40,6 +44,7 @@ pub mod summary;
 pub use baselines::{BaselineEstimates, Baselines};
 pub use classes::ClassifiedCertes;
 pub use counters::{CounterWentBackwards, CumulativeCounters, IntervalCounters};
+pub use full_model::{FullCertes, FullEstimate, FullModelConfig, FullModelStats};
 pub use histogram::LatencyHistogram;
 pub use model::{
     transaction_weighted_mean, Certes, CertesConfig, CertesError, Estimate, NetworkLoss,

@@ -5,6 +5,7 @@
 //!   SYN-to-END, application-level time, M/M/1, sliding window, relative
 //!   errors) with Table II's drop and connection rates beside the paper's;
 //!   tracking and distribution errors; the mid-stream start of Appendix B;
+//!   the full model of Section 3.1 beside the fast one (Certes' column);
 //!   a summary beside the paper's stated results; the checks;
 //! * `--json`: one document, `{"rows": [...], "checks": [...]}`;
 //! * `--out DIR`: `DIR/certes/figure16.csv` (every row),
@@ -75,6 +76,8 @@ fn print_figure16(group: &[&CertesResult]) {
         "truth s",
         "Certes s",
         "err",
+        "full model s",
+        "err",
         "SYN-to-END s",
         "err",
         "app s",
@@ -112,6 +115,8 @@ fn print_figure16(group: &[&CertesResult]) {
             right(secs(w.truth_mean_s)),
             right(secs(w.certes_mean_s)),
             right(pct(w.certes_rel_err)),
+            right(opt_secs(w.full_mean_s)),
+            right(opt_pct(w.full_rel_err)),
             right(secs(w.syn_to_end_mean_s)),
             right(pct(w.syn_to_end_rel_err)),
             right(secs(w.application_mean_s)),
@@ -138,6 +143,7 @@ fn print_tracking(group: &[&CertesResult]) {
         "tracking |err| 250 ms",
         "1 s (p90)",
         "10 s",
+        "full model 1 s",
         "SYN-to-END 1 s",
         "M/M/1 1 s",
         "window 1 s",
@@ -159,6 +165,7 @@ fn print_tracking(group: &[&CertesResult]) {
                 abs(w.certes_tracking_err_p90)
             )),
             right(abs(w.certes_tracking_err_10s)),
+            right(w.full_tracking_err.map_or("–".into(), abs)),
             right(abs(w.syn_to_end_tracking_err)),
             right(w.mm1_tracking_err.map_or("–".into(), abs)),
             right(w.sliding_window_tracking_err.map_or("–".into(), abs)),
@@ -220,6 +227,8 @@ fn print_summary(results: &[CertesResult]) {
         "profile",
         "truth s",
         "Certes err (paper: ≤ 2.5 % in 13/16, ≤ 7.4 % all)",
+        "full model err (Sec. 3.1)",
+        "full model: intervals corrected / unresolved",
         "SYN-to-END err (paper: −5 % … < −80 %)",
         "app err (paper: ≤ −80 %)",
         "M/M/1 err",
@@ -239,6 +248,13 @@ fn print_summary(results: &[CertesResult]) {
             Cell::new(&w.profile),
             right(secs(w.truth_mean_s)),
             right(format!("{}{mark}", pct(w.certes_rel_err))),
+            right(opt_pct(w.full_rel_err)),
+            right(
+                match (w.full_intervals_corrected, w.full_intervals_unresolved) {
+                    (Some(c), Some(u)) => format!("{c} / {u}"),
+                    _ => "–".into(),
+                },
+            ),
             right(pct(w.syn_to_end_rel_err)),
             right(pct(w.application_rel_err)),
             right(opt_pct(w.mm1_rel_err)),
@@ -294,6 +310,7 @@ const SYN_TO_END: RGBColor = RGBColor(31, 119, 180);
 const MIDSTREAM: RGBColor = RGBColor(44, 160, 44);
 const DROPS: RGBColor = RGBColor(255, 127, 14);
 const QUEUE: RGBColor = RGBColor(148, 103, 189);
+const FULL_MODEL: RGBColor = RGBColor(140, 86, 75);
 
 fn err<E: std::fmt::Display>(e: E) -> LabError {
     LabError::Plot(e.to_string())
@@ -340,7 +357,15 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
     let x_hi = track.last().map_or(1.0, |p| p.time_s + 1.0);
     let y_hi = track
         .iter()
-        .flat_map(|p| [p.truth_s, p.certes_s, p.syn_to_end_s, p.midstream_s])
+        .flat_map(|p| {
+            [
+                p.truth_s,
+                p.certes_s,
+                p.syn_to_end_s,
+                p.midstream_s,
+                p.full_s,
+            ]
+        })
         .flatten()
         .fold(0.1, f64::max)
         * 1.05;
@@ -372,6 +397,15 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
         "client-perceived (truth)",
     )?;
     line(&mut chart, &track, |p| p.certes_s, CERTES, "Certes")?;
+    if r.row.full_mean_s.is_some() {
+        line(
+            &mut chart,
+            &track,
+            |p| p.full_s,
+            FULL_MODEL,
+            "Certes, full model (Sec. 3.1)",
+        )?;
+    }
     line(
         &mut chart,
         &track,
@@ -433,8 +467,14 @@ fn plot_tracking(path: &Path, r: &CertesResult) -> Result<(), LabError> {
     let mut entries = vec![
         LegendEntry::new(Key::Line(TRUTH), "ours: client-perceived (truth)"),
         LegendEntry::new(Key::Line(CERTES), "ours: Certes"),
-        LegendEntry::new(Key::Line(SYN_TO_END), "ours: SYN-to-END"),
     ];
+    if r.row.full_mean_s.is_some() {
+        entries.push(LegendEntry::new(
+            Key::Line(FULL_MODEL),
+            "ours: Certes, full model (Sec. 3.1)",
+        ));
+    }
+    entries.extend([LegendEntry::new(Key::Line(SYN_TO_END), "ours: SYN-to-END")]);
     if r.row.midstream_start_s.is_some() {
         entries.push(LegendEntry::new(
             Key::Line(MIDSTREAM),

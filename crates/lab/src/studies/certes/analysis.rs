@@ -82,6 +82,11 @@ pub(super) fn track(system: &WebServerConfig, run: &WebRun, est: &Estimates) -> 
             ..
         } = IntervalSums::over(run, est, range.clone());
         let (mut c_total, mut c_n, mut l_total, mut l_n) = (0.0, 0.0, 0.0, 0.0);
+        let full_s = est.full.as_ref().and_then(|f| {
+            let total: f64 = f.total[range.clone()].iter().sum();
+            let n: f64 = f.transactions[range.clone()].iter().sum();
+            ratio(total, n).map(|x| x / 1e9)
+        });
         for i in range {
             c_total += est.total[i];
             c_n += est.transactions[i];
@@ -103,6 +108,7 @@ pub(super) fn track(system: &WebServerConfig, run: &WebRun, est: &Estimates) -> 
             } else {
                 None
             },
+            full_s,
             truth_transactions: truth_n,
             certes_transactions: c_n,
             completed,
@@ -286,6 +292,11 @@ pub(super) fn analyse(
     rates.sort_by(f64::total_cmp);
 
     let certes_tracking = tracking_error(track, |p| p.certes_s);
+    let full_mean = est
+        .full
+        .as_ref()
+        .map(|f| ratio(f.total.iter().sum(), f.transactions.iter().sum()).unwrap_or(0.0) / 1e9);
+    let full_tracking = tracking_error(track, |p| p.full_s);
     let windows = aggregate(track, 10);
     let certes_tracking_10s = tracking_error(&windows, |p| p.certes_s);
     let mut interval_errs = Vec::new();
@@ -355,6 +366,12 @@ pub(super) fn analyse(
         damping: s.damping,
         critical_failure: est.critical_failure,
         damping_threshold: est.damping_threshold,
+        full_mean_s: full_mean,
+        full_rel_err: full_mean.map(|f| rel_err(f, truth)),
+        full_tracking_err: full_tracking.map(|t| t.0),
+        full_window: est.full.as_ref().map(|f| f.window),
+        full_intervals_corrected: est.full.as_ref().map(|f| f.stats.intervals_corrected),
+        full_intervals_unresolved: est.full.as_ref().map(|f| f.stats.intervals_unresolved),
         certes_interval_err: if interval_errs.is_empty() {
             0.0
         } else {

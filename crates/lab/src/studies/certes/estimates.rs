@@ -7,6 +7,7 @@ use vantage_core::certes::Baselines;
 use vantage_core::certes::Certes;
 use vantage_core::certes::CertesConfig;
 use vantage_core::certes::Estimate;
+use vantage_core::certes::{FullCertes, FullModelConfig, FullModelStats};
 use vantage_core::Nanos;
 use vantage_sim::syn::Effort;
 use vantage_sim::webserver::WebRun;
@@ -26,8 +27,19 @@ pub(super) struct Estimates {
     /// Estimates kept for the percentile comparison.
     pub(super) sampled: Vec<(usize, Estimate)>,
     pub(super) network_loss_used: f64,
+    /// The full model of Section 3.1 fed the same counters, when run.
+    pub(super) full: Option<FullRun>,
     pub(super) critical_failure: f64,
     pub(super) damping_threshold: f64,
+}
+
+/// The full model's outputs per interval (Eq. 4 numerator and
+/// denominator) and its counts of Step 3 corrections.
+pub(super) struct FullRun {
+    pub(super) total: Vec<f64>,
+    pub(super) transactions: Vec<f64>,
+    pub(super) stats: FullModelStats,
+    pub(super) window: usize,
 }
 
 impl Estimates {
@@ -36,9 +48,17 @@ impl Estimates {
         run: &WebRun,
         model: &CertesConfig,
         effort: Effort,
+        with_full_model: bool,
     ) -> Result<Estimates, vantage_core::certes::CertesError> {
         let n = run.len();
         let mut certes = Certes::new(model.clone())?;
+        let mut full = if with_full_model {
+            Some(FullCertes::new(model.clone(), FullModelConfig::default())?)
+        } else {
+            None
+        };
+        let mut full_total = Vec::new();
+        let mut full_transactions = Vec::new();
         let mut baselines = Baselines::new(model)?;
         let late_start = s
             .start_late_for(effort)
@@ -57,6 +77,7 @@ impl Estimates {
             late_start,
             sampled: Vec::new(),
             network_loss_used: 0.0,
+            full: None,
             critical_failure: certes.critical_failure(),
             damping_threshold: certes.damping_threshold(),
         };
@@ -71,6 +92,11 @@ impl Estimates {
                 out.late_total[i] = le.total_time_nanos();
                 out.late_transactions[i] = le.transactions();
             }
+            if let Some(f) = full.as_mut() {
+                let fe = f.on_interval(counters);
+                full_total.push(fe.total_time_nanos());
+                full_transactions.push(fe.transactions());
+            }
             out.total[i] = e.total_time_nanos();
             out.transactions[i] = e.transactions();
             out.gave_up[i] = e.gave_up;
@@ -81,6 +107,12 @@ impl Estimates {
                 out.sampled.push((i, e));
             }
         }
+        out.full = full.map(|f| FullRun {
+            total: full_total,
+            transactions: full_transactions,
+            stats: f.stats(),
+            window: f.window(),
+        });
         Ok(out)
     }
 }

@@ -52,6 +52,18 @@ pub struct CertesRow {
     /// its errors (1: never), and f_d, where the damping starts.
     pub critical_failure: f64,
     pub damping_threshold: f64,
+    /// The full model of Section 3.1 beside the fast one (none: not run):
+    /// its whole-run mean, (estimate − truth) / truth, and mean |error| per
+    /// tracking bin.
+    pub full_mean_s: Option<f64>,
+    pub full_rel_err: Option<f64>,
+    pub full_tracking_err: Option<f64>,
+    /// Its window of Eq. 19 (intervals), the intervals in which an
+    /// initial-SYN count came out negative (Step 3 ran), and those in which
+    /// one stayed negative after the last iteration (set to zero).
+    pub full_window: Option<usize>,
+    pub full_intervals_corrected: Option<u64>,
+    pub full_intervals_unresolved: Option<u64>,
     /// Mean |Certes − truth| / truth over 250 ms intervals with at least
     /// MIN_BIN_TRANSACTIONS true transactions.
     pub certes_interval_err: f64,
@@ -129,6 +141,8 @@ pub struct TrackPoint {
     pub mm1_s: Option<f64>,
     pub sliding_window_s: Option<f64>,
     pub midstream_s: Option<f64>,
+    /// The full model of Section 3.1 (none: not run).
+    pub full_s: Option<f64>,
     pub truth_transactions: u64,
     /// Transactions Certes counted (completed plus estimated give-ups).
     pub certes_transactions: f64,
