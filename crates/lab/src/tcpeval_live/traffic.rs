@@ -205,21 +205,28 @@ impl CrossTraffic {
                 failed_to_open += 1;
                 continue;
             };
+            // A flow whose threads cannot start is counted as not opened;
+            // a sender already started stops at `end` like the others.
             let stop_send = stop.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("cross-send-{i}"))
-                    .spawn(move || send(source, per_flow_bytes_per_s, end, &stop_send))
-                    .expect("a thread starts"),
-            );
+            match std::thread::Builder::new()
+                .name(format!("cross-send-{i}"))
+                .spawn(move || send(source, per_flow_bytes_per_s, end, &stop_send))
+            {
+                Ok(thread) => threads.push(thread),
+                Err(_) => {
+                    failed_to_open += 1;
+                    continue;
+                }
+            }
             let stop_read = stop.clone();
             let counter = received.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("cross-read-{i}"))
-                    .spawn(move || read(sink, end, &stop_read, &counter))
-                    .expect("a thread starts"),
-            );
+            match std::thread::Builder::new()
+                .name(format!("cross-read-{i}"))
+                .spawn(move || read(sink, end, &stop_read, &counter))
+            {
+                Ok(thread) => threads.push(thread),
+                Err(_) => failed_to_open += 1,
+            }
         }
         CrossTraffic {
             stop,
