@@ -123,3 +123,28 @@ pub fn join_lists<R, E>(threads: Vec<ListThread<R, E>>) -> Result<Vec<R>, JoinFa
         None => Ok(records),
     }
 }
+
+/// The statements of a live experiment as a Markdown table (paper | ours |
+/// criterion | holds), its second column named `context` (what a check's
+/// `profile` holds there: the users, the test, …).
+pub fn checks_markdown(out: &mut String, context: &str, checks: &[crate::Check]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "| figure | {context} | statement | paper | ours | criterion | holds |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for c in checks {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.figure,
+            c.profile,
+            c.claim,
+            c.paper,
+            c.ours,
+            c.criterion,
+            if c.holds { "yes" } else { "no" }
+        );
+    }
+}

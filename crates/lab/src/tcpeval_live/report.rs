@@ -910,24 +910,7 @@ pub fn render(r: &TcpevalReport) -> String {
         );
     }
     let _ = writeln!(out, "\n### The paper's statements beside ours\n");
-    let _ = writeln!(
-        out,
-        "| figure | test | statement | paper | ours | criterion | holds |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    for c in &r.checks {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            c.figure,
-            c.profile,
-            c.claim,
-            c.paper,
-            c.ours,
-            c.criterion,
-            if c.holds { "yes" } else { "no" }
-        );
-    }
+    crate::live_experiment::checks_markdown(&mut out, "test", &r.checks);
     let _ = writeln!(out, "\n### What the analysis counted apart\n");
     for a in &r.analyses {
         let c = &a.counts;

@@ -518,24 +518,7 @@ pub fn render(r: &ThesisReport) -> String {
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "### The thesis's statements beside ours\n");
-    let _ = writeln!(
-        out,
-        "| figure | users | statement | paper | ours | criterion | holds |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    for c in &r.checks {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            c.figure,
-            c.profile,
-            c.claim,
-            c.paper,
-            c.ours,
-            c.criterion,
-            if c.holds { "yes" } else { "no" }
-        );
-    }
+    crate::live_experiment::checks_markdown(&mut out, "users", &r.checks);
     let sampler_failures: u32 = r.rows.iter().map(|row| row.sampler_failed_reads).sum();
     let unparsed: u32 = r.rows.iter().map(|row| row.sampler_unparsed_lines).sum();
     let without_memory: u32 = r
