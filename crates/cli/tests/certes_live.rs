@@ -14,6 +14,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod leftovers;
+use leftovers::processes_mentioning;
+
 fn plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/certes-live/smoke.toml")
 }
@@ -22,20 +25,6 @@ fn number(v: &Value, key: &str) -> f64 {
     v[key]
         .as_f64()
         .unwrap_or_else(|| panic!("{key} missing in {v}"))
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
-            if text.contains(needle) {
-                found.push(text);
-            }
-        }
-    }
-    found
 }
 
 #[test]

@@ -11,43 +11,15 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod leftovers;
+use leftovers::{count, namespaces, processes_mentioning};
+
 fn installed(program: &str) -> bool {
     vantage_sys::command::find_program(program).is_some()
 }
 
 fn plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/proxy/autotune-scale.toml")
-}
-
-fn count(row: &Value, key: &str) -> u64 {
-    row[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing in {row}"))
-}
-
-/// Namespaces whose name starts with `prefix`.
-fn namespaces(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(prefix))
-        .collect()
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            text.contains(needle).then_some(text)
-        })
-        .collect()
 }
 
 #[test]

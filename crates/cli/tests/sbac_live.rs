@@ -10,18 +10,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod leftovers;
+use leftovers::count;
+
 fn installed(program: &str) -> bool {
     vantage_sys::command::find_program(program).is_some()
 }
 
 fn plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/proxy/sbac-live.toml")
-}
-
-fn count(row: &Value, key: &str) -> u64 {
-    row[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing in {row}"))
 }
 
 #[test]

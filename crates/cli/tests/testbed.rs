@@ -7,28 +7,8 @@ use std::time::{Duration, Instant};
 
 use vantage_sys::privilege::is_root;
 
-fn namespaces_with(prefix: &str) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
-}
-
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
-            if text.contains(needle) {
-                found.push(text);
-            }
-        }
-    }
-    found
-}
+mod leftovers;
+use leftovers::{namespaces as namespaces_with, processes_mentioning};
 
 const SPEC: &str = r#"
 name = "killme"

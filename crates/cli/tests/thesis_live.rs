@@ -12,53 +12,11 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod leftovers;
+use leftovers::{count, namespaces, processes_mentioning, rules_mentioning};
+
 fn plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/proxy/thesis-section5.toml")
-}
-
-fn count(row: &Value, key: &str) -> u64 {
-    row[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing in {}", row["scheme"]))
-}
-
-/// Namespaces whose name starts with `prefix`.
-fn namespaces(prefix: &str) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(prefix))
-        .collect()
-}
-
-/// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            text.contains(needle).then_some(text)
-        })
-        .collect()
-}
-
-/// iptables rules (every table) that mention `needle`.
-fn rules_mentioning(needle: &str) -> Vec<String> {
-    Command::new("iptables-save")
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| l.contains(needle))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]
