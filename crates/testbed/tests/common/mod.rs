@@ -30,8 +30,24 @@ pub fn skip() -> bool {
     false
 }
 
+/// The result directory of the test run `name` in this process. The
+/// directory is kept after the test, for a look at what it measured; the
+/// ones earlier test processes left for the same `name` are removed here,
+/// so at most one per test stays on disk.
 pub fn result_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("vantage-testbed-{name}-{}", std::process::id()))
+    let own = format!("vantage-testbed-{name}-{}", std::process::id());
+    let earlier = format!("vantage-testbed-{name}-");
+    let tmp = std::env::temp_dir();
+    for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let from_earlier_process = file_name
+            .strip_prefix(&earlier)
+            .is_some_and(|pid| pid.parse::<u32>().is_ok() && file_name != own);
+        if from_earlier_process {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    tmp.join(own)
 }
 
 pub fn tag(prefix: &str) -> String {
