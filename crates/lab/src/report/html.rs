@@ -485,7 +485,8 @@ mod tests {
 
     #[test]
     fn a_study_not_run_renders_as_not_run_with_its_reason_and_no_figure() {
-        let root = std::env::temp_dir().join(format!("vantage-html-not-run-{}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("vantage-html-not-run-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let dir = root.join("cpa");
         std::fs::create_dir_all(&dir).unwrap();
@@ -505,7 +506,10 @@ mod tests {
         );
         assert!(page.contains(&format!("Not run: {escaped}.")), "section");
         assert!(!page.contains("cpa</a></td><td>Critical Path Analysis of TCP Transactions (Barford, Crovella)</td><td class=\"num\">0 of 0"));
-        assert!(!page.contains("<text>old</text>"), "a stale figure is shown");
+        assert!(
+            !page.contains("<text>old</text>"),
+            "a stale figure is shown"
+        );
         assert!(page.contains("tcpeval Section 4: where ours differs"));
         // The all-studies count leaves the study out rather than passing it.
         assert!(page.contains("<th class=\"num\">1 of 1</th>"));
