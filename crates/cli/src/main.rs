@@ -59,8 +59,13 @@ enum Command {
     },
     /// Rerun every study (or one) and compare with the papers' results.
     Reproduce {
-        /// Study to run (default: all). Known: abacus, certes, sbac, ssbt.
+        /// Study to run (default: all). Known: abacus, certes, sbac, ssbt,
+        /// cpa (tcpeval's Section 4 on the testbed: needs root, nginx and
+        /// tcpdump, else reported as not run).
         study: Option<String>,
+        /// Do not run the testbed study (cpa): it is reported as not run.
+        #[arg(long)]
+        skip_testbed: bool,
         #[command(flatten)]
         output: OutputArgs,
     },
@@ -200,7 +205,11 @@ fn run(cli: Cli) -> Result<()> {
             vantage_lab::report::html::write_report(&root, &outcomes)?;
             finish(&outcomes, &output, &root)
         }
-        Command::Reproduce { study, output } => {
+        Command::Reproduce {
+            study,
+            skip_testbed,
+            output,
+        } => {
             threads(&output)?;
             let chosen: Vec<&dyn Study> = match &study {
                 None => studies::all().to_vec(),
@@ -215,7 +224,12 @@ fn run(cli: Cli) -> Result<()> {
                 if !output.json {
                     println!("\n# Study `{}` — {}\n", study.name(), study.paper());
                 }
-                outcomes.push((study.name(), study.reproduce(&options)?));
+                let outcome = if skip_testbed && study.name() == studies::cpa::NAME {
+                    studies::cpa::not_run("--skip-testbed was given", &options)?
+                } else {
+                    study.reproduce(&options)?
+                };
+                outcomes.push((study.name(), outcome));
                 let files: Vec<ScenarioFile> = study
                     .scenario_files()
                     .iter()
@@ -350,6 +364,15 @@ fn finish(
             "The report: {}",
             root.join(vantage_lab::report::html::REPORT_FILE).display()
         );
+    }
+    for (name, outcome) in outcomes {
+        if let Some(reason) = outcome.not_run_reason() {
+            if output.check {
+                eprintln!("vantage: --check: study `{name}` was not run ({reason}); its statements are not checked");
+            } else if !output.json {
+                println!("Study `{name}` was not run: {reason}.");
+            }
+        }
     }
     let status = provenance::check_status(checks.clone());
     if output.check && status != 0 {

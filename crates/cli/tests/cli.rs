@@ -193,6 +193,52 @@ fn unknown_study_is_named() {
 }
 
 #[test]
+fn sim_refuses_the_testbed_plan_and_names_the_testbed_command() {
+    let out_dir = temp_dir("sim-cpa");
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/cpa/section4.toml"
+    );
+    let out = vantage(&["sim", plan, "--quick", "--out", &out_dir.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vantage testbed tcpeval"), "{err}");
+    assert!(err.contains("not a simulation"), "{err}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+fn a_skipped_testbed_study_is_not_run_and_check_says_so_without_failing() {
+    let out_dir = temp_dir("reproduce-cpa-skipped");
+    let out = vantage(&[
+        "reproduce",
+        "cpa",
+        "--skip-testbed",
+        "--quick",
+        "--check",
+        "--json",
+        "--out",
+        &out_dir.to_string_lossy(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("vantage reproduce cpa: not run: --skip-testbed was given"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--check: study `cpa` was not run (--skip-testbed was given)"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["ran"], false);
+    assert_eq!(doc["reason"], "--skip-testbed was given");
+    let page = std::fs::read_to_string(out_dir.join("quick/index.html")).expect("the report");
+    assert!(page.contains("not run: --skip-testbed was given"));
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
 fn profiles_lists_table1_and_todays() {
     let out = vantage(&["profiles"]);
     assert!(out.status.success());

@@ -3,6 +3,9 @@
 //! loads it, and the DOM it builds must hold every statement of the run's
 //! JSON and every SVG file the studies wrote, with no image pointing at a
 //! missing file; a screenshot is kept under `target/test-artefacts/`.
+//! The run passes `--skip-testbed`: the testbed study (cpa, root only) has
+//! its own test (`tcpeval_live.rs`), and here it must show as not run,
+//! with its reason, in the JSON and on the page.
 //! Without Chromium the test says so and passes, unless
 //! `VANTAGE_REQUIRE_CHROMIUM=1`. `vantage sim` writes the page of its own
 //! folder too.
@@ -134,7 +137,7 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
     let _ = std::fs::remove_dir_all(&tmp);
     let out_dir = tmp.join("results");
     let run = Command::new(env!("CARGO_BIN_EXE_vantage"))
-        .args(["reproduce", "--quick", "--json", "--out"])
+        .args(["reproduce", "--quick", "--skip-testbed", "--json", "--out"])
         .arg(&out_dir)
         .output()
         .expect("the vantage binary runs");
@@ -146,6 +149,12 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
     let doc: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON document");
     let checks = doc["checks"].as_array().expect("checks");
     assert!(!checks.is_empty());
+    assert_eq!(doc["cpa"]["ran"], false, "{}", doc["cpa"]);
+    assert_eq!(doc["cpa"]["reason"], "--skip-testbed was given");
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("cpa: not run: --skip-testbed was given"),
+        "stderr does not say the testbed study was not run"
+    );
     let root = out_dir.join("quick");
     let index = root.join("index.html");
     assert!(index.is_file(), "{} was not written", index.display());
@@ -188,6 +197,11 @@ fn the_quick_report_renders_with_every_statement_and_figure() {
             );
         }
     }
+    assert!(
+        dom.contains("not run: --skip-testbed was given"),
+        "the cpa study's summary row does not say it was not run"
+    );
+    assert!(dom.contains("Not run: --skip-testbed was given."));
     let verdicts = dom.matches("<td class=\"holds\">").count();
     assert_eq!(verdicts, checks.len(), "one verdict cell per statement");
     let held = checks.iter().filter(|c| c["holds"] == true).count();

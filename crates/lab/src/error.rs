@@ -50,6 +50,14 @@ pub enum LabError {
         scenario: String,
         recorded: Option<String>,
     },
+    #[error(
+        "{origin} is a testbed experiment, not a simulation: run it with \
+         `vantage testbed tcpeval {origin}` (needs root), or the embedded plan \
+         with `vantage reproduce cpa`"
+    )]
+    TestbedPlan { origin: String },
+    #[error("{what}: {message}")]
+    Experiment { what: String, message: String },
     #[error("plot: {0}")]
     Plot(String),
     #[error(transparent)]

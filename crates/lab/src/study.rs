@@ -247,6 +247,31 @@ pub struct StudyOutcome {
     pub summary: serde_json::Value,
 }
 
+impl StudyOutcome {
+    /// The outcome of a study the machine could not run (or that was
+    /// skipped), for `reason`: no rows, no statements, and `"ran": false`
+    /// with the reason in its JSON, so it never reads as a pass.
+    pub fn not_run(reason: &str) -> StudyOutcome {
+        let summary = serde_json::json!({ "ran": false, "reason": reason });
+        StudyOutcome {
+            rows: serde_json::Value::Array(Vec::new()),
+            checks: Vec::new(),
+            document: serde_json::to_string_pretty(&summary)
+                .unwrap_or_else(|_| summary.to_string()),
+            summary,
+        }
+    }
+
+    /// Why the study was not run, if it was not (see [`StudyOutcome::not_run`]).
+    pub fn not_run_reason(&self) -> Option<&str> {
+        if self.summary.get("ran") == Some(&serde_json::Value::Bool(false)) {
+            self.summary.get("reason").and_then(|r| r.as_str())
+        } else {
+            None
+        }
+    }
+}
+
 /// A paper's experiments, rerun in a simulator and compared with the paper.
 pub trait Study: Sync {
     /// The name `vantage reproduce` takes and scenario files give in

@@ -5,7 +5,10 @@
 //! statement (paper | ours | unit | criterion | holds), why ours differs
 //! from the paper (`docs/differences/<study>.md`, [`DIFFERENCES`]) and
 //! every SVG the study wrote into its folder, inlined with its file name
-//! as caption.
+//! as caption. A study that was not run (the testbed study on a machine
+//! that cannot run it) shows "not run" and its reason, in the summary and
+//! its section, and no statements or figures (an earlier run's files in
+//! its folder are not shown as this run's).
 //!
 //! The page is written with a small escape function rather than a template
 //! crate: one fixed layout, and every piece of text goes through
@@ -48,6 +51,7 @@ td.holds { font-weight: bold; text-align: center; }
 tr.held td.holds { background: #d8f0d8; color: #1a641a; }
 tr.failed td.holds { background: #f8d0d0; color: #9a1010; }
 tr.failed { background: #fff6f6; }
+tr.not-run td { background: #f0f0f0; color: #555; font-style: italic; }
 dl.provenance { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em;
                 font-size: 0.9em; }
 dl.provenance dt { font-weight: bold; }
@@ -114,6 +118,17 @@ fn summary(page: &mut String, outcomes: &[(&str, StudyOutcome)]) {
     page.push_str("<tr><th>study</th><th>paper</th><th>statements that hold</th></tr>\n");
     let (mut held, mut total) = (0, 0);
     for (name, outcome) in outcomes {
+        if let Some(reason) = outcome.not_run_reason() {
+            let _ = writeln!(
+                page,
+                "<tr class=\"not-run\"><td><a href=\"#study-{}\">{}</a></td><td>{}</td><td>not run: {}</td></tr>",
+                escape(name),
+                escape(name),
+                escape(title(name)),
+                escape(reason),
+            );
+            continue;
+        }
         let h = outcome.checks.iter().filter(|c| c.holds).count();
         let n = outcome.checks.len();
         held += h;
@@ -160,11 +175,23 @@ fn section(page: &mut String, root: &Path, name: &str, outcome: &StudyOutcome) {
             let _ = writeln!(page, "<p class=\"missing\">{}</p>", escape(&why));
         }
     }
-    statements(page, &outcome.checks);
+    let not_run = outcome.not_run_reason();
+    match not_run {
+        Some(reason) => {
+            let _ = writeln!(
+                page,
+                "<p class=\"missing not-run\">Not run: {}. None of the paper's statements is checked.</p>",
+                escape(reason)
+            );
+        }
+        None => statements(page, &outcome.checks),
+    }
     if let Some(text) = differences(name) {
         page.push_str(&markdown(text));
     }
-    figures(page, name, &dir);
+    if not_run.is_none() {
+        figures(page, name, &dir);
+    }
     page.push_str("</section>\n");
 }
 
@@ -259,7 +286,7 @@ fn statements(page: &mut String, checks: &[Check]) {
 
 /// Each study's "where ours differs, and why" text: the one copy, in
 /// `docs/differences/<study>.md`, which the README links.
-pub const DIFFERENCES: [(&str, &str); 4] = [
+pub const DIFFERENCES: [(&str, &str); 5] = [
     (
         "abacus",
         include_str!("../../../../docs/differences/abacus.md"),
@@ -270,6 +297,7 @@ pub const DIFFERENCES: [(&str, &str); 4] = [
     ),
     ("sbac", include_str!("../../../../docs/differences/sbac.md")),
     ("ssbt", include_str!("../../../../docs/differences/ssbt.md")),
+    ("cpa", include_str!("../../../../docs/differences/cpa.md")),
 ];
 
 /// The differences text of `study`, if it has one.
@@ -453,6 +481,39 @@ mod tests {
             document: String::new(),
             summary: serde_json::Value::Null,
         }
+    }
+
+    #[test]
+    fn a_study_not_run_renders_as_not_run_with_its_reason_and_no_figure() {
+        let root =
+            std::env::temp_dir().join(format!("vantage-html-not-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("cpa");
+        std::fs::create_dir_all(&dir).unwrap();
+        // An earlier run's figure must not be shown as this run's.
+        std::fs::write(dir.join("figure4.svg"), "<svg><text>old</text></svg>").unwrap();
+        let reason = "`nginx` is not installed <yet>";
+        let held = Check::statement("f", "p", "c", "1", "1").judge(1.0, Criterion::AtMost(2.0));
+        let outcomes = [
+            ("sbac", outcome(vec![held])),
+            ("cpa", StudyOutcome::not_run(reason)),
+        ];
+        let page = render(&root, &outcomes);
+        let escaped = escape(reason);
+        assert!(
+            page.contains(&format!("<td>not run: {escaped}</td>")),
+            "summary row: {page}"
+        );
+        assert!(page.contains(&format!("Not run: {escaped}.")), "section");
+        assert!(!page.contains("cpa</a></td><td>Critical Path Analysis of TCP Transactions (Barford, Crovella)</td><td class=\"num\">0 of 0"));
+        assert!(
+            !page.contains("<text>old</text>"),
+            "a stale figure is shown"
+        );
+        assert!(page.contains("tcpeval Section 4: where ours differs"));
+        // The all-studies count leaves the study out rather than passing it.
+        assert!(page.contains("<th class=\"num\">1 of 1</th>"));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

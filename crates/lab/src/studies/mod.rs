@@ -1,21 +1,24 @@
 //! The registry of studies, in the order `vantage reproduce` runs them.
 //! `vantage sim FILE` picks the study a file names in `scenario.study`
-//! (the Abacus study when it names none).
+//! (the Abacus study when it names none; the cpa study, which refuses it,
+//! when it is tcpeval's testbed plan).
 
 pub mod abacus;
 pub mod certes;
+pub mod cpa;
 pub mod sbac;
 pub mod ssbt;
 
 use crate::{LabError, Study};
 
 /// Every study, in the order `vantage reproduce` runs them.
-pub fn all() -> [&'static dyn Study; 4] {
+pub fn all() -> [&'static dyn Study; 5] {
     [
         &abacus::AbacusStudy,
         &certes::CertesStudy,
         &sbac::SbacStudy,
         &ssbt::SsbtStudy,
+        &cpa::CpaStudy,
     ]
 }
 
@@ -32,9 +35,14 @@ pub fn by_name(name: &str) -> Result<&'static dyn Study, LabError> {
 
 /// The study a scenario file belongs to: the one its `scenario.study`
 /// names, or the Abacus study when it names none (or is not TOML: that
-/// study's parser then reports the problem with the file).
+/// study's parser then reports the problem with the file). tcpeval's
+/// testbed plan (`scenarios/cpa/section4.toml`) names none and goes to the
+/// cpa study, whose `run` refuses it with the testbed command to use.
 pub fn for_file(text: &str, origin: &str) -> Result<&'static dyn Study, LabError> {
     let Some(name) = study_of_file(text) else {
+        if crate::tcpeval_live::TcpevalPlan::from_toml(text, origin).is_ok() {
+            return Ok(&cpa::CpaStudy);
+        }
         return Ok(&abacus::AbacusStudy);
     };
     all().into_iter().find(|s| s.name() == name).ok_or_else(|| {

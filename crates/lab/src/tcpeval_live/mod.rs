@@ -28,7 +28,7 @@ pub use plan::{Mode, TcpevalPlan};
 pub use report::{
     checks, expected_packets, render, write_results, PathLengths, TcpevalReport, TestRow,
 };
-pub use run::{preflight, run, tag, Level, LiveError, PathName};
+pub use run::{preflight, run, runs_dir, tag, Level, LiveError, PathName};
 
 use std::path::{Path, PathBuf};
 
@@ -54,8 +54,7 @@ pub fn run_file(
     let plan = TcpevalPlan::from_toml(&text, &origin).map_err(TcpevalLiveError::Plan)?;
     let record = RunRecord::start(command_line, quick, Some(file));
     let dir = results_root(out, quick);
-    let report =
-        run(&plan, quick, &run::runs_dir(&dir), progress).map_err(TcpevalLiveError::Live)?;
+    let report = run(&plan, quick, &runs_dir(&dir), progress).map_err(TcpevalLiveError::Live)?;
     write_results(
         &report,
         &dir,
