@@ -47,6 +47,36 @@ pub struct IntervalCounters {
 }
 
 impl IntervalCounters {
+    /// The interval's completions by how long before its end they were
+    /// accepted, as (SYN-to-END in nanoseconds, completions): with the
+    /// SYN-to-END histogram, each bucket's share at the bucket's geometric
+    /// middle (0 for a bucket starting at 0) — Eq. 12's ACCEPTED_{p,i};
+    /// without it, all at the mean SYN-to-END (Eq. 31). Empty when nothing
+    /// completed.
+    pub fn completions_by_syn_to_end(&self) -> Vec<(f64, f64)> {
+        if self.completed == 0 {
+            return Vec::new();
+        }
+        let completed = self.completed as f64;
+        match self.syn_to_end_histogram.as_ref().filter(|h| !h.is_empty()) {
+            Some(histogram) => {
+                let scale = completed / histogram.total() as f64;
+                histogram
+                    .buckets()
+                    .map(|(lower, upper, count)| {
+                        let middle = if lower > 0.0 {
+                            (lower * upper).sqrt()
+                        } else {
+                            0.0
+                        };
+                        (middle, count as f64 * scale)
+                    })
+                    .collect()
+            }
+            None => vec![(self.syn_to_end_sum.0 as f64 / completed, completed)],
+        }
+    }
+
     /// OFFERED_LOAD_i = ACCEPTED_i + DROPPED_i (Eq. 2).
     pub fn offered(&self) -> u64 {
         self.accepted + self.dropped

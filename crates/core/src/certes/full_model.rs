@@ -704,26 +704,7 @@ impl FullCertes {
         if counters.completed == 0 {
             return mix;
         }
-        let completed = counters.completed as f64;
-        let mut parts: Vec<(f64, f64)> = Vec::new();
-        match counters
-            .syn_to_end_histogram
-            .as_ref()
-            .filter(|h| !h.is_empty())
-        {
-            Some(histogram) => {
-                let scale = completed / histogram.total() as f64;
-                for (lower, upper, count) in histogram.buckets() {
-                    let middle = if lower > 0.0 {
-                        (lower * upper).sqrt()
-                    } else {
-                        0.0
-                    };
-                    parts.push((middle, count as f64 * scale));
-                }
-            }
-            None => parts.push((counters.syn_to_end_sum.0 as f64 / completed, completed)),
-        }
+        let parts = counters.completions_by_syn_to_end();
         let available = index.min(self.lookback as u64 - 1);
         let mut first_attempts = 0.0;
         for (lag_nanos, count) in parts {

@@ -815,32 +815,10 @@ impl Certes {
     /// SYN-to-END earlier. Returns the completions no accepted interval
     /// explains.
     fn attribute_completions(&mut self, counters: &IntervalCounters) -> f64 {
-        let completed = counters.completed as f64;
         self.completed_mix.iter_mut().for_each(|c| *c = 0.0);
         let mut unattributed = 0.0;
-        if counters.completed > 0 {
-            match counters
-                .syn_to_end_histogram
-                .as_ref()
-                .filter(|h| !h.is_empty())
-            {
-                Some(histogram) => {
-                    let scale = completed / histogram.total() as f64;
-                    for (lower, upper, count) in histogram.buckets() {
-                        let middle = if lower > 0.0 {
-                            (lower * upper).sqrt()
-                        } else {
-                            0.0
-                        };
-                        self.attribute(middle, count as f64 * scale, &mut unattributed);
-                    }
-                }
-                None => self.attribute(
-                    counters.syn_to_end_sum.0 as f64 / completed,
-                    completed,
-                    &mut unattributed,
-                ),
-            }
+        for (lag_nanos, count) in counters.completions_by_syn_to_end() {
+            self.attribute(lag_nanos, count, &mut unattributed);
         }
         unattributed
     }
