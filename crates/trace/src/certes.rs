@@ -271,7 +271,7 @@ impl CaptureStream {
             server,
             table: crate::connection::TableConfig {
                 max_connections: max_connections.max(1),
-                half_open_quiet: model.frustration_timeouts.iter().map(|(t, _)| *t).max(),
+                half_open_limit: Some(model.latest_give_up()),
                 ..HandshakeConfig::default().table
             },
         };
@@ -425,6 +425,13 @@ impl CaptureStream {
     /// Without a listener named, connections finished before their
     /// responder was seen answering are not learned from.
     pub fn learn_clients(&mut self, fresh: SynLearner) {
+        // A live stream decides unanswered connections at the latest
+        // give-up; the learner needs every SYN a client of its profiles may
+        // send.
+        if let Some(limit) = self.collector.half_open_limit() {
+            self.collector
+                .set_half_open_limit(Some(limit.max(fresh.latest_give_up())));
+        }
         self.learning = Some(Learning {
             fresh,
             classes: BTreeMap::new(),
@@ -1049,12 +1056,12 @@ mod tests {
 
     /// A client whose SYNs are never answered (Linux ≥ 6.5 SYNs at 0, 1,
     /// 2, 3, 4, 5, 7, 11, 19 s, then it gives up at 21 s) holds the
-    /// intervals its SYNs fell in only until a quiet of the model's
-    /// frustration timeout after its last SYN, not the table's idle
-    /// timeout (300 s): a live stream's intervals lag a give-up by at most
-    /// that.
+    /// intervals its SYNs fell in only until its first SYN + the model's
+    /// latest give-up (21 s), not a quiet of 21 s after its last SYN (40 s)
+    /// nor the table's idle timeout (300 s): a live stream's intervals lag
+    /// a give-up by at most that.
     #[test]
-    fn a_client_that_gave_up_holds_intervals_one_frustration_timeout() {
+    fn a_client_that_gave_up_holds_intervals_until_its_first_syn_plus_the_give_up() {
         let server = ("10.0.0.2", 80);
         let client = ("10.1.0.9", 4000);
         let syn = Tcp::new(client, server, 9000, 0, SYN).options(syn_options(1460, 7, 1));
@@ -1088,22 +1095,26 @@ mod tests {
             live.push_packet(&packet).unwrap();
         }
         let mut closed = live.take_closed().unwrap();
-        // One second past the last SYN + 21 s of quiet, then a second more.
-        for extra_s in [41u64, 42] {
-            live.advance_clock(Nanos(ORIGIN_NS + extra_s * 1_000_000_000))
-                .unwrap();
-            closed.extend(live.take_closed().unwrap());
-        }
+        // Before the give-up, the interval of the first SYN stays open.
+        live.advance_clock(Nanos(ORIGIN_NS + 20_900_000_000))
+            .unwrap();
+        closed.extend(live.take_closed().unwrap());
+        assert!(closed.is_empty(), "{} intervals closed", closed.len());
+        // 21.5 s after the first SYN: decided, and every interval through
+        // 21.25 s handed over (the clock is at 21.5 s).
+        live.advance_clock(Nanos(ORIGIN_NS + 21_500_000_000))
+            .unwrap();
+        closed.extend(live.take_closed().unwrap());
         let dropped: u64 = closed
             .iter()
             .flat_map(|c| &c.classes)
             .filter_map(|(_, b)| b.as_ref())
             .map(|b| b.counters.dropped)
             .sum();
-        assert!(
-            closed.len() >= 21 * 4,
-            "only {} intervals closed 42 s after the first SYN",
-            closed.len()
+        assert_eq!(
+            closed.len(),
+            21 * 4 + 2,
+            "intervals closed 21.5 s after the first SYN"
         );
         assert_eq!(
             dropped,

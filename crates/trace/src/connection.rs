@@ -78,14 +78,13 @@ pub const DUPLICATE_MEMORY: usize = 32;
 pub struct TableConfig {
     /// A connection with no segment for longer than this is finished.
     pub idle_timeout: Nanos,
-    /// A half-open connection (SYNs, no SYN-ACK) with no segment for
-    /// longer than this is finished; `None`: the idle timeout. A live
-    /// Certes stream sets the model's longest frustration timeout: a client
-    /// sends every SYN within its frustration timeout of the first, so
-    /// after a quiet that long none follows (clients that wait longer than
-    /// the model says are the misinformed case), and the interval it began
-    /// in need not wait for the idle timeout.
-    pub half_open_quiet: Option<Nanos>,
+    /// A half-open connection (SYNs, no SYN-ACK) is finished once more
+    /// than this has passed since its first segment; `None`: only the idle
+    /// timeout. A live Certes stream sets the latest give-up time its model
+    /// allows (a client sends no SYN after it gives up, first SYN +
+    /// min(F, T_conn)), so the interval a client began in need not wait
+    /// for the idle timeout; later SYNs are the misinformed case.
+    pub half_open_limit: Option<Nanos>,
     /// A closed connection (FIN both ways, or RST) is finished after more
     /// than this without a segment, so trailing ACKs and retransmitted FINs
     /// still reach it; after FINs (not a RST), one with data below a FIN
@@ -119,7 +118,7 @@ impl Default for TableConfig {
     fn default() -> TableConfig {
         TableConfig {
             idle_timeout: Nanos::from_secs(300),
-            half_open_quiet: None,
+            half_open_limit: None,
             close_linger: Nanos::from_secs(2),
             time_wait: Nanos::from_secs(240),
             max_tombstones: 100_000,
@@ -863,7 +862,10 @@ impl ActiveConnection {
         if self.closed_at.is_some() && idle > config.close_linger && !self.awaits_retransmission() {
             Some(FinishCause::Closed)
         } else if idle > config.idle_timeout
-            || (self.half_open() && config.half_open_quiet.is_some_and(|quiet| idle > quiet))
+            || (self.half_open()
+                && config.half_open_limit.is_some_and(|limit| {
+                    now - self.connection.first_timestamp > limit
+                }))
         {
             Some(FinishCause::IdleTimeout)
         } else {
@@ -1197,6 +1199,12 @@ impl ConnectionTable {
             stats: TableStats::default(),
             scratch: Vec::new(),
         }
+    }
+
+    /// Sets [`TableConfig::half_open_limit`] for connections checked from
+    /// now on.
+    pub fn set_half_open_limit(&mut self, limit: Option<Nanos>) {
+        self.config.half_open_limit = limit;
     }
 
     pub fn config(&self) -> &TableConfig {

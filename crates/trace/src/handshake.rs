@@ -527,6 +527,17 @@ impl HandshakeCollector {
         }
     }
 
+    /// The connection table's `half_open_limit`.
+    pub fn half_open_limit(&self) -> Option<Nanos> {
+        self.config.table.half_open_limit
+    }
+
+    /// Sets the connection table's `half_open_limit`.
+    pub fn set_half_open_limit(&mut self, limit: Option<Nanos>) {
+        self.config.table.half_open_limit = limit;
+        self.table.set_half_open_limit(limit);
+    }
+
     /// Takes the connections finished since the last call, in the order
     /// finished (every connection with a captured SYN, to any responder:
     /// selecting is the caller's). Taken connections are not kept.

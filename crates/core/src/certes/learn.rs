@@ -342,6 +342,20 @@ impl SynLearner {
         SynLearner::new(&profiles, DEFAULT_TOLERANCE)
     }
 
+    /// The latest instant after its first SYN at which a client of any
+    /// profile the learner is told gives up on its own (the largest
+    /// `SynProfile::give_up_at` with no frustration timeout): what a
+    /// capture must wait for before an unanswered attempt is complete, so
+    /// that every SYN the learner could classify reaches it.
+    pub fn latest_give_up(&self) -> Nanos {
+        self.schedules
+            .iter()
+            .flat_map(|s| &s.profiles)
+            .map(|profile| profile.give_up_at(Nanos(u64::MAX)))
+            .max()
+            .unwrap_or(Nanos::ZERO)
+    }
+
     /// One finished attempt: the arrival times of its SYNs at the server
     /// (first SYN and each retransmission, ascending) and how it ended.
     pub fn observe(&mut self, syns: &[Nanos], outcome: AttemptOutcome) {
@@ -724,6 +738,19 @@ mod tests {
 
     fn profile(name: &str) -> SynProfile {
         SynProfile::builtin(name).unwrap()
+    }
+
+    /// The learner waits for the latest T_conn of the profiles it is told.
+    #[test]
+    fn the_latest_give_up_is_the_told_profiles_latest() {
+        let learner = SynLearner::with_builtin_profiles().unwrap();
+        assert_eq!(learner.latest_give_up(), Nanos::from_secs(180));
+        let two = SynLearner::new(
+            &[profile("linux-3.7"), profile("windows-9x-nt")],
+            DEFAULT_TOLERANCE,
+        )
+        .unwrap();
+        assert_eq!(two.latest_give_up(), Nanos::from_secs(127));
     }
 
     /// One attempt of a client with `profile` and frustration timeout

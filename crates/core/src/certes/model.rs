@@ -135,6 +135,24 @@ impl CertesConfig {
             damping: true,
         }
     }
+
+    /// The latest instant after its first SYN at which the model lets a
+    /// client whose SYNs go unanswered give up: the largest
+    /// `SynProfile::give_up_at` (min(F, T_conn)) over the mixture's
+    /// profiles and the frustration timeouts. No SYN of such a client comes
+    /// later, so a live capture decides it then.
+    pub fn latest_give_up(&self) -> Nanos {
+        self.clients
+            .entries()
+            .iter()
+            .flat_map(|(profile, _)| {
+                self.frustration_timeouts
+                    .iter()
+                    .map(|(fto, _)| profile.give_up_at(*fto))
+            })
+            .max()
+            .unwrap_or(Nanos::ZERO)
+    }
 }
 
 /// A configuration the model cannot run with.
@@ -977,6 +995,23 @@ mod tests {
             ClientMix::builtin("windows-9x-nt").unwrap(),
             Nanos::from_secs(21),
         )
+    }
+
+    /// The latest give-up is min(F, T_conn) at its largest over the
+    /// mixture and the frustration timeouts.
+    #[test]
+    fn the_latest_give_up_is_the_largest_over_profiles_and_timeouts() {
+        let s = Nanos::from_secs;
+        assert_eq!(paper_config(250).latest_give_up(), s(21));
+        let mut config = CertesConfig::new(
+            Nanos::from_millis(250),
+            ClientMix::builtin("mix-2026").unwrap(),
+            s(21),
+        );
+        assert_eq!(config.latest_give_up(), s(21));
+        // Beyond every T_conn: linux-6.5's 131 s is the mixture's latest.
+        config.frustration_timeouts = vec![(s(21), 0.5), (s(600), 0.5)];
+        assert_eq!(config.latest_give_up(), s(131));
     }
 
     /// The paper's 3/6/12 s profile without the ±50 ms spread, so that
