@@ -8,6 +8,7 @@
 #   bash bench/watch/run.sh
 #   RATE=5000 SECONDS_PER_RUN=10 LEARN=true bash bench/watch/run.sh
 #   PERF=1 bash bench/watch/run.sh          # and where the daemon's time goes
+#   NO_QUIET_WAIT=1 bash bench/watch/run.sh # do not wait for a quiet machine
 #
 # Topology: namespace "server" (nginx, one worker, and the daemon on the
 # veth end) and namespace "client" (h2load, one new HTTP/1.1 connection
@@ -102,7 +103,7 @@ load() {
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 clk=$(getconf CLK_TCK)
 
-wait_for_quiet
+if [ -z "${NO_QUIET_WAIT:-}" ]; then wait_for_quiet; fi
 echo "load average before: $(cat /proc/loadavg)"
 read -r ok_without secs_without < <(load "$work/h2load-without.txt")
 grep -E '^(finished|requests|time for connect)' "$work/h2load-without.txt" | sed 's/^/  without: /'
