@@ -863,9 +863,9 @@ impl ActiveConnection {
             Some(FinishCause::Closed)
         } else if idle > config.idle_timeout
             || (self.half_open()
-                && config.half_open_limit.is_some_and(|limit| {
-                    now - self.connection.first_timestamp > limit
-                }))
+                && config
+                    .half_open_limit
+                    .is_some_and(|limit| now - self.connection.first_timestamp > limit))
         {
             Some(FinishCause::IdleTimeout)
         } else {
