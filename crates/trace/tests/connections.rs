@@ -360,8 +360,9 @@ fn timestamps_going_backwards_are_clamped_and_counted() {
         .contains(SegmentNotes::TIMESTAMP_CLAMPED));
     assert!(c
         .segments
-        .windows(2)
-        .all(|w| w[0].timestamp <= w[1].timestamp));
+        .iter()
+        .zip(c.segments.iter().skip(1))
+        .all(|(earlier, later)| earlier.timestamp <= later.timestamp));
 }
 
 #[test]
