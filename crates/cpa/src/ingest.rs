@@ -18,8 +18,8 @@ use std::path::Path;
 
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode, Chunked, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason,
-    TableConfig, TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
+    decode, ConnectionId, ConnectionTable, Endpoint, Observation, Segment, SkipReason, TableConfig,
+    TimeOrder, TraceReader, DEFAULT_REORDER_WINDOW,
 };
 
 use crate::analysis::{Analyzer, InputSummary};
@@ -123,7 +123,7 @@ struct Tracker {
     side: Side,
     table: ConnectionTable,
     /// Looked up once per segment: foldhash rather than SipHash.
-    extras: foldhash::HashMap<ConnectionId, Chunked<SegmentExtra>>,
+    extras: foldhash::HashMap<ConnectionId, Vec<SegmentExtra>>,
     /// The counts this half keeps (segments, skips, connections).
     summary: InputSummary,
 }

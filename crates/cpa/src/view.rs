@@ -49,9 +49,7 @@ use foldhash::HashMap;
 
 use vantage_core::Nanos;
 use vantage_trace::TcpFlags;
-use vantage_trace::{
-    Artefacts, Chunked, Connection, ConnectionId, Direction, Endpoint, SegmentNotes,
-};
+use vantage_trace::{Artefacts, Connection, ConnectionId, Direction, Endpoint, SegmentNotes};
 
 use crate::Side;
 
@@ -149,9 +147,8 @@ pub struct CapturedConnection {
     /// Where the capture was taken.
     pub side: Side,
     pub connection: Connection,
-    /// One per segment record (missing entries count as default); in
-    /// chunks like the records, so they are not copied as they grow.
-    pub extras: Chunked<SegmentExtra>,
+    /// One per segment record (missing entries count as default).
+    pub extras: Vec<SegmentExtra>,
 }
 
 /// Which captures a connection was seen in.

@@ -60,7 +60,6 @@ type FlowMap<V> = foldhash::HashMap<FlowKey, V>;
 use serde::Serialize;
 use vantage_core::Nanos;
 
-use crate::chunked::Chunked;
 use crate::decode::{Endpoint, SackBlock, Segment, TcpFlags};
 
 /// Sequence distance beyond which a segment is out of window.
@@ -349,9 +348,8 @@ pub struct Connection {
     pub from_initiator: DirectionSummary,
     pub from_responder: DirectionSummary,
     /// Every recorded segment in trace order (empty when
-    /// [`TableConfig::record_segments`] is off); stored in chunks, so a
-    /// long connection's records are not copied as it grows.
-    pub segments: Chunked<SegmentRecord>,
+    /// [`TableConfig::record_segments`] is off).
+    pub segments: Vec<SegmentRecord>,
     /// SACK blocks of all segments, indexed by [`SegmentRecord::sack_start`].
     pub sack_blocks: Vec<SackBlock>,
 }
@@ -790,7 +788,7 @@ impl ActiveConnection {
                 finish: FinishCause::EndOfTrace,
                 from_initiator: DirectionSummary::default(),
                 from_responder: DirectionSummary::default(),
-                segments: Chunked::new(),
+                segments: Vec::new(),
                 sack_blocks: Vec::new(),
             },
             initiator_is_low: source_initiates == source_is_low,

@@ -65,13 +65,9 @@ fn read_as_file(data: &[u8]) {
             let segments = connection.from_initiator.segments + connection.from_responder.segments;
             assert_eq!(segments, connection.segments.len() as u64);
             assert!(connection.first_timestamp <= connection.last_timestamp);
-            for (earlier, later) in connection
-                .segments
-                .iter()
-                .zip(connection.segments.iter().skip(1))
-            {
+            for pair in connection.segments.windows(2) {
                 assert!(
-                    earlier.timestamp <= later.timestamp,
+                    pair[0].timestamp <= pair[1].timestamp,
                     "monotonic per connection"
                 );
             }

@@ -29,7 +29,6 @@
 //! with their timestamps and never reads a clock or a file.
 
 pub mod certes;
-pub mod chunked;
 pub mod connection;
 pub mod decode;
 mod error;
@@ -47,7 +46,6 @@ use std::path::Path;
 use serde::Serialize;
 use vantage_core::Nanos;
 
-pub use chunked::Chunked;
 pub use connection::{
     Artefacts, Connection, ConnectionId, ConnectionTable, Direction, DirectionSummary, FinishCause,
     Observation, Opening, SegmentNotes, SegmentRecord, TableConfig, TableStats,

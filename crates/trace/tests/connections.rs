@@ -360,9 +360,8 @@ fn timestamps_going_backwards_are_clamped_and_counted() {
         .contains(SegmentNotes::TIMESTAMP_CLAMPED));
     assert!(c
         .segments
-        .iter()
-        .zip(c.segments.iter().skip(1))
-        .all(|(earlier, later)| earlier.timestamp <= later.timestamp));
+        .windows(2)
+        .all(|w| w[0].timestamp <= w[1].timestamp));
 }
 
 #[test]
