@@ -483,12 +483,10 @@ mod tests {
 
     #[test]
     fn a_shrink_only_manager_validates() {
-        assert!(ConnectionManager::new(ConnectionManagerParams::shrink_only(
-            Nanos::ZERO,
-            1,
-            1
-        ))
-        .is_err());
+        assert!(
+            ConnectionManager::new(ConnectionManagerParams::shrink_only(Nanos::ZERO, 1, 1))
+                .is_err()
+        );
         assert!(
             ConnectionManager::new(ConnectionManagerParams::shrink_only(Nanos(1), 1, 0)).is_err()
         );
