@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use vantage_core::traffic::surge::{Surge, SurgeParams};
 use vantage_live::metrics::Format;
 use vantage_live::proxy::{Proxy, ProxyConfig};
+use vantage_testbed::cgroup::{CgroupError, TcpMemoryCap};
 use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, NginxFront, StaticFile};
 use vantage_testbed::server::squid::{Squid, SquidConfig, SquidError};
 use vantage_testbed::topology::{self, Topology, TopologyError, TopologySpec, SERVER_ADDR};
@@ -56,6 +57,8 @@ pub enum LiveError {
     Users(String),
     #[error("documents: {0}")]
     Documents(String),
+    #[error("kernel TCP memory limit: {0}")]
+    Cgroup(#[from] CgroupError),
     #[error("{0}")]
     Io(String),
 }
@@ -278,11 +281,21 @@ fn vantage_text(scheme: &SchemePlan, plan: &ThesisPlan) -> String {
     text
 }
 
+/// The name of the proxy's memory cgroup (one at a time).
+pub fn memory_cgroup_name() -> String {
+    format!("vantage-{}-tcp", tag())
+}
+
+/// Starts the proxy of `scheme`; with `memory`, inside that memory cgroup
+/// (Squid's and nginx's processes, vantage proxy's threads: the thread
+/// that starts it enters the cgroup first, and the threads it starts are
+/// born there).
 fn start_proxy(
     scheme: &SchemePlan,
     plan: &ThesisPlan,
     topology: &Topology,
     dir: &Path,
+    memory: Option<&Arc<TcpMemoryCap>>,
 ) -> Result<RunningProxy, LiveError> {
     let l = &plan.limits;
     let as_u32 = |v: Option<u64>| v.map(|b| b.min(u64::from(u32::MAX)) as u32);
@@ -293,24 +306,35 @@ fn start_proxy(
                 .map_err(|e| LiveError::Proxy(format!("write proxy.toml: {e}")))?;
             let config = ProxyConfig::from_toml(&text, "proxy.toml")
                 .map_err(|e| LiveError::Proxy(e.to_string()))?;
+            let memory = memory.cloned();
             let proxy = topology
                 .server
-                .run(move || Proxy::start(config))
-                .map_err(|e| LiveError::Netns(e.to_string()))?
-                .map_err(|e| LiveError::Proxy(e.to_string()))?;
+                .run(move || {
+                    if let Some(memory) = &memory {
+                        memory.add_current_thread()?;
+                    }
+                    Proxy::start(config).map_err(|e| LiveError::Proxy(e.to_string()))
+                })
+                .map_err(|e| LiveError::Netns(e.to_string()))??;
             Ok(RunningProxy::Vantage(Box::new(proxy)))
         }
-        "squid" => Ok(RunningProxy::Squid(Squid::start(
-            &topology.server,
-            &SquidConfig {
-                max_connections: l.max_connections,
-                persistent_timeout_s: l.persistent_timer_s,
-                receive_bytes: as_u32(scheme.receive_bytes),
-            },
-            front(),
-            &[far_origin(plan), near_origin()],
-            &dir.join("squid"),
-        )?)),
+        "squid" => {
+            let squid = Squid::start(
+                &topology.server,
+                &SquidConfig {
+                    max_connections: l.max_connections,
+                    persistent_timeout_s: l.persistent_timer_s,
+                    receive_bytes: as_u32(scheme.receive_bytes),
+                },
+                front(),
+                &[far_origin(plan), near_origin()],
+                &dir.join("squid"),
+            )?;
+            if let Some(memory) = memory {
+                memory.add_with_children(squid.pid())?;
+            }
+            Ok(RunningProxy::Squid(squid))
+        }
         "nginx" => {
             let config = NginxConfig {
                 sndbuf: as_u32(scheme.send_bytes),
@@ -335,12 +359,11 @@ fn start_proxy(
                 }),
                 ..NginxConfig::default()
             };
-            Ok(RunningProxy::Nginx(Nginx::start(
-                &topology.server,
-                &config,
-                front(),
-                &dir.join("nginx"),
-            )?))
+            let nginx = Nginx::start(&topology.server, &config, front(), &dir.join("nginx"))?;
+            if let Some(memory) = memory {
+                memory.add_with_children(nginx.pid())?;
+            }
+            Ok(RunningProxy::Nginx(nginx))
         }
         other => Err(LiveError::Proxy(format!("unknown proxy {other:?}"))),
     }
@@ -481,7 +504,14 @@ fn run_one(
 ) -> Result<RunRow, LiveError> {
     let far_before = served(&origins.far);
     let near_before = served(&origins.near);
-    let proxy = start_proxy(scheme, plan, topology, run_dir)?;
+    // A fresh cgroup per run, so that its peak is the run's; removed when
+    // the run ends, failed or not (drop).
+    let memory = plan
+        .run
+        .proxy_tcp_memory_bytes
+        .map(|bytes| TcpMemoryCap::create(&memory_cgroup_name(), bytes).map(Arc::new))
+        .transpose()?;
+    let proxy = start_proxy(scheme, plan, topology, run_dir, memory.as_ref())?;
     let first = Instant::now() + START_DELAY;
     let end = first + Duration::from_secs_f64(mode.duration_s);
     let stop = Arc::new(AtomicBool::new(false));
@@ -533,11 +563,13 @@ fn run_one(
     stop.store(true, Ordering::Relaxed);
     let sampled = sampler.join().unwrap_or_default();
     let counters = proxy.stop();
+    let cgroup_peak = memory.as_ref().and_then(|m| m.peak_bytes().ok());
+    drop(memory);
     let records = records?;
     std::thread::sleep(ACCESS_LOG_FLUSH);
     let far = served(&origins.far).saturating_sub(far_before);
     let near = served(&origins.near).saturating_sub(near_before);
-    Ok(report::summarize(
+    let mut row = report::summarize(
         scheme,
         users,
         mode.duration_s,
@@ -546,7 +578,10 @@ fn run_one(
         counters,
         (far, near),
         per_path,
-    ))
+    );
+    row.tcp_memory_limit_bytes = plan.run.proxy_tcp_memory_bytes;
+    row.cgroup_tcp_peak_bytes = cgroup_peak;
+    Ok(row)
 }
 
 #[cfg(test)]
