@@ -245,29 +245,54 @@ fn v1_cgroup_of(text: &str, controller: &str) -> Option<String> {
     })
 }
 
+/// Where [`TcpMemoryCap::create`] makes its cgroups.
+fn memory_parent() -> Result<(PathBuf, CgroupVersion), CgroupError> {
+    if let Some(root) = v2_memory_root() {
+        return Ok((root, CgroupVersion::V2));
+    }
+    let missing = |v1: String| CgroupError::NoMemoryController {
+        v2: "/sys/fs/cgroup, /sys/fs/cgroup/unified".into(),
+        v1,
+    };
+    let own = own_v1_cgroup("memory").ok_or_else(|| missing(MEMORY_V1.into()))?;
+    let parent = Path::new(MEMORY_V1).join(own.trim_start_matches('/'));
+    if !parent.join("memory.kmem.tcp.limit_in_bytes").exists() {
+        return Err(missing(parent.display().to_string()));
+    }
+    Ok((parent, CgroupVersion::V1))
+}
+
 impl TcpMemoryCap {
+    /// The cgroups beside where [`Self::create`] makes one whose name
+    /// `stale` accepts (e.g. left by a run that was killed): emptied and
+    /// removed. Returns how many were removed.
+    pub fn remove_stale(stale: impl Fn(&str) -> bool) -> Result<usize, CgroupError> {
+        let (parent, _) = memory_parent()?;
+        let entries = fs::read_dir(&parent).map_err(io(&parent))?;
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() && stale(&name) {
+                remove(&entry.path(), &parent);
+                removed += usize::from(!entry.path().exists());
+            }
+        }
+        Ok(removed)
+    }
+
     /// Creates memory cgroup `name` with a TCP memory limit of `bytes`.
     pub fn create(name: &str, bytes: u64) -> Result<TcpMemoryCap, CgroupError> {
         if !(1 << 20..=1 << 40).contains(&bytes) {
             return Err(CgroupError::MemoryRange(bytes));
         }
-        let (parent, version, limit_file) = if let Some(root) = v2_memory_root() {
-            let control = root.join("cgroup.subtree_control");
-            fs::write(&control, "+memory").map_err(io(&control))?;
-            (root, CgroupVersion::V2, "memory.max")
-        } else {
-            let own = own_v1_cgroup("memory").ok_or_else(|| CgroupError::NoMemoryController {
-                v2: "/sys/fs/cgroup, /sys/fs/cgroup/unified".into(),
-                v1: MEMORY_V1.into(),
-            })?;
-            let parent = Path::new(MEMORY_V1).join(own.trim_start_matches('/'));
-            if !parent.join("memory.kmem.tcp.limit_in_bytes").exists() {
-                return Err(CgroupError::NoMemoryController {
-                    v2: "/sys/fs/cgroup, /sys/fs/cgroup/unified".into(),
-                    v1: parent.display().to_string(),
-                });
+        let (parent, version) = memory_parent()?;
+        let limit_file = match version {
+            CgroupVersion::V2 => {
+                let control = parent.join("cgroup.subtree_control");
+                fs::write(&control, "+memory").map_err(io(&control))?;
+                "memory.max"
             }
-            (parent, CgroupVersion::V1, "memory.kmem.tcp.limit_in_bytes")
+            CgroupVersion::V1 => "memory.kmem.tcp.limit_in_bytes",
         };
         let dir = parent.join(name);
         if dir.exists() {

@@ -95,6 +95,9 @@ pub fn run(
     std::fs::create_dir_all(dir).map_err(|e| LiveError::Io(format!("{}: {e}", dir.display())))?;
     let documents_dir =
         std::env::temp_dir().join(format!("vantage-thesis-origins-{}", std::process::id()));
+    if plan.run.proxy_tcp_memory_bytes.is_some() {
+        TcpMemoryCap::remove_stale(stale_memory_cgroup)?;
+    }
     let mut topology = Topology::build(&TopologySpec {
         clients: plan.path.len() + 1,
         tag: tag(),
@@ -284,6 +287,15 @@ fn vantage_text(scheme: &SchemePlan, plan: &ThesisPlan) -> String {
 /// The name of the proxy's memory cgroup (one at a time).
 pub fn memory_cgroup_name() -> String {
     format!("vantage-{}-tcp", tag())
+}
+
+/// Whether `name` is a proxy memory cgroup of a process that is gone (a
+/// run that was killed).
+fn stale_memory_cgroup(name: &str) -> bool {
+    name.strip_prefix("vantage-th")
+        .and_then(|rest| rest.strip_suffix("-tcp"))
+        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// Starts the proxy of `scheme`; with `memory`, inside that memory cgroup
@@ -587,6 +599,16 @@ fn run_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_memory_cgroups_of_gone_processes_are_stale() {
+        assert!(!stale_memory_cgroup(&memory_cgroup_name()), "this process");
+        // Above the kernel's largest pid (2^22).
+        assert!(stale_memory_cgroup("vantage-th7fffffff-tcp"));
+        assert!(!stale_memory_cgroup("vantage-th7fffffff"), "a CPU cap");
+        assert!(!stale_memory_cgroup("process_api"));
+        assert!(!stale_memory_cgroup("vantage-thzz-tcp"));
+    }
 
     #[test]
     fn histogram_means_come_from_sum_and_count() {
