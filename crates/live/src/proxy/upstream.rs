@@ -167,6 +167,9 @@ pub struct Pool {
     resources: Arc<Resources>,
 }
 
+/// A connection's sender and its id in the resource manager.
+type Connection = (SendRequest<UpstreamBody>, Option<u64>);
+
 struct Idle {
     sender: SendRequest<UpstreamBody>,
     since: Instant,
@@ -226,7 +229,7 @@ impl Pool {
 
     /// The most recently used idle connection that can take a request;
     /// closed and expired ones are dropped on the way.
-    fn checkout(&self, index: usize) -> Option<(SendRequest<UpstreamBody>, Option<u64>)> {
+    fn checkout(&self, index: usize) -> Option<Connection> {
         let mut idle = self.idle.get(index)?.lock().ok()?;
         let now = Instant::now();
         while idle
@@ -244,7 +247,7 @@ impl Pool {
         None
     }
 
-    fn checkin(&self, index: usize, (sender, id): (SendRequest<UpstreamBody>, Option<u64>)) {
+    fn checkin(&self, index: usize, (sender, id): Connection) {
         if sender.is_closed() {
             return;
         }
@@ -262,10 +265,7 @@ impl Pool {
         self.resources.upstream_idle(id);
     }
 
-    async fn connect(
-        &self,
-        address: SocketAddr,
-    ) -> Result<(SendRequest<UpstreamBody>, Option<u64>), SendError> {
+    async fn connect(&self, address: SocketAddr) -> Result<Connection, SendError> {
         let stream = tokio::time::timeout(
             self.connect_timeout,
             tokio::net::TcpStream::connect(address),
@@ -288,7 +288,7 @@ impl Pool {
     fn wrap(
         self: &Arc<Self>,
         index: usize,
-        sender: (SendRequest<UpstreamBody>, Option<u64>),
+        sender: Connection,
         response: Response<Incoming>,
     ) -> Response<PooledBody> {
         response.map(|inner| PooledBody {
@@ -302,7 +302,7 @@ impl Pool {
 /// connection goes back to the pool (once it can take the next request).
 pub struct PooledBody {
     inner: Incoming,
-    give_back: Option<(Arc<Pool>, usize, (SendRequest<UpstreamBody>, Option<u64>))>,
+    give_back: Option<(Arc<Pool>, usize, Connection)>,
 }
 
 impl PooledBody {
