@@ -1,9 +1,12 @@
-//! Root test: `vantage testbed thesis scenarios/proxy/thesis-section5.toml
-//! --quick` runs every scheme at every user count and accounts for every
-//! request. Skips (saying why) without root or without nginx, squid or ss;
+//! Root test: `vantage testbed thesis
+//! scenarios/proxy/thesis-section5-tcp-memory.toml --quick` (the Section 5
+//! plan with every proxy in a memory cgroup limiting its kernel TCP
+//! memory) runs every scheme at every user count, accounts for every
+//! request, and charges every proxy's sockets to its cgroup. Skips (saying why) without root or without nginx, squid or ss;
 //! `scripts/test` installs them. The experiment tears down its namespaces
 //! (and with them the emulator's rule and the processes inside) and stops
-//! the origins and proxies itself, also when it fails; the test checks
+//! the origins and proxies itself, also when it fails, and removes each
+//! run's memory cgroup when the run ends, failed or not; the test checks
 //! that nothing is left. The thesis's statements are printed, not
 //! asserted (they are measurements).
 
@@ -15,8 +18,42 @@ use serde_json::Value;
 mod leftovers;
 use leftovers::{count, namespaces, processes_mentioning, rules_mentioning};
 
+/// Directories named `name` anywhere in the memory cgroup hierarchies
+/// (v1 and v2).
+fn memory_cgroups_named(name: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, name: &str, depth: u32, found: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if entry.file_name() == name {
+                found.push(path.clone());
+            }
+            if depth < 4 {
+                walk(&path, name, depth + 1, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for root in [
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ] {
+        walk(Path::new(root), name, 0, &mut found);
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
 fn plan() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/proxy/thesis-section5.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/proxy/thesis-section5-tcp-memory.toml")
 }
 
 #[test]
@@ -70,6 +107,9 @@ fn quick_run_has_every_scheme_and_accounts_for_every_request() {
     }
     let rules = rules_mentioning(&prefix);
     assert!(rules.is_empty(), "rules left: {rules:?}");
+    let cgroup = format!("vantage-th{pid:x}-tcp");
+    let left = memory_cgroups_named(&cgroup);
+    assert!(left.is_empty(), "memory cgroups left: {left:?}");
     assert!(
         !std::env::temp_dir()
             .join(format!("vantage-thesis-origins-{pid}"))
@@ -154,6 +194,14 @@ fn quick_run_has_every_scheme_and_accounts_for_every_request() {
         assert!(
             count(row, "origin_responses") > 0,
             "{name}: the origins served"
+        );
+        assert!(
+            count(row, "tcp_memory_limit_bytes") > 0,
+            "{name}: the proxy ran under the limit"
+        );
+        assert!(
+            count(row, "cgroup_tcp_peak_bytes") > 0,
+            "{name}: its sockets were charged to its memory cgroup"
         );
         assert_eq!(
             row["vantage"].is_null(),

@@ -493,3 +493,80 @@ fn descriptors_reclaimed_oldest_first_without_accept_failures() {
     );
     assert!(descriptors < CHILD_DESCRIPTORS * 9 / 10, "{descriptors}");
 }
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn a_pooled_upstream_connection_shrinks_while_idle_and_regrows_on_reuse() {
+    let backend = Backend::start("a");
+    let baseline = TcpStream::connect(backend.address).unwrap();
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        &resources(
+            "mode = \"ssbt\"\ninterval_ms = 50\npool_bytes = 8388608\nidle_buffer_half_life_ms = 1000\n",
+        ),
+    ))
+    .unwrap();
+    let mut client = connect(proxy.address());
+    assert_eq!(
+        keep_alive_get(&mut client, "/stream").unwrap().body.len(),
+        64 * (16 << 10)
+    );
+    // The response ended: its upstream connection is idle in the pool.
+    assert!(eventually(
+        || proxy.resources().tracked_upstreams() == (1, 1)
+    ));
+    let upstream = find_upstream(backend.address, baseline.local_addr().unwrap()).unwrap();
+    // Read within the first half-life: what it held as it went idle.
+    let before = tcp_info::receive_buffer(borrow(upstream)).unwrap();
+    // Idle: halved every second by the loop, the connection kept.
+    assert!(
+        eventually(|| tcp_info::receive_buffer(borrow(upstream)).unwrap() <= before / 4),
+        "before {before}, now {}",
+        tcp_info::receive_buffer(borrow(upstream)).unwrap()
+    );
+    let shrunk = tcp_info::receive_buffer(borrow(upstream)).unwrap();
+    assert_eq!(proxy.resources().tracked_upstreams(), (1, 1));
+    let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+    assert!(metric(&text, "vantage_proxy_idle_upstream_shrinks_total").unwrap() >= 2.0);
+    assert_eq!(
+        metric(&text, "vantage_proxy_idle_upstream_connections"),
+        Some(1.0)
+    );
+    // Reused (the backend answers /slow after 3 s): its buffer is back
+    // before the request is answered, and stays while it is in use.
+    client
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    assert!(eventually(
+        || proxy.resources().tracked_upstreams() == (1, 0)
+    ));
+    assert_eq!(
+        find_upstream(backend.address, baseline.local_addr().unwrap()),
+        Some(upstream),
+        "the pooled connection was reused, not replaced"
+    );
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(2_000) {
+        let now = tcp_info::receive_buffer(borrow(upstream)).unwrap();
+        // The loop re-sets a buffer only when it moves by more than 1/16.
+        assert!(
+            now >= before - before / 16,
+            "in use: {now} (before idle {before}, shrunk {shrunk})"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(read_reply(&mut client).unwrap().status, 200);
+    let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+    assert_eq!(
+        metric(&text, "vantage_proxy_idle_upstream_regrows_total"),
+        Some(1.0)
+    );
+    // Idle again once the slow response has ended.
+    assert!(eventually(
+        || proxy.resources().tracked_upstreams() == (1, 1)
+    ));
+}

@@ -1,4 +1,7 @@
-//! A CPU cap for a backend: one cgroup whose CPU bandwidth is limited, so
+//! A CPU cap for a backend, and a kernel TCP memory limit for a proxy
+//! ([`TcpMemoryCap`]).
+//!
+//! The CPU cap: one cgroup whose CPU bandwidth is limited, so
 //! the backend's capacity is real and limited (the SBAC experiment's
 //! overload is relative to it).
 //!
@@ -24,6 +27,12 @@ pub enum CgroupError {
     NoCpuController { v2: String, v1: String },
     #[error("cpu cap must be in [0.001, 1024] cores, got {0}")]
     Range(f64),
+    #[error("no memory cgroup with a TCP memory limit (looked for cgroup v2 `memory` in {v2} and the v1 `memory.kmem.tcp.limit_in_bytes` in {v1})")]
+    NoMemoryController { v2: String, v1: String },
+    #[error("TCP memory limit must be in [1 MiB, 1 TiB], got {0} bytes")]
+    MemoryRange(u64),
+    #[error("cgroup v2's memory controller takes whole processes, not one thread")]
+    ThreadsUnsupported,
     #[error("cgroup {path}: {source}")]
     Io {
         path: PathBuf,
@@ -183,12 +192,200 @@ impl Drop for CpuCap {
     }
 }
 
+/// A kernel TCP memory limit for a proxy under test: one memory cgroup,
+/// removed on drop (its tasks moved back to the parent first).
+///
+/// cgroup v1 (the `memory` controller in `/sys/fs/cgroup/memory`):
+/// `memory.kmem.tcp.limit_in_bytes`, which charges the TCP socket memory
+/// of the cgroup's tasks, and only that, from the moment it is set; above
+/// it the cgroup's sockets are under memory pressure (as under the
+/// host's `tcp_mem` pressure mark) and allocations that can fail do. It
+/// is created below the calling process's own memory cgroup, so that it
+/// nests in whatever limit that one has. cgroup v2 (`memory` in the
+/// unified hierarchy): `memory.max`, which charges socket buffers with
+/// the rest of the tasks' memory.
+#[derive(Debug)]
+pub struct TcpMemoryCap {
+    dir: PathBuf,
+    parent: PathBuf,
+    version: CgroupVersion,
+    bytes: u64,
+}
+
+/// The v1 memory hierarchy.
+const MEMORY_V1: &str = "/sys/fs/cgroup/memory";
+
+fn v2_memory_root() -> Option<PathBuf> {
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let controllers = fs::read_to_string(Path::new(root).join("cgroup.controllers"));
+        if controllers.is_ok_and(|t| t.split_whitespace().any(|c| c == "memory")) {
+            return Some(PathBuf::from(root));
+        }
+    }
+    None
+}
+
+/// The calling process's cgroup in the v1 hierarchy of `controller`
+/// (`/proc/self/cgroup`).
+fn own_v1_cgroup(controller: &str) -> Option<String> {
+    v1_cgroup_of(&fs::read_to_string("/proc/self/cgroup").ok()?, controller)
+}
+
+/// The path of `controller`'s line in a `/proc/PID/cgroup` text.
+fn v1_cgroup_of(text: &str, controller: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let _ = fields.next()?;
+        let controllers = fields.next()?;
+        let path = fields.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_string())
+    })
+}
+
+/// Where [`TcpMemoryCap::create`] makes its cgroups.
+fn memory_parent() -> Result<(PathBuf, CgroupVersion), CgroupError> {
+    if let Some(root) = v2_memory_root() {
+        return Ok((root, CgroupVersion::V2));
+    }
+    let missing = |v1: String| CgroupError::NoMemoryController {
+        v2: "/sys/fs/cgroup, /sys/fs/cgroup/unified".into(),
+        v1,
+    };
+    let own = own_v1_cgroup("memory").ok_or_else(|| missing(MEMORY_V1.into()))?;
+    let parent = Path::new(MEMORY_V1).join(own.trim_start_matches('/'));
+    if !parent.join("memory.kmem.tcp.limit_in_bytes").exists() {
+        return Err(missing(parent.display().to_string()));
+    }
+    Ok((parent, CgroupVersion::V1))
+}
+
+impl TcpMemoryCap {
+    /// The cgroups beside where [`Self::create`] makes one whose name
+    /// `stale` accepts (e.g. left by a run that was killed): emptied and
+    /// removed. Returns how many were removed.
+    pub fn remove_stale(stale: impl Fn(&str) -> bool) -> Result<usize, CgroupError> {
+        let (parent, _) = memory_parent()?;
+        let entries = fs::read_dir(&parent).map_err(io(&parent))?;
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() && stale(&name) {
+                remove(&entry.path(), &parent);
+                removed += usize::from(!entry.path().exists());
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Creates memory cgroup `name` with a TCP memory limit of `bytes`.
+    pub fn create(name: &str, bytes: u64) -> Result<TcpMemoryCap, CgroupError> {
+        if !(1 << 20..=1 << 40).contains(&bytes) {
+            return Err(CgroupError::MemoryRange(bytes));
+        }
+        let (parent, version) = memory_parent()?;
+        let limit_file = match version {
+            CgroupVersion::V2 => {
+                let control = parent.join("cgroup.subtree_control");
+                fs::write(&control, "+memory").map_err(io(&control))?;
+                "memory.max"
+            }
+            CgroupVersion::V1 => "memory.kmem.tcp.limit_in_bytes",
+        };
+        let dir = parent.join(name);
+        if dir.exists() {
+            // Left by a run that was killed: empty it and start again.
+            remove(&dir, &parent);
+        }
+        fs::create_dir(&dir).map_err(io(&dir))?;
+        let cap = TcpMemoryCap {
+            dir,
+            parent,
+            version,
+            bytes,
+        };
+        let path = cap.dir.join(limit_file);
+        fs::write(&path, bytes.to_string()).map_err(io(&path))?;
+        Ok(cap)
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup.
+    pub fn add(&self, pid: u32) -> Result<(), CgroupError> {
+        let path = self.dir.join("cgroup.procs");
+        fs::write(&path, pid.to_string()).map_err(io(&path))
+    }
+
+    /// Moves `pid` and its direct children (e.g. nginx's workers).
+    pub fn add_with_children(&self, pid: u32) -> Result<usize, CgroupError> {
+        self.add(pid)?;
+        let mut moved = 1;
+        for child in children(pid) {
+            if self.add(child).is_ok() {
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Moves the calling thread alone into the cgroup (v1 only: v2's
+    /// memory controller takes whole processes); the threads it starts
+    /// afterwards are born in it, and the sockets they create or accept
+    /// are charged to it.
+    pub fn add_current_thread(&self) -> Result<(), CgroupError> {
+        if self.version == CgroupVersion::V2 {
+            return Err(CgroupError::ThreadsUnsupported);
+        }
+        let path = self.dir.join("tasks");
+        fs::write(&path, nix::unistd::gettid().as_raw().to_string()).map_err(io(&path))
+    }
+
+    /// The most TCP memory (v1) or memory (v2) charged so far, bytes.
+    pub fn peak_bytes(&self) -> Result<u64, CgroupError> {
+        let file = match self.version {
+            CgroupVersion::V1 => "memory.kmem.tcp.max_usage_in_bytes",
+            CgroupVersion::V2 => "memory.peak",
+        };
+        let path = self.dir.join(file);
+        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        text.trim().parse().map_err(|_| CgroupError::Io {
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, text.trim().to_string()),
+        })
+    }
+
+    /// The limit, bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for TcpMemoryCap {
+    fn drop(&mut self) {
+        remove(&self.dir, &self.parent);
+    }
+}
+
 /// Moves every process of `dir` to `parent`, then removes `dir`.
 fn remove(dir: &Path, parent: &Path) {
     for _ in 0..50 {
         let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         for pid in procs.split_whitespace() {
             let _ = fs::write(parent.join("cgroup.procs"), pid);
+        }
+        // v1: threads moved alone are listed in `tasks` only.
+        let tasks = fs::read_to_string(dir.join("tasks")).unwrap_or_default();
+        for tid in tasks.split_whitespace() {
+            let _ = fs::write(parent.join("tasks"), tid);
         }
         if fs::remove_dir(dir).is_ok() || !dir.exists() {
             return;
@@ -249,6 +446,22 @@ mod tests {
             CpuCap::create("x", f64::NAN),
             Err(CgroupError::Range(_))
         ));
+    }
+
+    #[test]
+    fn a_memory_limit_out_of_range_is_refused() {
+        assert!(matches!(
+            TcpMemoryCap::create("x", 1000),
+            Err(CgroupError::MemoryRange(1000))
+        ));
+    }
+
+    #[test]
+    fn the_own_cgroup_is_read_by_controller() {
+        let text = "9:name=systemd:/\n4:memory:/runner/abc\n3:cpu,cpuacct:/x\n0::/\n";
+        assert_eq!(v1_cgroup_of(text, "memory").as_deref(), Some("/runner/abc"));
+        assert_eq!(v1_cgroup_of(text, "cpuacct").as_deref(), Some("/x"));
+        assert_eq!(v1_cgroup_of(text, "pids"), None);
     }
 
     #[test]

@@ -17,6 +17,15 @@
 //!
 //! The list holds at most `max_idle` entries: marking one more idle evicts
 //! the oldest, which the caller must close.
+//!
+//! A manager made with [`ConnectionManagerParams::shrink_only`] closes
+//! nothing and only ages its idle list for the shrinking: a proxy keeps one
+//! for the connections it must never close for resources (its pooled
+//! upstream connections), so that one rule shrinks the idle buffers of
+//! both kinds. A separate instance rather than a kind in one list: the
+//! close decision walks the list oldest first, and entries it may not
+//! close would have to be skipped on every walk; the thresholds count
+//! the resources of the connections it may close.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -95,6 +104,31 @@ impl ConnectionManagerParams {
             "positive",
             "0",
         )
+    }
+
+    /// Settings that close nothing — no mark is ever reached, no
+    /// persistent timer, no closes per interval — and shrink idle buffers
+    /// (halved every `buffer_half_life`, down to `min_idle_buffer`).
+    pub fn shrink_only(
+        buffer_half_life: Nanos,
+        min_idle_buffer: u64,
+        max_idle: usize,
+    ) -> ConnectionManagerParams {
+        let never = Threshold {
+            high: u64::MAX,
+            low: u64::MAX,
+        };
+        ConnectionManagerParams {
+            descriptors: never,
+            socket_buffer_bytes: never,
+            connections: never,
+            persistent_timeout: None,
+            min_idle_age: Nanos::ZERO,
+            max_closes_per_interval: 0,
+            buffer_half_life: Some(buffer_half_life),
+            min_idle_buffer,
+            max_idle,
+        }
     }
 
     fn threshold(&self, resource: Resource) -> Threshold {
@@ -406,6 +440,56 @@ mod tests {
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(2)), Some(32_768));
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(9)), Some(4_096));
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(600)), Some(1_024));
+    }
+
+    #[test]
+    fn a_shrink_only_manager_shrinks_and_never_closes() {
+        let p = ConnectionManagerParams::shrink_only(Nanos::from_secs(5), 4_944, 1_000);
+        let mut m = ConnectionManager::new(p).unwrap();
+        for id in 0..3 {
+            assert_eq!(m.mark_idle(id, Nanos::from_secs(id), 262_144), None);
+        }
+        let exhausted = ResourceUsage {
+            descriptors: u64::MAX - 1,
+            socket_buffer_bytes: u64::MAX - 1,
+            connections: u64::MAX - 1,
+        };
+        for second in 0..600 {
+            assert!(m
+                .connections_to_close(Nanos::from_secs(second), exhausted)
+                .is_empty());
+        }
+        assert!(!m.is_reclaiming());
+        assert!(m.expire(Nanos::from_secs(3_600)).is_empty());
+        assert_eq!(m.poll_timeout(), None);
+        assert_eq!(m.idle_count(), 3);
+        // Idle since 1 s: whole before one half-life, then halved per
+        // half-life, never below the floor.
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(5)), Some(262_144));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(6)), Some(131_072));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(16)), Some(32_768));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(600)), Some(4_944));
+        // Reused: it leaves the list and no longer shrinks; idle again, it
+        // starts over from the buffer it then holds.
+        assert!(m.remove(1));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(20)), None);
+        m.mark_idle(1, Nanos::from_secs(20), 65_536);
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(24)), Some(65_536));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(25)), Some(32_768));
+        // A buffer already below the floor is kept as it is.
+        m.mark_idle(9, Nanos::from_secs(20), 2_000);
+        assert_eq!(m.idle_buffer_bytes(9, Nanos::from_secs(600)), Some(2_000));
+    }
+
+    #[test]
+    fn a_shrink_only_manager_validates() {
+        assert!(
+            ConnectionManager::new(ConnectionManagerParams::shrink_only(Nanos::ZERO, 1, 1))
+                .is_err()
+        );
+        assert!(
+            ConnectionManager::new(ConnectionManagerParams::shrink_only(Nanos(1), 1, 0)).is_err()
+        );
     }
 
     #[test]

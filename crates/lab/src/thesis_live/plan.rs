@@ -108,6 +108,12 @@ pub struct RunPlan {
     pub interval_ms: u64,
     /// The ssbt pool, bytes.
     pub pool_bytes: u64,
+    /// A kernel TCP memory limit on every proxy under test, bytes: a
+    /// memory cgroup around the proxy's processes (vantage proxy's
+    /// threads), `vantage_testbed::cgroup::TcpMemoryCap`. None: the
+    /// host's `tcp_mem` only.
+    #[serde(default)]
+    pub proxy_tcp_memory_bytes: Option<u64>,
 }
 
 /// Which schemes the thesis's statements compare (by name).
@@ -233,6 +239,14 @@ impl ThesisPlan {
             60_000.0,
         )?;
         range("run.pool_bytes", self.run.pool_bytes as f64, 65536.0, 1e12)?;
+        if let Some(bytes) = self.run.proxy_tcp_memory_bytes {
+            range(
+                "run.proxy_tcp_memory_bytes",
+                bytes as f64,
+                (1u64 << 20) as f64,
+                (1u64 << 40) as f64,
+            )?;
+        }
         let link = |key: &str, rtt: f64, loss: f64, rate: f64| -> Result<(), PlanError> {
             range(&format!("{key}.rtt_ms"), rtt, 0.0, 2000.0)?;
             range(&format!("{key}.loss_pct"), loss, 0.0, 50.0)?;
@@ -392,6 +406,31 @@ mod tests {
             runs * quick.duration_s < 180.0,
             "a quick plan of a few minutes"
         );
+    }
+
+    #[test]
+    fn the_memory_limited_plan_differs_only_in_the_limit_and_pool() {
+        const LIMITED: &str =
+            include_str!("../../../../scenarios/proxy/thesis-section5-tcp-memory.toml");
+        let plan = ThesisPlan::from_toml(LIMITED, "thesis-section5-tcp-memory.toml").unwrap();
+        let shipped = ThesisPlan::from_toml(SHIPPED, "thesis-section5.toml").unwrap();
+        assert_eq!(shipped.run.proxy_tcp_memory_bytes, None);
+        // 400 connections × (16 KB + 16 KB) as the kernel holds them (twice).
+        let limit = 400 * 2 * (16384 + 16384);
+        assert_eq!(plan.run.proxy_tcp_memory_bytes, Some(limit));
+        assert_eq!(plan.run.pool_bytes, limit);
+        assert_eq!(plan.workload.users, shipped.workload.users);
+        assert_eq!(plan.scheme.len(), shipped.scheme.len());
+        assert_eq!(plan.limits.max_connections, shipped.limits.max_connections);
+        let bad = LIMITED.replacen(
+            "proxy_tcp_memory_bytes = ",
+            "proxy_tcp_memory_bytes = 10 #",
+            1,
+        );
+        let error = ThesisPlan::from_toml(&bad, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("run.proxy_tcp_memory_bytes"), "{error}");
     }
 
     #[test]

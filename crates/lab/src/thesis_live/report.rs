@@ -92,6 +92,10 @@ pub struct RunRow {
     pub mean_proxy_tcp_bytes: f64,
     /// `/proc/net/sockstat` TCP `mem` (every namespace), bytes.
     pub peak_host_tcp_bytes: u64,
+    /// The proxy's kernel TCP memory limit (`run.proxy_tcp_memory_bytes`)
+    /// and the most its memory cgroup was charged, bytes.
+    pub tcp_memory_limit_bytes: Option<u64>,
+    pub cgroup_tcp_peak_bytes: Option<u64>,
     /// vantage proxy only.
     pub vantage: Option<ProxyCounters>,
     /// `ss` runs that failed, lines that did not parse, and the proxy's
@@ -203,6 +207,8 @@ pub fn summarize(
         peak_proxy_tcp_bytes: samples.iter().map(|s| s.charged_bytes).max().unwrap_or(0),
         mean_proxy_tcp_bytes: mean(samples.iter().map(|s| s.charged_bytes as f64)),
         peak_host_tcp_bytes: samples.iter().map(|s| s.host_tcp_bytes).max().unwrap_or(0),
+        tcp_memory_limit_bytes: None,
+        cgroup_tcp_peak_bytes: None,
         vantage,
         sampler_failed_reads: sampled.failed_reads,
         sampler_unparsed_lines: sampled.skipped.unparsed,
@@ -517,6 +523,25 @@ pub fn render(r: &ThesisReport) -> String {
         }
         let _ = writeln!(out);
     }
+    let limits: Vec<String> = r
+        .rows
+        .iter()
+        .filter_map(|row| {
+            row.tcp_memory_limit_bytes?;
+            let peak = row
+                .cgroup_tcp_peak_bytes
+                .map_or("unread".into(), |p| format!("{} MiB", mib(p as f64)));
+            Some(format!("{} at {} users: {peak}", row.scheme, row.users))
+        })
+        .collect();
+    if let Some(limit) = r.rows.iter().find_map(|row| row.tcp_memory_limit_bytes) {
+        let _ = writeln!(
+            out,
+            "Kernel TCP memory limit of each proxy (memory cgroup): {} MiB. Most charged: {}.\n",
+            mib(limit as f64),
+            limits.join("; ")
+        );
+    }
     let _ = writeln!(out, "### The thesis's statements beside ours\n");
     crate::live_experiment::checks_markdown(&mut out, "users", &r.checks);
     let sampler_failures: u32 = r.rows.iter().map(|row| row.sampler_failed_reads).sum();
@@ -664,6 +689,8 @@ mod tests {
             peak_proxy_tcp_bytes: 0,
             mean_proxy_tcp_bytes: 0.0,
             peak_host_tcp_bytes: 0,
+            tcp_memory_limit_bytes: None,
+            cgroup_tcp_peak_bytes: None,
             vantage: None,
             sampler_failed_reads: 0,
             sampler_unparsed_lines: 0,

@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use vantage_core::traffic::surge::{Surge, SurgeParams};
 use vantage_live::metrics::Format;
 use vantage_live::proxy::{Proxy, ProxyConfig};
+use vantage_testbed::cgroup::{CgroupError, TcpMemoryCap};
 use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, NginxFront, StaticFile};
 use vantage_testbed::server::squid::{Squid, SquidConfig, SquidError};
 use vantage_testbed::topology::{self, Topology, TopologyError, TopologySpec, SERVER_ADDR};
@@ -56,6 +57,8 @@ pub enum LiveError {
     Users(String),
     #[error("documents: {0}")]
     Documents(String),
+    #[error("kernel TCP memory limit: {0}")]
+    Cgroup(#[from] CgroupError),
     #[error("{0}")]
     Io(String),
 }
@@ -92,6 +95,9 @@ pub fn run(
     std::fs::create_dir_all(dir).map_err(|e| LiveError::Io(format!("{}: {e}", dir.display())))?;
     let documents_dir =
         std::env::temp_dir().join(format!("vantage-thesis-origins-{}", std::process::id()));
+    if plan.run.proxy_tcp_memory_bytes.is_some() {
+        TcpMemoryCap::remove_stale(stale_memory_cgroup)?;
+    }
     let mut topology = Topology::build(&TopologySpec {
         clients: plan.path.len() + 1,
         tag: tag(),
@@ -278,11 +284,30 @@ fn vantage_text(scheme: &SchemePlan, plan: &ThesisPlan) -> String {
     text
 }
 
+/// The name of the proxy's memory cgroup (one at a time).
+pub fn memory_cgroup_name() -> String {
+    format!("vantage-{}-tcp", tag())
+}
+
+/// Whether `name` is a proxy memory cgroup of a process that is gone (a
+/// run that was killed).
+fn stale_memory_cgroup(name: &str) -> bool {
+    name.strip_prefix("vantage-th")
+        .and_then(|rest| rest.strip_suffix("-tcp"))
+        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Starts the proxy of `scheme`; with `memory`, inside that memory cgroup
+/// (Squid's and nginx's processes, vantage proxy's threads: the thread
+/// that starts it enters the cgroup first, and the threads it starts are
+/// born there).
 fn start_proxy(
     scheme: &SchemePlan,
     plan: &ThesisPlan,
     topology: &Topology,
     dir: &Path,
+    memory: Option<&Arc<TcpMemoryCap>>,
 ) -> Result<RunningProxy, LiveError> {
     let l = &plan.limits;
     let as_u32 = |v: Option<u64>| v.map(|b| b.min(u64::from(u32::MAX)) as u32);
@@ -293,24 +318,35 @@ fn start_proxy(
                 .map_err(|e| LiveError::Proxy(format!("write proxy.toml: {e}")))?;
             let config = ProxyConfig::from_toml(&text, "proxy.toml")
                 .map_err(|e| LiveError::Proxy(e.to_string()))?;
+            let memory = memory.cloned();
             let proxy = topology
                 .server
-                .run(move || Proxy::start(config))
-                .map_err(|e| LiveError::Netns(e.to_string()))?
-                .map_err(|e| LiveError::Proxy(e.to_string()))?;
+                .run(move || {
+                    if let Some(memory) = &memory {
+                        memory.add_current_thread()?;
+                    }
+                    Proxy::start(config).map_err(|e| LiveError::Proxy(e.to_string()))
+                })
+                .map_err(|e| LiveError::Netns(e.to_string()))??;
             Ok(RunningProxy::Vantage(Box::new(proxy)))
         }
-        "squid" => Ok(RunningProxy::Squid(Squid::start(
-            &topology.server,
-            &SquidConfig {
-                max_connections: l.max_connections,
-                persistent_timeout_s: l.persistent_timer_s,
-                receive_bytes: as_u32(scheme.receive_bytes),
-            },
-            front(),
-            &[far_origin(plan), near_origin()],
-            &dir.join("squid"),
-        )?)),
+        "squid" => {
+            let squid = Squid::start(
+                &topology.server,
+                &SquidConfig {
+                    max_connections: l.max_connections,
+                    persistent_timeout_s: l.persistent_timer_s,
+                    receive_bytes: as_u32(scheme.receive_bytes),
+                },
+                front(),
+                &[far_origin(plan), near_origin()],
+                &dir.join("squid"),
+            )?;
+            if let Some(memory) = memory {
+                memory.add_with_children(squid.pid())?;
+            }
+            Ok(RunningProxy::Squid(squid))
+        }
         "nginx" => {
             let config = NginxConfig {
                 sndbuf: as_u32(scheme.send_bytes),
@@ -335,12 +371,11 @@ fn start_proxy(
                 }),
                 ..NginxConfig::default()
             };
-            Ok(RunningProxy::Nginx(Nginx::start(
-                &topology.server,
-                &config,
-                front(),
-                &dir.join("nginx"),
-            )?))
+            let nginx = Nginx::start(&topology.server, &config, front(), &dir.join("nginx"))?;
+            if let Some(memory) = memory {
+                memory.add_with_children(nginx.pid())?;
+            }
+            Ok(RunningProxy::Nginx(nginx))
         }
         other => Err(LiveError::Proxy(format!("unknown proxy {other:?}"))),
     }
@@ -481,7 +516,14 @@ fn run_one(
 ) -> Result<RunRow, LiveError> {
     let far_before = served(&origins.far);
     let near_before = served(&origins.near);
-    let proxy = start_proxy(scheme, plan, topology, run_dir)?;
+    // A fresh cgroup per run, so that its peak is the run's; removed when
+    // the run ends, failed or not (drop).
+    let memory = plan
+        .run
+        .proxy_tcp_memory_bytes
+        .map(|bytes| TcpMemoryCap::create(&memory_cgroup_name(), bytes).map(Arc::new))
+        .transpose()?;
+    let proxy = start_proxy(scheme, plan, topology, run_dir, memory.as_ref())?;
     let first = Instant::now() + START_DELAY;
     let end = first + Duration::from_secs_f64(mode.duration_s);
     let stop = Arc::new(AtomicBool::new(false));
@@ -533,11 +575,13 @@ fn run_one(
     stop.store(true, Ordering::Relaxed);
     let sampled = sampler.join().unwrap_or_default();
     let counters = proxy.stop();
+    let cgroup_peak = memory.as_ref().and_then(|m| m.peak_bytes().ok());
+    drop(memory);
     let records = records?;
     std::thread::sleep(ACCESS_LOG_FLUSH);
     let far = served(&origins.far).saturating_sub(far_before);
     let near = served(&origins.near).saturating_sub(near_before);
-    Ok(report::summarize(
+    let mut row = report::summarize(
         scheme,
         users,
         mode.duration_s,
@@ -546,12 +590,25 @@ fn run_one(
         counters,
         (far, near),
         per_path,
-    ))
+    );
+    row.tcp_memory_limit_bytes = plan.run.proxy_tcp_memory_bytes;
+    row.cgroup_tcp_peak_bytes = cgroup_peak;
+    Ok(row)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_memory_cgroups_of_gone_processes_are_stale() {
+        assert!(!stale_memory_cgroup(&memory_cgroup_name()), "this process");
+        // Above the kernel's largest pid (2^22).
+        assert!(stale_memory_cgroup("vantage-th7fffffff-tcp"));
+        assert!(!stale_memory_cgroup("vantage-th7fffffff"), "a CPU cap");
+        assert!(!stale_memory_cgroup("process_api"));
+        assert!(!stale_memory_cgroup("vantage-thzz-tcp"));
+    }
 
     #[test]
     fn histogram_means_come_from_sum_and_count() {

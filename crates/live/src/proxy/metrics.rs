@@ -35,6 +35,9 @@
 //! | `vantage_proxy_pool_pressure_cuts_total` | counter | intervals that cut the pool for `tcp_mem` pressure |
 //! | `vantage_proxy_idle_closes_total{reason}` | counter | idle client connections the manager closed: `descriptors`, `tcp_memory`, `connections`, `idle_list_full` |
 //! | `vantage_proxy_idle_closes_skipped_total` | counter | connections the manager chose that kept a request already arrived and not yet read (`FIONREAD`): not closed |
+//! | `vantage_proxy_idle_upstream_connections` | gauge | upstream connections idle in the pool whose receive buffer shrinks (ssbt* with `idle_buffer_half_life_ms`) |
+//! | `vantage_proxy_idle_upstream_shrinks_total` | counter | receive buffers of idle pooled upstream connections set smaller by the idle decay |
+//! | `vantage_proxy_idle_upstream_regrows_total` | counter | shrunken upstream receive buffers given back their tuner's size as the connection left the pool for a request |
 //! | `vantage_proxy_resource_loop_cpu_seconds_total` | counter | the control loop's own CPU time |
 //! | `vantage_proxy_resource_intervals_total` | counter | intervals run |
 //! | `vantage_proxy_resource_errors_total` | counter | socket reads or sets that failed (the connection skipped for that interval) |
@@ -138,6 +141,9 @@ pub struct ResourceMetrics {
     pub closes: Family<ReasonLabel, Counter>,
     /// Idle connections chosen to close that kept a request not yet read.
     pub reclaims_skipped_for_request: Counter,
+    pub idle_upstreams: Gauge,
+    pub idle_upstream_shrinks: Counter,
+    pub idle_upstream_regrows: Counter,
     pub cpu_seconds: Counter<f64, AtomicU64>,
     pub intervals: Counter,
     pub errors: Counter,
@@ -155,6 +161,9 @@ impl Default for ResourceMetrics {
             pressure_cuts: Counter::default(),
             closes: Family::default(),
             reclaims_skipped_for_request: Counter::default(),
+            idle_upstreams: Gauge::default(),
+            idle_upstream_shrinks: Counter::default(),
+            idle_upstream_regrows: Counter::default(),
             cpu_seconds: Counter::default(),
             intervals: Counter::default(),
             errors: Counter::default(),
@@ -214,6 +223,21 @@ impl ResourceMetrics {
             "vantage_proxy_idle_closes_skipped",
             "Idle connections the manager chose that were kept: a request had arrived, not yet read",
             self.reclaims_skipped_for_request.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_upstream_connections",
+            "Upstream connections idle in the pool whose receive buffer shrinks",
+            self.idle_upstreams.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_upstream_shrinks",
+            "Receive buffers of idle pooled upstream connections set smaller",
+            self.idle_upstream_shrinks.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_upstream_regrows",
+            "Shrunken upstream receive buffers restored as the connection left the pool",
+            self.idle_upstream_regrows.clone(),
         );
         registry.register_with_unit(
             "vantage_proxy_resource_loop_cpu",

@@ -38,7 +38,18 @@
 //!
 //! Idle client connections leave the allocator (no demand) and keep the
 //! buffer the manager's idle decay leaves them (`ssbt` too, as the
-//! simulator runs it).
+//! simulator runs it). Upstream connections idle in the proxy's pool
+//! (`upstream::Pool` reports each entering and leaving it) shrink by the
+//! same rule, from a second, shrink-only [`ConnectionManager`]
+//! ([`ConnectionManagerParams::shrink_only`]): it closes nothing (the pool
+//! bounds and times out its own idle connections; the close decision is
+//! over client connections), and a pooled connection asks the receive
+//! pool only for what the decay leaves it. Taken from the pool for a
+//! request, it gets back what its tuner holds at once, before the request
+//! is written (the thesis: regrow on reuse; the next interval's sharing
+//! evens it out, as `sim::proxy::world` does). Only the receive buffer,
+//! the one the loop sets on upstream connections: their send buffers
+//! carry requests, stay autotuned, and setting one would lock it.
 //!
 //! Units and departures: the kernel holds twice what `SO_SNDBUF` /
 //! `SO_RCVBUF` are given (`sys::tcp_info`); E-ATBT's demand ρ̄·rtt is data,
@@ -54,7 +65,7 @@
 //! configured size per interval. The allocator's MSS is the first
 //! connection's default (1448); per-connection MSS enters W_max only.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
@@ -133,6 +144,9 @@ pub struct IntervalReport {
     pub pool_bytes: u64,
     pub kernel_tcp_bytes: u64,
     pub pressure: bool,
+    /// Receive buffers of upstream connections idle in the pool set
+    /// smaller.
+    pub idle_upstream_shrinks: usize,
 }
 
 /// The kernel limits the loop respects, read once.
@@ -207,6 +221,9 @@ struct UpstreamState {
 struct State {
     allocator: SendBufferAllocator,
     manager: Option<ConnectionManager>,
+    /// Shrink-only: the upstream connections idle in the pool (`ssbt*`
+    /// with `idle_buffer_half_life_ms`).
+    pooled: Option<ConnectionManager>,
     clients: HashMap<u64, ClientState>,
     upstreams: HashMap<u64, UpstreamState>,
     next_id: u64,
@@ -318,6 +335,16 @@ impl Resources {
                 })
             })
             .transpose()?;
+        let pooled = match (tuned, config.idle_buffer_half_life_ms) {
+            (true, Some(half_life)) => Some(ConnectionManager::new(
+                ConnectionManagerParams::shrink_only(
+                    Nanos::from_millis(half_life),
+                    min_held(ALLOCATOR_MSS),
+                    MAX_TRACKED,
+                ),
+            )?),
+            _ => None,
+        };
         let send_pool = (base_pool as f64 * config.send_fraction) as u64;
         let allocator = SendBufferAllocator::new(
             send_pool / 2,
@@ -335,6 +362,7 @@ impl Resources {
             state: Mutex::new(State {
                 allocator,
                 manager,
+                pooled,
                 clients: HashMap::new(),
                 upstreams: HashMap::new(),
                 next_id: 0,
@@ -475,7 +503,13 @@ impl Resources {
     fn unregister(&self, id: u64, upstream: bool) {
         let mut state = self.lock();
         if upstream {
-            state.upstreams.remove(&id);
+            if state.upstreams.remove(&id).is_some() {
+                if let Some(pooled) = state.pooled.as_mut() {
+                    if pooled.remove(id) {
+                        self.metrics.idle_upstreams.set(pooled.idle_count() as i64);
+                    }
+                }
+            }
         } else if state.clients.remove(&id).is_some() {
             state.allocator.remove_many(&[id]);
             if let Some(manager) = state.manager.as_mut() {
@@ -528,6 +562,75 @@ impl Resources {
                 evicted.push((oldest, since));
             }
         }
+    }
+
+    /// Upstream connection `id` (its [`TrackedStream::id`]) entered the
+    /// proxy's idle pool: its receive buffer shrinks from now on.
+    pub fn upstream_idle(&self, id: Option<u64>) {
+        let Some(id) = id else { return };
+        let now = self.now();
+        let mut state = self.lock();
+        let State {
+            upstreams, pooled, ..
+        } = &mut *state;
+        let (Some(u), Some(pooled)) = (upstreams.get(&id), pooled.as_mut()) else {
+            return;
+        };
+        let held = u.applied.unwrap_or_else(|| u.tuner.held_bytes());
+        // The cap is the tracked connections' own: nothing is evicted
+        // while registrations are bounded by it; one that were would
+        // only stop shrinking.
+        let _ = pooled.mark_idle(id, now, held);
+        self.metrics.idle_upstreams.set(pooled.idle_count() as i64);
+    }
+
+    /// Upstream connection `id` left the idle pool for a request: it gets
+    /// back the receive buffer its tuner gives it, before the request is
+    /// written.
+    pub fn upstream_reused(&self, id: Option<u64>) {
+        let Some(id) = id else { return };
+        let mut state = self.lock();
+        let State {
+            upstreams, pooled, ..
+        } = &mut *state;
+        let Some(pooled) = pooled.as_mut() else {
+            return;
+        };
+        if !pooled.remove(id) {
+            return;
+        }
+        self.metrics.idle_upstreams.set(pooled.idle_count() as i64);
+        let Some(u) = upstreams.get_mut(&id) else {
+            return;
+        };
+        // What the loop sets on an active connection when the pool does
+        // not bind.
+        let target = u
+            .tuner
+            .advertised_bytes()
+            .clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+        if u.applied.is_none_or(|applied| applied >= target) {
+            return;
+        }
+        // SAFETY: as in `send_side` (the lock is held: `state`).
+        let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
+        match tcp_info::set_receive_buffer(fd, target) {
+            Ok(held) => {
+                u.applied = Some(u64::from(held));
+                self.metrics.idle_upstream_regrows.inc();
+            }
+            Err(_) => {
+                self.metrics.errors.inc();
+            }
+        }
+    }
+
+    /// Upstream connections tracked, and how many of them are idle in the
+    /// pool (shrinking).
+    pub fn tracked_upstreams(&self) -> (usize, usize) {
+        let state = self.lock();
+        let idle = state.pooled.as_ref().map_or(0, |m| m.idle_count());
+        (state.upstreams.len(), idle)
     }
 
     /// The latest reclaims, oldest first (at most 10,000 kept; each also
@@ -807,7 +910,7 @@ impl Resources {
             }
             targets
         };
-        self.apply_buffers(&targets, Side::Send, report);
+        self.apply_buffers(&targets, Side::Send, &HashSet::new(), report);
     }
 
     /// The receive side, chunked as [`Self::send_side`].
@@ -821,6 +924,7 @@ impl Resources {
         }
         let mut ids = Vec::with_capacity(registered.len());
         let mut demands = Vec::with_capacity(registered.len());
+        let mut idle_ids = HashSet::new();
         for chunk in registered.chunks(CHUNK) {
             let mut state = self.lock();
             for &(id, fd) in chunk {
@@ -855,10 +959,23 @@ impl Resources {
                         loss,
                     },
                 );
+                let held = u.tuner.held_bytes();
                 ids.push(id);
-                demands.push(u.tuner.held_bytes());
+                // Idle in the pool: what the decay leaves it (Section 3.2).
+                match state
+                    .pooled
+                    .as_ref()
+                    .and_then(|m| m.idle_buffer_bytes(id, now))
+                {
+                    Some(decayed) => {
+                        idle_ids.insert(id);
+                        demands.push(decayed);
+                    }
+                    None => demands.push(held),
+                }
             }
         }
+        let mut shrinking = HashSet::new();
         let targets: Vec<(u64, RawFd, u64)> = {
             let state = self.lock();
             let receive_pool = state.pool - (state.pool as f64 * self.config.send_fraction) as u64;
@@ -869,34 +986,49 @@ impl Resources {
                 let Some(u) = state.upstreams.get(&id) else {
                     continue;
                 };
-                let held = grant
-                    .min(u.tuner.advertised_bytes())
-                    .clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+                let idle = idle_ids.contains(&id);
+                // An idle one's grant is at most its decayed demand.
+                let wanted = if idle {
+                    grant
+                } else {
+                    grant.min(u.tuner.advertised_bytes())
+                };
+                let held = wanted.clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
                 used += held;
                 self.metrics.receive_assigned.observe(held as f64);
                 if changed(u.applied, held) {
                     targets.push((id, u.fd, held));
+                    if idle && u.applied.is_some_and(|a| held < a) {
+                        shrinking.insert(id);
+                    }
                 }
             }
             self.metrics.receive_pool_used.set(used as i64);
             targets
         };
-        self.apply_buffers(&targets, Side::Receive, report);
+        self.apply_buffers(&targets, Side::Receive, &shrinking, report);
     }
 
     /// Sets each `(id, descriptor, held bytes)` of `targets` on its side,
     /// under the lock [`CHUNK`] connections at a time, each checked still
     /// registered with the same descriptor (one unregistered meanwhile may
-    /// have closed it).
+    /// have closed it). `shrinking`: pooled upstream connections whose
+    /// target is their idle decay, set only if still idle (one taken from
+    /// the pool meanwhile has its buffer back) and counted.
     fn apply_buffers(
         &self,
         targets: &[(u64, RawFd, u64)],
         side: Side,
+        shrinking: &HashSet<u64>,
         report: &mut IntervalReport,
     ) {
         for chunk in targets.chunks(CHUNK) {
             let mut state = self.lock();
             for &(id, fd, held) in chunk {
+                let idle_shrink = shrinking.contains(&id);
+                if idle_shrink && !state.pooled.as_ref().is_some_and(|m| m.is_idle(id)) {
+                    continue;
+                }
                 let applied = match side {
                     Side::Send => state
                         .clients
@@ -923,6 +1055,10 @@ impl Resources {
                     Ok(now_held) => {
                         *applied = Some(u64::from(now_held));
                         report.buffers_set += 1;
+                        if idle_shrink {
+                            report.idle_upstream_shrinks += 1;
+                            self.metrics.idle_upstream_shrinks.inc();
+                        }
                     }
                     Err(_) => report.read_errors += 1,
                 }

@@ -167,9 +167,14 @@ pub struct Pool {
     resources: Arc<Resources>,
 }
 
+/// A connection's sender and its id in the resource manager.
+type Connection = (SendRequest<UpstreamBody>, Option<u64>);
+
 struct Idle {
     sender: SendRequest<UpstreamBody>,
     since: Instant,
+    /// The connection's id in the resource manager.
+    id: Option<u64>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -208,23 +213,23 @@ impl Pool {
         address: SocketAddr,
         mut request: Request<UpstreamBody>,
     ) -> Result<Response<PooledBody>, SendError> {
-        if let Some(mut sender) = self.checkout(index) {
+        if let Some((mut sender, id)) = self.checkout(index) {
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok(self.wrap(index, sender, response)),
+                Ok(response) => return Ok(self.wrap(index, (sender, id), response)),
                 Err(mut error) => match error.take_message() {
                     Some(unsent) => request = unsent,
                     None => return Err(SendError::Request(error.into_error())),
                 },
             }
         }
-        let mut sender = self.connect(address).await?;
+        let (mut sender, id) = self.connect(address).await?;
         let response = sender.send_request(request).await?;
-        Ok(self.wrap(index, sender, response))
+        Ok(self.wrap(index, (sender, id), response))
     }
 
     /// The most recently used idle connection that can take a request;
     /// closed and expired ones are dropped on the way.
-    fn checkout(&self, index: usize) -> Option<SendRequest<UpstreamBody>> {
+    fn checkout(&self, index: usize) -> Option<Connection> {
         let mut idle = self.idle.get(index)?.lock().ok()?;
         let now = Instant::now();
         while idle
@@ -235,13 +240,14 @@ impl Pool {
         }
         while let Some(entry) = idle.pop_back() {
             if entry.sender.is_ready() {
-                return Some(entry.sender);
+                self.resources.upstream_reused(entry.id);
+                return Some((entry.sender, entry.id));
             }
         }
         None
     }
 
-    fn checkin(&self, index: usize, sender: SendRequest<UpstreamBody>) {
+    fn checkin(&self, index: usize, (sender, id): Connection) {
         if sender.is_closed() {
             return;
         }
@@ -254,10 +260,12 @@ impl Pool {
         idle.push_back(Idle {
             sender,
             since: Instant::now(),
+            id,
         });
+        self.resources.upstream_idle(id);
     }
 
-    async fn connect(&self, address: SocketAddr) -> Result<SendRequest<UpstreamBody>, SendError> {
+    async fn connect(&self, address: SocketAddr) -> Result<Connection, SendError> {
         let stream = tokio::time::timeout(
             self.connect_timeout,
             tokio::net::TcpStream::connect(address),
@@ -266,19 +274,21 @@ impl Pool {
         .map_err(|_| SendError::Connect(std::io::ErrorKind::TimedOut.into()))?
         .map_err(SendError::Connect)?;
         stream.set_nodelay(true).map_err(SendError::Connect)?;
-        let io = TokioIo::new(self.resources.track_upstream(stream));
+        let stream = self.resources.track_upstream(stream);
+        let id = stream.id();
+        let io = TokioIo::new(stream);
         let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
         tokio::spawn(async move {
             // Its errors reach the request that was on it.
             let _ = connection.await;
         });
-        Ok(sender)
+        Ok((sender, id))
     }
 
     fn wrap(
         self: &Arc<Self>,
         index: usize,
-        sender: SendRequest<UpstreamBody>,
+        sender: Connection,
         response: Response<Incoming>,
     ) -> Response<PooledBody> {
         response.map(|inner| PooledBody {
@@ -292,22 +302,22 @@ impl Pool {
 /// connection goes back to the pool (once it can take the next request).
 pub struct PooledBody {
     inner: Incoming,
-    give_back: Option<(Arc<Pool>, usize, SendRequest<UpstreamBody>)>,
+    give_back: Option<(Arc<Pool>, usize, Connection)>,
 }
 
 impl PooledBody {
     fn release(&mut self) {
-        let Some((pool, index, mut sender)) = self.give_back.take() else {
+        let Some((pool, index, (mut sender, id))) = self.give_back.take() else {
             return;
         };
         if sender.is_ready() {
-            pool.checkin(index, sender);
+            pool.checkin(index, (sender, id));
         } else if !sender.is_closed() {
             // The connection has not yet taken in the end of the exchange
             // (e.g. the request body is still being sent).
             tokio::spawn(async move {
                 if sender.ready().await.is_ok() {
-                    pool.checkin(index, sender);
+                    pool.checkin(index, (sender, id));
                 }
             });
         }
