@@ -485,7 +485,7 @@ impl SbacScenario {
             first_request_no_retry: md.first_request_no_retry,
             processor_sharing: md.processor_sharing,
             client_limit: match md.client_limit {
-                Some(n) => Some(c.whole("model.client_limit", n, 1.0, 1e7)? as u64),
+                Some(n) => Some(c.whole("model.client_limit", n, 1.0, 1e7)?),
                 None => None,
             },
         };
