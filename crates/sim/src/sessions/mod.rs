@@ -38,6 +38,12 @@
 //! * Sessions are known to the simulated server by id: the signed tokens of
 //!   `vantage_core::admission::session::token` matter against forging
 //!   clients, which the paper's model does not have.
+//! * Where the text leaves room, [`ModelReading`] holds alternative
+//!   readings of the server (which requests the queue limit refuses, the
+//!   order of service, retries, abandoned requests, processor sharing, the
+//!   client limit); the default is the model above. They were probed
+//!   against Fig. 3b's fragility; `docs/differences/sbac.md` has the
+//!   record.
 //! * Metrics are per *cohort*: the sessions that arrive inside the
 //!   measurement window, followed to their end (arrivals continue past the
 //!   window for a tail, then stop and the server drains). Per-second
@@ -49,6 +55,7 @@ mod model;
 
 pub use model::{run, LengthBins, RunOutcome};
 
+use serde::Serialize;
 use vantage_core::admission::session::{EwmaConfig, HybridConfig, PredictiveConfig};
 use vantage_core::Nanos;
 
@@ -164,4 +171,38 @@ pub struct RunConfig {
     /// admitted sessions per second is measured.
     pub overload_window: Option<(Nanos, Nanos)>,
     pub seed: u64,
+    /// Readings of the paper's server that it leaves open.
+    pub reading: ModelReading,
+}
+
+/// Readings of the server model where the paper's text leaves room
+/// (Sections 4–5). The default is the model above; each field is one
+/// alternative reading, kept so that the fragility of Fig. 3b can be
+/// probed (`docs/differences/sbac.md` records what each one gives).
+#[derive(Clone, Debug, PartialEq, Default, Serialize)]
+pub struct ModelReading {
+    /// The listen-queue limit refuses only a session's first request; the
+    /// later requests (and retries) of a session in progress always queue,
+    /// as on a connection the server already accepted.
+    pub later_requests_bypass_queue_limit: bool,
+    /// The server takes a session's later requests before any first
+    /// request.
+    pub later_requests_first: bool,
+    /// A retry joins the original instead of replacing it: the first reply
+    /// of either satisfies the client.
+    pub retry_joins_original: bool,
+    /// The server drops, without serving it, a queued request whose client
+    /// has given up.
+    pub skip_closed_requests: bool,
+    /// Server time charged for each refused connection, in average
+    /// requests, taken before the queued work.
+    pub refusal_cost: f64,
+    /// A session's first request is not re-sent after a timeout.
+    pub first_request_no_retry: bool,
+    /// The server shares its CPU equally among every accepted request
+    /// (processor sharing) instead of serving them one at a time in order.
+    pub processor_sharing: bool,
+    /// Sessions in progress at most (Section 4's N clients); a new session
+    /// that finds no free client counts as refused. `None`: unbounded.
+    pub client_limit: Option<u64>,
 }

@@ -39,6 +39,8 @@ struct Session {
     state: State,
     /// When the current request (not a retry of it) was first sent.
     request_sent: Nanos,
+    /// The attempt that first sent the current request.
+    request_first_attempt: u32,
     /// Server time spent on this session's requests, ns.
     busy: u64,
 }
@@ -53,12 +55,27 @@ enum Job {
     Rejection {
         service: Nanos,
     },
+    /// The server's work to refuse a connection (a model reading).
+    Refusal {
+        service: Nanos,
+    },
+}
+
+impl Job {
+    fn is_first(&self, sessions: &[Session]) -> bool {
+        match self {
+            Job::Request { session, .. } => sessions[*session as usize].served == 0,
+            Job::Rejection { .. } | Job::Refusal { .. } => true,
+        }
+    }
 }
 
 impl Job {
     fn service(&self) -> Nanos {
         match self {
-            Job::Request { service, .. } | Job::Rejection { service } => *service,
+            Job::Request { service, .. }
+            | Job::Rejection { service }
+            | Job::Refusal { service } => *service,
         }
     }
 }
@@ -68,6 +85,7 @@ enum Event {
     Send { session: u32 },
     Timeout { session: u32, attempt: u32 },
     ServiceDone,
+    SharedDone { generation: u64 },
     Tick,
 }
 
@@ -130,6 +148,13 @@ pub struct RunOutcome {
     /// Coefficient of variation of admitted sessions per second under
     /// steady overload.
     pub admitted_rate_cv: Option<f64>,
+    /// Offered sessions with at least one request served, percent.
+    pub started_pct: f64,
+    /// Of the requests after a session's first, the share served in time,
+    /// percent.
+    pub later_success_pct: f64,
+    /// Most sessions in progress at once.
+    pub max_in_progress: u64,
     /// Events processed and virtual time simulated.
     pub events: u64,
     pub simulated_s: f64,
@@ -197,6 +222,9 @@ impl RunOutcome {
         o.utilization_pct = weighted(|r| r.utilization_pct, window);
         o.rejection_overhead_pct = weighted(|r| r.rejection_overhead_pct, requests);
         o.requests_per_s = runs.iter().map(requests).sum::<f64>() / o.window_s.max(1e-9);
+        o.started_pct = weighted(|r| r.started_pct, offered);
+        o.later_success_pct = weighted(|r| r.later_success_pct, offered);
+        o.max_in_progress = runs.iter().map(|r| r.max_in_progress).max().unwrap_or(0);
         o.mean_weight = mean_of(|r| r.mean_weight);
         o.admitting_intervals_pct = weighted(|r| r.admitting_intervals_pct, window);
         o.time_to_first_rejection_s = mean_of(|r| r.time_to_first_rejection_s);
@@ -230,6 +258,10 @@ struct Sim<'a> {
     listen: VecDeque<Job>,
     in_service: Option<Job>,
     busy_since: Option<Nanos>,
+    /// Processor sharing: accepted jobs and their remaining work, ns.
+    shared: Vec<(f64, Job)>,
+    shared_at: Nanos,
+    shared_generation: u64,
     controller: Option<Box<dyn SessionAdmission>>,
     interval: IntervalMeasurement,
     interval_busy_from: Nanos,
@@ -237,6 +269,7 @@ struct Sim<'a> {
     ns_per_byte: f64,
     avg_service: Nanos,
     active: u64,
+    max_active: u64,
     // Window accounting.
     window_busy: u64,
     window_requests: u64,
@@ -284,14 +317,109 @@ impl Sim<'_> {
         }
     }
 
+    fn shared_advance(&mut self, now: Nanos) {
+        let n = self.shared.len();
+        if n > 0 {
+            let each = (now - self.shared_at).0 as f64 / n as f64;
+            for j in &mut self.shared {
+                j.0 -= each;
+            }
+        }
+        self.shared_at = now;
+    }
+
+    fn shared_reschedule(&mut self, now: Nanos) {
+        self.shared_generation += 1;
+        let n = self.shared.len();
+        if let Some(min) = self.shared.iter().map(|j| j.0).reduce(f64::min) {
+            let dt = (min.max(0.0) * n as f64).ceil() as u64;
+            self.queue.schedule(
+                now + Nanos(dt),
+                Event::SharedDone {
+                    generation: self.shared_generation,
+                },
+            );
+        }
+    }
+
+    fn shared_done(&mut self, now: Nanos, generation: u64) {
+        if generation != self.shared_generation {
+            return;
+        }
+        self.shared_advance(now);
+        let mut done = Vec::new();
+        self.shared.retain(|j| {
+            if j.0 <= 0.5 {
+                done.push(j.1);
+                false
+            } else {
+                true
+            }
+        });
+        for job in done {
+            self.finish(now, job);
+        }
+        if self.shared.is_empty() {
+            self.account_busy(now);
+            self.busy_since = None;
+        }
+        self.shared_reschedule(now);
+    }
+
     fn start_service(&mut self, now: Nanos) {
+        if self.cfg.reading.processor_sharing {
+            if self.listen.is_empty() {
+                return;
+            }
+            self.shared_advance(now);
+            if self.shared.is_empty() {
+                self.busy_since = Some(now);
+            }
+            while let Some(job) = self.listen.pop_front() {
+                self.shared.push((job.service().0 as f64, job));
+            }
+            self.shared_reschedule(now);
+            return;
+        }
         if self.in_service.is_some() {
             return;
         }
-        if let Some(job) = self.listen.pop_front() {
+        while let Some(job) = self.pop_job() {
+            if self.cfg.reading.skip_closed_requests && !self.wanted(&job) {
+                self.interval.aborted_requests += 1;
+                continue;
+            }
             self.in_service = Some(job);
             self.busy_since = Some(now);
             self.queue.schedule(now + job.service(), Event::ServiceDone);
+            return;
+        }
+    }
+
+    fn pop_job(&mut self) -> Option<Job> {
+        if self.cfg.reading.later_requests_first {
+            if let Some(i) = self.listen.iter().position(|j| !j.is_first(&self.sessions)) {
+                return self.listen.remove(i);
+            }
+        }
+        self.listen.pop_front()
+    }
+
+    /// Whether the client still waits for this job's reply.
+    fn wanted(&self, job: &Job) -> bool {
+        match job {
+            Job::Rejection { .. } | Job::Refusal { .. } => true,
+            Job::Request {
+                session, attempt, ..
+            } => {
+                let s = &self.sessions[*session as usize];
+                s.state == State::Waiting
+                    && if self.cfg.reading.retry_joins_original {
+                        *attempt >= s.request_first_attempt && *attempt <= s.attempt
+                    } else {
+                        *attempt == s.attempt
+                    }
+            }
         }
     }
 
@@ -311,6 +439,7 @@ impl Sim<'_> {
             if !retry {
                 session.retries_left = self.cfg.retries;
                 session.request_sent = now;
+                session.request_first_attempt = session.attempt;
             }
             !session.admitted
         };
@@ -318,9 +447,17 @@ impl Sim<'_> {
             self.interval.new_sessions += 1;
         }
         // The kernel's listen queue comes first: a full queue refuses.
-        let occupied = self.listen.len();
-        if occupied >= self.cfg.listen_queue {
+        let occupied = self.listen.len() + self.shared.len();
+        let bypass = self.cfg.reading.later_requests_bypass_queue_limit && !first;
+        if occupied >= self.cfg.listen_queue && !bypass {
             self.interval.refused_connections += 1;
+            if self.cfg.reading.refusal_cost > 0.0 {
+                let service = Nanos(
+                    (self.avg_service.0 as f64 * self.cfg.reading.refusal_cost).round() as u64,
+                );
+                self.listen.push_front(Job::Refusal { service });
+                self.start_service(now);
+            }
             let state = if first {
                 State::Refused
             } else {
@@ -382,6 +519,11 @@ impl Sim<'_> {
         self.account_busy(now);
         self.busy_since = None;
         let job = self.in_service.take().expect("a job was in service");
+        self.finish(now, job);
+        self.start_service(now);
+    }
+
+    fn finish(&mut self, now: Nanos, job: Job) {
         let in_window = self.in_window(now);
         match job {
             Job::Rejection { .. } => {
@@ -389,19 +531,21 @@ impl Sim<'_> {
                     self.window_rejections += 1;
                 }
             }
+            Job::Refusal { .. } => {}
             Job::Request {
                 session: s,
-                attempt,
                 service,
+                ..
             } => {
                 if in_window {
                     self.window_requests += 1;
                 }
                 self.interval.session_requests += 1;
                 let think = Nanos::from_secs_f64(self.think.sample(&mut self.rng));
+                let wanted = self.wanted(&job);
                 let session = &mut self.sessions[s as usize];
                 session.busy += service.0;
-                if session.attempt == attempt && session.state == State::Waiting {
+                if wanted {
                     session.served += 1;
                     if session.served >= session.length {
                         self.interval.ended_sessions += 1;
@@ -416,7 +560,6 @@ impl Sim<'_> {
                 }
             }
         }
-        self.start_service(now);
     }
 
     fn timeout(&mut self, now: Nanos, s: u32, attempt: u32) {
@@ -424,7 +567,8 @@ impl Sim<'_> {
         if session.attempt != attempt || session.state != State::Waiting {
             return;
         }
-        if session.retries_left > 0 {
+        let may_retry = !(self.cfg.reading.first_request_no_retry && session.served == 0);
+        if session.retries_left > 0 && may_retry {
             session.retries_left -= 1;
             self.send(now, s, true);
         } else {
@@ -467,6 +611,9 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         listen: VecDeque::with_capacity(cfg.listen_queue + 1),
         in_service: None,
         busy_since: None,
+        shared: Vec::new(),
+        shared_at: Nanos::ZERO,
+        shared_generation: 0,
         controller: controller(&cfg.strategy),
         interval: IntervalMeasurement::default(),
         interval_busy_from: Nanos::ZERO,
@@ -474,6 +621,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         ns_per_byte: avg_service_s * 1e9 / mean_size(),
         avg_service: Nanos::from_secs_f64(avg_service_s),
         active: 0,
+        max_active: 0,
         window_busy: 0,
         window_requests: 0,
         window_rejections: 0,
@@ -511,9 +659,17 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                     counted,
                     state: State::Waiting,
                     request_sent: now,
+                    request_first_attempt: 0,
                     busy: 0,
                 });
                 sim.active += 1;
+                if let Some(limit) = cfg.reading.client_limit {
+                    if sim.active > limit {
+                        sim.end_session(id, State::Refused);
+                        continue;
+                    }
+                }
+                sim.max_active = sim.max_active.max(sim.active);
                 sim.send(now, id, false);
             }
             Event::Send { session } => {
@@ -524,9 +680,11 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             }
             Event::Timeout { session, attempt } => sim.timeout(now, session, attempt),
             Event::ServiceDone => sim.service_done(now),
+            Event::SharedDone { generation } => sim.shared_done(now, generation),
             Event::Tick => {
                 sim.tick(now);
-                let busy = sim.in_service.is_some() || !sim.listen.is_empty();
+                let busy =
+                    sim.in_service.is_some() || !sim.listen.is_empty() || !sim.shared.is_empty();
                 if now < pattern_end || sim.active > 0 || busy {
                     sim.queue.schedule(now + cfg.interval, Event::Tick);
                 }
@@ -561,7 +719,15 @@ fn summarize(sim: &Sim<'_>, events: u64, last: Nanos) -> RunOutcome {
     let mut offered_bins = [0u64; 3];
     let (mut completed_len, mut offered_len) = (0u64, 0u64);
     let mut useful = 0u64;
+    let (mut started, mut later_ok, mut later_failed) = (0u64, 0u64, 0u64);
     for s in sim.sessions.iter().filter(|s| s.counted) {
+        if s.served > 0 {
+            started += 1;
+            later_ok += u64::from(s.served - 1);
+            if s.state == State::Aborted {
+                later_failed += 1;
+            }
+        }
         o.offered_sessions += 1;
         offered_len += s.length as u64;
         offered_bins[bin_of(s.length, mean)] += 1;
@@ -589,6 +755,9 @@ fn summarize(sim: &Sim<'_>, events: u64, last: Nanos) -> RunOutcome {
         }
     };
     o.completed_sessions_per_s = o.completed_sessions as f64 / window_s;
+    o.started_pct = per(started, o.offered_sessions);
+    o.later_success_pct = per(later_ok, later_ok + later_failed);
+    o.max_in_progress = sim.max_active;
     o.aborted_pct = per(o.aborted_sessions, o.admitted_sessions);
     o.rejected_pct = per(o.rejected_sessions, o.offered_sessions);
     o.mean_completed_length = if o.completed_sessions > 0 {
@@ -635,7 +804,7 @@ fn summarize(sim: &Sim<'_>, events: u64, last: Nanos) -> RunOutcome {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{LoadPattern, Segment};
+    use super::super::{LoadPattern, ModelReading, Segment};
     use super::*;
     use vantage_core::admission::session::EwmaConfig;
 
@@ -661,6 +830,7 @@ mod tests {
             step_at: None,
             overload_window: None,
             seed: 7,
+            reading: Default::default(),
         }
     }
 
@@ -720,6 +890,116 @@ mod tests {
             assert!((x - y).abs() < 1e-9, "{x} vs {y}");
         }
         assert_eq!(same.completed_sessions, 2 * a.completed_sessions);
+    }
+
+    fn with(reading: ModelReading, load: f64, mean: f64) -> RunOutcome {
+        run(&RunConfig {
+            reading,
+            ..config(load, mean, Strategy::None)
+        })
+    }
+
+    /// Every reading of the server leaves a lightly loaded server alone:
+    /// all sessions complete, at the offered utilization.
+    #[test]
+    fn every_reading_completes_everything_at_light_load() {
+        let readings = [
+            ModelReading {
+                later_requests_bypass_queue_limit: true,
+                ..Default::default()
+            },
+            ModelReading {
+                later_requests_first: true,
+                ..Default::default()
+            },
+            ModelReading {
+                retry_joins_original: true,
+                ..Default::default()
+            },
+            ModelReading {
+                skip_closed_requests: true,
+                ..Default::default()
+            },
+            ModelReading {
+                refusal_cost: 1.0,
+                ..Default::default()
+            },
+            ModelReading {
+                first_request_no_retry: true,
+                ..Default::default()
+            },
+            ModelReading {
+                processor_sharing: true,
+                ..Default::default()
+            },
+            ModelReading {
+                client_limit: Some(10_000),
+                ..Default::default()
+            },
+        ];
+        for reading in readings {
+            let o = with(reading.clone(), 0.5, 5.0);
+            assert_eq!(o.completed_sessions, o.offered_sessions, "{reading:?}");
+            assert!((o.utilization_pct - 50.0).abs() < 4.0, "{reading:?}: {o:?}");
+            assert_eq!(o.started_pct, 100.0);
+            assert_eq!(o.later_success_pct, 100.0);
+        }
+    }
+
+    /// The model as read: one FIFO queue for every request treats a
+    /// session's first request like its later ones under overload (the
+    /// paper's Figs. 3b and 4a together need first requests to fail far
+    /// more often; docs/differences/sbac.md).
+    #[test]
+    fn fifo_server_fails_first_and_later_requests_alike() {
+        let o = with(ModelReading::default(), 3.0, 15.0);
+        assert!(o.started_pct < 95.0, "{o:?}");
+        assert!(
+            (o.started_pct - o.later_success_pct).abs() < 4.0,
+            "{} vs {}",
+            o.started_pct,
+            o.later_success_pct
+        );
+    }
+
+    #[test]
+    fn serving_sessions_in_progress_first_starves_new_sessions() {
+        let reading = ModelReading {
+            later_requests_first: true,
+            ..Default::default()
+        };
+        let o = with(reading, 3.0, 50.0);
+        assert!(o.later_success_pct > 98.0, "{o:?}");
+        assert!(o.started_pct < 60.0, "{o:?}");
+    }
+
+    #[test]
+    fn dropping_abandoned_requests_saves_work_for_useful_sessions() {
+        let skip = ModelReading {
+            skip_closed_requests: true,
+            ..Default::default()
+        };
+        let base = with(ModelReading::default(), 3.0, 5.0);
+        let o = with(skip, 3.0, 5.0);
+        assert!(
+            o.useful_utilization_pct > base.useful_utilization_pct + 5.0,
+            "{} vs {}",
+            o.useful_utilization_pct,
+            base.useful_utilization_pct
+        );
+    }
+
+    #[test]
+    fn client_limit_bounds_sessions_in_progress() {
+        let reading = ModelReading {
+            client_limit: Some(200),
+            ..Default::default()
+        };
+        let o = with(reading, 1.0, 5.0);
+        assert!(o.max_in_progress <= 200, "{}", o.max_in_progress);
+        assert!(o.refused_sessions > 0);
+        let free = with(ModelReading::default(), 1.0, 5.0);
+        assert!(free.max_in_progress > 200);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use vantage_core::admission::session::SessionConfigError;
 use vantage_core::Nanos;
 use vantage_sim::seed::mix_seed;
 use vantage_sim::sessions::LoadPattern;
+use vantage_sim::sessions::ModelReading;
 use vantage_sim::sessions::RunConfig;
 use vantage_sim::sessions::Segment;
 use vantage_sim::sessions::Strategy;
@@ -58,6 +59,8 @@ struct File {
     server: ServerSection,
     #[serde(default)]
     admission: AdmissionSection,
+    #[serde(default)]
+    model: ModelSection,
     #[serde(default)]
     pattern: Vec<PatternSection>,
     step: Option<StepSection>,
@@ -189,6 +192,29 @@ impl Default for ServerSection {
     }
 }
 
+/// `[model]`: readings of the paper's server where its text leaves room
+/// ([`ModelReading`]); every key defaults to the model of
+/// `vantage_sim::sessions`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelSection {
+    #[serde(default)]
+    later_requests_bypass_queue_limit: bool,
+    #[serde(default)]
+    later_requests_first: bool,
+    #[serde(default)]
+    retry_joins_original: bool,
+    #[serde(default)]
+    skip_closed_requests: bool,
+    #[serde(default)]
+    refusal_cost: f64,
+    #[serde(default)]
+    first_request_no_retry: bool,
+    #[serde(default)]
+    processor_sharing: bool,
+    client_limit: Option<f64>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AdmissionSection {
@@ -305,6 +331,8 @@ pub struct SbacScenario {
     pub interval_s: f64,
     pub patterns: Vec<Pattern>,
     pub step: Option<Step>,
+    /// `[model]`: the reading of the server (the default unless probing).
+    pub reading: ModelReading,
 }
 
 /// Checks of this study's scenario format, beside the shared ones.
@@ -447,6 +475,20 @@ impl SbacScenario {
         let capacity_rps = c.range("server.capacity_rps", s.capacity_rps, 1.0, 1e6)?;
         let listen_queue = c.whole("server.listen_queue", s.listen_queue, 1.0, 1e6)? as usize;
         let rejection_cost = c.range("server.rejection_cost", s.rejection_cost, 0.0, 100.0)?;
+        let md = &file.model;
+        let reading = ModelReading {
+            later_requests_bypass_queue_limit: md.later_requests_bypass_queue_limit,
+            later_requests_first: md.later_requests_first,
+            retry_joins_original: md.retry_joins_original,
+            skip_closed_requests: md.skip_closed_requests,
+            refusal_cost: c.range("model.refusal_cost", md.refusal_cost, 0.0, 100.0)?,
+            first_request_no_retry: md.first_request_no_retry,
+            processor_sharing: md.processor_sharing,
+            client_limit: match md.client_limit {
+                Some(n) => Some(c.whole("model.client_limit", n, 1.0, 1e7)?),
+                None => None,
+            },
+        };
         let a = &file.admission;
         let thresholds = match (a.threshold, &a.thresholds) {
             (Some(_), Some(_)) => {
@@ -583,6 +625,7 @@ impl SbacScenario {
             interval_s,
             patterns,
             step,
+            reading,
         };
         // Bound the work of one run (about 100 bytes per session).
         let longest = scenario
@@ -738,6 +781,7 @@ impl SbacScenario {
                                         step_at,
                                         overload_window,
                                         seed,
+                                        reading: self.reading.clone(),
                                     },
                                 });
                             }
@@ -779,6 +823,56 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("-0.5"), "{message}");
+    }
+
+    /// The probe files of `scenarios/sbac/readings/` load, each sets the
+    /// reading its name says (`paper` none), and the study's own
+    /// scenarios keep the default reading.
+    #[test]
+    fn reading_files_load_and_the_study_keeps_the_default_reading() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/sbac/readings");
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let s = SbacScenario::from_toml(&text, &path.display().to_string())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            let r = &s.reading;
+            let expected = match stem.as_str() {
+                "paper" => *r == ModelReading::default(),
+                "bypass-queue-limit" => r.later_requests_bypass_queue_limit,
+                "later-requests-first" => r.later_requests_first,
+                "retry-joins-original" => r.retry_joins_original,
+                "skip-closed-requests" => r.skip_closed_requests,
+                "refusal-cost" => r.refusal_cost == 1.0,
+                "first-request-no-retry" => r.first_request_no_retry,
+                "processor-sharing" => r.processor_sharing,
+                "client-limit" => r.client_limit == Some(10_000),
+                "bypass-and-refusal-cost" => {
+                    r.later_requests_bypass_queue_limit && r.refusal_cost == 1.0
+                }
+                other => panic!("unexpected reading file {other}"),
+            };
+            assert!(expected, "{stem}: {r:?}");
+            assert!(s
+                .jobs(Effort { quick: true })
+                .iter()
+                .all(|j| j.config.reading == *r));
+            names.push(stem);
+        }
+        assert_eq!(names.len(), 10, "{names:?}");
+        for (origin, text) in super::super::SCENARIO_FILES {
+            let s = SbacScenario::from_toml(text, origin).unwrap();
+            assert_eq!(s.reading, ModelReading::default(), "{origin}");
+        }
+        let bad = format!("{STEP}\n[model]\nrefusal_cost = -1\n");
+        let err = SbacScenario::from_toml(&bad, "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.refusal_cost"), "{err}");
+        let unknown = format!("{STEP}\n[model]\nqueue_discipline = \"lifo\"\n");
+        assert!(SbacScenario::from_toml(&unknown, "s.toml").is_err());
     }
 
     const SWEEP: &str = include_str!("../../../../../scenarios/sbac/uac-sweep.toml");
