@@ -7,6 +7,7 @@
 # Usage, from the repository root (root only for taskset on some systems):
 #   bash bench/proxy/run.sh                 # 10 s per throughput run, 5 s per latency run
 #   SECONDS_PER_RUN=5 RUNS=1 bash bench/proxy/run.sh
+#   VANTAGE_BINARY=/path/to/vantage bash bench/proxy/run.sh   # that build, none made
 #
 # Core pinning on this 2-CPU machine: every proxy on CPU 0; the backend
 # and wrk on CPU 1. "wrk direct to the backend" runs the same wrk and
@@ -22,8 +23,13 @@ duration=${SECONDS_PER_RUN:-10}
 runs=${RUNS:-1}
 connections=${CONNECTIONS:-32}
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release -p vantage
-vantage="$target/release/vantage"
+# VANTAGE_BINARY=path/to/vantage: that binary, not built here (an A/B of builds).
+if [ -n "${VANTAGE_BINARY:-}" ]; then
+  vantage=$VANTAGE_BINARY
+else
+  cargo build --release -p vantage
+  vantage="$target/release/vantage"
+fi
 
 work=$(mktemp -d /tmp/vantage-proxy-bench.XXXXXX)
 pids=()
