@@ -29,7 +29,7 @@ pub fn figure8() -> Figure8 {
     let point = scenario
         .point(None, Some(55.0))
         .expect("σ = 55 is a valid point");
-    let clients = scenario.clients[0].clone();
+    let clients = scenario.populations[0].clone();
     Figure8 {
         scenario,
         point,

@@ -60,6 +60,9 @@ pub fn run(command: GateCommand) -> Result<()> {
                 .or(config)
                 .context("vantage gate check: a configuration FILE is needed")?;
             let config = GateConfig::load(&path)?;
+            for warning in &config.warnings {
+                eprintln!("vantage: warning: {warning}");
+            }
             print!("{}", config.describe());
             println!();
             print!("{}", gate::describe(&config, config.backend));

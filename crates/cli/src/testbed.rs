@@ -456,6 +456,9 @@ fn run_experiment_file(
     out: &Path,
 ) -> Result<()> {
     let x = Experiment::load(file, quick)?;
+    for warning in &x.warnings {
+        eprintln!("vantage: warning: {warning}");
+    }
     let bar = RunsBar::default();
     let stop = Arc::new(AtomicBool::new(false));
     let begin = || stop_on_signals(&stop);
@@ -501,6 +504,9 @@ fn run_experiment_file(
 fn run_seed_sweep(file: &Path, quick: bool, seeds: u64, json: bool, out: &Path) -> Result<()> {
     check_seed_count(seeds)?;
     let x = Experiment::load(file, quick)?;
+    for warning in &x.warnings {
+        eprintln!("vantage: warning: {warning}");
+    }
     let bar = ProgressBar::new(seeds).with_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} seeds")
             .expect("progress template is valid"),

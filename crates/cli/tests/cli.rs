@@ -384,3 +384,85 @@ fn sim_names_an_unknown_study() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The old names of `scenario.populations` (`scenario.clients` in the
+/// Abacus format, `scenario.profiles` in the Certes one) still load, with
+/// a warning on stderr that names the file, the line and both keys, and
+/// give the same results; both names at once are refused, naming both.
+#[test]
+fn old_population_keys_load_with_a_warning_on_stderr() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = temp_dir("old-keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        vantage(&[
+            "sim",
+            path.to_str().unwrap(),
+            "--quick",
+            "--json",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+    };
+    for (file, old_key, one) in [
+        (
+            "scenarios/abacus/fig4-resync.toml",
+            "clients",
+            "[\"linux-6.5\"]",
+        ),
+        (
+            "scenarios/certes/fig9-interval-0250ms.toml",
+            "profiles",
+            "[\"windows-9x-nt\"]",
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let new_line = text
+            .lines()
+            .find(|l| l.starts_with("populations = "))
+            .unwrap_or_else(|| panic!("{file} lists scenario.populations"));
+        let line = 1 + text.lines().position(|l| l == new_line).unwrap();
+        // One population keeps the runs short.
+        let new = text.replacen(new_line, &format!("populations = {one}"), 1);
+        let old = text.replacen(new_line, &format!("{old_key} = {one}"), 1);
+
+        let current = run("new.toml", &new);
+        let stderr = String::from_utf8_lossy(&current.stderr);
+        assert!(current.status.success(), "{file}: {stderr}");
+        assert!(!stderr.contains("warning"), "{file}: {stderr}");
+
+        let renamed = run("old.toml", &old);
+        let stderr = String::from_utf8_lossy(&renamed.stderr);
+        assert!(renamed.status.success(), "{file}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "vantage: warning: {}:{line}: `scenario.{old_key}` is the old name of `scenario.populations`",
+                dir.join("old.toml").display()
+            )),
+            "{file}: {stderr}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&current.stdout),
+            String::from_utf8_lossy(&renamed.stdout),
+            "{file}: the old key gives other results"
+        );
+
+        let both = new.replacen(
+            "populations = ",
+            &format!("{old_key} = {one}\npopulations = "),
+            1,
+        );
+        let refused = run("both.toml", &both);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{file}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "both.toml:{line}: `scenario.{old_key}` and `scenario.populations` are the same setting"
+            )),
+            "{file}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -354,7 +354,7 @@ fn check_prints_the_effective_configuration_and_names_bad_keys() {
     let good = dir.join("good.toml");
     std::fs::write(
         &good,
-        "[[listeners]]\nport = 80\n[filter]\nkind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"windows-9x-nt\"\n",
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\npopulation = \"windows-9x-nt\"\n",
     )
     .unwrap();
     let out = vantage(&["gate", "check", "--config", good.to_str().unwrap()]);
@@ -367,6 +367,46 @@ fn check_prints_the_effective_configuration_and_names_bad_keys() {
     // r/h = 75 s; Windows 9x/NT retransmits at 3, 9, 21 s: S = 21 s.
     assert!(text.contains("window S        21 s"), "{text}");
     assert!(text.contains("listeners         *:80"), "{text}");
+    assert!(text.contains("population      windows-9x-nt"), "{text}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("old name"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `filter.clients`, the old name of `filter.population`: read, with a
+    // warning on stderr; with the new name too, refused.
+    let old = dir.join("old.toml");
+    std::fs::write(
+        &old,
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"windows-9x-nt\"\n",
+    )
+    .unwrap();
+    let out = vantage(&["gate", "check", old.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "vantage: warning: {}:7: `filter.clients` is the old name of `filter.population`",
+            old.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("window S        21 s"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &old,
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"windows-9x-nt\"\npopulation = \"windows-9x-nt\"\n",
+    )
+    .unwrap();
+    let out = vantage(&["gate", "check", old.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("`filter.clients` and `filter.population` are the same setting"),
+        "{stderr}"
+    );
     // The exact rules follow (FILE is positional too).
     let pinned = dir.join("pinned.toml");
     std::fs::write(
@@ -1107,7 +1147,7 @@ fn sigterm_exits_cleanly_and_removes_the_chain() {
     }
     let mut lab = Lab::new("sigterm");
     lab.start_gate(&config(
-        "kind = \"abacus\"\nbucket_size = 10\nrefill_rate = 10\nclients = \"linux-6.5\"",
+        "kind = \"abacus\"\nbucket_size = 10\nrefill_rate = 10\npopulation = \"linux-6.5\"",
         "queue = 5\nqueues = 2",
         &lab.path("gate.jsonl"),
     ));

@@ -249,7 +249,44 @@ impl<'a, E: From<ConfigError>> Checker<'a, E> {
         }
         best.map(|span| line_of(self.text, span.start))
     }
+
+    /// The value of a renamed key: the one under `new_key`, else the one
+    /// under its old name `old_key` with a warning pushed to `warnings`
+    /// that names the file, the line, the old key and the new one (old
+    /// names are read until [`OLD_NAMES_REFUSED_FROM`]). Both given is an
+    /// error naming both.
+    pub fn renamed<T>(
+        &self,
+        new_key: &str,
+        new: Option<T>,
+        old_key: &str,
+        old: Option<T>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<T>, E> {
+        match (new, old) {
+            (Some(_), Some(_)) => Err(self.fail(
+                old_key,
+                format!("and `{new_key}` are the same setting under its old and new name: give only `{new_key}`"),
+            )),
+            (Some(value), None) => Ok(Some(value)),
+            (None, Some(value)) => {
+                warnings.push(format!(
+                    "{}{}: `{old_key}` is the old name of `{new_key}`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it",
+                    self.origin,
+                    at_line(self.line_of_key(old_key))
+                ));
+                Ok(Some(value))
+            }
+            (None, None) => Ok(None),
+        }
+    }
 }
+
+/// The release from which a key's old name (`scenario.clients`,
+/// `scenario.profiles`, `filter.clients`; docs/scenarios.md, "Names across
+/// studies") is an unknown key; until then [`Checker::renamed`] reads it
+/// with a warning.
+pub const OLD_NAMES_REFUSED_FROM: &str = "0.2.0";
 
 enum Segment<'k> {
     Key(&'k str),
@@ -406,7 +443,7 @@ address = "10.0.0.1"
 port = 81
 
 [filter]
-clients = { "linux-6.5" = 0.7, macos = 0.3 }
+population = { "linux-6.5" = 0.7, macos = 0.3 }
 "#;
 
     fn checker() -> Checker<'static> {
@@ -421,7 +458,7 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
         assert_eq!(c.line_of_key("sweep.values[1]"), Some(8));
         assert_eq!(c.line_of_key("listeners[1].port"), Some(16));
         assert_eq!(c.line_of_key("listeners[1]"), Some(14));
-        assert_eq!(c.line_of_key("filter.clients.macos"), Some(19));
+        assert_eq!(c.line_of_key("filter.population.macos"), Some(19));
     }
 
     #[test]
@@ -508,5 +545,64 @@ clients = { "linux-6.5" = 0.7, macos = 0.3 }
         let c: Checker<ReaderError> = Checker::new("r.toml", "a = 1\n");
         let e: ReaderError = c.fail("a", "is wrong".into());
         assert_eq!(e.to_string(), "r.toml:1: `a` is wrong");
+    }
+
+    #[test]
+    fn a_renamed_key_reads_either_name_and_refuses_both() {
+        let text = "[scenario]\nclients = 1\n";
+        let c: Checker = Checker::new("f.toml", text);
+        let mut warnings = Vec::new();
+        let value = c
+            .renamed(
+                "scenario.populations",
+                None,
+                "scenario.clients",
+                Some(1),
+                &mut warnings,
+            )
+            .unwrap();
+        assert_eq!(value, Some(1));
+        assert_eq!(
+            warnings,
+            [format!("f.toml:2: `scenario.clients` is the old name of `scenario.populations`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        let mut warnings = Vec::new();
+        let value = c
+            .renamed(
+                "scenario.populations",
+                Some(2),
+                "scenario.clients",
+                None,
+                &mut warnings,
+            )
+            .unwrap();
+        assert_eq!((value, warnings.len()), (Some(2), 0));
+        let none: Option<u8> = c
+            .renamed(
+                "scenario.populations",
+                None,
+                "scenario.clients",
+                None,
+                &mut warnings,
+            )
+            .unwrap();
+        assert_eq!((none, warnings.len()), (None, 0));
+        let e = c
+            .renamed(
+                "scenario.populations",
+                Some(2),
+                "scenario.clients",
+                Some(1),
+                &mut warnings,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "f.toml:2: `scenario.clients` and `scenario.populations` are the same setting"
+            ),
+            "{e}"
+        );
+        assert!(warnings.is_empty());
     }
 }

@@ -20,7 +20,7 @@ fn scenario(name: &str) -> CertesScenario {
 fn run(name: &str, profile: &str) -> CertesResult {
     let s = scenario(name);
     let index = s
-        .profiles
+        .populations
         .iter()
         .position(|p| p.name == profile)
         .unwrap_or_else(|| panic!("{name} has no profile {profile}"));
@@ -249,7 +249,7 @@ fn early_give_ups_the_model_does_not_expect_make_it_overestimate() {
     let windows_7 = vantage_core::tcp::ClientMix::builtin("windows-7").unwrap();
     let run_windows_7 = |name: &str| {
         let mut s = scenario(name);
-        s.profiles = vec![windows_7.clone()];
+        s.populations = vec![windows_7.clone()];
         certes::run_one(&s, 0, QUICK).unwrap().row
     };
     let told_21 = run_windows_7("test-o");

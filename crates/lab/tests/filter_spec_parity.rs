@@ -20,22 +20,22 @@ const FILTER: &str = "bucket_size = 20\nrefill_rate = 40\n";
 /// Windows 9x/NT, T_N = 21 s, shorter than any fixed default window.
 const WINDOWS: &str = "windows-9x-nt";
 
-fn gate_filter(kind: FilterKind, clients: Option<&str>) -> Box<dyn SynFilter + Send> {
-    let clients = clients.map_or_else(String::new, |c| format!("clients = \"{c}\"\n"));
+fn gate_filter(kind: FilterKind, population: Option<&str>) -> Box<dyn SynFilter + Send> {
+    let population = population.map_or_else(String::new, |p| format!("population = \"{p}\"\n"));
     let text = format!(
-        "[[listeners]]\nport = 80\n[filter]\nkind = \"{}\"\n{FILTER}{clients}",
+        "[[listeners]]\nport = 80\n[filter]\nkind = \"{}\"\n{FILTER}{population}",
         kind.name()
     );
     let config = GateConfig::from_toml(&text, "gate.toml").expect("gate configuration loads");
     config.filter.build().expect("gate filter builds")
 }
 
-fn sim_filter(kind: FilterKind, clients: Option<&str>) -> Box<dyn SynFilter + Send> {
+fn sim_filter(kind: FilterKind, population: Option<&str>) -> Box<dyn SynFilter + Send> {
     // The gate's default population when none is given.
-    let clients = clients.unwrap_or(vantage_live::gate::config::DEFAULT_CLIENTS);
+    let population = population.unwrap_or(vantage_live::gate::config::DEFAULT_POPULATION);
     let text = format!(
         "[scenario]\nstudy = \"abacus\"\nfigure = \"parity\"\ntitle = \"parity\"\nkind = \"sweep\"\n\
-         clients = [\"{clients}\"]\nfilters = [\"{}\"]\nrepetitions = 1\nhorizon_s = 60\n\n\
+         populations = [\"{population}\"]\nfilters = [\"{}\"]\nrepetitions = 1\nhorizon_s = 60\n\n\
          [workload]\nkind = \"burst\"\nsize = 10\nspread_ms = 100\n\n[filter]\n{FILTER}",
         kind.name()
     );
@@ -43,7 +43,7 @@ fn sim_filter(kind: FilterKind, clients: Option<&str>) -> Box<dyn SynFilter + Se
     let point = scenario.point(None, None).expect("scenario point");
     point
         .filter
-        .build(kind, &scenario.clients[0])
+        .build(kind, &scenario.populations[0])
         .expect("simulator filter builds")
 }
 

@@ -663,11 +663,11 @@ fn main() -> Result<(), Error> {
         ),
         (
             "abacus (W = 120, r_t = 120/s, S = 50 s, linux-6.5)",
-            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\nclients = \"linux-6.5\"",
+            "kind = \"abacus\"\nbucket_size = 120\nrefill_rate = 120\nwindow_s = 50\npopulation = \"linux-6.5\"",
         ),
         (
             "greedy (W = 120, r_t = 120/s, linux-6.5)",
-            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\nclients = \"linux-6.5\"",
+            "kind = \"greedy\"\nbucket_size = 120\nrefill_rate = 120\npopulation = \"linux-6.5\"",
         ),
     ];
     // Each filter with every SYN queued (as before the shortcut), then

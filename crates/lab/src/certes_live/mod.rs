@@ -46,6 +46,9 @@ pub fn run_file(
 ) -> Result<(CertesLiveReport, PathBuf), CertesLiveError> {
     let PlanFile { origin, text } = read_plan_file(file)?;
     let plan = CertesLivePlan::from_toml(&text, &origin).map_err(CertesLiveError::Plan)?;
+    for warning in &plan.warnings {
+        eprintln!("vantage: warning: {warning}");
+    }
     preflight().map_err(CertesLiveError::Live)?;
     let record = RunRecord::start(command_line, quick, Some(file));
     let dir = results_root(out, quick);

@@ -1,5 +1,9 @@
 //! The experiment file (`scenarios/certes-live/*.toml`): shared settings
 //! and the configurations, each turned into one testbed spec.
+//!
+//! A configuration's `population` was named `clients`; the old name is
+//! read, with a warning in [`CertesLivePlan::warnings`], until vantage
+//! [`vantage_core::config::OLD_NAMES_REFUSED_FROM`].
 
 use std::collections::BTreeSet;
 
@@ -22,6 +26,10 @@ pub type PlanError = vantage_core::config::ConfigError;
 pub struct CertesLivePlan {
     pub experiment: Experiment,
     pub configuration: Vec<Configuration>,
+    /// Old key names the file uses, one line each (file, line, old and new
+    /// key): the caller shows them.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// `[experiment]`: what every configuration shares.
@@ -85,9 +93,14 @@ pub enum Load {
 #[serde(deny_unknown_fields)]
 pub struct Configuration {
     pub name: String,
-    /// SYN profiles of the client namespaces, dealt in turn (one: every
-    /// client; several: a mixture, its shares the namespaces').
-    pub clients: Vec<String>,
+    /// The client population: SYN profiles of the client namespaces, dealt
+    /// in turn (one: every client; several: a mixture, its shares the
+    /// namespaces').
+    #[serde(default)]
+    pub population: Vec<String>,
+    /// `population`'s old name, moved to it on loading.
+    #[serde(default, rename = "clients", skip_serializing)]
+    old_clients: Option<Vec<String>>,
     pub server: Server,
     pub drops: Drops,
     pub load: Load,
@@ -116,7 +129,19 @@ const RESPONSE_BYTES: u64 = 2000;
 impl CertesLivePlan {
     pub fn from_toml(text: &str, origin: &str) -> Result<CertesLivePlan, PlanError> {
         let checker = Checker::<PlanError>::new(origin, text);
-        let plan: CertesLivePlan = checker.deserialize()?;
+        let mut plan: CertesLivePlan = checker.deserialize()?;
+        for (i, c) in plan.configuration.iter_mut().enumerate() {
+            let population = (!c.population.is_empty()).then(|| std::mem::take(&mut c.population));
+            c.population = checker
+                .renamed(
+                    &format!("configuration[{i}].population"),
+                    population,
+                    &format!("configuration[{i}].clients"),
+                    c.old_clients.take(),
+                    &mut plan.warnings,
+                )?
+                .unwrap_or_default();
+        }
         plan.validate(&checker)?;
         Ok(plan)
     }
@@ -165,16 +190,16 @@ impl CertesLivePlan {
             if !names.insert(c.name.as_str()) {
                 return Err(fail("name", "is used twice".into()));
             }
-            if c.clients.is_empty() || c.clients.len() > e.clients {
+            if c.population.is_empty() || c.population.len() > e.clients {
                 return Err(fail(
-                    "clients",
+                    "population",
                     format!("must name 1 to experiment.clients = {} profiles", e.clients),
                 ));
             }
-            for profile in &c.clients {
-                let p =
-                    SynProfile::builtin(profile).map_err(|err| fail("clients", err.to_string()))?;
-                profiles::kernel_settings(&p).map_err(|err| fail("clients", err.to_string()))?;
+            for profile in &c.population {
+                let p = SynProfile::builtin(profile)
+                    .map_err(|err| fail("population", err.to_string()))?;
+                profiles::kernel_settings(&p).map_err(|err| fail("population", err.to_string()))?;
             }
             if let Some(told) = &c.told {
                 vantage_core::tcp::ClientMix::builtin(told)
@@ -218,20 +243,20 @@ impl CertesLivePlan {
 impl Configuration {
     /// The client namespaces' profile, namespace by namespace.
     pub fn profile_of_client(&self, index: usize) -> &str {
-        &self.clients[index % self.clients.len()]
+        &self.population[index % self.population.len()]
     }
 
     /// The profile or mixture the daemon is told.
     pub fn told(&self) -> String {
-        match (&self.told, self.clients.as_slice()) {
+        match (&self.told, self.population.as_slice()) {
             (Some(told), _) => told.clone(),
             (None, [one]) => one.clone(),
             (None, _) => "linux-6.5".into(),
         }
     }
 
-    /// The Abacus filter's `clients`: the true mixture.
-    fn gate_clients(&self, experiment: &Experiment) -> String {
+    /// The Abacus filter's `population`: the true mixture.
+    fn gate_population(&self, experiment: &Experiment) -> String {
         let mut shares = std::collections::BTreeMap::new();
         for i in 0..experiment.clients {
             *shares.entry(self.profile_of_client(i)).or_insert(0.0) += 1.0;
@@ -290,8 +315,8 @@ impl Configuration {
             // The costs of the Abacus paper's Section 6 runs.
             Drops::Abacus => format!(
                 "{gate_head}kind = \"abacus\"\nbucket_size = {rate:?}\nrefill_rate = {rate:?}\ninterval_ms = 1000\n\
-                 greedy_window_s = 50\ndelay_cost = 1\nreject_cost = 21\nclients = {clients}\n",
-                clients = self.gate_clients(experiment),
+                 greedy_window_s = 50\ndelay_cost = 1\nreject_cost = 21\npopulation = {population}\n",
+                population = self.gate_population(experiment),
             ),
             Drops::Tbf => format!(
                 "{gate_head}kind = \"tbf\"\nbucket_size = {rate:?}\nrefill_rate = {rate:?}\ninterval_ms = 1000\n"
@@ -355,6 +380,10 @@ mod tests {
                 }
             }
         }
+        for (name, text) in FILES {
+            let plan = CertesLivePlan::from_toml(text, name).unwrap();
+            assert!(plan.warnings.is_empty(), "{name}: {:?}", plan.warnings);
+        }
         let full = CertesLivePlan::from_toml(FILES[0].1, FILES[0].0).unwrap();
         assert!(full.configuration.len() >= 16);
         assert_eq!(full.selected(true).len(), 3);
@@ -371,6 +400,52 @@ mod tests {
     }
 
     #[test]
+    fn the_old_name_clients_is_read_with_a_warning() {
+        use vantage_core::config::OLD_NAMES_REFUSED_FROM;
+        let text = FILES[2].1;
+        let at = text.find("population = [").unwrap();
+        let line = text[..at].matches('\n').count() + 1;
+        let old = text.replacen("population = [", "clients = [", 1);
+        let plan = CertesLivePlan::from_toml(&old, "f.toml").unwrap();
+        let new = CertesLivePlan::from_toml(text, "f.toml").unwrap();
+        assert_eq!(
+            plan.configuration[0].population,
+            new.configuration[0].population
+        );
+        assert_eq!(
+            plan.warnings,
+            [format!("f.toml:{line}: `configuration[0].clients` is the old name of `configuration[0].population`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        let abacus = CertesLivePlan::from_toml(
+            &old.replace("drops = \"tbf\"", "drops = \"abacus\""),
+            "f.toml",
+        )
+        .unwrap();
+        let spec = abacus.configuration[1].testbed_spec(&abacus.experiment, true, 1);
+        assert!(
+            spec.contains("population = { \"linux-3.7\" = 0.5, \"linux-6.5\" = 0.5 }"),
+            "{spec}"
+        );
+        let both = text.replacen(
+            "population = [",
+            "clients = [\"linux-6.5\"]\npopulation = [",
+            1,
+        );
+        let error = CertesLivePlan::from_toml(&both, "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "`configuration[0].clients` and `configuration[0].population` are the same setting"
+            ),
+            "{error}"
+        );
+        let neither = text.replacen("population = [\"linux-6.5\"]\n", "", 1);
+        let error = CertesLivePlan::from_toml(&neither, "f.toml").unwrap_err();
+        assert_eq!(error.key(), Some("configuration[0].population"));
+    }
+
+    #[test]
     fn refuses_what_cannot_run() {
         let text = FILES[2].1;
         let nginx_queue = text.replacen("server = \"test\"", "server = \"nginx\"", 1);
@@ -383,7 +458,11 @@ mod tests {
         let unknown = text.replace("quick = []", "quick = [\"nothing\"]");
         let error = CertesLivePlan::from_toml(&unknown, "f.toml").unwrap_err();
         assert!(error.to_string().contains("nothing"), "{error}");
-        let windows = text.replacen("clients = [\"linux-6.5\"]", "clients = [\"windows-7\"]", 1);
+        let windows = text.replacen(
+            "population = [\"linux-6.5\"]",
+            "population = [\"windows-7\"]",
+            1,
+        );
         assert!(CertesLivePlan::from_toml(&windows, "f.toml").is_err());
         let long = text.replace("duration_s = 20", "duration_s = 6000");
         assert!(CertesLivePlan::from_toml(&long, "f.toml").is_err());

@@ -320,7 +320,7 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
     let truth_p99 = quantile(&times, 0.99);
     Ok(Row {
         name: configuration.name.clone(),
-        clients: configuration.clients.clone(),
+        clients: configuration.population.clone(),
         server: format!("{:?}", configuration.server).to_lowercase(),
         drops: match configuration.drops {
             super::plan::Drops::AcceptQueue => "accept-queue".into(),

@@ -7,8 +7,11 @@
 //! the docs' "The experiment file").
 //!
 //! Runs are named `<base name>-<variant>-<profile>`; a `vantage` gate's
-//! `filter.clients` is set to the run's profile unless the variant sets it.
-//! Every run has the same seed, hence the same arrivals.
+//! `filter.population` is set to the run's profile unless the variant sets
+//! it. A variant's `filter.clients`, the old name of `filter.population`,
+//! is read until vantage [`vantage_core::config::OLD_NAMES_REFUSED_FROM`]
+//! with a warning in [`Experiment::warnings`], and written to the run's spec
+//! under the new name. Every run has the same seed, hence the same arrivals.
 //!
 //! For the simulator each variant gets a [`FilterModel`]: the `vantage-core`
 //! filter that does what the variant does — iptables `limit` + DROP is a
@@ -136,7 +139,7 @@ pub struct FilterModel {
     pub kind: FilterKind,
     pub params: FilterParams,
     /// The client population the filter is told about.
-    pub filter_clients: ClientMix,
+    pub filter_population: ClientMix,
     /// True when the filter only approximates the variant.
     pub approximate: bool,
     /// For tables: `tbf`, `≈ tbf (W = 121, r_t = 120)`, …
@@ -180,6 +183,9 @@ pub struct Experiment {
     /// Warnings about the design (e.g. an Abacus window longer than the
     /// clients wait).
     pub notes: Vec<String>,
+    /// Old key names the file uses, one line each (file, line, old and new
+    /// key): the caller shows them on stderr.
+    pub warnings: Vec<String>,
 }
 
 fn table_mut<'a>(
@@ -221,21 +227,21 @@ fn gate_filter_model(filter: &toml::Table, key: &str) -> Result<FilterModel, Str
         other => other.to_string(),
     })?;
     let kind = valid.kind.ok_or_else(|| format!("{key}.kind is missing"))?;
-    let filter_clients = valid
-        .clients
-        .ok_or_else(|| format!("{key}.clients is missing"))?;
+    let filter_population = valid
+        .population
+        .ok_or_else(|| format!("{key}.population is missing"))?;
     // Measured live; the simulator starts, and stays, at the initial rate.
     let approximate = valid.refill == Refill::Measure;
     // Parameters the filter refuses fail here, before any run.
     valid
         .params
-        .build(kind, &filter_clients)
+        .build(kind, &filter_population)
         .map_err(|e| format!("{key}: {e}"))?;
     Ok(FilterModel {
         kind,
         describe: format!("{}{}", if approximate { "≈ " } else { "" }, kind.name()),
         params: valid.params,
-        filter_clients,
+        filter_population,
         approximate,
     })
 }
@@ -266,7 +272,7 @@ pub fn filter_model(
                 Some(FilterModel {
                     kind: FilterKind::Tbf,
                     params: token_bucket(w, server.accept_rate),
-                    filter_clients: profile.clone(),
+                    filter_population: profile.clone(),
                     approximate: true,
                     describe: format!("≈ tbf (W = {w}, r_t = {})", server.accept_rate),
                 })
@@ -285,7 +291,7 @@ pub fn filter_model(
             Some(FilterModel {
                 kind,
                 params: token_bucket(u64::from(*burst), f64::from(*rate_per_s)),
-                filter_clients: profile.clone(),
+                filter_population: profile.clone(),
                 approximate: false,
                 describe: kind.name().to_string(),
             })
@@ -366,6 +372,39 @@ impl Experiment {
         if parsed.variant.is_empty() {
             return Err(invalid("there is no [[variant]]".into()));
         }
+        let checker: Checker<'_, ConfigError> = Checker::new(file, text);
+        let mut warnings = Vec::new();
+        let mut variant_tables = parsed.variant.clone();
+        for (i, v) in variant_tables.iter_mut().enumerate() {
+            let filter = v
+                .gate
+                .as_mut()
+                .and_then(|gate| gate.get_mut("config"))
+                .and_then(|config| config.as_table_mut())
+                .and_then(|config| config.get_mut("filter"))
+                .and_then(|filter| filter.as_table_mut());
+            if let Some(filter) = filter {
+                let prefix = format!("variant[{i}].gate.config.filter");
+                let population = checker
+                    .renamed(
+                        &format!("{prefix}.population"),
+                        filter.remove("population"),
+                        &format!("{prefix}.clients"),
+                        filter.remove("clients"),
+                        &mut warnings,
+                    )
+                    .map_err(|e| ExperimentError {
+                        origin: file.to_string(),
+                        message: match e {
+                            ConfigError::Invalid { key, problem, .. } => format!("{key} {problem}"),
+                            other => other.to_string(),
+                        },
+                    })?;
+                if let Some(population) = population {
+                    filter.insert("population".into(), population);
+                }
+            }
+        }
         let mut ids = std::collections::BTreeSet::new();
         for (i, v) in parsed.variant.iter().enumerate() {
             let ok = !v.id.is_empty()
@@ -412,7 +451,7 @@ impl Experiment {
             (true, Some(chosen)) => {
                 let mut out = Vec::new();
                 for id in chosen {
-                    let v = parsed.variant.iter().find(|v| &v.id == id).ok_or_else(|| {
+                    let v = variant_tables.iter().find(|v| &v.id == id).ok_or_else(|| {
                         invalid(format!(
                             "quick.variants names {id:?}, which is not a variant"
                         ))
@@ -421,7 +460,7 @@ impl Experiment {
                 }
                 out
             }
-            _ => parsed.variant.clone(),
+            _ => variant_tables.clone(),
         };
         if profiles.is_empty() || variants.is_empty() {
             return Err(invalid(
@@ -482,7 +521,7 @@ impl Experiment {
                         let config = table_mut(&mut gate, "config", "variant.gate").map_err(at)?;
                         table_mut(config, "filter", "variant.gate.config")
                             .map_err(at)?
-                            .entry("clients")
+                            .entry("population")
                             .or_insert_with(|| toml::Value::String(profile.clone()));
                     }
                     table.insert("gate".into(), toml::Value::Table(gate));
@@ -508,7 +547,7 @@ impl Experiment {
                 let sim_clients = ClientMix::single(linux_client(&client_profile, patience));
                 if let Some(m) = &model {
                     if m.kind == FilterKind::Abacus {
-                        let window = m.params.abacus_window(&m.filter_clients);
+                        let window = m.params.abacus_window(&m.filter_population);
                         if window > patience {
                             notes.push(format!(
                                 "variant {} ({profile}): the Abacus window S = {} s exceeds the {} s clients wait, so it borrows tokens for retransmissions that never come",
@@ -557,6 +596,7 @@ impl Experiment {
             variants,
             runs,
             notes,
+            warnings,
         })
     }
 
@@ -674,12 +714,13 @@ reject_cost = 21
         let SynAdmissionSpec::Vantage { config, .. } = &e.spec.gate else {
             panic!()
         };
-        assert_eq!(config["filter"]["clients"].as_str(), Some("linux-3.7"));
+        assert_eq!(config["filter"]["population"].as_str(), Some("linux-3.7"));
+        assert!(x.warnings.is_empty(), "{:?}", x.warnings);
         let model = e.model.as_ref().unwrap();
         assert_eq!(model.kind, FilterKind::Abacus);
         // S = max{T_i ≤ r/h = 21} = 15 s for 1, 3, 7, 15, 31 s.
         assert_eq!(
-            model.params.abacus_window(&model.filter_clients),
+            model.params.abacus_window(&model.filter_population),
             Nanos::from_secs(15)
         );
         assert_eq!(e.patience, Nanos::from_secs(21));
@@ -697,6 +738,41 @@ reject_cost = 21
         assert_eq!(run.variant.id, "e");
         assert_eq!(run.spec.load.arrivals.duration_s, 5.0);
         assert_eq!(run.spec.seed, 9);
+    }
+
+    #[test]
+    fn a_variants_old_filter_clients_is_read_with_a_warning_and_renamed() {
+        use vantage_core::config::OLD_NAMES_REFUSED_FROM;
+        let at = FILE.rfind("reject_cost = 21").unwrap() + "reject_cost = 21\n".len();
+        let old = format!("{}clients = \"macos\"\n{}", &FILE[..at], &FILE[at..]);
+        let line = old[..at].matches('\n').count() + 1;
+        let x = Experiment::from_toml(&old, "f.toml", false).unwrap();
+        assert_eq!(
+            x.warnings,
+            [format!("f.toml:{line}: `variant[2].gate.config.filter.clients` is the old name of `variant[2].gate.config.filter.population`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        // Every run of the variant keeps the variant's population, under
+        // the new name.
+        for run in x.runs.iter().filter(|r| r.variant.id == "e") {
+            let SynAdmissionSpec::Vantage { config, .. } = &run.spec.gate else {
+                panic!()
+            };
+            assert_eq!(config["filter"]["population"].as_str(), Some("macos"));
+            assert!(config["filter"].get("clients").is_none());
+            assert_eq!(run.model.as_ref().unwrap().filter_population.name, "macos");
+        }
+        let both = format!(
+            "{}clients = \"macos\"\npopulation = \"macos\"\n{}",
+            &FILE[..at],
+            &FILE[at..]
+        );
+        let error = Experiment::from_toml(&both, "f.toml", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("f.toml: variant[2].gate.config.filter.clients and `variant[2].gate.config.filter.population` are the same setting"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub fn simulate_model(
     first_syns: &[Nanos],
     seed: u64,
 ) -> Result<Tally, ExperimentRunError> {
-    let mut filter = model.params.build(model.kind, &model.filter_clients)?;
+    let mut filter = model.params.build(model.kind, &model.filter_population)?;
     let mut rng = generator(seed);
     let network = Network {
         base_delay: Nanos::ZERO,

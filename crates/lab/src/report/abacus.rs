@@ -116,7 +116,7 @@ pub fn print_scenario(s: &Scenario, r: &ScenarioResult) {
 fn print_pivot(s: &Scenario, r: &ScenarioResult) {
     let series_name = short(&s.series.as_ref().map(|a| a.parameter.clone()));
     let sweep_name = short(&s.sweep.as_ref().map(|a| a.parameter.clone()));
-    for clients in &s.clients {
+    for clients in &s.populations {
         let rows: Vec<&Row> = r
             .rows
             .iter()

@@ -28,7 +28,7 @@ fn err<E: std::fmt::Display>(e: E) -> LabError {
 
 /// Writes the figure's SVG files into `dir`, one per client population.
 pub fn figure(dir: &Path, s: &Scenario, r: &ScenarioResult) -> Result<(), LabError> {
-    for clients in &s.clients {
+    for clients in &s.populations {
         let path = dir.join(format!("{}-{}.svg", s.figure, clients.name));
         let rows: Vec<&Row> = r
             .rows
@@ -375,7 +375,7 @@ study = "abacus"
 figure = "fig8"
 title = "t"
 kind = "sweep"
-clients = ["windows-9x-nt"]
+populations = ["windows-9x-nt"]
 filters = ["tbf", "abacus"]
 repetitions = 3
 horizon_s = 60

@@ -3,10 +3,13 @@
 //! file, the key and the allowed range.
 //!
 //! The `[filter]` table is [`FilterSpec`], the format the simulator's
-//! scenarios read too; here `kind` is required, `clients` names the one
-//! population (default `mix-2026`) and `refill_rate` may be `"measure"`
-//! (r_t estimated from the kernel's counters,
-//! [`vantage_core::admission::syn::CapacityEstimator`]).
+//! scenarios read too; here `kind` is required, `population` names the one
+//! client population (default `mix-2026`) and `refill_rate` may be
+//! `"measure"` (r_t estimated from the kernel's counters,
+//! [`vantage_core::admission::syn::CapacityEstimator`]). `population` was
+//! named `clients`: the old name is read until vantage
+//! [`vantage_core::config::OLD_NAMES_REFUSED_FROM`], with a warning in
+//! [`GateConfig::warnings`] that the daemon writes to its log.
 //!
 //! ```toml
 //! [gate]
@@ -35,7 +38,7 @@
 //! delay_cost = 1         # h
 //! reject_cost = 75       # r
 //! arrival_smoothing = 0.3
-//! clients = "mix-2026"   # or { "linux-6.5" = 0.7, "macos" = 0.3 }
+//! population = "mix-2026"   # or { "linux-6.5" = 0.7, "macos" = 0.3 }
 //! ```
 
 use std::fmt::Write as _;
@@ -66,7 +69,7 @@ pub use vantage_core::admission::syn::{
 };
 /// Default client population: the project's assumed mixture of today's
 /// clients (`ClientMix::builtin("mix-2026")`).
-pub const DEFAULT_CLIENTS: &str = "mix-2026";
+pub const DEFAULT_POPULATION: &str = "mix-2026";
 /// Most queues (threads) one gate runs.
 pub const MAX_QUEUES: u16 = 64;
 /// Most listeners one gate protects (one iptables rule each).
@@ -191,24 +194,25 @@ pub struct FilterConfig {
     /// [`Refill::Measure`].
     pub params: FilterParams,
     pub refill: Refill,
-    pub clients: ClientMix,
+    /// The client population the filter assumes.
+    pub population: ClientMix,
 }
 
 impl FilterConfig {
     /// S, the Abacus window in effect (fixed, or max{T_i ≤ r/h}).
     pub fn window(&self) -> Nanos {
-        self.params.abacus_window(&self.clients)
+        self.params.abacus_window(&self.population)
     }
 
     /// S_G in effect: raised to T_N of the clients when shorter (Section
     /// 4.3), as [`FilterParams::build`] does.
     pub fn greedy_window(&self) -> Nanos {
-        self.params.greedy_window_for(&self.clients)
+        self.params.greedy_window_for(&self.population)
     }
 
     /// Builds the filter (the same object the simulator runs).
     pub fn build(&self) -> Result<Box<dyn SynFilter + Send>, FilterConfigError> {
-        self.params.build(self.kind, &self.clients)
+        self.params.build(self.kind, &self.population)
     }
 }
 
@@ -245,6 +249,9 @@ pub struct GateConfig {
     pub backend: RulesBackend,
     pub listeners: Vec<Listener>,
     pub filter: FilterConfig,
+    /// Old key names the file uses, one line each (file, line, old and new
+    /// key): the daemon writes them to its log, `gate check` to stderr.
+    pub warnings: Vec<String>,
 }
 
 type Checker<'a> = config::Checker<'a, ConfigError>;
@@ -331,7 +338,8 @@ impl GateConfig {
         };
 
         let listeners = listeners(&c, &raw.listeners)?;
-        let filter = filter(&c, raw.filter.as_ref())?;
+        let mut warnings = Vec::new();
+        let filter = filter(&c, raw.filter.as_ref(), &mut warnings)?;
 
         Ok(GateConfig {
             origin: origin.to_string(),
@@ -349,6 +357,7 @@ impl GateConfig {
             backend: g.backend.unwrap_or_default(),
             listeners,
             filter,
+            warnings,
         })
     }
 
@@ -436,7 +445,7 @@ impl GateConfig {
             out,
             "  greedy window   {} s (at least T_N = {} s){}",
             f.greedy_window().as_secs_f64(),
-            f.clients.last_retransmission().as_secs_f64(),
+            f.population.last_retransmission().as_secs_f64(),
             if f.kind == FilterKind::Greedy {
                 ""
             } else {
@@ -456,15 +465,15 @@ impl GateConfig {
             p.arrival_smoothing
         );
         let mix: Vec<String> = f
-            .clients
+            .population
             .entries()
             .iter()
             .map(|(profile, weight)| format!("{} {:.0} %", profile.name, 100.0 * weight))
             .collect();
         let _ = writeln!(
             out,
-            "  clients         {} ({})",
-            f.clients.name,
+            "  population      {} ({})",
+            f.population.name,
             mix.join(", ")
         );
         out
@@ -515,8 +524,13 @@ fn listeners(c: &Checker, raw: &[RawListener]) -> Result<Vec<Listener>, ConfigEr
 }
 
 /// The `[filter]` table ([`FilterSpec`]) with the gate's rules: `kind`
-/// required, W ≥ 1, `clients` defaulting to [`DEFAULT_CLIENTS`].
-fn filter(c: &Checker, raw: Option<&FilterSpec>) -> Result<FilterConfig, ConfigError> {
+/// required, W ≥ 1, `population` defaulting to [`DEFAULT_POPULATION`];
+/// old key names read are added to `warnings`.
+fn filter(
+    c: &Checker,
+    raw: Option<&FilterSpec>,
+    warnings: &mut Vec<String>,
+) -> Result<FilterConfig, ConfigError> {
     let Some(f) = raw else {
         return Err(c.fail(
             "filter",
@@ -524,6 +538,7 @@ fn filter(c: &Checker, raw: Option<&FilterSpec>) -> Result<FilterConfig, ConfigE
         ));
     };
     let valid = f.validate(c, "filter")?;
+    warnings.extend(valid.warnings);
     // A gate with W = 0 would admit nothing.
     if valid.params.bucket_size == 0 {
         return Err(c.fail(
@@ -537,16 +552,16 @@ fn filter(c: &Checker, raw: Option<&FilterSpec>) -> Result<FilterConfig, ConfigE
             "is missing (tbf, tbf-reject, abacus, greedy)".into(),
         ));
     };
-    let clients = match valid.clients {
-        Some(clients) => clients,
-        None => ClientMix::builtin(DEFAULT_CLIENTS)
-            .map_err(|e| c.fail("filter.clients", e.to_string()))?,
+    let population = match valid.population {
+        Some(population) => population,
+        None => ClientMix::builtin(DEFAULT_POPULATION)
+            .map_err(|e| c.fail("filter.population", e.to_string()))?,
     };
     let filter = FilterConfig {
         kind,
         params: valid.params,
         refill: valid.refill,
-        clients,
+        population,
     };
     filter
         .build()
@@ -589,7 +604,7 @@ greedy_window_s = 50
 delay_cost = 1
 reject_cost = 75
 arrival_smoothing = 0.5
-clients = "linux-6.5"
+population = "linux-6.5"
 "#;
 
     fn parse(text: &str) -> Result<GateConfig, ConfigError> {
@@ -623,7 +638,8 @@ clients = "linux-6.5"
         assert_eq!(f.params.refill_rate, 120.0);
         assert_eq!(f.params.arrival_smoothing, 0.5);
         assert_eq!(f.window(), Nanos::from_secs(50));
-        assert_eq!(f.clients.name, "linux-6.5");
+        assert_eq!(f.population.name, "linux-6.5");
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(f.build().unwrap().snapshot().bucket_size, 120);
         let text = c.describe();
         assert!(text.contains("window S        50 s (fixed)"), "{text}");
@@ -632,7 +648,7 @@ clients = "linux-6.5"
     #[test]
     fn defaults_and_cost_optimal_window() {
         let c = parse(
-            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\nclients = \"windows-9x-nt\"\n",
+            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\npopulation = \"windows-9x-nt\"\n",
         )
         .unwrap();
         assert_eq!(c.queue, 0);
@@ -665,7 +681,7 @@ clients = "linux-6.5"
             .contains("window S        21 s (max{T_i ≤ r/h})"));
         // reject_cost 5 s: the largest T_i ≤ 5 s is 3 s.
         let c = parse(
-            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\nreject_cost = 5\nclients = \"windows-9x-nt\"\n",
+            "[[listeners]]\nport = 8080\n[filter]\nkind = \"abacus\"\nbucket_size = 10\nrefill_rate = 5\nreject_cost = 5\npopulation = \"windows-9x-nt\"\n",
         )
         .unwrap();
         assert_eq!(c.filter.window(), Nanos::from_secs(3));
@@ -695,24 +711,28 @@ clients = "linux-6.5"
     #[test]
     fn a_table_of_weights_is_a_mixture() {
         let c = parse(&EXAMPLE.replace(
-            "clients = \"linux-6.5\"",
-            "clients = { \"linux-6.5\" = 0.7, \"macos\" = 0.3 }",
+            "population = \"linux-6.5\"",
+            "population = { \"linux-6.5\" = 0.7, \"macos\" = 0.3 }",
         ))
         .unwrap();
-        let entries = c.filter.clients.entries();
+        let entries = c.filter.population.entries();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].0.name, "linux-6.5");
         assert!((entries[0].1 - 0.7).abs() < 1e-12);
-        let e =
-            error_of(&EXAMPLE.replace("clients = \"linux-6.5\"", "clients = { \"os2-warp\" = 1 }"));
+        let e = error_of(&EXAMPLE.replace(
+            "population = \"linux-6.5\"",
+            "population = { \"os2-warp\" = 1 }",
+        ));
         assert!(
-            e.contains("`filter.clients.os2-warp`") && e.contains("unknown client profile"),
+            e.contains("`filter.population.os2-warp`") && e.contains("unknown client profile"),
             "{e}"
         );
-        let e =
-            error_of(&EXAMPLE.replace("clients = \"linux-6.5\"", "clients = { \"macos\" = -1 }"));
+        let e = error_of(&EXAMPLE.replace(
+            "population = \"linux-6.5\"",
+            "population = { \"macos\" = -1 }",
+        ));
         assert!(
-            e.contains("`filter.clients`") && e.contains("weight"),
+            e.contains("`filter.population`") && e.contains("weight"),
             "{e}"
         );
     }
@@ -811,14 +831,14 @@ clients = "linux-6.5"
                 "`filter.arrival_smoothing` must be in (0, 1]",
             ),
             (
-                "clients = \"linux-6.5\"",
-                "clients = \"beos\"",
-                "`filter.clients` unknown client profile `beos`",
+                "population = \"linux-6.5\"",
+                "population = \"beos\"",
+                "`filter.population` unknown client profile `beos`",
             ),
             (
-                "clients = \"linux-6.5\"",
-                "clients = 3",
-                "`filter.clients` must be a profile",
+                "population = \"linux-6.5\"",
+                "population = 3",
+                "`filter.population` must be a profile",
             ),
         ];
         for (from, to, expected) in cases {
@@ -863,6 +883,30 @@ clients = "linux-6.5"
         let e = error_of("this is not toml");
         assert!(e.starts_with("gate.toml:1: "), "{e}");
         assert!(e.ends_with("  | this is not toml"), "{e}");
+    }
+
+    #[test]
+    fn the_old_name_filter_clients_loads_with_a_warning() {
+        use vantage_core::config::OLD_NAMES_REFUSED_FROM;
+        let old = EXAMPLE.replace("population = ", "clients = ");
+        let c = parse(&old).unwrap();
+        assert_eq!(c.filter.population.name, "linux-6.5");
+        let line = old.lines().position(|l| l.starts_with("clients")).unwrap() + 1;
+        assert_eq!(
+            c.warnings,
+            [format!("gate.toml:{line}: `filter.clients` is the old name of `filter.population`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        let both = EXAMPLE.replace(
+            "population = \"linux-6.5\"",
+            "population = \"linux-6.5\"\nclients = \"macos\"",
+        );
+        let e = error_of(&both);
+        assert!(
+            e.contains("`filter.clients` and `filter.population` are the same setting"),
+            "{e}"
+        );
+        let e = error_of(&EXAMPLE.replace("population = ", "populations = "));
+        assert!(e.contains("unknown field `populations`"), "{e}");
     }
 
     #[test]

@@ -352,6 +352,9 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     if let Err(e) = notify(NotifyState::Ready) {
         eprintln!("vantage gate: cannot notify systemd: {e}");
     }
+    for warning in &config.warnings {
+        eprintln!("vantage gate: warning: {warning}");
+    }
     eprintln!(
         "vantage gate: {} on {} (queue{} {}), chain {}{}{}; stop with Ctrl-C",
         config.filter.kind.name(),
@@ -466,6 +469,9 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
                         "vantage gate: configuration reloaded: {}",
                         new.filter.kind.name()
                     );
+                    for warning in &new.warnings {
+                        eprintln!("vantage gate: warning: {warning}");
+                    }
                     metrics.count_reload(true);
                     config = new;
                 }

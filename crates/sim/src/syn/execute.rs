@@ -105,7 +105,7 @@ impl Effort {
 
 /// Number of progress steps [`execute`] reports (one per repetition of a point).
 pub fn steps(s: &Scenario, effort: Effort) -> u64 {
-    (s.clients.len() * s.series_values().len() * s.sweep_values().len()) as u64
+    (s.populations.len() * s.series_values().len() * s.sweep_values().len()) as u64
         * u64::from(effort.repetitions(s))
 }
 
@@ -142,7 +142,7 @@ pub fn execute(
     let sweep_moves_workload = workload_axis(&s.sweep);
     let series_moves_workload = workload_axis(&s.series);
     let mut out = ScenarioResult::default();
-    for (ci, clients) in s.clients.iter().enumerate() {
+    for (ci, clients) in s.populations.iter().enumerate() {
         for (si, series) in s.series_values().into_iter().enumerate() {
             for (vi, value) in s.sweep_values().into_iter().enumerate() {
                 let point = s.point(series, value)?;
@@ -341,7 +341,7 @@ study = "abacus"
 figure = "fig8"
 title = "t"
 kind = "sweep"
-clients = ["windows-9x-nt"]
+populations = ["windows-9x-nt"]
 filters = ["tbf", "abacus"]
 repetitions = 3
 horizon_s = 30

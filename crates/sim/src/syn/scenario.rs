@@ -1,12 +1,17 @@
 //! Scenario files: one TOML file per figure or table.
 //!
 //! A scenario names its study and figure, the client populations to run it
-//! under, the filters, the workload, the filter parameters, and up to two
+//! under (`populations`, one run each; a population is a built-in profile
+//! or mixture, `vantage profiles`, or a `[[mixture]]` of the file), the filters, the workload, the filter parameters, and up to two
 //! swept parameters (`[sweep]` for the x-axis, `[series]` for one line per
 //! value). Every key is checked: an unknown key, a value out of range or an
 //! unknown profile is an error that names the file, the line and the key.
 //! `[filter]` is [`FilterSpec`], the live gate's table, without `kind` and
-//! `clients` (the scenario lists those) and without `"measure"`.
+//! `population` (the scenario lists those) and without `"measure"`.
+//!
+//! `scenario.populations` was named `scenario.clients`; the old name is read,
+//! with a warning in [`Scenario::warnings`], until vantage
+//! [`vantage_core::config::OLD_NAMES_REFUSED_FROM`].
 //!
 //! ```toml
 //! [scenario]
@@ -14,7 +19,7 @@
 //! figure = "fig8"
 //! title = "Effects of burstiness"
 //! kind = "sweep"                  # sweep | resync | convergence
-//! clients = ["windows-9x-nt", "linux-6.5", "mix-2026"]
+//! populations = ["windows-9x-nt", "linux-6.5", "mix-2026"]
 //! filters = ["tbf", "tbf-reject", "abacus", "greedy"]
 //! repetitions = 30
 //! horizon_s = 600
@@ -99,7 +104,10 @@ struct Meta {
     figure: String,
     title: String,
     kind: Kind,
-    clients: Vec<String>,
+    populations: Option<Vec<String>>,
+    /// `populations`' old name.
+    #[serde(rename = "clients")]
+    old_clients: Option<Vec<String>>,
     filters: Vec<FilterKind>,
     repetitions: u32,
     horizon_s: f64,
@@ -205,7 +213,8 @@ pub struct Scenario {
     pub figure: String,
     pub title: String,
     pub kind: Kind,
-    pub clients: Vec<ClientMix>,
+    /// The client populations, one run each.
+    pub populations: Vec<ClientMix>,
     pub filters: Vec<FilterKind>,
     pub repetitions: u32,
     pub horizon: Nanos,
@@ -216,6 +225,9 @@ pub struct Scenario {
     pub base: Point,
     pub sweep: Option<Sweep>,
     pub series: Option<Sweep>,
+    /// Old key names the file uses, one line each (file, line, old and new
+    /// key): the caller shows them.
+    pub warnings: Vec<String>,
 }
 
 /// Most new requests one repetition may create (memory: about 100 bytes each).
@@ -253,7 +265,8 @@ impl Scenario {
         let c = Checker::new(origin, text);
         let file: File = c.deserialize()?;
         let meta = &file.scenario;
-        let clients = clients(&c, &file)?;
+        let mut warnings = Vec::new();
+        let populations = populations(&c, &file, &mut warnings)?;
         if meta.filters.is_empty() {
             return Err(c.fail("scenario.filters", "must name at least one filter".into()));
         }
@@ -287,7 +300,7 @@ impl Scenario {
             figure: meta.figure.clone(),
             title: meta.title.clone(),
             kind: meta.kind,
-            clients,
+            populations,
             filters: meta.filters.clone(),
             repetitions,
             horizon: Nanos::from_secs_f64(horizon),
@@ -303,6 +316,7 @@ impl Scenario {
             },
             sweep: axis(&c, &file.sweep, "sweep")?,
             series: axis(&c, &file.series, "series")?,
+            warnings,
         };
         scenario.check_every_point(&c)?;
         Ok(scenario)
@@ -314,7 +328,7 @@ impl Scenario {
     fn check_every_point(&self, c: &Checker) -> Result<(), ScenarioError> {
         let longest = self.horizon.max(self.quick_horizon);
         let slowest_give_up = self
-            .clients
+            .populations
             .iter()
             .flat_map(|m| m.entries().iter().map(|(p, _)| p.give_up))
             .max()
@@ -394,11 +408,11 @@ impl Scenario {
             .workload
             .validate()
             .map_err(|e| c.fail("workload", e.to_string()))?;
-        for clients in &self.clients {
+        for population in &self.populations {
             for kind in &self.filters {
                 point
                     .filter
-                    .build(*kind, clients)
+                    .build(*kind, population)
                     .map_err(|e| c.fail("filter", e.to_string()))?;
             }
         }
@@ -407,7 +421,11 @@ impl Scenario {
 }
 
 /// The client populations: built-in names, or `[[mixture]]` tables.
-fn clients(c: &Checker, file: &File) -> Result<Vec<ClientMix>, ScenarioError> {
+fn populations(
+    c: &Checker,
+    file: &File,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<ClientMix>, ScenarioError> {
     let meta = &file.scenario;
     let mut mixtures: BTreeMap<String, ClientMix> = BTreeMap::new();
     for (i, m) in file.mixture.iter().enumerate() {
@@ -421,20 +439,33 @@ fn clients(c: &Checker, file: &File) -> Result<Vec<ClientMix>, ScenarioError> {
             .map_err(|e| c.fail(&format!("mixture[{i}]"), e.to_string()))?;
         mixtures.insert(m.name.clone(), mix);
     }
-    if meta.clients.is_empty() {
-        return Err(c.fail("scenario.clients", "must name at least one profile".into()));
+    let key = "scenario.populations";
+    let names = c
+        .renamed(
+            key,
+            meta.populations.as_ref(),
+            "scenario.clients",
+            meta.old_clients.as_ref(),
+            warnings,
+        )?
+        .ok_or_else(|| {
+            c.fail(
+                key,
+                "is missing: the client populations, one run each".into(),
+            )
+        })?;
+    if names.is_empty() {
+        return Err(c.fail(key, "must name at least one population".into()));
     }
-    let mut clients = Vec::new();
-    for name in &meta.clients {
+    let mut populations = Vec::new();
+    for name in names {
         let mix = match mixtures.get(name) {
             Some(m) => m.clone(),
-            None => {
-                ClientMix::builtin(name).map_err(|e| c.fail("scenario.clients", e.to_string()))?
-            }
+            None => ClientMix::builtin(name).map_err(|e| c.fail(key, e.to_string()))?,
         };
-        clients.push(mix);
+        populations.push(mix);
     }
-    Ok(clients)
+    Ok(populations)
 }
 
 fn network(c: &Checker, section: &NetworkSection) -> Result<Network, ScenarioError> {
@@ -495,11 +526,16 @@ fn filter(c: &Checker, f: &FilterSpec) -> Result<(FilterParams, Option<f64>), Sc
             "is the gate's; a scenario lists its filters in scenario.filters".into(),
         ));
     }
-    if f.clients.is_some() {
-        return Err(c.fail(
-            "filter.clients",
-            "is the gate's; a scenario lists its clients in scenario.clients".into(),
-        ));
+    for (key, given) in [
+        ("filter.population", f.population.is_some()),
+        ("filter.clients", f.old_clients.is_some()),
+    ] {
+        if given {
+            return Err(c.fail(
+                key,
+                "is the gate's; a scenario lists its populations in scenario.populations".into(),
+            ));
+        }
     }
     let valid = f.validate(c, "filter")?;
     if valid.refill == Refill::Measure {
@@ -600,7 +636,7 @@ study = "abacus"
 figure = "fig8"
 title = "t"
 kind = "sweep"
-clients = ["windows-9x-nt"]
+populations = ["windows-9x-nt"]
 filters = ["tbf", "abacus"]
 repetitions = 2
 horizon_s = 60
@@ -692,7 +728,7 @@ values = [10, 40]
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("os2-warp") && err.contains("scenario.clients"),
+            err.contains("os2-warp") && err.contains("scenario.populations"),
             "{err}"
         );
         let text = MINIMAL.replace("\"workload.std_dev\"", "\"workload.colour\"");
@@ -710,8 +746,8 @@ values = [10, 40]
         let text = MINIMAL.replace("[\"windows-9x-nt\"]", "[\"half\"]")
             + "\n[[mixture]]\nname = \"half\"\nweights = { \"linux-6.5\" = 1, windows-7 = 1 }\n";
         let s = Scenario::from_toml(&text, "m.toml").unwrap();
-        assert_eq!(s.clients[0].entries().len(), 2);
-        assert_eq!(s.clients[0].entries()[0].1, 0.5);
+        assert_eq!(s.populations[0].entries().len(), 2);
+        assert_eq!(s.populations[0].entries()[0].1, 0.5);
     }
 
     #[test]
@@ -737,11 +773,70 @@ values = [10, 40]
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
             let origin = path.display().to_string();
-            if let Err(e) = Scenario::from_toml(&text, &origin) {
-                panic!("{e}");
+            match Scenario::from_toml(&text, &origin) {
+                Ok(s) => assert!(s.warnings.is_empty(), "{:?}", s.warnings),
+                Err(e) => panic!("{e}"),
             }
             loaded += 1;
         }
         assert!(loaded >= 6, "{loaded} files");
+    }
+
+    #[test]
+    fn the_old_name_scenario_clients_loads_with_a_warning() {
+        use vantage_core::config::OLD_NAMES_REFUSED_FROM;
+        let s = Scenario::from_toml(MINIMAL, "min.toml").unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let old = MINIMAL.replace("populations = ", "clients = ");
+        let s = Scenario::from_toml(&old, "old.toml").unwrap();
+        assert_eq!(s.populations[0].name, "windows-9x-nt");
+        assert_eq!(
+            s.warnings,
+            [format!("old.toml:7: `scenario.clients` is the old name of `scenario.populations`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+    }
+
+    #[test]
+    fn old_and_new_population_keys_together_are_an_error() {
+        let both = MINIMAL.replace(
+            "populations = [\"windows-9x-nt\"]",
+            "populations = [\"windows-9x-nt\"]\nclients = [\"linux-6.5\"]",
+        );
+        let err = Scenario::from_toml(&both, "both.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "both.toml:8: `scenario.clients` and `scenario.populations` are the same setting"
+            ),
+            "{err}"
+        );
+        let none = MINIMAL.replace("populations = [\"windows-9x-nt\"]\n", "");
+        let err = Scenario::from_toml(&none, "none.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`scenario.populations` is missing"), "{err}");
+        let typo = MINIMAL.replace("populations = ", "population = ");
+        let err = Scenario::from_toml(&typo, "typo.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `population`"), "{err}");
+    }
+
+    #[test]
+    fn the_gates_population_key_is_refused_in_a_scenario() {
+        for key in ["population", "clients"] {
+            let text = MINIMAL.replace(
+                "reject_cost = 75",
+                &format!("reject_cost = 75\n{key} = \"linux-6.5\""),
+            );
+            let err = Scenario::from_toml(&text, "g.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("`filter.{key}` is the gate's")),
+                "{err}"
+            );
+        }
     }
 }

@@ -13,8 +13,11 @@
 //! delay_cost = 1         # h
 //! reject_cost = 75       # r
 //! arrival_smoothing = 0.3
-//! clients = "mix-2026"   # the gate; or { "linux-6.5" = 0.7, "macos" = 0.3 }
+//! population = "mix-2026"   # the gate; or { "linux-6.5" = 0.7, "macos" = 0.3 }
 //! ```
+//!
+//! `population` was named `clients`; the old name is read, with a warning,
+//! until [`crate::config::OLD_NAMES_REFUSED_FROM`].
 
 use std::collections::BTreeMap;
 
@@ -51,8 +54,12 @@ pub struct FilterSpec {
     pub delay_cost: Option<f64>,
     pub reject_cost: Option<f64>,
     pub arrival_smoothing: Option<f64>,
-    /// A profile or mixture name, or a table of weights.
-    pub clients: Option<toml::Value>,
+    /// The client population: a profile or mixture name, or a table of
+    /// weights.
+    pub population: Option<toml::Value>,
+    /// `population`'s old name.
+    #[serde(rename = "clients")]
+    pub old_clients: Option<toml::Value>,
 }
 
 /// Where r_t comes from.
@@ -75,14 +82,16 @@ pub struct ValidFilter {
     pub refill: Refill,
     /// `bucket_refill_s`, when W follows r_t.
     pub bucket_refill_secs: Option<f64>,
-    /// `clients`, when given.
-    pub clients: Option<ClientMix>,
+    /// `population`, when given.
+    pub population: Option<ClientMix>,
+    /// Old key names read, one line each (file, line, old and new key).
+    pub warnings: Vec<String>,
 }
 
 impl FilterSpec {
     /// Checks every key; `prefix` is the table's key path (`filter`,
     /// `gate.config.filter`). Omitted keys take the defaults above; the
-    /// filters themselves are not built here (they need the clients).
+    /// filters themselves are not built here (they need the population).
     pub fn validate<E: From<ConfigError>>(
         &self,
         c: &Checker<'_, E>,
@@ -180,9 +189,16 @@ impl FilterSpec {
             }
             None => DEFAULT_ARRIVAL_SMOOTHING,
         };
-        let clients = match &self.clients {
+        let mut warnings = Vec::new();
+        let population = match c.renamed(
+            &key("population"),
+            self.population.as_ref(),
+            &key("clients"),
+            self.old_clients.as_ref(),
+            &mut warnings,
+        )? {
             None => None,
-            Some(value) => Some(clients(c, &key("clients"), value)?),
+            Some(value) => Some(population(c, &key("population"), value)?),
         };
         Ok(ValidFilter {
             kind,
@@ -198,7 +214,8 @@ impl FilterSpec {
             },
             refill,
             bucket_refill_secs,
-            clients,
+            population,
+            warnings,
         })
     }
 
@@ -237,9 +254,9 @@ impl FilterSpec {
     }
 }
 
-/// A `clients` value: a profile or mixture name, or a table of weights
+/// A `population` value: a profile or mixture name, or a table of weights
 /// (named `name=weight,…` in sorted order).
-fn clients<E: From<ConfigError>>(
+fn population<E: From<ConfigError>>(
     c: &Checker<'_, E>,
     key: &str,
     value: &toml::Value,
@@ -301,7 +318,7 @@ mod tests {
         let v = valid("[filter]\nbucket_size = 10\nrefill_rate = 5\n").unwrap();
         assert_eq!(v.kind, None);
         assert_eq!(v.refill, Refill::Fixed);
-        assert_eq!(v.clients, None);
+        assert_eq!(v.population, None);
         assert_eq!(v.bucket_refill_secs, None);
         let p = &v.params;
         assert_eq!((p.bucket_size, p.refill_rate), (10, 5.0));
@@ -320,7 +337,7 @@ mod tests {
         let v = valid(
             "[filter]\nkind = \"greedy\"\nbucket_refill_s = 2\nrefill_rate = \"measure\"\n\
              initial_refill_rate = 30\ninterval_ms = 500\nwindow_s = 9\ngreedy_window_s = 50\n\
-             delay_cost = 2\nreject_cost = 21\narrival_smoothing = 0.5\nclients = \"linux-6.5\"\n",
+             delay_cost = 2\nreject_cost = 21\narrival_smoothing = 0.5\npopulation = \"linux-6.5\"\n",
         )
         .unwrap();
         assert_eq!(v.kind, Some(FilterKind::Greedy));
@@ -330,7 +347,8 @@ mod tests {
         assert_eq!(v.params.interval, Nanos::from_millis(500));
         assert_eq!(v.params.window, AbacusWindow::Fixed(Nanos::from_secs(9)));
         assert_eq!(v.params.greedy_window, Some(Nanos::from_secs(50)));
-        assert_eq!(v.clients.map(|m| m.name), Some("linux-6.5".to_string()));
+        assert_eq!(v.population.map(|m| m.name), Some("linux-6.5".to_string()));
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
         let v = valid("[filter]\nbucket_size = 1\nrefill_rate = 1\ninterval_s = 0.25\n").unwrap();
         assert_eq!(v.params.interval, Nanos::from_millis(250));
     }
@@ -353,5 +371,33 @@ mod tests {
         assert_eq!(e.key(), Some("filter.interval_ms"));
         let e = valid("[filter]\nbucket_size = 1\nrefill_rate = 1\nrefil = 1\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `refil`"), "{e}");
+    }
+
+    #[test]
+    fn the_old_name_clients_is_read_with_a_warning() {
+        use crate::config::OLD_NAMES_REFUSED_FROM;
+        let v =
+            valid("[filter]\nbucket_size = 1\nrefill_rate = 1\nclients = \"linux-6.5\"\n").unwrap();
+        assert_eq!(v.population.map(|m| m.name), Some("linux-6.5".to_string()));
+        assert_eq!(
+            v.warnings,
+            [format!("f.toml:4: `filter.clients` is the old name of `filter.population`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        // A bad value under the old name is named by the new one.
+        let e =
+            valid("[filter]\nbucket_size = 1\nrefill_rate = 1\nclients = \"beos\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("filter.population"));
+        let e = valid(
+            "[filter]\nbucket_size = 1\nrefill_rate = 1\nclients = \"linux-6.5\"\npopulation = \"macos\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`filter.clients` and `filter.population` are the same setting"),
+            "{e}"
+        );
+        let e = valid("[filter]\nbucket_size = 1\nrefill_rate = 1\npopulations = \"macos\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown field `populations`"), "{e}");
     }
 }

@@ -48,7 +48,7 @@ pub const JITTER_COST_RANGE_PCT: f64 = 10.0;
 pub fn checks(results: &[(Scenario, ScenarioResult)]) -> Vec<Check> {
     let mut out = Vec::new();
     for (scenario, result) in results {
-        for clients in &scenario.clients {
+        for clients in &scenario.populations {
             let rows: Vec<&Row> = result
                 .rows
                 .iter()

@@ -72,6 +72,9 @@ impl Study for AbacusStudy {
             .iter()
             .map(|f| Scenario::from_toml(f.text, f.origin))
             .collect::<Result<Vec<_>, _>>()?;
+        for warning in scenarios.iter().flat_map(|s| &s.warnings) {
+            eprintln!("vantage: warning: {warning}");
+        }
         let results = run_scenarios(scenarios, options)?;
         let checks = checks::checks(&results);
         if options.print_tables {

@@ -129,7 +129,7 @@ mod tests {
         let all = scenarios().unwrap();
         let s = all.iter().find(|s| s.learn).unwrap();
         let index = s
-            .profiles
+            .populations
             .iter()
             .position(|p| p.name == "mix-2026")
             .unwrap();

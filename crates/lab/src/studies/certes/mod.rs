@@ -106,6 +106,9 @@ impl Study for CertesStudy {
             .iter()
             .map(|f| CertesScenario::from_toml(f.text, f.origin))
             .collect::<Result<Vec<_>, _>>()?;
+        for warning in scenarios.iter().flat_map(|s| &s.warnings) {
+            eprintln!("vantage: warning: {warning}");
+        }
         let effort = Effort {
             quick: options.quick,
         };
@@ -399,7 +402,7 @@ study = "certes"
 name = "t"
 figure = "f"
 title = "t"
-profiles = ["windows-9x-nt"]
+populations = ["windows-9x-nt"]
 horizon_s = 60
 
 [clients]
@@ -446,9 +449,9 @@ rtt_ms = [1, 2, 3]
                 "scenario.interval_ms",
             ),
             (
-                "profiles = [\"windows-9x-nt\"]",
-                "profiles = [\"beos\"]",
-                "scenario.profiles",
+                "populations = [\"windows-9x-nt\"]",
+                "populations = [\"beos\"]",
+                "scenario.populations",
             ),
             ("count = 10", "count = 10\ncolour = 1", "colour"),
         ];
@@ -464,6 +467,45 @@ rtt_ms = [1, 2, 3]
             .unwrap_err()
             .to_string();
         assert!(err.contains("between"), "{err}");
+    }
+
+    #[test]
+    fn the_old_name_scenario_profiles_loads_with_a_warning() {
+        use vantage_core::config::OLD_NAMES_REFUSED_FROM;
+        let s = CertesScenario::from_toml(MINIMAL, "m.toml").unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let old = MINIMAL.replace("populations = ", "profiles = ");
+        let s = CertesScenario::from_toml(&old, "old.toml").unwrap();
+        assert_eq!(s.populations[0].name, "windows-9x-nt");
+        assert_eq!(
+            s.warnings,
+            [format!("old.toml:7: `scenario.profiles` is the old name of `scenario.populations`; it is read until vantage {OLD_NAMES_REFUSED_FROM}, rename it")]
+        );
+        let both = MINIMAL.replace(
+            "populations = [\"windows-9x-nt\"]",
+            "populations = [\"windows-9x-nt\"]\nprofiles = [\"linux-6.5\"]",
+        );
+        let err = CertesScenario::from_toml(&both, "both.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "both.toml:8: `scenario.profiles` and `scenario.populations` are the same setting"
+            ),
+            "{err}"
+        );
+        let typo = MINIMAL.replace("populations = ", "population = ");
+        let err = CertesScenario::from_toml(&typo, "typo.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `population`"), "{err}");
+    }
+
+    #[test]
+    fn every_embedded_scenario_uses_the_current_key_names() {
+        for s in scenarios().unwrap() {
+            assert!(s.warnings.is_empty(), "{}: {:?}", s.origin, s.warnings);
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn run(
 ) -> Result<Vec<CertesResult>, ScenarioError> {
     let jobs: Vec<(&CertesScenario, usize)> = scenarios
         .iter()
-        .flat_map(|s| (0..s.profiles.len()).map(move |i| (s, i)))
+        .flat_map(|s| (0..s.populations.len()).map(move |i| (s, i)))
         .collect();
     jobs.into_par_iter()
         .map(|(s, i)| {

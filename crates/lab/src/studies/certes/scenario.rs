@@ -1,6 +1,11 @@
 //! The Certes study's scenario file format (`scenarios/certes/*.toml`):
 //! parsed, validated, and turned into the simulator's and the estimator's
 //! configurations.
+//!
+//! `scenario.populations` (the client populations, one run each) was named
+//! `scenario.profiles`; the old name is read, with a warning in
+//! [`CertesScenario::warnings`], until vantage
+//! [`vantage_core::config::OLD_NAMES_REFUSED_FROM`].
 
 use super::{
     CERTES_BOUND, NAME, PAPER_ALL_TESTS_BOUND, PERCENTILE_CDF_BOUND, SCENARIO_FILES,
@@ -49,7 +54,10 @@ struct MetaSection {
     name: String,
     figure: String,
     title: String,
-    profiles: Vec<String>,
+    populations: Option<Vec<String>>,
+    /// `populations`' old name.
+    #[serde(rename = "profiles")]
+    old_profiles: Option<Vec<String>>,
     horizon_s: f64,
     quick_horizon_s: Option<f64>,
     #[serde(default = "default_seed")]
@@ -278,7 +286,8 @@ pub struct CertesScenario {
     pub name: String,
     pub figure: String,
     pub title: String,
-    pub profiles: Vec<ClientMix>,
+    /// The client populations, one run each.
+    pub populations: Vec<ClientMix>,
     pub horizon: Nanos,
     pub quick_horizon: Nanos,
     pub seed: u64,
@@ -305,6 +314,9 @@ pub struct CertesScenario {
     pub paper: Option<PaperRow>,
     /// Whether the learned and told-mixture models run beside the told one.
     pub learn: bool,
+    /// Old key names the file uses, one line each (file, line, old and new
+    /// key): the caller shows them.
+    pub warnings: Vec<String>,
 }
 
 /// Checks of this study's scenario format, beside the shared ones.
@@ -390,13 +402,28 @@ impl CertesScenario {
                 format!("must be letters, digits and '-', got \"{}\"", meta.name),
             ));
         }
-        if meta.profiles.is_empty() {
-            return Err(c.fail("scenario.profiles", "must name at least one profile".into()));
+        let mut warnings = Vec::new();
+        let key = "scenario.populations";
+        let names = c
+            .renamed(
+                key,
+                meta.populations.as_ref(),
+                "scenario.profiles",
+                meta.old_profiles.as_ref(),
+                &mut warnings,
+            )?
+            .ok_or_else(|| {
+                c.fail(
+                    key,
+                    "is missing: the client populations, one run each".into(),
+                )
+            })?;
+        if names.is_empty() {
+            return Err(c.fail(key, "must name at least one population".into()));
         }
-        let profiles = meta
-            .profiles
+        let populations = names
             .iter()
-            .map(|p| ClientMix::builtin(p).map_err(|e| c.fail("scenario.profiles", e.to_string())))
+            .map(|p| ClientMix::builtin(p).map_err(|e| c.fail(key, e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
         let horizon = c.secs("scenario.horizon_s", meta.horizon_s, 1.0, 1e6)?;
         let quick_horizon = match meta.quick_horizon_s {
@@ -681,7 +708,7 @@ impl CertesScenario {
         let system = WebServerConfig {
             horizon,
             interval,
-            population: profiles[0].clone(),
+            population: populations[0].clone(),
             clients,
             server,
             path,
@@ -691,7 +718,7 @@ impl CertesScenario {
             name: meta.name.clone(),
             figure: meta.figure.clone(),
             title: meta.title.clone(),
-            profiles,
+            populations,
             horizon,
             quick_horizon,
             seed: meta.seed,
@@ -710,9 +737,10 @@ impl CertesScenario {
             bound_reason: ce.bound_reason.clone(),
             paper,
             learn: ce.learn,
+            warnings,
         };
         // Every run must be accepted by the simulator and the estimator.
-        for index in 0..scenario.profiles.len() {
+        for index in 0..scenario.populations.len() {
             for quick in [false, true] {
                 let (system, model) = scenario.configs(index, Effort { quick });
                 system.validate().map_err(|e| {
@@ -727,7 +755,7 @@ impl CertesScenario {
     /// The simulated system and the estimator's configuration for the run
     /// under population `index`.
     pub fn configs(&self, index: usize, effort: Effort) -> (WebServerConfig, CertesConfig) {
-        let population = self.profiles[index].clone();
+        let population = self.populations[index].clone();
         let mut system = self.system.clone();
         system.horizon = self.horizon_for(effort);
         system.population = population.clone();
@@ -775,5 +803,5 @@ pub fn scenarios() -> Result<Vec<CertesScenario>, ScenarioError> {
 
 /// Runs (progress steps) the scenarios take: one per population.
 pub fn steps(scenarios: &[CertesScenario]) -> u64 {
-    scenarios.iter().map(|s| s.profiles.len() as u64).sum()
+    scenarios.iter().map(|s| s.populations.len() as u64).sum()
 }
