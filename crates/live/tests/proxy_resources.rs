@@ -511,10 +511,13 @@ fn a_pooled_upstream_connection_shrinks_while_idle_and_regrows_on_reuse() {
     ))
     .unwrap();
     let mut client = connect(proxy.address());
-    assert_eq!(
-        keep_alive_get(&mut client, "/stream").unwrap().body.len(),
-        64 * (16 << 10)
-    );
+    // A response that takes 3 s, so that the loop (every 50 ms) sets the
+    // upstream connection's receive buffer while it is in use; a fast one
+    // could end before any interval, leaving the kernel's autotuned size.
+    client
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_reply(&mut client).unwrap().status, 200);
     // The response ended: its upstream connection is idle in the pool.
     assert!(eventually(
         || proxy.resources().tracked_upstreams() == (1, 1)
@@ -531,7 +534,9 @@ fn a_pooled_upstream_connection_shrinks_while_idle_and_regrows_on_reuse() {
     let shrunk = tcp_info::receive_buffer(borrow(upstream)).unwrap();
     assert_eq!(proxy.resources().tracked_upstreams(), (1, 1));
     let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
-    assert!(metric(&text, "vantage_proxy_idle_upstream_shrinks_total").unwrap() >= 2.0);
+    // At least one shrink was applied; how many depends on when the loop
+    // ran (a late interval applies two half-lives at once).
+    assert!(metric(&text, "vantage_proxy_idle_upstream_shrinks_total").unwrap() >= 1.0);
     assert_eq!(
         metric(&text, "vantage_proxy_idle_upstream_connections"),
         Some(1.0)

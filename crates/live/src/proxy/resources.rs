@@ -998,7 +998,10 @@ impl Resources {
                 self.metrics.receive_assigned.observe(held as f64);
                 if changed(u.applied, held) {
                     targets.push((id, u.fd, held));
-                    if idle && u.applied.is_some_and(|a| held < a) {
+                    // Never set before (still autotuned): whether this
+                    // is a shrink is known only against the socket's
+                    // current buffer, read when it is set.
+                    if idle && u.applied.is_none_or(|a| held < a) {
                         shrinking.insert(id);
                     }
                 }
@@ -1047,6 +1050,13 @@ impl Resources {
                 // SAFETY: the descriptor stays open while registered (see
                 // `send_side`), and the lock is held.
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                // What an idle upstream connection held before: the value
+                // last set, or the kernel's own if none was.
+                let before = if idle_shrink {
+                    applied.or_else(|| tcp_info::receive_buffer(fd).ok().map(u64::from))
+                } else {
+                    None
+                };
                 let set = match side {
                     Side::Send => tcp_info::set_send_buffer(fd, held),
                     Side::Receive => tcp_info::set_receive_buffer(fd, held),
@@ -1055,7 +1065,7 @@ impl Resources {
                     Ok(now_held) => {
                         *applied = Some(u64::from(now_held));
                         report.buffers_set += 1;
-                        if idle_shrink {
+                        if before.is_some_and(|b| u64::from(now_held) < b) {
                             report.idle_upstream_shrinks += 1;
                             self.metrics.idle_upstream_shrinks.inc();
                         }
