@@ -129,21 +129,12 @@ impl CpuCap {
 
     /// Moves process `pid` (all its threads) into the cgroup.
     pub fn add(&self, pid: u32) -> Result<(), CgroupError> {
-        let path = self.dir.join("cgroup.procs");
-        fs::write(&path, pid.to_string()).map_err(io(&path))
+        add_process(&self.dir, pid)
     }
 
     /// Moves `pid` and its direct children (e.g. nginx's workers).
     pub fn add_with_children(&self, pid: u32) -> Result<usize, CgroupError> {
-        self.add(pid)?;
-        let mut moved = 1;
-        for child in children(pid) {
-            // A child that exited in between is not an error.
-            if self.add(child).is_ok() {
-                moved += 1;
-            }
-        }
-        Ok(moved)
+        add_process_with_children(&self.dir, pid)
     }
 
     /// CPU time used by the cgroup's processes so far, microseconds.
@@ -313,20 +304,12 @@ impl TcpMemoryCap {
 
     /// Moves process `pid` (all its threads) into the cgroup.
     pub fn add(&self, pid: u32) -> Result<(), CgroupError> {
-        let path = self.dir.join("cgroup.procs");
-        fs::write(&path, pid.to_string()).map_err(io(&path))
+        add_process(&self.dir, pid)
     }
 
     /// Moves `pid` and its direct children (e.g. nginx's workers).
     pub fn add_with_children(&self, pid: u32) -> Result<usize, CgroupError> {
-        self.add(pid)?;
-        let mut moved = 1;
-        for child in children(pid) {
-            if self.add(child).is_ok() {
-                moved += 1;
-            }
-        }
-        Ok(moved)
+        add_process_with_children(&self.dir, pid)
     }
 
     /// Moves the calling thread alone into the cgroup (v1 only: v2's
@@ -373,6 +356,25 @@ impl Drop for TcpMemoryCap {
     fn drop(&mut self) {
         remove(&self.dir, &self.parent);
     }
+}
+
+/// Moves process `pid` (all its threads) into cgroup `dir`.
+fn add_process(dir: &Path, pid: u32) -> Result<(), CgroupError> {
+    let path = dir.join("cgroup.procs");
+    fs::write(&path, pid.to_string()).map_err(io(&path))
+}
+
+/// Moves `pid` and its direct children into cgroup `dir`; how many moved.
+fn add_process_with_children(dir: &Path, pid: u32) -> Result<usize, CgroupError> {
+    add_process(dir, pid)?;
+    let mut moved = 1;
+    for child in children(pid) {
+        // A child that exited in between is not an error.
+        if add_process(dir, child).is_ok() {
+            moved += 1;
+        }
+    }
+    Ok(moved)
 }
 
 /// Moves every process of `dir` to `parent`, then removes `dir`.
