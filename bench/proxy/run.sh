@@ -121,10 +121,16 @@ for address in $BACKEND $VANTAGE $VANTAGE_SBAC $NGINX $HAPROXY; do
   for _ in $(seq 50); do curl -fs "http://$address/" >/dev/null && break; sleep 0.1; done
   curl -fs "http://$address/" >/dev/null || { echo "nothing answers on $address" >&2; exit 1; }
 done
-# A session cookie, so the SBAC runs measure sessions in progress (verify
-# and refresh per request), not one new session per request.
-cookie=$(curl -fs -D - -o /dev/null "http://$VANTAGE_SBAC/" | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p')
-[ -n "$cookie" ] || { echo "the SBAC proxy set no cookie" >&2; exit 1; }
+# A session cookie, so the SBAC runs measure sessions in progress (a
+# verification per request), not one new session per request. wrk keeps
+# the cookie it starts with and ignores Set-Cookie, so each SBAC run takes
+# a fresh one, as a browser holds the latest (a cookie older than T/16 is
+# re-issued on every request: a client that never stores cookies).
+fresh_cookie() {
+  cookie=$(curl -fs -D - -o /dev/null "http://$VANTAGE_SBAC/" | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p')
+  [ -n "$cookie" ] || { echo "the SBAC proxy set no cookie" >&2; exit 1; }
+}
+fresh_cookie
 
 # cpu_seconds PID: utime + stime so far.
 cpu_seconds() {
@@ -195,6 +201,7 @@ for run_number in $(seq 1 "$runs"); do
   : > "$work/results"
   run "direct (no proxy)" $BACKEND -
   run "vantage proxy" $VANTAGE "$vantage_plain"
+  fresh_cookie
   run "vantage proxy + SBAC" $VANTAGE_SBAC "$vantage_sbac" "Cookie: $cookie"
   run "nginx" $NGINX "${nginx_worker:--}"
   run "haproxy" $HAPROXY "$haproxy_pid"
@@ -218,7 +225,7 @@ for run_number in $(seq 1 "$runs"); do
     rate=$(awk -v r="$rps" 'BEGIN { printf "%d", r / 2 }')
     case $name in
       vantageproxy) address=$VANTAGE; header="" ;;
-      vantageproxy+SBAC) address=$VANTAGE_SBAC; header="Cookie: $cookie" ;;
+      vantageproxy+SBAC) address=$VANTAGE_SBAC; fresh_cookie; header="Cookie: $cookie" ;;
       nginx) address=$NGINX; header="" ;;
       haproxy) address=$HAPROXY; header="" ;;
     esac

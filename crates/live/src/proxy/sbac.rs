@@ -4,7 +4,7 @@
 //!
 //! A request whose cookie verifies ([`SessionGate`], `core`'s
 //! [`TokenSigner`]: keys rotated, maximum age, issue time kept) passes and
-//! its cookie is refreshed; any other request is a new session and the
+//! its cookie is refreshed once T/16 has passed; any other request is a new session and the
 //! configured controller — `core`'s own [`EwmaController`],
 //! [`HybridController`] or [`PredictiveController`], never a copy —
 //! admits it (a `Set-Cookie`) or rejects it (`503` with `Retry-After` and a
@@ -107,11 +107,13 @@ pub fn signer(config: &SbacConfig) -> Result<TokenSigner, TokenError> {
 /// What the proxy does with one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Forward it and set this cookie (`Set-Cookie` value).
+    /// Forward it, and set this cookie (`Set-Cookie` value) when there is
+    /// one (a session in progress gets a new token only once T/16 has
+    /// passed: `core`'s `SessionGate`).
     Pass {
         session_id: u64,
         new_session: bool,
-        set_cookie: String,
+        set_cookie: Option<String>,
         /// Why a cookie the client sent did not count.
         refused_token: Option<TokenError>,
     },
@@ -340,7 +342,7 @@ impl Sbac {
                 Verdict::Pass {
                     session_id,
                     new_session: false,
-                    set_cookie: set_cookie(&token),
+                    set_cookie: token.as_deref().map(set_cookie),
                     refused_token: None,
                 }
             }
@@ -366,7 +368,7 @@ impl Sbac {
                 Verdict::Pass {
                     session_id,
                     new_session: true,
-                    set_cookie: set_cookie(&token),
+                    set_cookie: Some(set_cookie(&token)),
                     refused_token: presented,
                 }
             }
@@ -509,13 +511,13 @@ mod tests {
     fn admit_then_continue_then_reject_new_under_overload() {
         let sbac = Sbac::new(&config(Strategy::Responsive)).unwrap();
         let Verdict::Pass {
-            set_cookie,
+            set_cookie: Some(set_cookie),
             new_session: true,
             session_id,
             ..
         } = sbac.on_request(None)
         else {
-            panic!("an idle proxy admits");
+            panic!("an idle proxy admits, with a cookie");
         };
         assert!(set_cookie.ends_with("; Path=/; Max-Age=60; HttpOnly; SameSite=Lax"));
         let token = set_cookie
@@ -536,10 +538,17 @@ mod tests {
             format!("a=b; s={token}; c=d").parse().unwrap(),
         );
         assert_eq!(sbac.find_cookie(&headers), Some(token.as_str()));
-        assert_eq!(
-            sbac.on_request(Some(&token)).name(),
-            "continue",
-            "a session in progress passes under overload"
+        let verdict = sbac.on_request(Some(&token));
+        assert!(
+            matches!(
+                verdict,
+                Verdict::Pass {
+                    new_session: false,
+                    set_cookie: None,
+                    ..
+                }
+            ),
+            "a session in progress passes under overload, its fresh cookie kept: {verdict:?}"
         );
         assert_eq!(sbac.on_request(None).name(), "rejected");
         assert_eq!(

@@ -622,43 +622,49 @@ async fn connection<I>(
     }
 }
 
-/// Header names that belong to one connection (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
+/// Header names that belong to one connection (RFC 9110 §7.6.1), and
+/// `proxy-authenticate`.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    hyper::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    hyper::header::TE,
+    hyper::header::TRAILER,
+    hyper::header::TRANSFER_ENCODING,
+    hyper::header::UPGRADE,
+    hyper::header::PROXY_AUTHORIZATION,
+    hyper::header::PROXY_AUTHENTICATE,
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(&name.as_str()) || name == "proxy-authenticate"
+    HOP_BY_HOP.contains(name)
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the names first.
-    if !headers.keys().any(is_hop_by_hop) {
+    // One pass over the names; then only the names present, and those the
+    // `Connection` header lists, are removed (a typical response carries
+    // just `Connection`).
+    let mut present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| is_hop_by_hop(n))
+        .cloned()
+        .collect();
+    if present.is_empty() {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(hyper::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
+    present.extend(
+        headers
+            .get_all(hyper::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
+    );
+    for name in present {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
-    }
-    headers.remove("proxy-authenticate");
 }
 
 fn add_via(headers: &mut HeaderMap, version: hyper::Version) {
@@ -924,7 +930,8 @@ async fn handle(
                 } else {
                     ""
                 };
-                set_cookie = HeaderValue::from_str(&format!("{cookie}{secure}")).ok();
+                set_cookie =
+                    cookie.and_then(|c| HeaderValue::from_str(&format!("{c}{secure}")).ok());
             }
             Verdict::Reject { refused_token } => {
                 shared.metrics.sessions_rejected.inc();
@@ -1130,4 +1137,72 @@ fn respond(
         inner,
         completion: Some(completion),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn names(map: &HeaderMap) -> Vec<String> {
+        let mut names: Vec<String> = map.keys().map(|n| n.as_str().to_string()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn every_hop_by_hop_header_and_those_connection_names_are_removed() {
+        let mut map = headers(&[
+            ("host", "site"),
+            ("connection", "keep-alive, X-Private"),
+            ("connection", "close"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("trailer", "x-sum"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic eA=="),
+            ("proxy-authenticate", "Basic"),
+            ("x-private", "secret"),
+            ("x-public", "kept"),
+            ("cookie", "a=b"),
+        ]);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(names(&map), ["cookie", "host", "x-public"]);
+    }
+
+    #[test]
+    fn a_message_without_hop_by_hop_headers_is_unchanged() {
+        let pairs = [
+            ("host", "site"),
+            ("x-private", "named nowhere"),
+            ("via", "1.1 a"),
+        ];
+        let mut map = headers(&pairs);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map, headers(&pairs));
+    }
+
+    #[test]
+    fn a_name_listed_in_connection_alone_is_removed() {
+        let mut map = headers(&[
+            ("connection", "x-one,  x-two ,"),
+            ("x-one", "1"),
+            ("x-two", "2"),
+            ("x-three", "3"),
+        ]);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(names(&map), ["x-three"]);
+    }
 }

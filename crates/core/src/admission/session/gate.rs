@@ -3,27 +3,38 @@
 //! Section 7 and footnote 3: only a request without a valid session cookie
 //! is a *new session*, and only new sessions are subject to admission; the
 //! cookie's expiry ends a session idle for T. Here the cookie is a
-//! [`TokenSigner`] token, refreshed on every request (its issue time kept,
-//! so the signer's maximum session age bounds a session however active),
-//! so a forged, tampered, expired, over-age or rotated-out token is simply
-//! a new session that must pass admission.
+//! [`TokenSigner`] token, refreshed as the session goes on (its issue time
+//! kept, so the signer's maximum session age bounds a session however
+//! active), so a forged, tampered, expired, over-age or rotated-out token is
+//! simply a new session that must pass admission.
 //!
-//! Departure: the paper's cookie is unsigned; signing it is what keeps a
-//! client from bypassing admission by claiming a session.
+//! Departures: the paper's cookie is unsigned; signing it is what keeps a
+//! client from bypassing admission by claiming a session. The paper's
+//! cookie expires T after the session's last request; here a token is
+//! re-issued only once [`REFRESH_AFTER_FRACTION`] of T (T/16) has passed
+//! since it was issued, or at once when an older key signed it, so a
+//! session in progress pays one signature and one `Set-Cookie` per T/16
+//! rather than per request. A session therefore ends after being idle for
+//! between 15T/16 and T.
 
 use super::token::{TokenError, TokenSigner};
 use super::SessionAdmission;
 use crate::Nanos;
 
+/// A token is re-issued once more than `T / REFRESH_AFTER_FRACTION` has
+/// passed since it was last issued.
+pub const REFRESH_AFTER_FRACTION: u64 = 16;
+
 /// What to do with one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateVerdict {
-    /// A request of an admitted session (begun at `issued`): serve it and
-    /// set `token`.
+    /// A request of an admitted session (begun at `issued`): serve it, and
+    /// set `token` when there is one (the client's token is re-issued only
+    /// once T/16 has passed, or when an older key signed it).
     Continue {
         session_id: u64,
         issued: Nanos,
-        token: String,
+        token: Option<String>,
     },
     /// A new session, admitted: serve it and set `token`. `presented` says
     /// why a token the client sent did not count.
@@ -87,12 +98,19 @@ impl<C: SessionAdmission> SessionGate<C> {
 
     /// A request arrives at `now`, carrying the client's token if any.
     pub fn on_request(&mut self, now: Nanos, token: Option<&str>) -> GateVerdict {
-        let presented = match token.map(|t| self.signer.verify(t, now)) {
-            Some(Ok(valid)) => {
+        let presented = match token.map(|t| self.signer.verify_signer(t, now)) {
+            Some(Ok((valid, by_signing_key))) => {
+                // `expires` was set to `issued_at + T` at the last refresh.
+                let refresh_every = Nanos(self.idle_timeout.0 / REFRESH_AFTER_FRACTION);
+                let fresh_until = valid
+                    .expires
+                    .saturating_sub(self.idle_timeout.saturating_sub(refresh_every));
+                let token = (!by_signing_key || now > fresh_until)
+                    .then(|| self.signer.refresh(&valid, now, self.idle_timeout));
                 return GateVerdict::Continue {
                     session_id: valid.session_id,
                     issued: valid.issued,
-                    token: self.signer.refresh(&valid, now, self.idle_timeout),
+                    token,
                 };
             }
             Some(Err(why)) => Some(why),
@@ -145,10 +163,12 @@ mod tests {
         overload(&mut g, Nanos::from_secs(1));
         let verdict = g.on_request(Nanos::from_secs(2), Some(&token));
         let GateVerdict::Continue {
-            session_id, token, ..
+            session_id,
+            token: Some(token),
+            ..
         } = verdict
         else {
-            panic!("a session in progress continues: {verdict:?}");
+            panic!("a session in progress continues, re-issued after T/16: {verdict:?}");
         };
         assert_eq!(session_id, 1);
         // A new client is rejected while overloaded.
@@ -183,7 +203,7 @@ mod tests {
                 GateVerdict::Continue {
                     session_id: 1,
                     issued,
-                    token: next,
+                    token: Some(next),
                 } => {
                     assert_eq!(issued, Nanos::ZERO);
                     token = next;
@@ -277,5 +297,72 @@ mod tests {
             }
             other => panic!("expected a new session, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_token_is_re_issued_only_after_a_sixteenth_of_t() {
+        // T = 32 s: re-issued once more than 2 s have passed since issue.
+        let mut g = SessionGate::new(
+            EwmaController::new(EwmaConfig::responsive()).unwrap(),
+            TokenSigner::new(b"0123456789abcdef0123456789abcdef").unwrap(),
+            Nanos::from_secs(32),
+            1,
+        );
+        let GateVerdict::Admitted { token, .. } = g.on_request(Nanos::ZERO, None) else {
+            panic!("an idle server admits");
+        };
+        for at in [Nanos::from_millis(1), Nanos::from_secs(2)] {
+            assert_eq!(
+                g.on_request(at, Some(&token)),
+                GateVerdict::Continue {
+                    session_id: 1,
+                    issued: Nanos::ZERO,
+                    token: None
+                },
+                "at {at}"
+            );
+        }
+        let GateVerdict::Continue {
+            token: Some(next), ..
+        } = g.on_request(Nanos::from_millis(2_001), Some(&token))
+        else {
+            panic!("re-issued after T/16");
+        };
+        // The new token expires T after its issue, the old one T after t = 0.
+        let signer = g.signer();
+        assert_eq!(
+            signer.verify(&next, Nanos::from_secs(33)).unwrap().expires,
+            Nanos::from_millis(34_001)
+        );
+        assert!(signer.verify(&token, Nanos::from_secs(32)).is_err());
+        // A session whose last request (at 2 s) got no new token ends 30 s
+        // after it: idle for 15T/16, the least this gate allows.
+        assert!(signer.verify(&token, Nanos::from_millis(31_999)).is_ok());
+    }
+
+    #[test]
+    fn a_token_signed_by_an_older_key_is_re_signed_at_once() {
+        const OLD: &[u8] = b"0123456789abcdef0123456789abcdef";
+        const NEW: &[u8] = b"the new key, also thirty-two B!!";
+        let mut g = gate();
+        let GateVerdict::Admitted { token, .. } = g.on_request(Nanos::ZERO, None) else {
+            panic!("an idle server admits");
+        };
+        g.set_signer(TokenSigner::with_keys(&[NEW, OLD]).unwrap());
+        let GateVerdict::Continue {
+            token: Some(next), ..
+        } = g.on_request(Nanos::from_millis(1), Some(&token))
+        else {
+            panic!("a token of the old key is re-signed at once");
+        };
+        // The new token verifies with the new key alone.
+        assert!(TokenSigner::new(NEW)
+            .unwrap()
+            .verify(&next, Nanos::from_millis(2))
+            .is_ok());
+        assert!(matches!(
+            g.on_request(Nanos::from_millis(2), Some(&next)),
+            GateVerdict::Continue { token: None, .. }
+        ));
     }
 }

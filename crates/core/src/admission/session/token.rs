@@ -18,8 +18,9 @@
 //! whose `issued` lies more than [`MAX_CLOCK_SKEW`] after `now`, or that is
 //! older than the signer's maximum session age (`issued + max_age ≤ now`)
 //! is refused; [`super::SessionGate`] then treats the request as a new
-//! session. A token is refreshed on every request ([`TokenSigner::refresh`]):
-//! only `expires` moves (to `now + T`), `issued` stays, so a session idle for
+//! session. A token is refreshed ([`TokenSigner::refresh`]; the gate does it
+//! once T/16 has passed since the last refresh, `super::gate`): only
+//! `expires` moves (to `now + T`), `issued` stays, so a session idle for
 //! T ends, its last token cannot be replayed after that, and no session
 //! outlives its maximum age however often it is refreshed (nor across a
 //! restart: the issue time is inside the signed token). Before that,
@@ -175,6 +176,17 @@ impl TokenSigner {
     /// expired at `now`, not issued in the future and not past the maximum
     /// session age.
     pub fn verify(&self, token: &str, now: Nanos) -> Result<SessionToken, TokenError> {
+        self.verify_signer(token, now).map(|(valid, _)| valid)
+    }
+
+    /// As [`TokenSigner::verify`], and whether the key that signed it is
+    /// the one that signs now (the first): a token signed by an older key
+    /// is re-signed at once, so that a rotation completes.
+    pub fn verify_signer(
+        &self,
+        token: &str,
+        now: Nanos,
+    ) -> Result<(SessionToken, bool), TokenError> {
         // Reject oversized input before decoding anything.
         if token.len() > 2 * (PAYLOAD_LEN + TAG_LEN) {
             return Err(TokenError::Malformed);
@@ -185,14 +197,13 @@ impl TokenSigner {
         if bytes.len() != PAYLOAD_LEN + TAG_LEN || bytes[0] != VERSION {
             return Err(TokenError::Malformed);
         }
-        let signed_by_one_of_ours = self.macs.iter().any(|mac| {
+        let Some(signer) = self.macs.iter().position(|mac| {
             let mut mac = mac.clone();
             mac.update(&bytes[..PAYLOAD_LEN]);
             mac.verify_slice(&bytes[PAYLOAD_LEN..]).is_ok()
-        });
-        if !signed_by_one_of_ours {
+        }) else {
             return Err(TokenError::BadSignature);
-        }
+        };
         let field = |at: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&bytes[at..at + 8]);
@@ -220,7 +231,7 @@ impl TokenSigner {
                 });
             }
         }
-        Ok(parsed)
+        Ok((parsed, signer == 0))
     }
 }
 
