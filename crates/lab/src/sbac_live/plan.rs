@@ -293,6 +293,7 @@ mod tests {
         for text in [
             include_str!("../../../../scenarios/proxy/sbac-live.toml"),
             include_str!("../../../../scenarios/proxy/sbac-live-busy-day.toml"),
+            include_str!("../../../../scenarios/proxy/sbac-live-usual-day.toml"),
         ] {
             SbacLivePlan::from_toml(text, "s.toml").unwrap();
         }
