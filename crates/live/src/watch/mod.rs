@@ -28,6 +28,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod follow;
 pub mod lines;
 pub mod metrics;
 
