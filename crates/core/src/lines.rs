@@ -143,7 +143,10 @@ mod tests {
         assert_eq!(run(&mut a, b"one\ntw"), vec!["1:one"]);
         assert_eq!(a.pending(), 2);
         assert!(run(&mut a, b"o").is_empty());
-        assert_eq!(run(&mut a, b"\r\n\nthree\n"), vec!["2:two", "3:", "4:three"]);
+        assert_eq!(
+            run(&mut a, b"\r\n\nthree\n"),
+            vec!["2:two", "3:", "4:three"]
+        );
         assert_eq!(a.lines(), 4);
         assert_eq!(a.pending(), 0);
     }

@@ -453,7 +453,9 @@ log = "/var/lib/vantage/gate.jsonl"
             config.gate.as_ref().map(|g| g.log.clone()),
             Some(PathBuf::from("/var/lib/vantage/gate.jsonl"))
         );
-        assert!(config.describe().contains("gate log /var/lib/vantage/gate.jsonl"));
+        assert!(config
+            .describe()
+            .contains("gate log /var/lib/vantage/gate.jsonl"));
         assert!(config.learn);
         assert!(
             !WatchConfig::from_toml("listeners = [\":80\"]", "w.toml")
@@ -498,8 +500,11 @@ log = "/var/lib/vantage/gate.jsonl"
         let error =
             WatchConfig::from_toml("listeners = [\":80\"]\nport = 1", "w.toml").unwrap_err();
         assert!(error.to_string().contains("port"), "{error}");
-        let error = WatchConfig::from_toml("listeners = [\":80\"]\n[gate]\nlog = \"g\"\nfile = 1", "w.toml")
-            .unwrap_err();
+        let error = WatchConfig::from_toml(
+            "listeners = [\":80\"]\n[gate]\nlog = \"g\"\nfile = 1",
+            "w.toml",
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("file"), "{error}");
     }
 

@@ -32,20 +32,31 @@ const CHUNK: usize = 64 << 10;
 /// What a poll found, in order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Followed {
-    Line { number: u64, text: Vec<u8> },
+    Line {
+        number: u64,
+        text: Vec<u8>,
+    },
     /// A line over the cap, skipped.
-    Oversized { number: u64, length: u64 },
+    Oversized {
+        number: u64,
+        length: u64,
+    },
     /// The path names no file (said once until it is there again).
     Missing,
     /// The file was opened (`from_start`: read from its start).
-    Opened { from_start: bool },
+    Opened {
+        from_start: bool,
+    },
     /// The path names another file now: it is read from its start.
     Rotated,
     /// The file got shorter than what was read: read again from its start.
     Truncated,
     /// A partial last line was left when the file was rotated or
     /// truncated; its bytes are dropped.
-    PartialDropped { number: u64, bytes: usize },
+    PartialDropped {
+        number: u64,
+        bytes: usize,
+    },
     /// Reading failed (said once until a read succeeds).
     Failed(String),
 }
@@ -253,10 +264,8 @@ mod tests {
     struct Dir(PathBuf);
     impl Dir {
         fn new(name: &str) -> Dir {
-            let dir = std::env::temp_dir().join(format!(
-                "vantage-follow-{name}-{}",
-                std::process::id()
-            ));
+            let dir =
+                std::env::temp_dir().join(format!("vantage-follow-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             Dir(dir)

@@ -29,6 +29,7 @@
 pub mod capture;
 pub mod config;
 pub mod follow;
+pub mod gate_input;
 pub mod lines;
 pub mod metrics;
 
