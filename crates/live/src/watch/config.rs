@@ -441,7 +441,7 @@ max = 8
 block_size = 65536
 block_count = 4
 [gate]
-log = "/var/lib/vantage/gate.jsonl"
+log = "/var/log/vantage/gate.jsonl"
 "#;
         let config = WatchConfig::from_toml(text, "w.toml").unwrap();
         assert_eq!(config.ports(), vec![80, 8080]);
@@ -451,11 +451,11 @@ log = "/var/lib/vantage/gate.jsonl"
         assert_eq!(config.classes.unwrap().max, 8);
         assert_eq!(
             config.gate.as_ref().map(|g| g.log.clone()),
-            Some(PathBuf::from("/var/lib/vantage/gate.jsonl"))
+            Some(PathBuf::from("/var/log/vantage/gate.jsonl"))
         );
         assert!(config
             .describe()
-            .contains("gate log /var/lib/vantage/gate.jsonl"));
+            .contains("gate log /var/log/vantage/gate.jsonl"));
         assert!(config.learn);
         assert!(
             !WatchConfig::from_toml("listeners = [\":80\"]", "w.toml")
