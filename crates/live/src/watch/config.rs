@@ -23,7 +23,12 @@
 //! block_size = 1048576             # bytes, a power of two ≥ the page size
 //! block_count = 32                 # ring memory = block_size × block_count
 //! block_timeout_ms = 50            # a block not full is handed over after this
+//! [gate]                           # optional: a `vantage gate` guarding the listeners
+//! log = "/var/log/vantage/gate.jsonl"  # its log, followed (`super::gate_input`)
 //! ```
+//!
+//! `listeners` is required: Certes needs COMPLETED and SYN-to-END (Eq. 4),
+//! which the capture gives and the gate's log does not.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
