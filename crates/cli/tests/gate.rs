@@ -1168,6 +1168,20 @@ fn sigterm_exits_cleanly_and_removes_the_chain() {
     let log = std::fs::read_to_string(lab.path("gate.jsonl")).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(last["filter"]["bucket_size"], 10);
+    // Each record's start on the wall clock: the gate's start plus
+    // `time_s`, so it ran moments ago.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for line in log.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let start = record["t_start_unix_s"].as_f64().unwrap();
+        let time = record["time_s"].as_f64().unwrap();
+        assert!(start <= now && now - start < 60.0, "{line}");
+        let origin = start - time;
+        assert!((now - origin) < 60.0, "{line}");
+    }
 }
 
 #[test]

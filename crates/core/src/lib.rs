@@ -13,12 +13,15 @@
 //! * [`traffic`] — self-similar arrival series (MWM) and Hurst estimators,
 //!   shared by the simulator and the testbed load generator (Abacus paper,
 //!   Section 6).
+//! * [`lines`] — lines out of a growing byte stream, a partial line held
+//!   up to a cap (the JSON Lines files one daemon follows of another).
 //! * [`config`] — validation of every TOML format, with errors that name
 //!   the file, the line and the key path.
 
 pub mod admission;
 pub mod certes;
 pub mod config;
+pub mod lines;
 mod out_of_range;
 pub mod resources;
 pub mod tcp;

@@ -25,6 +25,8 @@ use vantage_live::watch::{self, RunOptions, WatchConfig};
 const CONNECTIONS: usize = 16;
 const PORT: u16 = 18_080;
 const METRICS: &str = "127.0.0.1:19466";
+/// Records of the synthetic gate log: 60 s of 250 ms intervals.
+const GATE_RECORDS: u64 = 240;
 
 /// Deletes the namespace (and so its loopback) when dropped.
 struct Namespace {
@@ -119,11 +121,14 @@ fn watch_counts_an_overflowing_listener() {
     std::fs::create_dir_all(&dir).unwrap();
     let jsonl = dir.join("watch.jsonl");
     let _ = std::fs::remove_file(&jsonl);
+    let gate_log = dir.join("gate.jsonl");
+    let _ = std::fs::remove_file(&gate_log);
     let text = format!(
-        "listeners = [\"127.0.0.1:{PORT}\"]\ninterface = \"lo\"\ninterval = \"250ms\"\nprofile = \"linux-6.5\"\nlearn = true\nlearn_every = \"1s\"\nmetrics_listen = \"{}\"\njsonl = \"{}\"\nlog = \"{}\"\n",
+        "listeners = [\"127.0.0.1:{PORT}\"]\ninterface = \"lo\"\ninterval = \"250ms\"\nprofile = \"linux-6.5\"\nlearn = true\nlearn_every = \"1s\"\nmetrics_listen = \"{}\"\njsonl = \"{}\"\nlog = \"{}\"\n[gate]\nlog = \"{}\"\n",
         METRICS,
         jsonl.display(),
-        dir.join("watch.log").display()
+        dir.join("watch.log").display(),
+        gate_log.display()
     );
     let config = WatchConfig::from_toml(&text, "test.toml").unwrap();
 
@@ -177,6 +182,25 @@ fn watch_counts_an_overflowing_listener() {
     // Give the daemon time to open its ring.
     std::thread::sleep(Duration::from_millis(800));
     assert!(!daemon.is_finished(), "the daemon stopped at once");
+
+    // A gate's log, appearing once the daemon waits for it: a record per
+    // 250 ms interval from the last one over the next 60 s (the daemon
+    // keeps the ones ahead until their intervals close), 3 SYNs accepted
+    // and 1 dropped each, on a grid 100 ms off the daemon's.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let first = (now / 0.25).floor() as u64 - 1;
+    let mut gate_text = String::new();
+    for k in 0..GATE_RECORDS {
+        let start = (first + k) as f64 * 0.25 + 0.1;
+        gate_text += &format!(
+            "{{\"time_s\":{},\"t_start_unix_s\":{start},\"interval_s\":0.25,\"elapsed_s\":0.25,\"arrivals\":4,\"accepted\":3,\"dropped\":1,\"rejected\":0,\"dry_run\":false,\"filter\":{{\"tokens\":0,\"bucket_size\":3,\"refill_rate\":12.0}}}}\n",
+            k as f64 * 0.25
+        );
+    }
+    std::fs::write(&gate_log, gate_text).unwrap();
 
     // The clients: all at once, each waiting up to 30 s.
     let name = namespace.name.clone();
@@ -292,6 +316,42 @@ fn watch_counts_an_overflowing_listener() {
     // The histogram counts the transactions the model estimated.
     assert_eq!(histogram_count, (completed + gave_up).round(), "{metrics}");
     assert_eq!(ring_drops, 0.0);
+    // The gate's log: every record read, its verdicts exported as written,
+    // the intervals it covered estimated from them.
+    let read = sample(
+        &metrics,
+        "vantage_certes_gate_log_lines_total{outcome=\"read\"}",
+    );
+    assert_eq!(read as u64, GATE_RECORDS, "{metrics}");
+    let gate_accepted = sample(
+        &metrics,
+        "vantage_certes_gate_syns_total{verdict=\"accepted\"}",
+    );
+    let gate_dropped = sample(
+        &metrics,
+        "vantage_certes_gate_syns_total{verdict=\"dropped\"}",
+    );
+    assert_eq!(gate_accepted as u64, 3 * GATE_RECORDS);
+    assert_eq!(gate_dropped as u64, GATE_RECORDS);
+    let covered = sample(
+        &metrics,
+        "vantage_certes_gate_intervals_total{coverage=\"covered\"}",
+    );
+    let not_covered = sample(
+        &metrics,
+        "vantage_certes_gate_intervals_total{coverage=\"not_covered\"}",
+    );
+    let closed = sample(&metrics, "vantage_certes_intervals_total");
+    assert!(covered > 0.0, "{metrics}");
+    assert_eq!(covered + not_covered, closed, "{metrics}");
+    // 1 dropped of 4 in a covered interval.
+    let gate_drop_ratio = sample(
+        &metrics,
+        "vantage_certes_gate_interval_syn_drop_ratio{class=\"all\"}",
+    );
+    eprintln!(
+        "gate: {covered} intervals covered, {not_covered} not; last drop ratio {gate_drop_ratio}"
+    );
 
     // promtool accepts the exposition, when it is installed.
     match Command::new("promtool")
@@ -332,6 +392,27 @@ fn watch_counts_an_overflowing_listener() {
     }
     let jsonl_accepted: u64 = lines.iter().map(|l| l["accepted"].as_u64().unwrap()).sum();
     assert_eq!(jsonl_accepted as usize, CONNECTIONS);
+    // Each line carries the gate's part; a covered one has its verdicts.
+    let mut jsonl_covered = 0;
+    for line in &lines {
+        let gate = &line["gate"];
+        if gate["covered"].as_bool().unwrap() {
+            jsonl_covered += 1;
+            assert_eq!(gate["accepted"], 3, "{line}");
+            assert_eq!(gate["dropped"], 1, "{line}");
+            assert!(
+                (gate["drop_rate"].as_f64().unwrap() - 0.25).abs() < 1e-9,
+                "{line}"
+            );
+        } else {
+            assert!(gate["accepted"].is_null(), "{line}");
+        }
+    }
+    // (The scrape came before the intervals handed over at the stop.)
+    assert!(
+        jsonl_covered as f64 >= covered,
+        "{jsonl_covered} < {covered}"
+    );
     std::fs::remove_dir_all(&dir).ok();
     drop(namespace);
 }

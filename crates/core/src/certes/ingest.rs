@@ -13,7 +13,7 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use crate::admission::syn::record::IntervalRecord;
+use crate::admission::syn::record::{GateCounts, IntervalRecord};
 
 use super::counters::{CumulativeCounters, IntervalCounters};
 use super::input::{check_class_intervals, ClassInput, EstimateInput};
@@ -433,6 +433,25 @@ fn is_gate_record(object: &serde_json::Map<String, Value>) -> bool {
     object.contains_key("filter") && object.contains_key("rejected")
 }
 
+/// DROPPED_i and ACCEPTED_i of the verdicts of `vantage gate`'s log — the one
+/// rule, for `certes estimate --counters` and `certes watch`'s `[gate]`
+/// input: DROPPED_i is `dropped`; ACCEPTED_i, the SYNs answered, is
+/// `accepted + rejected` (a RST is an answer: the client does not
+/// retransmit); in a dry run every SYN was accepted. The other counters
+/// are zero: the gate sees no connection end.
+pub fn gate_syn_counts(counts: &GateCounts, dry_run: bool) -> IntervalCounters {
+    let (dropped, accepted) = if dry_run {
+        (0, counts.syns())
+    } else {
+        (counts.dropped, counts.accepted + counts.rejected)
+    };
+    IntervalCounters {
+        dropped,
+        accepted,
+        ..IntervalCounters::default()
+    }
+}
+
 /// One record of `vantage gate`'s log as a counters row. The gate counts
 /// the filter's verdicts on SYNs: DROPPED_i is `dropped`; ACCEPTED_i, the
 /// SYNs the server answered, is `accepted + rejected` (a RST is an answer:
@@ -468,7 +487,6 @@ fn gate_log_row(
             ),
         ));
     }
-    let counts = record.counts;
     let mut row = RawRow {
         line: at.line,
         t_s,
@@ -477,12 +495,9 @@ fn gate_log_row(
         cumulative: Some(false),
         values: CumulativeCounters::default(),
     };
-    if record.dry_run {
-        row.values.accepted = counts.syns();
-    } else {
-        row.values.accepted = counts.accepted + counts.rejected;
-        row.values.dropped = counts.dropped;
-    }
+    let syns = gate_syn_counts(&record.counts, record.dry_run);
+    row.values.accepted = syns.accepted;
+    row.values.dropped = syns.dropped;
     for (column, value) in object {
         let value = CellValue::Json(value);
         if value.is_empty() {

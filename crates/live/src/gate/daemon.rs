@@ -451,6 +451,10 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     let mut ticks: u64 = 0;
     let mut previous_totals = GateCounts::default();
     let mut previous_tick = gate.started();
+    // The wall clock when the gate's clock read zero: each record's
+    // `t_start_unix_s` is it plus `time_s` (readers on the wall clock align
+    // by it; the intervals stay on the gate's monotonic clock).
+    let unix_origin_s = unix_now_s() - gate.started().elapsed().as_secs_f64();
     let mut verify_failed_before = false;
     let mut last_verify: Option<Instant> = None;
     while failure.is_none() && !signals.stopping() {
@@ -506,6 +510,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
             &mut previous_totals,
             measurement.as_mut(),
             &metrics,
+            unix_origin_s,
         );
         previous_tick = now;
         ticks += 1;
@@ -562,6 +567,7 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
         &mut previous_totals,
         None,
         &metrics,
+        unix_origin_s,
     );
     if let Some(log) = log.as_mut() {
         if let Err(e) = log.write(&last) {
@@ -582,8 +588,17 @@ pub fn run(config: &GateConfig, options: &RunOptions) -> Result<RunSummary, Gate
     })
 }
 
+/// The wall clock, UNIX seconds (0 before 1970).
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Closes interval `index`: counts since the last record, the capacity
-/// measurement (when given), the filter's snapshot for the gauges.
+/// measurement (when given), the filter's snapshot for the gauges;
+/// `unix_origin_s` is the wall clock when the gate's clock read zero.
+#[allow(clippy::too_many_arguments)]
 fn interval_record(
     gate: &Gate,
     config: &GateConfig,
@@ -592,6 +607,7 @@ fn interval_record(
     previous_totals: &mut GateCounts,
     measurement: Option<&mut Measurement>,
     metrics: &GateMetrics,
+    unix_origin_s: f64,
 ) -> IntervalRecord {
     gate.sync_shortcut();
     let totals = gate.counters().totals();
@@ -601,8 +617,11 @@ fn interval_record(
     let filter = gate.snapshot();
     metrics.set_filter(&filter);
     let interval_s = config.interval.as_secs_f64();
+    let time_s = Nanos(config.interval.as_nanos().saturating_mul(index)).as_secs_f64();
     IntervalRecord {
-        time_s: Nanos(config.interval.as_nanos().saturating_mul(index)).as_secs_f64(),
+        time_s,
+        // Rounded to the microsecond: the log stays readable.
+        t_start_unix_s: Some(((unix_origin_s + time_s) * 1e6).round() / 1e6),
         interval_s,
         elapsed_s: elapsed.as_secs_f64(),
         arrivals: delta.syns(),

@@ -10,6 +10,8 @@
 //!
 //! * `time_s` — start of the interval, seconds since the gate started
 //!   (`CLOCK_MONOTONIC`), on the grid `k × interval_s`;
+//! * `t_start_unix_s` — the same instant on the wall clock: the wall clock
+//!   when the gate started plus `time_s` (absent in older logs);
 //! * `interval_s` — the configured interval; `elapsed_s` — the time the
 //!   counts really cover (shorter for the last record, written on exit);
 //! * `arrivals` — SYNs to a listener; `accepted`, `dropped`, `rejected` —
@@ -84,6 +86,7 @@ mod tests {
     fn record() -> IntervalRecord {
         IntervalRecord {
             time_s: 2.0,
+            t_start_unix_s: Some(1_764_000_002.5),
             interval_s: 1.0,
             elapsed_s: 1.0,
             arrivals: 9,
@@ -122,6 +125,7 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
         for key in [
             "time_s",
+            "t_start_unix_s",
             "interval_s",
             "elapsed_s",
             "arrivals",

@@ -28,6 +28,7 @@ use vantage_trace::certes::{CaptureStream, ClosedInterval};
 use vantage_trace::{LinkType, Packet};
 
 use super::config::WatchConfig;
+use super::gate_input::{GateEstimate, GateInput, GateRecord};
 use super::metrics::WatchMetrics;
 use super::{Outputs, WatchError};
 
@@ -36,6 +37,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// Most packets taken from the ring between looks at the clock, the
 /// kernel counters and the closed intervals.
 const BATCH: u64 = 256;
+/// `[gate]`: how often the gate's log is looked at.
+const GATE_POLL: Duration = Duration::from_millis(50);
 /// How often the ring's statistics, the notes and the gauges are read.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// Kernel readings kept for intervals not yet closed.
@@ -162,8 +165,16 @@ impl Pipeline {
         if config.learn {
             stream.learn_clients(SynLearner::with_builtin_profiles().map_err(WatchError::Learn)?);
         }
+        let gate = config.gate.as_ref().map(|g| {
+            (
+                GateInput::new(g, config.model.interval),
+                GateEstimate::new(&fresh, config.frustration_timeout),
+            )
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let state = CaptureState {
+            gate,
+            gate_polled: None,
             ring,
             stream,
             models: Models::new(config, fresh),
@@ -463,6 +474,9 @@ impl Models {
 }
 
 struct CaptureState {
+    /// `[gate]`: the followed log and the estimate from its SYN counts.
+    gate: Option<(GateInput, GateEstimate)>,
+    gate_polled: Option<Instant>,
     ring: PacketRing,
     stream: CaptureStream,
     models: Models,
@@ -492,11 +506,29 @@ struct JsonLine<'a> {
     /// With `learn`, once learned: the clients the row's model was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     learned: Option<&'a LearnedRecord>,
+    /// With `[gate]`: the gate's verdicts over the interval and the
+    /// estimate from them (the same on every class's line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a GateRecord>,
 }
 
 impl CaptureState {
     fn log(&self, message: String) {
         Outputs::log(&self.outputs, &message);
+    }
+
+    /// `[gate]`: what the gate's log gained, into the metrics and the log.
+    fn poll_gate(&mut self) {
+        let Some((input, _)) = &mut self.gate else {
+            return;
+        };
+        let poll = input.poll();
+        let waiting = input.waiting();
+        let log = input.log_name();
+        self.metrics.add_gate_poll(&log, &poll, waiting);
+        for message in poll.messages {
+            Outputs::log(&self.outputs, &message);
+        }
     }
 
     fn run(mut self, stop: &AtomicBool) -> Result<CaptureReport, WatchError> {
@@ -540,6 +572,10 @@ impl CaptureState {
             let outputs = Arc::clone(&self.outputs);
             self.kernel
                 .tick(now, &|m: String| Outputs::log(&outputs, &m));
+            if self.gate_polled.is_none_or(|at| at.elapsed() >= GATE_POLL) {
+                self.gate_polled = Some(Instant::now());
+                self.poll_gate();
+            }
             let closed = self.stream.take_closed()?;
             if !closed.is_empty() {
                 self.ring_statistics()?;
@@ -570,6 +606,7 @@ impl CaptureState {
         let Some(origin) = self.stream.first_timestamp() else {
             return Ok(());
         };
+        self.poll_gate();
         // Learned once more from what was fed, so that the intervals handed
         // over now use it (relearning is otherwise due only every
         // `learn_every` of intervals handed over).
@@ -671,6 +708,17 @@ impl CaptureState {
         }
         let ring_drops = self.ring_seen.1;
         let given = closed.class_intervals();
+        let gate = match &mut self.gate {
+            Some((input, estimate)) => {
+                let covered = input.take(index);
+                let found = estimate.interval(&given, covered.as_ref());
+                if let Some((record, estimate)) = &found {
+                    self.metrics.add_gate_interval(record, estimate);
+                }
+                found.map(|(record, _)| record)
+            }
+            None => None,
+        };
         let metrics = &self.metrics;
         let outputs = &self.outputs;
         let mut lines = Vec::new();
@@ -688,6 +736,7 @@ impl CaptureState {
                         "configured"
                     },
                     learned: one.learned,
+                    gate: gate.as_ref(),
                 };
                 lines.push(serde_json::to_vec(&line)?);
                 Ok::<(), serde_json::Error>(())

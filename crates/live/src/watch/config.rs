@@ -23,7 +23,12 @@
 //! block_size = 1048576             # bytes, a power of two ≥ the page size
 //! block_count = 32                 # ring memory = block_size × block_count
 //! block_timeout_ms = 50            # a block not full is handed over after this
+//! [gate]                           # optional: a `vantage gate` guarding the listeners
+//! log = "/var/log/vantage/gate.jsonl"  # its log, followed (`super::gate_input`)
 //! ```
+//!
+//! `listeners` is required: Certes needs COMPLETED and SYN-to-END (Eq. 4),
+//! which the capture gives and the gate's log does not.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,7 +52,7 @@ pub const MAX_CONNECTIONS: u64 = 10_000_000;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
-    listeners: Vec<String>,
+    listeners: Option<Vec<String>>,
     interface: Option<String>,
     interval: Option<toml::Value>,
     profile: Option<String>,
@@ -63,6 +68,21 @@ struct RawFile {
     classes: Option<RawClasses>,
     #[serde(default)]
     ring: RawRing,
+    gate: Option<RawGate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    log: Option<PathBuf>,
+}
+
+/// The `[gate]` input: the log of a `vantage gate` in front of the
+/// listeners, followed as it grows (`super::gate_input`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateInputConfig {
+    /// The gate's JSON Lines log (its `log` key).
+    pub log: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +131,9 @@ pub struct WatchConfig {
     pub metrics_listen: Option<SocketAddr>,
     pub log: Option<PathBuf>,
     pub jsonl: Option<PathBuf>,
+    /// `[gate]`: the gate's exact SYN verdicts per interval, beside the
+    /// capture's.
+    pub gate: Option<GateInputConfig>,
 }
 
 /// Parses `250ms`, `1s`, `1.5s`, `500us`, `100ns`, `2min`; a bare number is
@@ -205,17 +228,25 @@ impl WatchConfig {
     pub fn from_toml(text: &str, origin: &str) -> Result<WatchConfig, ConfigError> {
         let c = Checker::new(origin, text);
         let raw: RawFile = c.deserialize()?;
-        if raw.listeners.is_empty() || raw.listeners.len() > MAX_PORTS {
+        let Some(raw_listeners) = &raw.listeners else {
+            let problem = if raw.gate.is_some() {
+                "required: the gate's log gives DROPPED and ACCEPTED only, and Certes (Eq. 4) needs COMPLETED and the SYN-to-END sum, which only the capture of the listeners gives; name the listeners the gate guards"
+            } else {
+                "required: the listeners whose clients to estimate, e.g. listeners = [\":80\"]"
+            };
+            return Err(c.fail("listeners", problem.into()));
+        };
+        if raw_listeners.is_empty() || raw_listeners.len() > MAX_PORTS {
             return Err(c.fail(
                 "listeners",
                 format!(
                     "must list between 1 and {MAX_PORTS} listeners, got {}",
-                    raw.listeners.len()
+                    raw_listeners.len()
                 ),
             ));
         }
         let mut listeners = Vec::new();
-        for (i, text) in raw.listeners.iter().enumerate() {
+        for (i, text) in raw_listeners.iter().enumerate() {
             let key = format!("listeners[{i}]");
             let filter: ServerFilter = text.parse().map_err(|e: String| c.fail(&key, e))?;
             if filter.port.is_none() {
@@ -309,6 +340,29 @@ impl WatchConfig {
         };
         file_name(&c, "log", &raw.log)?;
         file_name(&c, "jsonl", &raw.jsonl)?;
+        let gate = match &raw.gate {
+            None => None,
+            Some(gate) => {
+                let Some(log) = &gate.log else {
+                    return Err(c.fail(
+                        "gate",
+                        "needs `log`: the path of the gate's JSON Lines log (its own `log` key)"
+                            .into(),
+                    ));
+                };
+                file_name(&c, "gate.log", &gate.log)?;
+                if raw.jsonl.as_ref() == Some(log) || raw.log.as_ref() == Some(log) {
+                    return Err(c.fail(
+                        "gate.log",
+                        format!(
+                            "is a file this daemon writes (`{}`): give the gate's log",
+                            log.display()
+                        ),
+                    ));
+                }
+                Some(GateInputConfig { log: log.clone() })
+            }
+        };
         Ok(WatchConfig {
             origin: origin.to_string(),
             listeners,
@@ -323,6 +377,7 @@ impl WatchConfig {
             metrics_listen,
             log: raw.log,
             jsonl: raw.jsonl,
+            gate,
         })
     }
 
@@ -338,7 +393,7 @@ impl WatchConfig {
     pub fn describe(&self) -> String {
         let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
         format!(
-            "{}: listeners {}, interface {}, interval {:.3} s, profile {}{}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}",
+            "{}: listeners {}, interface {}, interval {:.3} s, profile {}{}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}{}",
             self.origin,
             listeners.join(", "),
             self.interface.as_deref().unwrap_or("all"),
@@ -356,6 +411,10 @@ impl WatchConfig {
             self.max_connections,
             match &self.classes {
                 Some(c) => format!(", classes {:?} (at most {})", c.by, c.max),
+                None => String::new(),
+            },
+            match &self.gate {
+                Some(g) => format!(", gate log {}", g.log.display()),
                 None => String::new(),
             }
         )
@@ -386,6 +445,8 @@ max = 8
 [ring]
 block_size = 65536
 block_count = 4
+[gate]
+log = "/var/log/vantage/gate.jsonl"
 "#;
         let config = WatchConfig::from_toml(text, "w.toml").unwrap();
         assert_eq!(config.ports(), vec![80, 8080]);
@@ -393,6 +454,13 @@ block_count = 4
         assert_eq!(config.model.network_loss, NetworkLoss::Fixed(0.01));
         assert_eq!(config.ring.bytes(), 4 * 65536);
         assert_eq!(config.classes.unwrap().max, 8);
+        assert_eq!(
+            config.gate.as_ref().map(|g| g.log.clone()),
+            Some(PathBuf::from("/var/log/vantage/gate.jsonl"))
+        );
+        assert!(config
+            .describe()
+            .contains("gate log /var/log/vantage/gate.jsonl"));
         assert!(config.learn);
         assert!(
             !WatchConfig::from_toml("listeners = [\":80\"]", "w.toml")
@@ -422,6 +490,13 @@ block_count = 4
                 "listeners = [\":80\"]\nmetrics_listen = \"x\"",
                 "metrics_listen",
             ),
+            ("interval = \"250ms\"", "listeners"),
+            ("listeners = [\":80\"]\n[gate]", "gate"),
+            ("listeners = [\":80\"]\n[gate]\nlog = \"\"", "gate.log"),
+            (
+                "listeners = [\":80\"]\njsonl = \"w.jsonl\"\n[gate]\nlog = \"w.jsonl\"",
+                "gate.log",
+            ),
         ] {
             let error = WatchConfig::from_toml(text, "w.toml").unwrap_err();
             assert_eq!(error.key(), Some(key), "{error}");
@@ -430,6 +505,23 @@ block_count = 4
         let error =
             WatchConfig::from_toml("listeners = [\":80\"]\nport = 1", "w.toml").unwrap_err();
         assert!(error.to_string().contains("port"), "{error}");
+        let error = WatchConfig::from_toml(
+            "listeners = [\":80\"]\n[gate]\nlog = \"g\"\nfile = 1",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("file"), "{error}");
+    }
+
+    /// The gate's log alone gives no COMPLETED or SYN-to-END: a daemon fed
+    /// only from it is refused, saying why, never run to export nothing.
+    #[test]
+    fn a_gate_without_a_capture_is_refused_saying_why() {
+        let error = WatchConfig::from_toml("[gate]\nlog = \"gate.jsonl\"", "w.toml").unwrap_err();
+        assert_eq!(error.key(), Some("listeners"), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("COMPLETED"), "{message}");
+        assert!(message.contains("SYN-to-END"), "{message}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ use vantage_core::tcp::syn_schedule::BUILTIN_PROFILES;
 use vantage_core::tcp::SynProfile;
 
 use super::capture::LearnedRecord;
+use super::gate_input::{GatePoll, GateRecord, LINE_OUTCOMES};
 use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type Labels = Vec<(String, String)>;
@@ -208,6 +209,14 @@ pub struct WatchMetrics {
     model_learned: Family<Labels, Gauge>,
     /// Per class, the learned series last set (removed when learned again).
     learned_series: Mutex<BTreeMap<String, Vec<Labels>>>,
+    gate_syns: Family<Labels, Counter>,
+    gate_log_lines: Family<Labels, Counter>,
+    gate_log_waiting: Family<Labels, Gauge>,
+    gate_intervals: Family<Labels, Counter>,
+    gate_mean: Family<Labels, FloatGauge>,
+    gate_p99: Family<Labels, FloatGauge>,
+    gate_syn_drop_ratio: Family<Labels, FloatGauge>,
+    gate_give_up_ratio: Family<Labels, FloatGauge>,
 }
 
 fn class_label(class: &str) -> Labels {
@@ -261,6 +270,14 @@ impl WatchMetrics {
             learned_attempts: Family::default(),
             model_learned: Family::default(),
             learned_series: Mutex::new(BTreeMap::new()),
+            gate_syns: Family::default(),
+            gate_log_lines: Family::default(),
+            gate_log_waiting: Family::default(),
+            gate_intervals: Family::default(),
+            gate_mean: Family::default(),
+            gate_p99: Family::default(),
+            gate_syn_drop_ratio: Family::default(),
+            gate_give_up_ratio: Family::default(),
         };
         registry.register_with_unit(
             "vantage_certes_client_response_time",
@@ -427,6 +444,48 @@ impl WatchMetrics {
             "With learn: 1 once the class's model runs with the learned clients (absent: the configured ones)",
             m.model_learned.clone(),
         );
+        registry.register(
+            "vantage_certes_gate_syns",
+            "With [gate]: the gate's verdicts on SYNs to the listeners, as its log counted them (verdict: accepted, dropped, rejected)",
+            m.gate_syns.clone(),
+        );
+        registry.register(
+            "vantage_certes_gate_log_lines",
+            "With [gate]: lines of the gate's log, by outcome (read, invalid, oversized, wrong_interval, no_wall_clock)",
+            m.gate_log_lines.clone(),
+        );
+        registry.register(
+            "vantage_certes_gate_log_waiting",
+            "With [gate]: 1 while the gate's log file is missing (waited for)",
+            m.gate_log_waiting.clone(),
+        );
+        registry.register(
+            "vantage_certes_gate_intervals",
+            "With [gate]: closed intervals by whether the gate's log covered them (covered, not_covered: the gate estimate took the capture's SYN counts)",
+            m.gate_intervals.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_gate_interval_mean",
+            "With [gate]: last closed interval, mean client-perceived response time (Eq. 4) from the gate's DROPPED and ACCEPTED and the capture's COMPLETED and SYN-to-END, NaN when no transaction ended",
+            Unit::Seconds,
+            m.gate_mean.clone(),
+        );
+        registry.register_with_unit(
+            "vantage_certes_gate_interval_p99",
+            "With [gate]: last closed interval, 99th percentile of the gate estimate's client-perceived response time, NaN when no transaction ended",
+            Unit::Seconds,
+            m.gate_p99.clone(),
+        );
+        registry.register(
+            "vantage_certes_gate_interval_syn_drop_ratio",
+            "With [gate]: last closed interval, share of SYNs the gate dropped (DR, Eq. 5)",
+            m.gate_syn_drop_ratio.clone(),
+        );
+        registry.register(
+            "vantage_certes_gate_interval_give_up_ratio",
+            "With [gate]: last closed interval, share of transactions that are clients giving up, by the gate estimate",
+            m.gate_give_up_ratio.clone(),
+        );
         register_daemon_metrics(&mut registry, &m.endpoint);
         WatchMetrics { registry, ..m }
     }
@@ -548,6 +607,52 @@ impl WatchMetrics {
                 .get_or_create(&vec![("counter".to_string(), name.to_string())])
                 .inc_by(value);
         }
+    }
+
+    /// What one poll of the gate's log read.
+    pub fn add_gate_poll(&self, log: &str, poll: &GatePoll, waiting: bool) {
+        for (verdict, count) in [
+            ("accepted", poll.syns.accepted),
+            ("dropped", poll.syns.dropped),
+            ("rejected", poll.syns.rejected),
+        ] {
+            self.gate_syns
+                .get_or_create(&vec![("verdict".to_string(), verdict.to_string())])
+                .inc_by(count);
+        }
+        for outcome in LINE_OUTCOMES {
+            self.gate_log_lines
+                .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+                .inc_by(poll.lines.get(outcome).copied().unwrap_or(0));
+        }
+        self.gate_log_waiting
+            .get_or_create(&vec![("log".to_string(), log.to_string())])
+            .set(i64::from(waiting));
+    }
+
+    /// One closed interval's gate estimate.
+    pub fn add_gate_interval(&self, record: &GateRecord, estimate: &Estimate) {
+        let coverage = if record.covered {
+            "covered"
+        } else {
+            "not_covered"
+        };
+        self.gate_intervals
+            .get_or_create(&vec![("coverage".to_string(), coverage.to_string())])
+            .inc();
+        let labels = class_label("");
+        self.gate_mean
+            .get_or_create(&labels)
+            .set(record.estimate_mean_s.unwrap_or(f64::NAN));
+        self.gate_p99
+            .get_or_create(&labels)
+            .set(record.p99_s.unwrap_or(f64::NAN));
+        self.gate_syn_drop_ratio
+            .get_or_create(&labels)
+            .set(record.drop_rate);
+        self.gate_give_up_ratio
+            .get_or_create(&labels)
+            .set(estimate.give_up_rate);
     }
 
     pub fn set_connections(&self, open: usize, held: usize) {

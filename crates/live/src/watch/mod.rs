@@ -9,7 +9,10 @@
 //!   into the same connection stream `certes estimate --trace` uses and
 //!   runs the same estimator over each closed interval;
 //! * [`metrics`] — the Prometheus families, with a histogram whose buckets
-//!   are the clients' SYN-schedule points.
+//!   are the clients' SYN-schedule points;
+//! * [`gate_input`] — with `[gate]`, a `vantage gate`'s log followed
+//!   ([`follow`]) and its exact SYN verdicts exported and estimated from
+//!   beside the capture's.
 //!
 //! The daemon is put together like the gate and the proxy: signals as flags
 //! (SIGTERM/SIGINT stop, SIGHUP reloads, SIGUSR1 reopens the log and the
@@ -28,6 +31,8 @@
 
 pub mod capture;
 pub mod config;
+pub mod follow;
+pub mod gate_input;
 pub mod lines;
 pub mod metrics;
 

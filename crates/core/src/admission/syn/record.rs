@@ -4,8 +4,8 @@
 //!
 //! Field names are the log's; keys a record of an older or merged log lacks
 //! (`arrivals`, `interval_s`, `elapsed_s`, `passed`, `overruns`, `errors`, `dry_run`,
-//! `filter`, `capacity`) read as zero, false or absent, and keys it has
-//! beyond these are ignored.
+//! `filter`, `capacity`, `t_start_unix_s`) read as zero, false or absent,
+//! and keys it has beyond these are ignored.
 
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +65,12 @@ impl GateCounts {
 pub struct IntervalRecord {
     /// Start of the interval, seconds since the gate started.
     pub time_s: f64,
+    /// Start of the interval on the wall clock (UNIX seconds): the gate's
+    /// wall clock when it started plus `time_s`. What a reader on another
+    /// clock (`vantage certes watch`) aligns the record by; absent in logs
+    /// of older gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_start_unix_s: Option<f64>,
     /// The configured interval.
     #[serde(default)]
     pub interval_s: f64,
@@ -121,7 +127,16 @@ mod tests {
         assert_eq!(record.counts.syns(), record.arrivals);
         assert_eq!(record.filter.future_tokens, Some(310));
         assert_eq!(record.capacity, None);
+        assert_eq!(record.t_start_unix_s, None);
         assert_eq!(serde_json::to_string(&record).unwrap(), DOCUMENTED_LINE);
+    }
+
+    #[test]
+    fn the_wall_clock_start_round_trips_after_the_start() {
+        let line = r#"{"time_s":3.0,"t_start_unix_s":1764000003.25,"interval_s":1.0,"elapsed_s":1.0,"arrivals":0,"accepted":0,"dropped":0,"rejected":0,"passed":0,"overruns":0,"errors":0,"dry_run":false,"filter":{"tokens":0,"bucket_size":1,"refill_rate":1.0}}"#;
+        let record: IntervalRecord = serde_json::from_str(line).unwrap();
+        assert_eq!(record.t_start_unix_s, Some(1_764_000_003.25));
+        assert_eq!(serde_json::to_string(&record).unwrap(), line);
     }
 
     #[test]
