@@ -644,12 +644,13 @@ impl HandshakeCollector {
     }
 
     fn drain(&mut self) {
-        while let Some(connection) = self.table.pop_finished() {
+        while let Some(mut connection) = self.table.pop_finished() {
             self.stats.connections += 1;
             match Handshake::from_connection(&connection) {
                 Some(handshake) => self.all.push(handshake),
                 None => self.stats.without_syn += 1,
             }
+            self.table.recycle(std::mem::take(&mut connection.segments));
         }
     }
 
