@@ -1495,7 +1495,8 @@ impl ConnectionTable {
                 )
             })
         }));
-        expired.sort_by_key(|&(last, id, _, _)| (last, id));
+        // Ids are unique: an unstable sort gives the one order.
+        expired.sort_unstable_by_key(|&(last, id, _, _)| (last, id));
         for &(_, _, key, cause) in &expired {
             if let Some(active) = self.active.remove(&key) {
                 self.finish(key, *active, cause);
