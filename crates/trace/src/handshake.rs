@@ -242,9 +242,10 @@ impl Handshake {
             client: connection.initiator,
             server: connection.responder,
             isn: connection.from_initiator.isn,
-            syns: Vec::new(),
+            // At most one entry per SYN the table counted: sized once.
+            syns: Vec::with_capacity(connection.from_initiator.syns as usize),
             answered: None,
-            synacks: Vec::new(),
+            synacks: Vec::with_capacity(connection.from_responder.syns as usize),
             refused: false,
             handshake_ack: None,
             rtt: None,
