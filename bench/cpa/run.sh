@@ -71,7 +71,7 @@ for shape in $shapes; do
   cat "$trace" >/dev/null   # every tool reads from the page cache
   # One untimed run of each build first: without it the first one timed
   # after the `cat` took about a third more CPU time than the same binary
-  # timed next (bench/cpa/README.md, 2026-11-25 18:05).
+  # timed next (bench/cpa/README.md, 2026-11-25, 18:05–19:05 UTC).
   "$vantage" cpa --server "$trace" --json >/dev/null 2>&1 || true
   [ -z "${BEFORE:-}" ] || "$BEFORE" cpa --server "$trace" --json >/dev/null 2>&1 || true
   for run in $(seq "$runs"); do
