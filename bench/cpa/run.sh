@@ -69,6 +69,11 @@ for shape in $shapes; do
   packets=$(capinfos -c -M "$trace" 2>/dev/null | awk '/Number of packets/ {print $NF}')
   echo "$shape: $trace, $(stat -L -c %s "$trace") bytes, $packets packets"
   cat "$trace" >/dev/null   # every tool reads from the page cache
+  # One untimed run of each build first: without it the first one timed
+  # after the `cat` took about a third more CPU time than the same binary
+  # timed next (bench/cpa/README.md, 2026-11-25, 18:05–19:05 UTC).
+  "$vantage" cpa --server "$trace" --json >/dev/null 2>&1 || true
+  [ -z "${BEFORE:-}" ] || "$BEFORE" cpa --server "$trace" --json >/dev/null 2>&1 || true
   for run in $(seq "$runs"); do
     measure "$shape" vantage "$vantage" cpa --server "$trace" --json
     if [ -n "${BEFORE:-}" ]; then

@@ -7,7 +7,9 @@
 //! output is a microsecond pcap of Ethernet frames. IPv6 addresses are
 //! moved in their third 16-bit word instead. `--keep-addresses` leaves
 //! every copy's addresses alone, so the copies of a connection merge into
-//! one long connection.
+//! one long connection. `--keep-port P` leaves the address of every
+//! endpoint whose TCP port is P alone (one server, many clients: the shape
+//! a listener's capture has).
 //!
 //! `cargo run --release -p vantage-trace --example replicate -- --copies 40
 //! --spacing-ms 1000 --out loss.pcap dsack.dmp.gz`
@@ -37,6 +39,8 @@ struct Args {
     /// Keep every copy's addresses, merging the copies of a connection into
     /// one long connection (a hostile shape for the analyses).
     keep_addresses: bool,
+    /// Endpoints on this TCP port keep their addresses.
+    keep_port: Option<u16>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -45,6 +49,7 @@ fn parse_args() -> Result<Args, String> {
     let mut out = None;
     let mut inputs = Vec::new();
     let mut keep_addresses = false;
+    let mut keep_port = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -65,6 +70,13 @@ fn parse_args() -> Result<Args, String> {
             }
             "--out" => out = Some(value("--out")?),
             "--keep-addresses" => keep_addresses = true,
+            "--keep-port" => {
+                let v = value("--keep-port")?;
+                keep_port = Some(
+                    v.parse::<u16>()
+                        .map_err(|e| format!("--keep-port {v}: {e}"))?,
+                );
+            }
             _ => inputs.push(arg),
         }
     }
@@ -81,6 +93,7 @@ fn parse_args() -> Result<Args, String> {
         out: out.ok_or("give --out FILE")?,
         inputs,
         keep_addresses,
+        keep_port,
     })
 }
 
@@ -118,9 +131,18 @@ fn update_checksum(checksum: u16, old: u16, new: u16) -> u16 {
 /// Moves both addresses of an Ethernet frame (untagged or one VLAN tag)
 /// by `mask` and fixes the checksums: IPv4 bits 8–23 (IP and TCP
 /// checksums), IPv6 the address's third 16-bit word (TCP checksum; no
-/// extension headers expected).
-fn move_addresses(frame: &mut [u8], mask: u16) {
+/// extension headers expected). An endpoint whose TCP port is `keep_port`
+/// keeps its address.
+fn move_addresses(frame: &mut [u8], mask: u16, keep_port: Option<u16>) {
     let word = |frame: &[u8], at: usize| u16::from_be_bytes([frame[at], frame[at + 1]]);
+    // Whether the source and the destination keep their addresses: their
+    // TCP port (at `tcp`) is `keep_port`.
+    let kept = |frame: &[u8], tcp: Option<usize>| match (keep_port, tcp) {
+        (Some(port), Some(tcp)) if frame.len() >= tcp + 4 => {
+            (word(frame, tcp) == port, word(frame, tcp + 2) == port)
+        }
+        _ => (false, false),
+    };
     let mut ip = 14;
     let mut ether_type = (frame.len() >= 14).then(|| word(frame, 12));
     if ether_type == Some(0x8100) && frame.len() >= 18 {
@@ -135,19 +157,31 @@ fn move_addresses(frame: &mut [u8], mask: u16) {
         Some(0x0800) if frame.len() >= ip + 20 => {
             let header_len = usize::from(frame[ip] & 0x0f) * 4;
             let fragment_offset = word(frame, ip + 6) & 0x1fff;
+            let tcp = (frame[ip + 9] == 6 && fragment_offset == 0).then_some(ip + header_len);
+            let (keep_source, keep_destination) = kept(frame, tcp);
             // The middle of each address holds bits 8–23.
-            changes.push((ip + 12, word(frame, ip + 12) ^ (mask >> 8)));
-            changes.push((ip + 14, word(frame, ip + 14) ^ (mask << 8)));
-            changes.push((ip + 16, word(frame, ip + 16) ^ (mask >> 8)));
-            changes.push((ip + 18, word(frame, ip + 18) ^ (mask << 8)));
+            if !keep_source {
+                changes.push((ip + 12, word(frame, ip + 12) ^ (mask >> 8)));
+                changes.push((ip + 14, word(frame, ip + 14) ^ (mask << 8)));
+            }
+            if !keep_destination {
+                changes.push((ip + 16, word(frame, ip + 16) ^ (mask >> 8)));
+                changes.push((ip + 18, word(frame, ip + 18) ^ (mask << 8)));
+            }
             checksums.push(ip + 10);
-            if frame[ip + 9] == 6 && fragment_offset == 0 {
-                checksums.push(ip + header_len + 16);
+            if let Some(tcp) = tcp {
+                checksums.push(tcp + 16);
             }
         }
         Some(0x86dd) if frame.len() >= ip + 40 => {
-            changes.push((ip + 8 + 4, word(frame, ip + 8 + 4) ^ mask));
-            changes.push((ip + 24 + 4, word(frame, ip + 24 + 4) ^ mask));
+            let tcp = (frame[ip + 6] == 6).then_some(ip + 40);
+            let (keep_source, keep_destination) = kept(frame, tcp);
+            if !keep_source {
+                changes.push((ip + 8 + 4, word(frame, ip + 8 + 4) ^ mask));
+            }
+            if !keep_destination {
+                changes.push((ip + 24 + 4, word(frame, ip + 24 + 4) ^ mask));
+            }
             if frame[ip + 6] == 6 {
                 checksums.push(ip + 40 + 16);
             }
@@ -211,7 +245,7 @@ fn run(args: Args) -> Result<u64, String> {
         frame_buf.extend_from_slice(&frame.data);
         // Stream 0 keeps the original addresses.
         if !args.keep_addresses {
-            move_addresses(&mut frame_buf, stream as u16);
+            move_addresses(&mut frame_buf, stream as u16, args.keep_port);
         }
         let at = base_ns + time;
         let mut record = Vec::with_capacity(16);

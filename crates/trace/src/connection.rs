@@ -50,6 +50,11 @@
 //! is bounded ([`crate::reorder`]), so memory stays bounded; the table
 //! makes time monotonic per connection for what is left. Memory is bounded
 //! by [`TableConfig::max_connections`] too.
+//!
+//! Beyond the paper, for cost: a finished connection's duplicate rings, and
+//! its segment buffer when the reader gives it back
+//! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
+//! pool), so short connections do not each grow their vectors from nothing.
 
 use std::collections::VecDeque;
 
@@ -72,6 +77,13 @@ const MAX_SYN_DATA: u32 = 65_535;
 const MAX_RANGES: usize = 16;
 /// Recent segments per direction compared for capture duplicates.
 pub const DUPLICATE_MEMORY: usize = 32;
+/// Emptied buffers kept for new connections, per kind (duplicate rings,
+/// segment records), and the largest capacity kept, in items: a short
+/// connection takes the buffers an earlier one grew instead of growing its
+/// own from nothing, and a connection holds no more than it would have
+/// grown to itself or [`SPARE_CAPACITY`] items.
+const SPARE_BUFFERS: usize = 4096;
+const SPARE_CAPACITY: usize = 16;
 
 /// Timeouts and switches of a [`ConnectionTable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -759,6 +771,23 @@ struct ActiveConnection {
     closed_at: Option<Nanos>,
 }
 
+/// Emptied buffers of finished connections, reused by new ones (at most
+/// [`SPARE_BUFFERS`] of each kind, none larger than [`SPARE_CAPACITY`]).
+#[derive(Default)]
+struct Spares {
+    recent: Vec<Vec<(Fingerprint, Nanos)>>,
+    segments: Vec<Vec<SegmentRecord>>,
+}
+
+impl Spares {
+    fn keep<T>(pool: &mut Vec<Vec<T>>, mut buffer: Vec<T>) {
+        if pool.len() < SPARE_BUFFERS && (1..=SPARE_CAPACITY).contains(&buffer.capacity()) {
+            buffer.clear();
+            pool.push(buffer);
+        }
+    }
+}
+
 impl ActiveConnection {
     fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection {
         let flags = segment.flags;
@@ -793,6 +822,18 @@ impl ActiveConnection {
             initiator_is_low: source_initiates == source_is_low,
             trackers: [SequenceTracker::default(), SequenceTracker::default()],
             closed_at: None,
+        }
+    }
+
+    /// Takes spare buffers for its segment records and duplicate rings.
+    fn take_spares(&mut self, spares: &mut Spares) {
+        if let Some(segments) = spares.segments.pop() {
+            self.connection.segments = segments;
+        }
+        for tracker in &mut self.trackers {
+            if let Some(recent) = spares.recent.pop() {
+                tracker.recent = recent;
+            }
         }
     }
 
@@ -1174,6 +1215,7 @@ pub struct ConnectionTable {
     open_order: VecDeque<(FlowKey, ConnectionId)>,
     half_open_order: VecDeque<(FlowKey, ConnectionId)>,
     finished: VecDeque<Connection>,
+    spares: Spares,
     now: Nanos,
     last_sweep: Nanos,
     observed_since_sweep: usize,
@@ -1192,6 +1234,7 @@ impl ConnectionTable {
             open_order: VecDeque::new(),
             half_open_order: VecDeque::new(),
             finished: VecDeque::new(),
+            spares: Spares::default(),
             now: Nanos::ZERO,
             last_sweep: Nanos::ZERO,
             observed_since_sweep: 0,
@@ -1283,6 +1326,7 @@ impl ConnectionTable {
         self.next_id += 1;
         self.stats.connections_opened += 1;
         let mut active = Box::new(ActiveConnection::new(id, segment, source_is_low));
+        active.take_spares(&mut self.spares);
         let direction = active.direction_of(source_is_low);
         let observation = active.observe(segment, direction, &self.config);
         if active.connection.opening == Opening::Syn {
@@ -1299,6 +1343,13 @@ impl ConnectionTable {
     /// The next finished connection, oldest first.
     pub fn pop_finished(&mut self) -> Option<Connection> {
         self.finished.pop_front()
+    }
+
+    /// Gives back the segment records of a finished connection that are
+    /// no longer needed: a new connection reuses the buffer (optional;
+    /// records dropped instead are freed).
+    pub fn recycle(&mut self, segments: Vec<SegmentRecord>) {
+        Spares::keep(&mut self.spares.segments, segments);
     }
 
     /// Advances trace time to `now` (if later) and finishes every
@@ -1379,9 +1430,12 @@ impl ConnectionTable {
         }
     }
 
-    fn finish(&mut self, key: FlowKey, active: ActiveConnection, cause: FinishCause) {
+    fn finish(&mut self, key: FlowKey, mut active: ActiveConnection, cause: FinishCause) {
         if active.closed_at.is_some() && cause != FinishCause::Superseded {
             self.bury(key, active.tombstone(self.now));
+        }
+        for tracker in &mut active.trackers {
+            Spares::keep(&mut self.spares.recent, std::mem::take(&mut tracker.recent));
         }
         self.stats.connections_finished += 1;
         self.finished.push_back(active.into_finished(cause));
@@ -1441,7 +1495,8 @@ impl ConnectionTable {
                 )
             })
         }));
-        expired.sort_by_key(|&(last, id, _, _)| (last, id));
+        // Ids are unique: an unstable sort gives the one order.
+        expired.sort_unstable_by_key(|&(last, id, _, _)| (last, id));
         for &(_, _, key, cause) in &expired {
             if let Some(active) = self.active.remove(&key) {
                 self.finish(key, *active, cause);

@@ -242,9 +242,10 @@ impl Handshake {
             client: connection.initiator,
             server: connection.responder,
             isn: connection.from_initiator.isn,
-            syns: Vec::new(),
+            // At most one entry per SYN the table counted: sized once.
+            syns: Vec::with_capacity(connection.from_initiator.syns as usize),
             answered: None,
-            synacks: Vec::new(),
+            synacks: Vec::with_capacity(connection.from_responder.syns as usize),
             refused: false,
             handshake_ack: None,
             rtt: None,
@@ -644,12 +645,13 @@ impl HandshakeCollector {
     }
 
     fn drain(&mut self) {
-        while let Some(connection) = self.table.pop_finished() {
+        while let Some(mut connection) = self.table.pop_finished() {
             self.stats.connections += 1;
             match Handshake::from_connection(&connection) {
                 Some(handshake) => self.all.push(handshake),
                 None => self.stats.without_syn += 1,
             }
+            self.table.recycle(std::mem::take(&mut connection.segments));
         }
     }
 

@@ -490,3 +490,32 @@ fn counts_only_mode_records_no_segments() {
     assert!(connections[0].segments.is_empty());
     assert_eq!(connections[0].from_responder.segments, 5);
 }
+
+#[test]
+fn buffers_reused_from_finished_connections_start_empty() {
+    // The first connection's duplicate ring and (given back) segment buffer
+    // go to the next one: the same SYN from another client within the
+    // duplicate window is that client's own SYN, not a capture copy.
+    let mut table = ConnectionTable::new(TableConfig {
+        idle_timeout: Nanos::from_millis(1),
+        duplicate_window: Nanos::from_secs(10),
+        duplicate_horizon: Nanos::from_secs(10),
+        ..TableConfig::default()
+    });
+    let syn = |client| Tcp::new(client, SERVER, 1_000, 0, SYN).ip_id(7);
+    feed(&mut table, &[(0, syn(CLIENT))]);
+    table.expire(Nanos::from_millis(5));
+    let first = table.pop_finished().unwrap();
+    assert_eq!(first.finish, FinishCause::IdleTimeout);
+    table.recycle(first.segments);
+    let observations = feed(&mut table, &[(6_000, syn(("10.0.0.3", 40_000)))]);
+    assert!(matches!(observations[0], Observation::Recorded { .. }));
+    let (connections, table) = finish(table);
+    assert_eq!(connections.len(), 1);
+    assert_eq!(connections[0].segments.len(), 1);
+    assert_eq!(
+        connections[0].segments[0].timestamp,
+        Nanos::from_micros(6_000)
+    );
+    assert_eq!(table.stats().duplicates, 0);
+}
