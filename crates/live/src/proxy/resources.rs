@@ -10,9 +10,10 @@
 //! `interval_ms`:
 //!
 //! * client connections (send side): `TCP_INFO` gives the path estimate —
-//!   RTT and RTO as the kernel smooths them, loss as Δ`total_retrans` /
-//!   Δ`data_segs_out` over the interval (the previous estimate when
-//!   nothing was sent), W_max from the peer's window — for
+//!   RTT and RTO as the kernel smooths them, loss from `total_retrans` and
+//!   `data_segs_out` through each connection's [`LossEstimator`] (a window
+//!   of recent intervals and the segments since the last retransmission),
+//!   W_max from the peer's window — for
 //!   [`SendBufferAllocator`] (E-ATBT); the data in the send buffer
 //!   (unacknowledged segments × MSS plus `notsent_bytes`, from the same
 //!   read) feeds the up/down coupling; the assignment is set with
@@ -75,8 +76,8 @@ use std::time::{Duration, Instant};
 
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
-    SendBufferAllocator, Threshold,
+    IntervalObservation, LossEstimator, LossEstimatorParams, ReceiveBufferTuner,
+    ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
@@ -203,9 +204,7 @@ struct ClientState {
     reclaim: Arc<tokio::sync::Notify>,
     active: usize,
     idle_since: Option<Nanos>,
-    retrans: Option<u32>,
-    segs_out: Option<u32>,
-    loss: f64,
+    loss: LossEstimator,
     mss: u32,
     applied: Option<u64>,
 }
@@ -243,6 +242,8 @@ pub struct Resources {
     limits: KernelLimits,
     base_pool: u64,
     thresholds: [Threshold; 3],
+    /// A client connection's loss estimator before its first interval.
+    fresh_loss: LossEstimator,
     epoch: Instant,
     state: Mutex<State>,
     metrics: ResourceMetrics,
@@ -358,6 +359,7 @@ impl Resources {
             limits,
             base_pool,
             thresholds,
+            fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
             epoch: Instant::now(),
             state: Mutex::new(State {
                 allocator,
@@ -432,9 +434,7 @@ impl Resources {
                 reclaim,
                 active: 0,
                 idle_since: None,
-                retrans: None,
-                segs_out: None,
-                loss: 0.0,
+                loss: self.fresh_loss.clone(),
                 mss: ALLOCATOR_MSS,
                 applied: None,
             },
@@ -849,17 +849,9 @@ impl Resources {
                     report.read_errors += 1;
                     continue;
                 };
-                if let (Some(segs), Some(previous_segs), Some(previous_retrans)) =
-                    (info.data_segs_out, c.segs_out, c.retrans)
-                {
-                    let sent = segs.wrapping_sub(previous_segs);
-                    if sent > 0 {
-                        let lost = info.total_retrans.wrapping_sub(previous_retrans);
-                        c.loss = (f64::from(lost) / f64::from(sent)).min(1.0);
-                    }
+                if let Some(segs) = info.data_segs_out {
+                    c.loss.observe_counters(segs, info.total_retrans);
                 }
-                c.segs_out = info.data_segs_out;
-                c.retrans = Some(info.total_retrans);
                 c.mss = info.snd_mss.max(1);
                 if info.rtt_us == 0 {
                     continue;
@@ -870,7 +862,7 @@ impl Resources {
                     PathEstimate {
                         rtt_secs: f64::from(info.rtt_us) / 1e6,
                         rto_secs: f64::from(info.rto_us) / 1e6,
-                        loss: c.loss,
+                        loss: c.loss.estimate(),
                         max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
                     },
                 ));
