@@ -24,4 +24,6 @@ pub use loss::{LossEstimator, LossEstimatorParams};
 pub use receive_buffer::{
     IntervalObservation, ReceiveBufferTuner, ReceiveDecision, ReceiveTunerParams,
 };
-pub use send_buffer::{max_min_proportional, CouplingParams, SendBufferAllocator, SendBufferError};
+pub use send_buffer::{
+    max_min_proportional, CouplingParams, Occupancy, SendBufferAllocator, SendBufferError,
+};

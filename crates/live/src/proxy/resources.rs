@@ -76,7 +76,7 @@ use std::time::{Duration, Instant};
 
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, LossEstimator, LossEstimatorParams, ReceiveBufferTuner,
+    IntervalObservation, LossEstimator, LossEstimatorParams, Occupancy, ReceiveBufferTuner,
     ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
@@ -522,13 +522,36 @@ impl Resources {
     pub fn request_started(&self, id: u64) {
         let mut state = self.lock();
         let State {
-            clients, manager, ..
+            clients,
+            manager,
+            allocator,
+            ..
         } = &mut *state;
-        if let Some(c) = clients.get_mut(&id) {
-            c.active += 1;
-            c.idle_since = None;
-            if let Some(m) = manager.as_mut() {
-                m.remove(id);
+        let Some(c) = clients.get_mut(&id) else {
+            return;
+        };
+        c.active += 1;
+        c.idle_since = None;
+        let Some(before) = manager.as_mut().and_then(|m| m.reuse(id)) else {
+            return;
+        };
+        // Back in use: what it held before it idled, as far as the send
+        // pool has room (held bytes are twice the allocator's data bytes),
+        // set now rather than regrown over the next intervals.
+        let target = (2 * allocator.resume_bound(before / 2))
+            .clamp(min_held(c.mss), self.limits.send_max.max(min_held(c.mss)));
+        if c.applied.is_some_and(|applied| applied >= target) {
+            return;
+        }
+        // SAFETY: as in `send_side` (the lock is held: `state`).
+        let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
+        match tcp_info::set_send_buffer(fd, target) {
+            Ok(held) => {
+                c.applied = Some(u64::from(held));
+                self.metrics.idle_client_regrows.inc();
+            }
+            Err(_) => {
+                self.metrics.errors.inc();
             }
         }
     }
@@ -869,7 +892,15 @@ impl Resources {
                 // Data in the send buffer: unacknowledged plus not yet sent.
                 let queued = u64::from(info.unacked) * u64::from(c.mss)
                     + u64::from(info.notsent_bytes.unwrap_or(0));
-                occupancy.push((id, queued));
+                // Against the buffer it had this interval (none set yet:
+                // the kernel's own, not judged).
+                if let Some(held) = c.applied {
+                    occupancy.push(Occupancy {
+                        id,
+                        peak_bytes: queued,
+                        buffer_bytes: held / 2,
+                    });
+                }
             }
         }
         let targets: Vec<(u64, RawFd, u64)> = {

@@ -58,7 +58,7 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::Rng;
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, LossEstimator, LossEstimatorParams, ReceiveBufferTuner,
+    IntervalObservation, LossEstimator, LossEstimatorParams, Occupancy, ReceiveBufferTuner,
     ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
@@ -1017,7 +1017,11 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     let ready = if t.hit { t.bytes } else { t.upstream_delivered };
                     let queued = ready.saturating_sub(t.downstream_delivered);
                     let peak = c.interval_peak_queued.max(queued.min(c.buffer));
-                    observations.push((id, peak));
+                    observations.push(Occupancy {
+                        id,
+                        peak_bytes: peak,
+                        buffer_bytes: c.buffer,
+                    });
                 }
             }
             if self.config.estimated_paths {
