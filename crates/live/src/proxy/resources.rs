@@ -39,7 +39,11 @@
 //!
 //! Idle client connections leave the allocator (no demand) and keep the
 //! buffer the manager's idle decay leaves them (`ssbt` too, as the
-//! simulator runs it). Upstream connections idle in the proxy's pool
+//! simulator runs it); when a request starts on one it gets back the
+//! buffer it held before, as far as the send pool has room
+//! ([`SendBufferAllocator::resume_bound`]), at once: the simulator
+//! re-assigns at that moment, which the live loop cannot afford on every
+//! request. Upstream connections idle in the proxy's pool
 //! (`upstream::Pool` reports each entering and leaving it) shrink by the
 //! same rule, from a second, shrink-only [`ConnectionManager`]
 //! ([`ConnectionManagerParams::shrink_only`]): it closes nothing (the pool
@@ -61,9 +65,10 @@
 //! kernel keeps no peak). Bounds: never above twice `wmem_max`/`rmem_max`
 //! (the kernel's own cap), never below two segments' truesize (MSS plus
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
-//! `mem` ≥ `tcp_mem`'s pressure mark) the pool is cut by a quarter every
-//! interval until the pressure ends, then regrows by an eighth of its
-//! configured size per interval. The allocator's MSS is the first
+//! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
+//! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
+//! quarter every interval until the pressure ends, then regrows by an
+//! eighth of its configured size per interval. The allocator's MSS is the first
 //! connection's default (1448); per-connection MSS enters W_max only.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -81,6 +86,7 @@ use vantage_core::resources::{
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
+use vantage_sys::cgroup::CgroupTcpMemory;
 use vantage_sys::tcp_info;
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
@@ -144,6 +150,9 @@ pub struct IntervalReport {
     pub closes: usize,
     pub pool_bytes: u64,
     pub kernel_tcp_bytes: u64,
+    /// The proxy's cgroup's TCP memory, if it has a limit.
+    pub cgroup_tcp_bytes: Option<u64>,
+    /// The host's or the cgroup's pressure mark reached.
     pub pressure: bool,
     /// Receive buffers of upstream connections idle in the pool set
     /// smaller.
@@ -151,7 +160,7 @@ pub struct IntervalReport {
 }
 
 /// The kernel limits the loop respects, read once.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct KernelLimits {
     /// Largest held send buffer (twice `wmem_max`).
     pub send_max: u64,
@@ -163,6 +172,9 @@ pub struct KernelLimits {
     pub tcp_mem: Option<tcp_info::TcpMemLimits>,
     pub page_bytes: u64,
     pub descriptor_limit: u64,
+    /// The proxy's memory cgroup, when it limits TCP memory
+    /// (`sys::cgroup`): a limit the host's `tcp_mem` does not show.
+    pub cgroup: Option<CgroupTcpMemory>,
 }
 
 impl KernelLimits {
@@ -177,7 +189,61 @@ impl KernelLimits {
             },
             page_bytes: tcp_info::page_size(),
             descriptor_limit: crate::daemon::descriptor_limit()?,
+            cgroup: CgroupTcpMemory::own()?,
         })
+    }
+}
+
+/// Whose TCP memory is watched: the host's (`/proc/net/sockstat` against
+/// `tcp_mem`'s pressure mark) or the proxy's cgroup's (its usage against
+/// 90 % of its limit). Both are checked for the pressure cut; the one
+/// with the lower mark sets the default pool and the manager's marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemorySource {
+    Host,
+    Cgroup,
+}
+
+impl MemorySource {
+    /// The source with the lower pressure mark, if any is visible.
+    fn binding(limits: &KernelLimits) -> Option<MemorySource> {
+        let host = limits
+            .tcp_mem
+            .is_some()
+            .then(|| MemorySource::Host.pressure_bytes(limits));
+        let cgroup = limits
+            .cgroup
+            .is_some()
+            .then(|| MemorySource::Cgroup.pressure_bytes(limits));
+        match (host, cgroup) {
+            (Some(h), Some(c)) if c < h => Some(MemorySource::Cgroup),
+            (Some(_), _) => Some(MemorySource::Host),
+            (None, Some(_)) => Some(MemorySource::Cgroup),
+            (None, None) => None,
+        }
+    }
+
+    /// The pressure mark, bytes (`u64::MAX` when the source is not
+    /// visible).
+    fn pressure_bytes(self, limits: &KernelLimits) -> u64 {
+        match self {
+            MemorySource::Host => limits
+                .tcp_mem
+                .as_ref()
+                .map_or(u64::MAX, |m| m.pressure.saturating_mul(limits.page_bytes)),
+            MemorySource::Cgroup => limits
+                .cgroup
+                .as_ref()
+                .map_or(u64::MAX, |c| c.limit_bytes / 10 * 9),
+        }
+    }
+
+    /// The metric's value: 1 host, 2 cgroup (0: none).
+    fn code(self) -> i64 {
+        match self {
+            MemorySource::Host => 1,
+            MemorySource::Cgroup => 2,
+        }
     }
 }
 
@@ -240,6 +306,8 @@ struct State {
 pub struct Resources {
     config: ResourcesConfig,
     limits: KernelLimits,
+    /// Whose TCP memory the manager's marks and the default pool follow.
+    memory_source: Option<MemorySource>,
     base_pool: u64,
     thresholds: [Threshold; 3],
     /// A client connection's loss estimator before its first interval.
@@ -254,7 +322,7 @@ pub struct Resources {
 pub enum ResourcesError {
     #[error("reading the kernel's TCP memory limits: {0}")]
     Kernel(#[from] io::Error),
-    #[error("resources.mode = \"{0}\" needs resources.pool_bytes here: net.ipv4.tcp_mem, its default, is not visible in this network namespace")]
+    #[error("resources.mode = \"{0}\" needs resources.pool_bytes here: net.ipv4.tcp_mem, its default, is not visible in this network namespace, and the proxy's memory cgroup sets no TCP memory limit")]
     NoDefaultPool(&'static str),
     #[error("resources: {0}")]
     OutOfRange(#[from] vantage_core::OutOfRange),
@@ -285,9 +353,24 @@ impl Resources {
             config.mode,
             ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
         );
-        let pressure_bytes = limits
-            .tcp_mem
-            .map(|m| m.pressure.saturating_mul(limits.page_bytes));
+        let memory_source = MemorySource::binding(&limits);
+        let pressure_bytes = memory_source.map(|s| s.pressure_bytes(&limits));
+        match (memory_source, &limits.cgroup) {
+            (Some(MemorySource::Cgroup), Some(cgroup)) => eprintln!(
+                "vantage proxy: TCP memory pressure from the proxy's cgroup ({}, {}: limit {} bytes, pressure at 90 %) and the host's tcp_mem",
+                cgroup.source.name(),
+                cgroup.dir.display(),
+                cgroup.limit_bytes
+            ),
+            (_, Some(cgroup)) => eprintln!(
+                "vantage proxy: TCP memory pressure from the host's tcp_mem (below the proxy's cgroup limit, {} bytes) and the cgroup",
+                cgroup.limit_bytes
+            ),
+            _ => {}
+        }
+        metrics
+            .memory_source
+            .set(memory_source.map_or(0, MemorySource::code));
         let base_pool = match (config.pool_bytes, pressure_bytes) {
             (Some(pool), _) => pool,
             (None, Some(pressure)) => pressure / 2,
@@ -357,6 +440,7 @@ impl Resources {
         Ok(Resources {
             config,
             limits,
+            memory_source,
             base_pool,
             thresholds,
             fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
@@ -688,9 +772,34 @@ impl Resources {
         };
         report.kernel_tcp_bytes = kernel_bytes;
         self.metrics.kernel_tcp_bytes.set(kernel_bytes as i64);
-        report.pressure = match (&kernel_pages, self.limits.tcp_mem) {
+        let host_pressure = match (&kernel_pages, &self.limits.tcp_mem) {
             (Ok(pages), Some(tcp_mem)) => *pages >= tcp_mem.pressure,
             _ => false,
+        };
+        let cgroup_bytes = self
+            .limits
+            .cgroup
+            .as_ref()
+            .and_then(|c| match c.usage_bytes() {
+                Ok(bytes) => Some(bytes),
+                Err(_) => {
+                    self.metrics.errors.inc();
+                    None
+                }
+            });
+        report.cgroup_tcp_bytes = cgroup_bytes;
+        self.metrics
+            .cgroup_tcp_bytes
+            .set(cgroup_bytes.unwrap_or(0) as i64);
+        let cgroup_pressure = match (cgroup_bytes, &self.limits.cgroup) {
+            (Some(bytes), Some(_)) => bytes >= MemorySource::Cgroup.pressure_bytes(&self.limits),
+            _ => false,
+        };
+        report.pressure = host_pressure || cgroup_pressure;
+        // The manager's TCP memory: the binding source's.
+        let managed_memory_bytes = match self.memory_source {
+            Some(MemorySource::Cgroup) => cgroup_bytes.unwrap_or(0),
+            _ => kernel_bytes,
         };
         if !self.tuned() {
             return report;
@@ -738,7 +847,7 @@ impl Resources {
                 let descriptors = descriptor_estimate(&mut state.descriptors, tracked, counted);
                 let usage = ResourceUsage {
                     descriptors,
-                    socket_buffer_bytes: kernel_bytes,
+                    socket_buffer_bytes: managed_memory_bytes,
                     connections: state.clients.len() as u64,
                 };
                 let reason = self.reason(&usage);
@@ -1347,6 +1456,7 @@ mod tests {
             }),
             page_bytes: 4096,
             descriptor_limit: 1000,
+            cgroup: None,
         }
     }
 
@@ -1400,7 +1510,7 @@ mod tests {
                     pool_bytes,
                     ..ResourcesConfig::default()
                 },
-                hidden,
+                hidden.clone(),
                 400,
                 ResourceMetrics::default(),
             )
@@ -1417,5 +1527,69 @@ mod tests {
         assert_eq!(managed.base_pool, 1 << 20);
         assert_eq!(managed.thresholds[1].high, u64::MAX, "no memory mark");
         assert!(!managed.run_interval().pressure);
+    }
+
+    #[test]
+    fn a_cgroup_limit_below_tcp_mem_sets_the_pool_the_marks_and_the_pressure() {
+        use vantage_sys::cgroup::CgroupMemorySource;
+        let dir = std::env::temp_dir().join(format!("vantage-proxy-cgroup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let usage = dir.join("memory.kmem.tcp.usage_in_bytes");
+        std::fs::write(&usage, "0\n").unwrap();
+        // tcp_mem's pressure mark: 2000 pages of 4 KiB, 8,192,000 bytes;
+        // the cgroup's: 90 % of 4 MiB, lower.
+        let limit = 4 << 20;
+        let capped = KernelLimits {
+            cgroup: Some(CgroupTcpMemory {
+                source: CgroupMemorySource::V1Tcp,
+                dir: dir.clone(),
+                limit_bytes: limit,
+            }),
+            ..limits()
+        };
+        assert_eq!(MemorySource::binding(&capped), Some(MemorySource::Cgroup));
+        assert_eq!(MemorySource::binding(&limits()), Some(MemorySource::Host));
+        let mark = limit / 10 * 9;
+        let r = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::SsbtWithConnections,
+                ..ResourcesConfig::default()
+            },
+            capped.clone(),
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(r.base_pool, mark / 2);
+        assert_eq!(
+            r.thresholds[1],
+            Threshold {
+                high: mark / 10 * 9,
+                low: mark / 10 * 8
+            }
+        );
+        let quiet = r.run_interval();
+        assert_eq!(quiet.cgroup_tcp_bytes, Some(0));
+        std::fs::write(&usage, format!("{mark}\n")).unwrap();
+        let pressed = r.run_interval();
+        assert_eq!(pressed.cgroup_tcp_bytes, Some(mark));
+        assert!(pressed.pressure, "usage at 90 % of the cgroup limit");
+        assert!(pressed.pool_bytes <= r.base_pool - r.base_pool / 4);
+        // A cgroup alone (tcp_mem not visible) gives the default pool.
+        let alone = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::Ssbt,
+                ..ResourcesConfig::default()
+            },
+            KernelLimits {
+                tcp_mem: None,
+                ..capped
+            },
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(alone.base_pool, mark / 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
