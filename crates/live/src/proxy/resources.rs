@@ -35,7 +35,11 @@
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
 //! of at most 128 connections at a time (and for the allocator's
-//! re-assignment), and counts `/proc/self/fd` without it.
+//! re-assignment), and counts `/proc/self/fd` without it, once every
+//! [`DESCRIPTOR_RECOUNT`] intervals: between counts the descriptors are
+//! the last count moved by the change in the sockets the proxy holds
+//! (registered connections and upstream sockets being connected, counted
+//! exactly).
 //!
 //! Idle client connections leave the allocator (no demand) and keep the
 //! buffer the manager's idle decay leaves them (`ssbt` too, as the
@@ -75,6 +79,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -104,7 +109,9 @@ const MAX_TRACKED: usize = 1 << 20;
 const MAX_AUDIT_RECORDS: usize = 10_000;
 /// Connections whose socket calls one hold of the lock covers.
 const CHUNK: usize = 128;
-/// Intervals between counts of `/proc/self/fd` while far from the marks.
+/// Intervals between counts of `/proc/self/fd` (between them the
+/// descriptors are the last count moved by the change in the sockets the
+/// proxy holds, which it counts exactly).
 const DESCRIPTOR_RECOUNT: u32 = 10;
 /// A buffer is set again only when it moves by more than 1/16.
 const CHANGE_DIVISOR: u64 = 16;
@@ -308,6 +315,9 @@ pub struct Resources {
     limits: KernelLimits,
     /// Whose TCP memory the manager's marks and the default pool follow.
     memory_source: Option<MemorySource>,
+    /// Upstream sockets being connected, not yet registered: with the
+    /// registered connections, every socket the proxy holds.
+    connecting: AtomicU64,
     base_pool: u64,
     thresholds: [Threshold; 3],
     /// A client connection's loss estimator before its first interval.
@@ -441,6 +451,7 @@ impl Resources {
             config,
             limits,
             memory_source,
+            connecting: AtomicU64::new(0),
             base_pool,
             thresholds,
             fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
@@ -531,6 +542,16 @@ impl Resources {
                 upstream: false,
             }),
             stream,
+        }
+    }
+
+    /// An upstream socket is about to be connected: counted among the
+    /// descriptors the proxy holds until the guard is dropped (after the
+    /// connection is registered, or on failure).
+    pub fn connecting(self: &Arc<Self>) -> ConnectingSocket {
+        self.connecting.fetch_add(1, Ordering::Relaxed);
+        ConnectingSocket {
+            resources: Arc::clone(self),
         }
     }
 
@@ -807,11 +828,7 @@ impl Resources {
         let managed = self.config.mode == ResourceMode::SsbtWithConnections;
         // /proc/self/fd is counted without the lock (it takes milliseconds
         // with many descriptors).
-        let recount = managed && {
-            let state = self.lock();
-            let tracked = (state.clients.len() + state.upstreams.len()) as u64;
-            self.needs_recount(state.descriptors, tracked)
-        };
+        let recount = managed && needs_recount(self.lock().descriptors);
         let counted = if recount {
             let counted = open_descriptors();
             if counted.is_err() {
@@ -843,8 +860,9 @@ impl Resources {
                 }
             }
             if managed {
-                let tracked = (state.clients.len() + state.upstreams.len()) as u64;
-                let descriptors = descriptor_estimate(&mut state.descriptors, tracked, counted);
+                let held = (state.clients.len() + state.upstreams.len()) as u64
+                    + self.connecting.load(Ordering::Relaxed);
+                let descriptors = descriptor_estimate(&mut state.descriptors, held, counted);
                 let usage = ResourceUsage {
                     descriptors,
                     socket_buffer_bytes: managed_memory_bytes,
@@ -875,19 +893,6 @@ impl Resources {
         report
     }
 
-    /// Whether `/proc/self/fd` is to be counted this interval (its cost
-    /// grows with the count: about 1 µs per 2 descriptors): when the
-    /// estimate is at the descriptors' low mark or above, or every
-    /// [`DESCRIPTOR_RECOUNT`] intervals.
-    fn needs_recount(&self, last: Option<(u64, u64, u32)>, tracked: u64) -> bool {
-        match last {
-            Some((count, then, age)) => {
-                (count + tracked).saturating_sub(then) >= self.thresholds[0].low
-                    || age + 1 >= DESCRIPTOR_RECOUNT
-            }
-            None => true,
-        }
-    }
     fn reason(&self, usage: &ResourceUsage) -> CloseReason {
         let [descriptors, memory, connections] = self.thresholds;
         if usage.descriptors > descriptors.low {
@@ -1234,23 +1239,43 @@ fn changed(applied: Option<u64>, target: u64) -> bool {
     }
 }
 
+/// Whether `/proc/self/fd` is to be counted this interval (its cost grows
+/// with the count: about 1 µs per 2 descriptors): the first interval and
+/// every [`DESCRIPTOR_RECOUNT`]th. Near the marks too: the estimate
+/// between counts follows every socket the proxy opens or closes, and
+/// what it misses (files, the metrics endpoint's connections) changes
+/// little in ten intervals.
+fn needs_recount(last: Option<(u64, u64, u32)>) -> bool {
+    last.is_none_or(|(_, _, age)| age + 1 >= DESCRIPTOR_RECOUNT)
+}
+
 /// Descriptors in use: the count when one was taken, else the last count
-/// moved by the change in tracked connections (each holds one).
-fn descriptor_estimate(
-    last: &mut Option<(u64, u64, u32)>,
-    tracked: u64,
-    counted: Option<u64>,
-) -> u64 {
+/// moved by the change in the sockets the proxy holds (`held`: registered
+/// connections and upstream sockets being connected, one descriptor
+/// each).
+fn descriptor_estimate(last: &mut Option<(u64, u64, u32)>, held: u64, counted: Option<u64>) -> u64 {
     match (counted, *last) {
         (Some(count), _) => {
-            *last = Some((count, tracked, 0));
+            *last = Some((count, held, 0));
             count
         }
         (None, Some((count, then, age))) => {
             *last = Some((count, then, age + 1));
-            (count + tracked).saturating_sub(then)
+            (count + held).saturating_sub(then)
         }
-        (None, None) => tracked,
+        (None, None) => held,
+    }
+}
+
+/// An upstream socket being connected, counted until dropped
+/// ([`Resources::connecting`]).
+pub struct ConnectingSocket {
+    resources: Arc<Resources>,
+}
+
+impl Drop for ConnectingSocket {
+    fn drop(&mut self) {
+        self.resources.connecting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -1443,6 +1468,42 @@ mod tests {
         assert!(changed(Some(65536), 32768));
         assert_eq!(min_held(1448), 2 * (1448 + SKB_OVERHEAD));
         assert_eq!(min_held(0), 2 * (536 + SKB_OVERHEAD));
+    }
+
+    #[test]
+    fn descriptors_between_counts_follow_the_sockets_held() {
+        let mut last = None;
+        assert!(needs_recount(last));
+        // Counted: 500 descriptors while the proxy held 400 sockets.
+        assert_eq!(descriptor_estimate(&mut last, 400, Some(500)), 500);
+        for age in 1..DESCRIPTOR_RECOUNT {
+            assert!(!needs_recount(last), "interval {age}");
+            // 50 more sockets each interval: the estimate follows them.
+            let held = 400 + 50 * u64::from(age);
+            assert_eq!(descriptor_estimate(&mut last, held, None), 100 + held);
+        }
+        assert!(needs_recount(last), "every tenth interval");
+        assert_eq!(descriptor_estimate(&mut last, 10, Some(90)), 90);
+        assert_eq!(descriptor_estimate(&mut last, 0, None), 80);
+    }
+
+    #[test]
+    fn upstream_sockets_being_connected_are_counted_until_dropped() {
+        let r = Arc::new(
+            Resources::new(
+                ResourcesConfig::default(),
+                limits(),
+                400,
+                ResourceMetrics::default(),
+            )
+            .unwrap(),
+        );
+        let a = r.connecting();
+        let b = r.connecting();
+        assert_eq!(r.connecting.load(Ordering::Relaxed), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(r.connecting.load(Ordering::Relaxed), 0);
     }
 
     fn limits() -> KernelLimits {
