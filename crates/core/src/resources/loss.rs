@@ -161,9 +161,16 @@ impl LossEstimator {
                 break;
             }
         }
+        // A window without a retransmission lies inside the open interval
+        // (S ≥ its segments > 0): the estimate is 1/S, never 0.
         let windowed = window_lost as f64 / window_sent as f64;
         self.estimate = if self.open_segments > 0 {
-            windowed.min(1.0 / self.open_segments as f64)
+            let open = 1.0 / self.open_segments as f64;
+            if window_lost == 0 {
+                open
+            } else {
+                windowed.min(open)
+            }
         } else {
             windowed
         };
@@ -262,6 +269,13 @@ mod tests {
         // The demand moves by less than a factor 1.5, where a per-interval
         // estimate of 0 would give the peer's whole window.
         assert!(demand(p) * 2 <= demand(settled) * 3);
+        // Two more: the window (2,100 segments) holds no retransmission;
+        // the estimate is 1/S over the 2,100 since the last one.
+        e.observe_interval(700, 0);
+        let p = e.observe_interval(700, 0);
+        assert_eq!(p, 1.0 / 2_100.0);
+        let p = e.observe_interval(700, 0);
+        assert_eq!(p, 1.0 / 2_800.0);
     }
 
     #[test]
