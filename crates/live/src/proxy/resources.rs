@@ -957,24 +957,28 @@ impl Resources {
     /// unregistered meanwhile may have closed its descriptor): accepts,
     /// requests and closes wait for one chunk at most, not the interval.
     fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
-        let (active, idle): (Vec<(u64, RawFd)>, Vec<u64>) = {
+        // Every client connection is read, those with no request in
+        // progress too: a response is complete once written into the send
+        // buffer, and a large buffer may take seconds to drain. One whose
+        // send buffer still holds data is transferring (Section 3.2's
+        // "active"): it is measured and keeps its E-ATBT assignment;
+        // without this a connection whose buffer holds whole responses
+        // would look idle at every interval and never be measured again.
+        let clients: Vec<(u64, RawFd, bool)> = {
             let state = self.lock();
-            let mut active = Vec::with_capacity(state.clients.len());
-            let mut idle = Vec::new();
-            for (&id, c) in &state.clients {
-                if c.active == 0 && c.idle_since.is_some() {
-                    idle.push(id);
-                } else {
-                    active.push((id, c.fd));
-                }
-            }
-            (active, idle)
+            state
+                .clients
+                .iter()
+                .map(|(&id, c)| (id, c.fd, c.active == 0 && c.idle_since.is_some()))
+                .collect()
         };
-        let mut paths = Vec::with_capacity(active.len());
-        let mut occupancy = Vec::with_capacity(active.len());
-        for chunk in active.chunks(CHUNK) {
+        let mut idle = Vec::new();
+        let mut draining = HashSet::new();
+        let mut paths = Vec::with_capacity(clients.len());
+        let mut occupancy = Vec::with_capacity(clients.len());
+        for chunk in clients.chunks(CHUNK) {
             let mut state = self.lock();
-            for &(id, fd) in chunk {
+            for &(id, fd, no_request) in chunk {
                 let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
                     continue;
                 };
@@ -984,12 +988,25 @@ impl Resources {
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 let Ok(info) = tcp_info::tcp_info(fd) else {
                     report.read_errors += 1;
+                    if no_request {
+                        idle.push(id);
+                    }
                     continue;
                 };
                 if let Some(segs) = info.data_segs_out {
                     c.loss.observe_counters(segs, info.total_retrans);
                 }
                 c.mss = info.snd_mss.max(1);
+                // Data in the send buffer: unacknowledged plus not yet sent.
+                let queued = u64::from(info.unacked) * u64::from(c.mss)
+                    + u64::from(info.notsent_bytes.unwrap_or(0));
+                if no_request {
+                    if queued == 0 {
+                        idle.push(id);
+                        continue;
+                    }
+                    draining.insert(id);
+                }
                 if info.rtt_us == 0 {
                     continue;
                 }
@@ -1003,9 +1020,6 @@ impl Resources {
                         max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
                     },
                 ));
-                // Data in the send buffer: unacknowledged plus not yet sent.
-                let queued = u64::from(info.unacked) * u64::from(c.mss)
-                    + u64::from(info.notsent_bytes.unwrap_or(0));
                 // Against the buffer it had this interval (none set yet:
                 // the kernel's own, not judged).
                 if let Some(held) = c.applied {
@@ -1032,7 +1046,11 @@ impl Resources {
             let manager = state.manager.as_ref();
             let mut targets = Vec::new();
             for (&id, c) in &state.clients {
-                let held = match manager.and_then(|m| m.idle_buffer_bytes(id, now)) {
+                let decayed = match draining.contains(&id) {
+                    true => None,
+                    false => manager.and_then(|m| m.idle_buffer_bytes(id, now)),
+                };
+                let held = match decayed {
                     Some(decayed) => decayed,
                     None => match state.allocator.assigned(id) {
                         Some(data) => 2 * data,
