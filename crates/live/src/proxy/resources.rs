@@ -41,8 +41,10 @@
 //! (registered connections and upstream sockets being connected, counted
 //! exactly).
 //!
-//! Idle client connections leave the allocator (no demand) and keep the
-//! buffer the manager's idle decay leaves them (`ssbt` too, as the
+//! Idle client connections (no request in progress and nothing left in
+//! the send buffer: a response is complete once written into it, and one
+//! still draining is measured as any other) leave the allocator (no
+//! demand) and keep the buffer the manager's idle decay leaves them (`ssbt` too, as the
 //! simulator runs it); when a request starts on one it gets back the
 //! buffer it held before, as far as the send pool has room
 //! ([`SendBufferAllocator::resume_bound`]), at once: the simulator
