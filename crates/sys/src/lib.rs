@@ -3,6 +3,8 @@
 //! * [`bpf`] — an mmap-shared BPF array map, a socket-filter program
 //!   assembled in Rust, pinned in bpffs for iptables' `bpf` match;
 //! * [`capabilities`] — which capabilities the process holds;
+//! * [`cgroup`] — the TCP memory limit and usage of the calling thread's
+//!   memory cgroup, and the `/proc/PID/cgroup` format;
 //! * [`nfqueue`] — NFQUEUE over raw netlink, with the socket exposed;
 //! * [`command`] — running a program to completion, a failure as a typed
 //!   error that carries the command line and its standard error;
@@ -24,6 +26,7 @@
 
 pub mod bpf;
 pub mod capabilities;
+pub mod cgroup;
 pub mod command;
 pub mod iptables;
 pub mod nfqueue;

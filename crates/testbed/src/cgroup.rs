@@ -14,6 +14,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use vantage_sys::cgroup::v1_cgroup_of;
+
 /// Which interface the cap uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CgroupVersion {
@@ -220,20 +222,6 @@ fn v2_memory_root() -> Option<PathBuf> {
 /// (`/proc/self/cgroup`).
 fn own_v1_cgroup(controller: &str) -> Option<String> {
     v1_cgroup_of(&fs::read_to_string("/proc/self/cgroup").ok()?, controller)
-}
-
-/// The path of `controller`'s line in a `/proc/PID/cgroup` text.
-fn v1_cgroup_of(text: &str, controller: &str) -> Option<String> {
-    text.lines().find_map(|line| {
-        let mut fields = line.splitn(3, ':');
-        let _ = fields.next()?;
-        let controllers = fields.next()?;
-        let path = fields.next()?;
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| path.to_string())
-    })
 }
 
 /// Where [`TcpMemoryCap::create`] makes its cgroups.

@@ -208,6 +208,17 @@ impl ConnectionManager {
         }
     }
 
+    /// The connection is reused: it leaves the list, and the buffer it held
+    /// when it went idle is returned (None if it was not idle). Shrinking
+    /// is for connections ever more likely to be closed; one in use again
+    /// gets that buffer back at once rather than regrow from its decayed
+    /// size over the next intervals' measurements.
+    pub fn reuse(&mut self, id: u64) -> Option<u64> {
+        let entry = self.entries.remove(&id)?;
+        self.order.remove(&(entry.since, entry.sequence));
+        Some(entry.buffer_bytes)
+    }
+
     pub fn is_idle(&self, id: u64) -> bool {
         self.entries.contains_key(&id)
     }
@@ -440,6 +451,25 @@ mod tests {
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(2)), Some(32_768));
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(9)), Some(4_096));
         assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(600)), Some(1_024));
+    }
+
+    #[test]
+    fn a_reused_connection_gets_back_what_it_held_before_idling() {
+        let mut m = ConnectionManager::new(params()).unwrap();
+        m.mark_idle(1, Nanos::ZERO, 65_536);
+        m.mark_idle(2, Nanos::from_secs(1), 8_192);
+        // Idle 15 s at a half-life of 2 s: down to 512 B, floored at 1,024.
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(15)), Some(1_024));
+        assert_eq!(m.reuse(1), Some(65_536));
+        assert!(!m.is_idle(1));
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(15)), None);
+        assert_eq!(m.reuse(1), None, "no longer idle");
+        assert_eq!(m.idle_count(), 1);
+        // The list's order is intact: the other one is the oldest.
+        assert_eq!(
+            m.connections_to_close(Nanos::from_secs(16), usage(10)),
+            vec![2]
+        );
     }
 
     #[test]

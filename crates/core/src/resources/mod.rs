@@ -7,17 +7,23 @@
 //!   3.1.1 and 3.1.3).
 //! * [`receive_buffer`] — receive buffers from their peak utilization and
 //!   the receive rate (Section 3.1.2).
+//! * [`loss`] — each connection's loss estimate for E-ATBT, from the
+//!   sender's counters.
 //! * [`connections`] — the persistent-connection list, thresholds over
 //!   several resources, idle-buffer shrinking (Section 3.2).
 
 pub mod connections;
+pub mod loss;
 pub mod receive_buffer;
 pub mod send_buffer;
 
 pub use connections::{
     ConnectionManager, ConnectionManagerParams, Resource, ResourceUsage, Threshold,
 };
+pub use loss::{LossEstimator, LossEstimatorParams};
 pub use receive_buffer::{
     IntervalObservation, ReceiveBufferTuner, ReceiveDecision, ReceiveTunerParams,
 };
-pub use send_buffer::{max_min_proportional, CouplingParams, SendBufferAllocator, SendBufferError};
+pub use send_buffer::{
+    max_min_proportional, CouplingParams, Occupancy, SendBufferAllocator, SendBufferError,
+};

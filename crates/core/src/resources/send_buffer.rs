@@ -13,7 +13,17 @@
 //! path drains) has its demand capped near what it used, so the buffer goes
 //! to others; the cap is lifted once it fills its assignment again.
 //! The thesis gives no numbers for this rule; ours are
-//! [`CouplingParams::default`].
+//! [`CouplingParams::default`]. Use is measured against the buffer the
+//! connection had during the interval, not the new assignment: a
+//! connection whose assignment just grew (its loss fell, or it was reused
+//! after idling with a shrunken buffer) could not have filled the new one,
+//! and capping it near what the old one held would let it grow only by
+//! `headroom` per interval.
+//!
+//! A connection reused after idling (Section 3.2 shrinks idle buffers) may
+//! take back what it held before at once, as far as the pool has room
+//! ([`SendBufferAllocator::resume_bound`]); the next re-assignment evens
+//! it out.
 
 use std::collections::BTreeMap;
 
@@ -77,6 +87,16 @@ pub fn demand_bytes(path: &PathEstimate, mss: u32) -> Result<u64, OutOfRange> {
     Ok((rate * path.rtt_secs).ceil() as u64)
 }
 
+/// One connection's send-buffer use over an interval (Section 3.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Occupancy {
+    pub id: u64,
+    /// The most data it held in its send buffer.
+    pub peak_bytes: u64,
+    /// The send buffer it had during the interval (data bytes).
+    pub buffer_bytes: u64,
+}
+
 /// The under-use rule of Section 3.1.3.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CouplingParams {
@@ -130,6 +150,8 @@ pub struct SendBufferAllocator {
     max_connections: usize,
     coupling: CouplingParams,
     connections: BTreeMap<u64, Connection>,
+    /// The sum of the assignments, kept by each re-assignment.
+    total_assigned: u64,
 }
 
 impl SendBufferAllocator {
@@ -160,6 +182,7 @@ impl SendBufferAllocator {
             max_connections,
             coupling,
             connections: BTreeMap::new(),
+            total_assigned: 0,
         })
     }
 
@@ -263,15 +286,20 @@ impl SendBufferAllocator {
     }
 
     /// Reports connections' peak send-buffer occupancy over the last
-    /// interval, as (id, bytes) (Section 3.1.3), and re-assigns once.
-    pub fn observe_peak_occupancy(&mut self, observations: &[(u64, u64)]) {
+    /// interval against the buffer each had (Section 3.1.3), and
+    /// re-assigns once.
+    pub fn observe_peak_occupancy(&mut self, observations: &[Occupancy]) {
         let params = self.coupling;
-        for &(id, peak_bytes) in observations {
+        for &Occupancy {
+            id,
+            peak_bytes,
+            buffer_bytes,
+        } in observations
+        {
             let Some(connection) = self.connections.get_mut(&id) else {
                 continue;
             };
-            let assigned = connection.assigned.max(1) as f64;
-            let utilization = peak_bytes as f64 / assigned;
+            let utilization = peak_bytes as f64 / buffer_bytes.max(1) as f64;
             if utilization < params.under_used_below {
                 let cap =
                     ((peak_bytes as f64 * params.headroom).ceil() as u64).max(params.min_bytes);
@@ -294,7 +322,17 @@ impl SendBufferAllocator {
     }
 
     pub fn total_assigned(&self) -> u64 {
-        self.connections.values().map(|c| c.assigned).sum()
+        self.total_assigned
+    }
+
+    /// What a connection coming back into use may take at once, before the
+    /// next re-assignment (data bytes): `before`, what it had before it
+    /// idled, at most what the pool has unassigned — or, if less is free,
+    /// an equal share of the pool among the connections held and this one.
+    pub fn resume_bound(&self, before: u64) -> u64 {
+        let free = self.pool_bytes.saturating_sub(self.total_assigned);
+        let equal_share = self.pool_bytes / (self.connections.len() as u64 + 1);
+        before.min(free.max(equal_share))
     }
 
     pub fn pool_bytes(&self) -> u64 {
@@ -316,6 +354,7 @@ impl SendBufferAllocator {
             .map(|c| c.coupling_cap.map_or(c.demand, |cap| cap.min(c.demand)))
             .collect();
         let shares = max_min_proportional(&demands, self.pool_bytes);
+        self.total_assigned = shares.iter().sum();
         for (connection, share) in self.connections.values_mut().zip(shares) {
             connection.assigned = share;
         }
@@ -446,13 +485,68 @@ mod tests {
         allocator.set_path(1, &path).unwrap();
         allocator.set_path(2, &path).unwrap();
         assert_eq!(allocator.assigned(1), Some(50_000));
-        allocator.observe_peak_occupancy(&[(1, 10_000)]);
+        let occupancy = |peak_bytes, buffer_bytes| Occupancy {
+            id: 1,
+            peak_bytes,
+            buffer_bytes,
+        };
+        allocator.observe_peak_occupancy(&[occupancy(10_000, 50_000)]);
         assert_eq!(allocator.assigned(1), Some(20_000));
         assert_eq!(allocator.assigned(2), Some(80_000));
-        allocator.observe_peak_occupancy(&[(1, 19_000)]);
+        allocator.observe_peak_occupancy(&[occupancy(19_000, 20_000)]);
         assert_eq!(allocator.assigned(1), Some(50_000));
         assert!(allocator.remove(1));
         assert_eq!(allocator.assigned(2), Some(100_000));
+    }
+
+    #[test]
+    fn a_buffer_that_just_grew_is_judged_by_the_one_it_had() {
+        // Alone in a large pool: the whole demand is assigned.
+        let mut allocator =
+            SendBufferAllocator::new(1 << 30, 1448, 16, CouplingParams::default()).unwrap();
+        let path = |loss| PathEstimate {
+            rtt_secs: 0.05,
+            rto_secs: 0.25,
+            loss,
+            max_window_segments: 1e6,
+        };
+        allocator.set_path(1, &path(0.01)).unwrap();
+        let before = allocator.assigned(1).unwrap();
+        // The loss falls: the demand grows about threefold. The connection
+        // filled the buffer it had; against the new assignment that is
+        // under half, yet it is not capped.
+        allocator.set_path(1, &path(0.001)).unwrap();
+        let after = allocator.assigned(1).unwrap();
+        assert!(after > 3 * before, "{before} → {after}");
+        allocator.observe_peak_occupancy(&[Occupancy {
+            id: 1,
+            peak_bytes: before,
+            buffer_bytes: before,
+        }]);
+        assert_eq!(allocator.assigned(1), Some(after));
+    }
+
+    #[test]
+    fn a_resumed_connection_takes_back_its_buffer_as_far_as_the_pool_has_room() {
+        let path = PathEstimate {
+            rtt_secs: 0.2,
+            rto_secs: 1.0,
+            loss: 0.0001,
+            max_window_segments: 1e6,
+        };
+        let mut allocator =
+            SendBufferAllocator::new(100_000, 1460, 16, CouplingParams::default()).unwrap();
+        // Room in the pool: everything it had.
+        assert_eq!(allocator.resume_bound(60_000), 60_000);
+        allocator.set_path(1, &path).unwrap();
+        allocator.set_path(2, &path).unwrap();
+        assert_eq!(allocator.total_assigned(), 100_000);
+        // The pool is taken: an equal share among three.
+        assert_eq!(allocator.resume_bound(60_000), 33_333);
+        assert_eq!(allocator.resume_bound(20_000), 20_000);
+        allocator.set_pool_bytes(400_000);
+        let free = 400_000 - allocator.total_assigned();
+        assert_eq!(allocator.resume_bound(u64::MAX), free.max(400_000 / 3));
     }
 
     #[test]

@@ -38,6 +38,9 @@
 //! | `vantage_proxy_idle_upstream_connections` | gauge | upstream connections idle in the pool whose receive buffer shrinks (ssbt* with `idle_buffer_half_life_ms`) |
 //! | `vantage_proxy_idle_upstream_shrinks_total` | counter | receive buffers of idle pooled upstream connections set smaller by the idle decay |
 //! | `vantage_proxy_idle_upstream_regrows_total` | counter | shrunken upstream receive buffers given back their tuner's size as the connection left the pool for a request |
+//! | `vantage_proxy_idle_client_regrows_total` | counter | client connections reused after idling whose send buffer was set back to what they held before (as far as the send pool has room) as the request started |
+//! | `vantage_proxy_tcp_memory_source` | gauge | whose TCP memory sets the default pool and the manager's memory marks: 1 the host's (`tcp_mem`), 2 the proxy's memory cgroup's (90 % of its limit), 0 neither visible; pressure is either's |
+//! | `vantage_proxy_cgroup_tcp_memory_bytes` | gauge | the TCP memory charged to the proxy's memory cgroup (0 without a cgroup limit) |
 //! | `vantage_proxy_resource_loop_cpu_seconds_total` | counter | the control loop's own CPU time |
 //! | `vantage_proxy_resource_intervals_total` | counter | intervals run |
 //! | `vantage_proxy_resource_errors_total` | counter | socket reads or sets that failed (the connection skipped for that interval) |
@@ -144,6 +147,9 @@ pub struct ResourceMetrics {
     pub idle_upstreams: Gauge,
     pub idle_upstream_shrinks: Counter,
     pub idle_upstream_regrows: Counter,
+    pub idle_client_regrows: Counter,
+    pub memory_source: Gauge,
+    pub cgroup_tcp_bytes: Gauge,
     pub cpu_seconds: Counter<f64, AtomicU64>,
     pub intervals: Counter,
     pub errors: Counter,
@@ -164,6 +170,9 @@ impl Default for ResourceMetrics {
             idle_upstreams: Gauge::default(),
             idle_upstream_shrinks: Counter::default(),
             idle_upstream_regrows: Counter::default(),
+            idle_client_regrows: Counter::default(),
+            memory_source: Gauge::default(),
+            cgroup_tcp_bytes: Gauge::default(),
             cpu_seconds: Counter::default(),
             intervals: Counter::default(),
             errors: Counter::default(),
@@ -238,6 +247,21 @@ impl ResourceMetrics {
             "vantage_proxy_idle_upstream_regrows",
             "Shrunken upstream receive buffers restored as the connection left the pool",
             self.idle_upstream_regrows.clone(),
+        );
+        registry.register(
+            "vantage_proxy_idle_client_regrows",
+            "Client send buffers set back to their size before idling as the connection was reused",
+            self.idle_client_regrows.clone(),
+        );
+        registry.register(
+            "vantage_proxy_tcp_memory_source",
+            "Whose TCP memory sets the default pool: 1 host tcp_mem, 2 the proxy's memory cgroup, 0 neither",
+            self.memory_source.clone(),
+        );
+        registry.register(
+            "vantage_proxy_cgroup_tcp_memory_bytes",
+            "TCP memory charged to the proxy's memory cgroup (0 without a limit)",
+            self.cgroup_tcp_bytes.clone(),
         );
         registry.register_with_unit(
             "vantage_proxy_resource_loop_cpu",

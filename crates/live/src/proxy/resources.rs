@@ -10,9 +10,10 @@
 //! `interval_ms`:
 //!
 //! * client connections (send side): `TCP_INFO` gives the path estimate —
-//!   RTT and RTO as the kernel smooths them, loss as Δ`total_retrans` /
-//!   Δ`data_segs_out` over the interval (the previous estimate when
-//!   nothing was sent), W_max from the peer's window — for
+//!   RTT and RTO as the kernel smooths them, loss from `total_retrans` and
+//!   `data_segs_out` through each connection's [`LossEstimator`] (a window
+//!   of recent intervals and the segments since the last retransmission),
+//!   W_max from the peer's window — for
 //!   [`SendBufferAllocator`] (E-ATBT); the data in the send buffer
 //!   (unacknowledged segments × MSS plus `notsent_bytes`, from the same
 //!   read) feeds the up/down coupling; the assignment is set with
@@ -34,11 +35,21 @@
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
 //! of at most 128 connections at a time (and for the allocator's
-//! re-assignment), and counts `/proc/self/fd` without it.
+//! re-assignment), and counts `/proc/self/fd` without it, once every
+//! [`DESCRIPTOR_RECOUNT`] intervals: between counts the descriptors are
+//! the last count moved by the change in the sockets the proxy holds
+//! (registered connections and upstream sockets being connected, counted
+//! exactly).
 //!
-//! Idle client connections leave the allocator (no demand) and keep the
-//! buffer the manager's idle decay leaves them (`ssbt` too, as the
-//! simulator runs it). Upstream connections idle in the proxy's pool
+//! Idle client connections (no request in progress and nothing left in
+//! the send buffer: a response is complete once written into it, and one
+//! still draining is measured as any other) leave the allocator (no
+//! demand) and keep the buffer the manager's idle decay leaves them (`ssbt` too, as the
+//! simulator runs it); when a request starts on one it gets back the
+//! buffer it held before, as far as the send pool has room
+//! ([`SendBufferAllocator::resume_bound`]), at once: the simulator
+//! re-assigns at that moment, which the live loop cannot afford on every
+//! request. Upstream connections idle in the proxy's pool
 //! (`upstream::Pool` reports each entering and leaving it) shrink by the
 //! same rule, from a second, shrink-only [`ConnectionManager`]
 //! ([`ConnectionManagerParams::shrink_only`]): it closes nothing (the pool
@@ -60,26 +71,29 @@
 //! kernel keeps no peak). Bounds: never above twice `wmem_max`/`rmem_max`
 //! (the kernel's own cap), never below two segments' truesize (MSS plus
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
-//! `mem` ≥ `tcp_mem`'s pressure mark) the pool is cut by a quarter every
-//! interval until the pressure ends, then regrows by an eighth of its
-//! configured size per interval. The allocator's MSS is the first
+//! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
+//! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
+//! quarter every interval until the pressure ends, then regrows by an
+//! eighth of its configured size per interval. The allocator's MSS is the first
 //! connection's default (1448); per-connection MSS enters W_max only.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
-    SendBufferAllocator, Threshold,
+    IntervalObservation, LossEstimator, LossEstimatorParams, Occupancy, ReceiveBufferTuner,
+    ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
+use vantage_sys::cgroup::CgroupTcpMemory;
 use vantage_sys::tcp_info;
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
@@ -97,7 +111,9 @@ const MAX_TRACKED: usize = 1 << 20;
 const MAX_AUDIT_RECORDS: usize = 10_000;
 /// Connections whose socket calls one hold of the lock covers.
 const CHUNK: usize = 128;
-/// Intervals between counts of `/proc/self/fd` while far from the marks.
+/// Intervals between counts of `/proc/self/fd` (between them the
+/// descriptors are the last count moved by the change in the sockets the
+/// proxy holds, which it counts exactly).
 const DESCRIPTOR_RECOUNT: u32 = 10;
 /// A buffer is set again only when it moves by more than 1/16.
 const CHANGE_DIVISOR: u64 = 16;
@@ -143,6 +159,9 @@ pub struct IntervalReport {
     pub closes: usize,
     pub pool_bytes: u64,
     pub kernel_tcp_bytes: u64,
+    /// The proxy's cgroup's TCP memory, if it has a limit.
+    pub cgroup_tcp_bytes: Option<u64>,
+    /// The host's or the cgroup's pressure mark reached.
     pub pressure: bool,
     /// Receive buffers of upstream connections idle in the pool set
     /// smaller.
@@ -150,7 +169,7 @@ pub struct IntervalReport {
 }
 
 /// The kernel limits the loop respects, read once.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct KernelLimits {
     /// Largest held send buffer (twice `wmem_max`).
     pub send_max: u64,
@@ -162,6 +181,9 @@ pub struct KernelLimits {
     pub tcp_mem: Option<tcp_info::TcpMemLimits>,
     pub page_bytes: u64,
     pub descriptor_limit: u64,
+    /// The proxy's memory cgroup, when it limits TCP memory
+    /// (`sys::cgroup`): a limit the host's `tcp_mem` does not show.
+    pub cgroup: Option<CgroupTcpMemory>,
 }
 
 impl KernelLimits {
@@ -176,7 +198,61 @@ impl KernelLimits {
             },
             page_bytes: tcp_info::page_size(),
             descriptor_limit: crate::daemon::descriptor_limit()?,
+            cgroup: CgroupTcpMemory::own()?,
         })
+    }
+}
+
+/// Whose TCP memory is watched: the host's (`/proc/net/sockstat` against
+/// `tcp_mem`'s pressure mark) or the proxy's cgroup's (its usage against
+/// 90 % of its limit). Both are checked for the pressure cut; the one
+/// with the lower mark sets the default pool and the manager's marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemorySource {
+    Host,
+    Cgroup,
+}
+
+impl MemorySource {
+    /// The source with the lower pressure mark, if any is visible.
+    fn binding(limits: &KernelLimits) -> Option<MemorySource> {
+        let host = limits
+            .tcp_mem
+            .is_some()
+            .then(|| MemorySource::Host.pressure_bytes(limits));
+        let cgroup = limits
+            .cgroup
+            .is_some()
+            .then(|| MemorySource::Cgroup.pressure_bytes(limits));
+        match (host, cgroup) {
+            (Some(h), Some(c)) if c < h => Some(MemorySource::Cgroup),
+            (Some(_), _) => Some(MemorySource::Host),
+            (None, Some(_)) => Some(MemorySource::Cgroup),
+            (None, None) => None,
+        }
+    }
+
+    /// The pressure mark, bytes (`u64::MAX` when the source is not
+    /// visible).
+    fn pressure_bytes(self, limits: &KernelLimits) -> u64 {
+        match self {
+            MemorySource::Host => limits
+                .tcp_mem
+                .as_ref()
+                .map_or(u64::MAX, |m| m.pressure.saturating_mul(limits.page_bytes)),
+            MemorySource::Cgroup => limits
+                .cgroup
+                .as_ref()
+                .map_or(u64::MAX, |c| c.limit_bytes / 10 * 9),
+        }
+    }
+
+    /// The metric's value: 1 host, 2 cgroup (0: none).
+    fn code(self) -> i64 {
+        match self {
+            MemorySource::Host => 1,
+            MemorySource::Cgroup => 2,
+        }
     }
 }
 
@@ -203,9 +279,7 @@ struct ClientState {
     reclaim: Arc<tokio::sync::Notify>,
     active: usize,
     idle_since: Option<Nanos>,
-    retrans: Option<u32>,
-    segs_out: Option<u32>,
-    loss: f64,
+    loss: LossEstimator,
     mss: u32,
     applied: Option<u64>,
 }
@@ -241,8 +315,15 @@ struct State {
 pub struct Resources {
     config: ResourcesConfig,
     limits: KernelLimits,
+    /// Whose TCP memory the manager's marks and the default pool follow.
+    memory_source: Option<MemorySource>,
+    /// Upstream sockets being connected, not yet registered: with the
+    /// registered connections, every socket the proxy holds.
+    connecting: AtomicU64,
     base_pool: u64,
     thresholds: [Threshold; 3],
+    /// A client connection's loss estimator before its first interval.
+    fresh_loss: LossEstimator,
     epoch: Instant,
     state: Mutex<State>,
     metrics: ResourceMetrics,
@@ -253,7 +334,7 @@ pub struct Resources {
 pub enum ResourcesError {
     #[error("reading the kernel's TCP memory limits: {0}")]
     Kernel(#[from] io::Error),
-    #[error("resources.mode = \"{0}\" needs resources.pool_bytes here: net.ipv4.tcp_mem, its default, is not visible in this network namespace")]
+    #[error("resources.mode = \"{0}\" needs resources.pool_bytes here: net.ipv4.tcp_mem, its default, is not visible in this network namespace, and the proxy's memory cgroup sets no TCP memory limit")]
     NoDefaultPool(&'static str),
     #[error("resources: {0}")]
     OutOfRange(#[from] vantage_core::OutOfRange),
@@ -284,9 +365,24 @@ impl Resources {
             config.mode,
             ResourceMode::Ssbt | ResourceMode::SsbtWithConnections
         );
-        let pressure_bytes = limits
-            .tcp_mem
-            .map(|m| m.pressure.saturating_mul(limits.page_bytes));
+        let memory_source = MemorySource::binding(&limits);
+        let pressure_bytes = memory_source.map(|s| s.pressure_bytes(&limits));
+        match (memory_source, &limits.cgroup) {
+            (Some(MemorySource::Cgroup), Some(cgroup)) => eprintln!(
+                "vantage proxy: TCP memory pressure from the proxy's cgroup ({}, {}: limit {} bytes, pressure at 90 %) and the host's tcp_mem",
+                cgroup.source.name(),
+                cgroup.dir.display(),
+                cgroup.limit_bytes
+            ),
+            (_, Some(cgroup)) => eprintln!(
+                "vantage proxy: TCP memory pressure from the host's tcp_mem (below the proxy's cgroup limit, {} bytes) and the cgroup",
+                cgroup.limit_bytes
+            ),
+            _ => {}
+        }
+        metrics
+            .memory_source
+            .set(memory_source.map_or(0, MemorySource::code));
         let base_pool = match (config.pool_bytes, pressure_bytes) {
             (Some(pool), _) => pool,
             (None, Some(pressure)) => pressure / 2,
@@ -356,8 +452,11 @@ impl Resources {
         Ok(Resources {
             config,
             limits,
+            memory_source,
+            connecting: AtomicU64::new(0),
             base_pool,
             thresholds,
+            fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
             epoch: Instant::now(),
             state: Mutex::new(State {
                 allocator,
@@ -432,9 +531,7 @@ impl Resources {
                 reclaim,
                 active: 0,
                 idle_since: None,
-                retrans: None,
-                segs_out: None,
-                loss: 0.0,
+                loss: self.fresh_loss.clone(),
                 mss: ALLOCATOR_MSS,
                 applied: None,
             },
@@ -447,6 +544,16 @@ impl Resources {
                 upstream: false,
             }),
             stream,
+        }
+    }
+
+    /// An upstream socket is about to be connected: counted among the
+    /// descriptors the proxy holds until the guard is dropped (after the
+    /// connection is registered, or on failure).
+    pub fn connecting(self: &Arc<Self>) -> ConnectingSocket {
+        self.connecting.fetch_add(1, Ordering::Relaxed);
+        ConnectingSocket {
+            resources: Arc::clone(self),
         }
     }
 
@@ -522,13 +629,36 @@ impl Resources {
     pub fn request_started(&self, id: u64) {
         let mut state = self.lock();
         let State {
-            clients, manager, ..
+            clients,
+            manager,
+            allocator,
+            ..
         } = &mut *state;
-        if let Some(c) = clients.get_mut(&id) {
-            c.active += 1;
-            c.idle_since = None;
-            if let Some(m) = manager.as_mut() {
-                m.remove(id);
+        let Some(c) = clients.get_mut(&id) else {
+            return;
+        };
+        c.active += 1;
+        c.idle_since = None;
+        let Some(before) = manager.as_mut().and_then(|m| m.reuse(id)) else {
+            return;
+        };
+        // Back in use: what it held before it idled, as far as the send
+        // pool has room (held bytes are twice the allocator's data bytes),
+        // set now rather than regrown over the next intervals.
+        let target = (2 * allocator.resume_bound(before / 2))
+            .clamp(min_held(c.mss), self.limits.send_max.max(min_held(c.mss)));
+        if c.applied.is_some_and(|applied| applied >= target) {
+            return;
+        }
+        // SAFETY: as in `send_side` (the lock is held: `state`).
+        let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
+        match tcp_info::set_send_buffer(fd, target) {
+            Ok(held) => {
+                c.applied = Some(u64::from(held));
+                self.metrics.idle_client_regrows.inc();
+            }
+            Err(_) => {
+                self.metrics.errors.inc();
             }
         }
     }
@@ -665,9 +795,34 @@ impl Resources {
         };
         report.kernel_tcp_bytes = kernel_bytes;
         self.metrics.kernel_tcp_bytes.set(kernel_bytes as i64);
-        report.pressure = match (&kernel_pages, self.limits.tcp_mem) {
+        let host_pressure = match (&kernel_pages, &self.limits.tcp_mem) {
             (Ok(pages), Some(tcp_mem)) => *pages >= tcp_mem.pressure,
             _ => false,
+        };
+        let cgroup_bytes = self
+            .limits
+            .cgroup
+            .as_ref()
+            .and_then(|c| match c.usage_bytes() {
+                Ok(bytes) => Some(bytes),
+                Err(_) => {
+                    self.metrics.errors.inc();
+                    None
+                }
+            });
+        report.cgroup_tcp_bytes = cgroup_bytes;
+        self.metrics
+            .cgroup_tcp_bytes
+            .set(cgroup_bytes.unwrap_or(0) as i64);
+        let cgroup_pressure = match (cgroup_bytes, &self.limits.cgroup) {
+            (Some(bytes), Some(_)) => bytes >= MemorySource::Cgroup.pressure_bytes(&self.limits),
+            _ => false,
+        };
+        report.pressure = host_pressure || cgroup_pressure;
+        // The manager's TCP memory: the binding source's.
+        let managed_memory_bytes = match self.memory_source {
+            Some(MemorySource::Cgroup) => cgroup_bytes.unwrap_or(0),
+            _ => kernel_bytes,
         };
         if !self.tuned() {
             return report;
@@ -675,11 +830,7 @@ impl Resources {
         let managed = self.config.mode == ResourceMode::SsbtWithConnections;
         // /proc/self/fd is counted without the lock (it takes milliseconds
         // with many descriptors).
-        let recount = managed && {
-            let state = self.lock();
-            let tracked = (state.clients.len() + state.upstreams.len()) as u64;
-            self.needs_recount(state.descriptors, tracked)
-        };
+        let recount = managed && needs_recount(self.lock().descriptors);
         let counted = if recount {
             let counted = open_descriptors();
             if counted.is_err() {
@@ -711,11 +862,12 @@ impl Resources {
                 }
             }
             if managed {
-                let tracked = (state.clients.len() + state.upstreams.len()) as u64;
-                let descriptors = descriptor_estimate(&mut state.descriptors, tracked, counted);
+                let held = (state.clients.len() + state.upstreams.len()) as u64
+                    + self.connecting.load(Ordering::Relaxed);
+                let descriptors = descriptor_estimate(&mut state.descriptors, held, counted);
                 let usage = ResourceUsage {
                     descriptors,
-                    socket_buffer_bytes: kernel_bytes,
+                    socket_buffer_bytes: managed_memory_bytes,
                     connections: state.clients.len() as u64,
                 };
                 let reason = self.reason(&usage);
@@ -743,19 +895,6 @@ impl Resources {
         report
     }
 
-    /// Whether `/proc/self/fd` is to be counted this interval (its cost
-    /// grows with the count: about 1 µs per 2 descriptors): when the
-    /// estimate is at the descriptors' low mark or above, or every
-    /// [`DESCRIPTOR_RECOUNT`] intervals.
-    fn needs_recount(&self, last: Option<(u64, u64, u32)>, tracked: u64) -> bool {
-        match last {
-            Some((count, then, age)) => {
-                (count + tracked).saturating_sub(then) >= self.thresholds[0].low
-                    || age + 1 >= DESCRIPTOR_RECOUNT
-            }
-            None => true,
-        }
-    }
     fn reason(&self, usage: &ResourceUsage) -> CloseReason {
         let [descriptors, memory, connections] = self.thresholds;
         if usage.descriptors > descriptors.low {
@@ -820,24 +959,28 @@ impl Resources {
     /// unregistered meanwhile may have closed its descriptor): accepts,
     /// requests and closes wait for one chunk at most, not the interval.
     fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
-        let (active, idle): (Vec<(u64, RawFd)>, Vec<u64>) = {
+        // Every client connection is read, those with no request in
+        // progress too: a response is complete once written into the send
+        // buffer, and a large buffer may take seconds to drain. One whose
+        // send buffer still holds data is transferring (Section 3.2's
+        // "active"): it is measured and keeps its E-ATBT assignment;
+        // without this a connection whose buffer holds whole responses
+        // would look idle at every interval and never be measured again.
+        let clients: Vec<(u64, RawFd, bool)> = {
             let state = self.lock();
-            let mut active = Vec::with_capacity(state.clients.len());
-            let mut idle = Vec::new();
-            for (&id, c) in &state.clients {
-                if c.active == 0 && c.idle_since.is_some() {
-                    idle.push(id);
-                } else {
-                    active.push((id, c.fd));
-                }
-            }
-            (active, idle)
+            state
+                .clients
+                .iter()
+                .map(|(&id, c)| (id, c.fd, c.active == 0 && c.idle_since.is_some()))
+                .collect()
         };
-        let mut paths = Vec::with_capacity(active.len());
-        let mut occupancy = Vec::with_capacity(active.len());
-        for chunk in active.chunks(CHUNK) {
+        let mut idle = Vec::new();
+        let mut draining = HashSet::new();
+        let mut paths = Vec::with_capacity(clients.len());
+        let mut occupancy = Vec::with_capacity(clients.len());
+        for chunk in clients.chunks(CHUNK) {
             let mut state = self.lock();
-            for &(id, fd) in chunk {
+            for &(id, fd, no_request) in chunk {
                 let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
                     continue;
                 };
@@ -847,20 +990,25 @@ impl Resources {
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 let Ok(info) = tcp_info::tcp_info(fd) else {
                     report.read_errors += 1;
+                    if no_request {
+                        idle.push(id);
+                    }
                     continue;
                 };
-                if let (Some(segs), Some(previous_segs), Some(previous_retrans)) =
-                    (info.data_segs_out, c.segs_out, c.retrans)
-                {
-                    let sent = segs.wrapping_sub(previous_segs);
-                    if sent > 0 {
-                        let lost = info.total_retrans.wrapping_sub(previous_retrans);
-                        c.loss = (f64::from(lost) / f64::from(sent)).min(1.0);
-                    }
+                if let Some(segs) = info.data_segs_out {
+                    c.loss.observe_counters(segs, info.total_retrans);
                 }
-                c.segs_out = info.data_segs_out;
-                c.retrans = Some(info.total_retrans);
                 c.mss = info.snd_mss.max(1);
+                // Data in the send buffer: unacknowledged plus not yet sent.
+                let queued = u64::from(info.unacked) * u64::from(c.mss)
+                    + u64::from(info.notsent_bytes.unwrap_or(0));
+                if no_request {
+                    if queued == 0 {
+                        idle.push(id);
+                        continue;
+                    }
+                    draining.insert(id);
+                }
                 if info.rtt_us == 0 {
                     continue;
                 }
@@ -870,14 +1018,19 @@ impl Resources {
                     PathEstimate {
                         rtt_secs: f64::from(info.rtt_us) / 1e6,
                         rto_secs: f64::from(info.rto_us) / 1e6,
-                        loss: c.loss,
+                        loss: c.loss.estimate(),
                         max_window_segments: (window / u64::from(c.mss)).max(1) as f64,
                     },
                 ));
-                // Data in the send buffer: unacknowledged plus not yet sent.
-                let queued = u64::from(info.unacked) * u64::from(c.mss)
-                    + u64::from(info.notsent_bytes.unwrap_or(0));
-                occupancy.push((id, queued));
+                // Against the buffer it had this interval (none set yet:
+                // the kernel's own, not judged).
+                if let Some(held) = c.applied {
+                    occupancy.push(Occupancy {
+                        id,
+                        peak_bytes: queued,
+                        buffer_bytes: held / 2,
+                    });
+                }
             }
         }
         let targets: Vec<(u64, RawFd, u64)> = {
@@ -895,7 +1048,11 @@ impl Resources {
             let manager = state.manager.as_ref();
             let mut targets = Vec::new();
             for (&id, c) in &state.clients {
-                let held = match manager.and_then(|m| m.idle_buffer_bytes(id, now)) {
+                let decayed = match draining.contains(&id) {
+                    true => None,
+                    false => manager.and_then(|m| m.idle_buffer_bytes(id, now)),
+                };
+                let held = match decayed {
                     Some(decayed) => decayed,
                     None => match state.allocator.assigned(id) {
                         Some(data) => 2 * data,
@@ -1102,23 +1259,43 @@ fn changed(applied: Option<u64>, target: u64) -> bool {
     }
 }
 
+/// Whether `/proc/self/fd` is to be counted this interval (its cost grows
+/// with the count: about 1 µs per 2 descriptors): the first interval and
+/// every [`DESCRIPTOR_RECOUNT`]th. Near the marks too: the estimate
+/// between counts follows every socket the proxy opens or closes, and
+/// what it misses (files, the metrics endpoint's connections) changes
+/// little in ten intervals.
+fn needs_recount(last: Option<(u64, u64, u32)>) -> bool {
+    last.is_none_or(|(_, _, age)| age + 1 >= DESCRIPTOR_RECOUNT)
+}
+
 /// Descriptors in use: the count when one was taken, else the last count
-/// moved by the change in tracked connections (each holds one).
-fn descriptor_estimate(
-    last: &mut Option<(u64, u64, u32)>,
-    tracked: u64,
-    counted: Option<u64>,
-) -> u64 {
+/// moved by the change in the sockets the proxy holds (`held`: registered
+/// connections and upstream sockets being connected, one descriptor
+/// each).
+fn descriptor_estimate(last: &mut Option<(u64, u64, u32)>, held: u64, counted: Option<u64>) -> u64 {
     match (counted, *last) {
         (Some(count), _) => {
-            *last = Some((count, tracked, 0));
+            *last = Some((count, held, 0));
             count
         }
         (None, Some((count, then, age))) => {
             *last = Some((count, then, age + 1));
-            (count + tracked).saturating_sub(then)
+            (count + held).saturating_sub(then)
         }
-        (None, None) => tracked,
+        (None, None) => held,
+    }
+}
+
+/// An upstream socket being connected, counted until dropped
+/// ([`Resources::connecting`]).
+pub struct ConnectingSocket {
+    resources: Arc<Resources>,
+}
+
+impl Drop for ConnectingSocket {
+    fn drop(&mut self) {
+        self.resources.connecting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -1313,6 +1490,42 @@ mod tests {
         assert_eq!(min_held(0), 2 * (536 + SKB_OVERHEAD));
     }
 
+    #[test]
+    fn descriptors_between_counts_follow_the_sockets_held() {
+        let mut last = None;
+        assert!(needs_recount(last));
+        // Counted: 500 descriptors while the proxy held 400 sockets.
+        assert_eq!(descriptor_estimate(&mut last, 400, Some(500)), 500);
+        for age in 1..DESCRIPTOR_RECOUNT {
+            assert!(!needs_recount(last), "interval {age}");
+            // 50 more sockets each interval: the estimate follows them.
+            let held = 400 + 50 * u64::from(age);
+            assert_eq!(descriptor_estimate(&mut last, held, None), 100 + held);
+        }
+        assert!(needs_recount(last), "every tenth interval");
+        assert_eq!(descriptor_estimate(&mut last, 10, Some(90)), 90);
+        assert_eq!(descriptor_estimate(&mut last, 0, None), 80);
+    }
+
+    #[test]
+    fn upstream_sockets_being_connected_are_counted_until_dropped() {
+        let r = Arc::new(
+            Resources::new(
+                ResourcesConfig::default(),
+                limits(),
+                400,
+                ResourceMetrics::default(),
+            )
+            .unwrap(),
+        );
+        let a = r.connecting();
+        let b = r.connecting();
+        assert_eq!(r.connecting.load(Ordering::Relaxed), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(r.connecting.load(Ordering::Relaxed), 0);
+    }
+
     fn limits() -> KernelLimits {
         KernelLimits {
             send_max: 8 << 20,
@@ -1324,6 +1537,7 @@ mod tests {
             }),
             page_bytes: 4096,
             descriptor_limit: 1000,
+            cgroup: None,
         }
     }
 
@@ -1377,7 +1591,7 @@ mod tests {
                     pool_bytes,
                     ..ResourcesConfig::default()
                 },
-                hidden,
+                hidden.clone(),
                 400,
                 ResourceMetrics::default(),
             )
@@ -1394,5 +1608,69 @@ mod tests {
         assert_eq!(managed.base_pool, 1 << 20);
         assert_eq!(managed.thresholds[1].high, u64::MAX, "no memory mark");
         assert!(!managed.run_interval().pressure);
+    }
+
+    #[test]
+    fn a_cgroup_limit_below_tcp_mem_sets_the_pool_the_marks_and_the_pressure() {
+        use vantage_sys::cgroup::CgroupMemorySource;
+        let dir = std::env::temp_dir().join(format!("vantage-proxy-cgroup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let usage = dir.join("memory.kmem.tcp.usage_in_bytes");
+        std::fs::write(&usage, "0\n").unwrap();
+        // tcp_mem's pressure mark: 2000 pages of 4 KiB, 8,192,000 bytes;
+        // the cgroup's: 90 % of 4 MiB, lower.
+        let limit = 4 << 20;
+        let capped = KernelLimits {
+            cgroup: Some(CgroupTcpMemory {
+                source: CgroupMemorySource::V1Tcp,
+                dir: dir.clone(),
+                limit_bytes: limit,
+            }),
+            ..limits()
+        };
+        assert_eq!(MemorySource::binding(&capped), Some(MemorySource::Cgroup));
+        assert_eq!(MemorySource::binding(&limits()), Some(MemorySource::Host));
+        let mark = limit / 10 * 9;
+        let r = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::SsbtWithConnections,
+                ..ResourcesConfig::default()
+            },
+            capped.clone(),
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(r.base_pool, mark / 2);
+        assert_eq!(
+            r.thresholds[1],
+            Threshold {
+                high: mark / 10 * 9,
+                low: mark / 10 * 8
+            }
+        );
+        let quiet = r.run_interval();
+        assert_eq!(quiet.cgroup_tcp_bytes, Some(0));
+        std::fs::write(&usage, format!("{mark}\n")).unwrap();
+        let pressed = r.run_interval();
+        assert_eq!(pressed.cgroup_tcp_bytes, Some(mark));
+        assert!(pressed.pressure, "usage at 90 % of the cgroup limit");
+        assert!(pressed.pool_bytes <= r.base_pool - r.base_pool / 4);
+        // A cgroup alone (tcp_mem not visible) gives the default pool.
+        let alone = Resources::new(
+            ResourcesConfig {
+                mode: ResourceMode::Ssbt,
+                ..ResourcesConfig::default()
+            },
+            KernelLimits {
+                tcp_mem: None,
+                ..capped
+            },
+            400,
+            ResourceMetrics::default(),
+        )
+        .unwrap();
+        assert_eq!(alone.base_pool, mark / 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

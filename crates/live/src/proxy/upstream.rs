@@ -266,6 +266,8 @@ impl Pool {
     }
 
     async fn connect(&self, address: SocketAddr) -> Result<Connection, SendError> {
+        // Counted among the proxy's descriptors until it is registered.
+        let connecting = self.resources.connecting();
         let stream = tokio::time::timeout(
             self.connect_timeout,
             tokio::net::TcpStream::connect(address),
@@ -275,6 +277,7 @@ impl Pool {
         .map_err(SendError::Connect)?;
         stream.set_nodelay(true).map_err(SendError::Connect)?;
         let stream = self.resources.track_upstream(stream);
+        drop(connecting);
         let id = stream.id();
         let io = TokioIo::new(stream);
         let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;

@@ -2,16 +2,17 @@
 //! Section 4.1): E-ATBT sizing the sender's buffer (Figure 6), and the
 //! receive-buffer tuner sizing the receiver's (Figure 7).
 //!
-//! The sender's estimate of p is loss events per segment sent so far (the
-//! loss-indication rate of Padhye et al.; zero until the first loss, when
-//! E-ATBT asks for the receiver's whole window);
+//! The sender's estimate of p is loss events per segment sent (the
+//! loss-indication rate of Padhye et al.) through [`LossEstimator`], as
+//! `vantage proxy` estimates it (zero until the first loss, when E-ATBT
+//! asks for the receiver's whole window);
 //! its RTT and RTO are the path's. Both run their mechanism once per
 //! `interval` (1 s in the thesis's implementation, Section 5.1).
 
 use rand::Rng;
 use vantage_core::resources::{
-    CouplingParams, IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams,
-    SendBufferAllocator,
+    CouplingParams, IntervalObservation, LossEstimator, LossEstimatorParams, ReceiveBufferTuner,
+    ReceiveTunerParams, SendBufferAllocator,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::{Nanos, OutOfRange};
@@ -62,6 +63,7 @@ pub fn send_buffer_run<R: Rng + ?Sized>(
     };
     allocator.set_path(0, &estimate(0.0))?;
     let mut flow = RenoFlow::new(path);
+    let mut loss_estimator = LossEstimator::new(LossEstimatorParams::default())?;
     let (mut now, mut next_tick) = (Nanos::ZERO, interval);
     let (mut sent, mut lost, mut delivered_in_interval) = (0u64, 0u64, 0u64);
     let mut samples = Vec::new();
@@ -74,11 +76,8 @@ pub fn send_buffer_run<R: Rng + ?Sized>(
         lost += u64::from(round.loss);
         delivered_in_interval += round.sent_segments - round.lost_segments;
         while now >= next_tick && next_tick <= horizon {
-            let loss = if sent == 0 {
-                0.0
-            } else {
-                lost as f64 / sent as f64
-            };
+            let loss = loss_estimator.observe_interval(sent, lost);
+            (sent, lost) = (0, 0);
             allocator.set_path(0, &estimate(loss))?;
             samples.push(BufferSample {
                 time_secs: next_tick.as_secs_f64(),

@@ -58,8 +58,8 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::Rng;
 use vantage_core::resources::{
     max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, ReceiveBufferTuner, ReceiveTunerParams, ResourceUsage,
-    SendBufferAllocator, Threshold,
+    IntervalObservation, LossEstimator, LossEstimatorParams, Occupancy, ReceiveBufferTuner,
+    ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::traffic::surge::{InlineObject, Surge, SurgeParams};
@@ -95,8 +95,9 @@ pub struct WorldConfig {
     /// Fraction of the total buffer for send buffers (0.5 splits 1:1).
     pub send_fraction: f64,
     pub scheme: Scheme,
-    /// SSBT: feed E-ATBT what a proxy can measure (loss as retransmitted
-    /// over sent segments, smoothed RTT, the connection's RTO) instead of
+    /// SSBT: feed E-ATBT what a proxy can measure (loss from retransmitted
+    /// and sent segments through a [`LossEstimator`] per connection,
+    /// smoothed RTT, the connection's RTO) instead of
     /// the path's true p and RTT.
     pub estimated_paths: bool,
     pub horizon: Nanos,
@@ -207,9 +208,11 @@ struct Connection {
     interval_loss: bool,
     /// Peak of the data queued in a downstream send buffer this interval.
     interval_peak_queued: u64,
-    /// Segments sent and lost over the connection's life.
-    sent_segments: u64,
-    lost_segments: u64,
+    /// Segments sent and lost this interval.
+    interval_sent: u64,
+    interval_lost: u64,
+    /// The loss estimate a proxy keeps from those counts.
+    loss: LossEstimator,
     /// Smoothed RTT from rounds without a time-out (gain 1/8), seconds.
     smoothed_rtt_secs: Option<f64>,
 }
@@ -254,6 +257,8 @@ struct World<'a, R: Rng + ?Sized> {
     waiting: VecDeque<usize>,
     manager: ConnectionManager,
     allocator: SendBufferAllocator,
+    /// A connection's loss estimator before its first interval.
+    fresh_loss: LossEstimator,
     send_pool: u64,
     receive_pool: u64,
     client_paths: Vec<FlowPath>,
@@ -348,6 +353,7 @@ pub fn run<R: Rng + ?Sized>(config: &WorldConfig, rng: &mut R) -> Result<WorldRe
         waiting: VecDeque::new(),
         manager,
         allocator,
+        fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
         send_pool,
         receive_pool,
         client_paths: (0..config.clients)
@@ -531,8 +537,9 @@ impl<R: Rng + ?Sized> World<'_, R> {
                 interval_received: 0,
                 interval_loss: false,
                 interval_peak_queued: 0,
-                sent_segments: 0,
-                lost_segments: 0,
+                interval_sent: 0,
+                interval_lost: 0,
+                loss: self.fresh_loss.clone(),
                 smoothed_rtt_secs: None,
             },
         );
@@ -624,8 +631,9 @@ impl<R: Rng + ?Sized> World<'_, R> {
     }
 
     /// E-ATBT's (p, rtt, rto) for a downstream connection: the path's true
-    /// values, or with `estimated_paths` what the proxy measured — loss as
-    /// segments lost over segments sent (0 before any loss), the smoothed
+    /// values, or with `estimated_paths` what the proxy measured — loss
+    /// from segments lost and sent through the connection's
+    /// [`LossEstimator`], as `vantage proxy` estimates it, the smoothed
     /// RTT (the handshake's before the first round) and the RTO its TCP
     /// uses.
     fn path_estimate(&self, c: &Connection) -> PathEstimate {
@@ -645,11 +653,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
                 .smoothed_rtt_secs
                 .unwrap_or_else(|| path.rtt.as_secs_f64()),
             rto_secs: path.rto.as_secs_f64(),
-            loss: if c.sent_segments == 0 {
-                0.0
-            } else {
-                c.lost_segments as f64 / c.sent_segments as f64
-            },
+            loss: c.loss.estimate(),
             max_window_segments,
         }
     }
@@ -749,8 +753,8 @@ impl<R: Rng + ?Sized> World<'_, R> {
             return;
         }
         let round = c.flow.round_with_data(limit, data, self.rng);
-        c.sent_segments += round.sent_segments;
-        c.lost_segments += round.lost_segments;
+        c.interval_sent += round.sent_segments;
+        c.interval_lost += round.lost_segments;
         if !round.timeout {
             let sample = round.duration.as_secs_f64();
             c.smoothed_rtt_secs = Some(
@@ -997,6 +1001,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
         ) {
             let mut observations = Vec::new();
             for (&id, c) in self.connections.iter_mut() {
+                c.loss.observe_interval(c.interval_sent, c.interval_lost);
                 if let Some(tuner) = c.tuner.as_mut() {
                     tuner.end_interval(
                         now,
@@ -1012,7 +1017,11 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     let ready = if t.hit { t.bytes } else { t.upstream_delivered };
                     let queued = ready.saturating_sub(t.downstream_delivered);
                     let peak = c.interval_peak_queued.max(queued.min(c.buffer));
-                    observations.push((id, peak));
+                    observations.push(Occupancy {
+                        id,
+                        peak_bytes: peak,
+                        buffer_bytes: c.buffer,
+                    });
                 }
             }
             if self.config.estimated_paths {
@@ -1034,6 +1043,8 @@ impl<R: Rng + ?Sized> World<'_, R> {
             c.interval_peak_queued = 0;
             c.interval_received = 0;
             c.interval_loss = false;
+            c.interval_sent = 0;
+            c.interval_lost = 0;
         }
         let assigned: u64 = self.connections.values().map(|c| c.buffer).sum();
         self.buffer_sum += assigned as f64;
