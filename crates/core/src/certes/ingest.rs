@@ -531,7 +531,7 @@ pub fn parse_counters_line(
     let Value::Object(object) = &value else {
         return Err(at.line_error("expected a JSON object {\"t_start_s\": …, \"dropped\": …}"));
     };
-    if !object.get("interval_s").is_some_and(|v| !v.is_null()) {
+    if object.get("interval_s").is_none_or(|v| v.is_null()) {
         return Err(at.error(
             "interval_s",
             "missing: a live counters stream says its interval on every row",

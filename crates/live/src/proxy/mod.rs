@@ -435,9 +435,8 @@ impl Proxy {
     /// (SIGUSR1, after logrotate).
     pub fn reopen_log(&self) -> std::io::Result<()> {
         let certes = self.shared.certes.as_ref().map_or(Ok(()), |c| c.reopen());
-        match self.shared.access_log.lock() {
-            Ok(mut log) => log.as_mut().map_or(Ok(()), |l| l.reopen())?,
-            Err(_) => {}
+        if let Ok(mut log) = self.shared.access_log.lock() {
+            log.as_mut().map_or(Ok(()), |l| l.reopen())?;
         }
         certes
     }
