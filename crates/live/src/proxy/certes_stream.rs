@@ -145,7 +145,7 @@ impl CertesStream {
         let mut counters = std::mem::take(&mut *lock(&self.counts));
         counters.dropped = dropped;
         let row = CountersRow {
-            t_start_s: Nanos(t_start).as_secs_f64(),
+            t_start_s: Nanos(t_start).as_secs_f64_exact(),
             interval: self.interval,
             class: String::new(),
             counters,

@@ -306,8 +306,7 @@ fn pass(
         let line = ProxyJsonLine {
             source: "proxy",
             row: &one.row,
-            // Not (index × ns) / 1e9: past 2^53 ns an f64 rounds.
-            t_start_unix_s: one.index as f64 * interval.as_secs_f64(),
+            t_start_unix_s: Nanos(one.index.saturating_mul(interval.0)).as_secs_f64_exact(),
         };
         match serde_json::to_vec(&line) {
             Ok(bytes) => lines.push(bytes),
