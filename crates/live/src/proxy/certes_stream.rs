@@ -162,7 +162,7 @@ impl CertesStream {
 
 /// Writes one row at every interval boundary of the wall clock until
 /// `stop`, then the interval in progress.
-pub fn run_loop(stream: Arc<CertesStream>, stop: tokio::sync::watch::Receiver<bool>) {
+pub fn run_loop(stream: Arc<CertesStream>, stop: Arc<AtomicBool>) {
     let step = stream.interval.0.max(1);
     let mut start = unix_nanos() / step * step;
     let mut drops_before = listen_drops();
@@ -172,8 +172,7 @@ pub fn run_loop(stream: Arc<CertesStream>, stop: tokio::sync::watch::Receiver<bo
     loop {
         let end = start + step;
         let stopping = loop {
-            // Stopped, or the proxy is gone without saying so.
-            if *stop.borrow() || stop.has_changed().is_err() {
+            if stop.load(Ordering::Relaxed) {
                 break true;
             }
             let now = unix_nanos();

@@ -165,6 +165,8 @@ pub struct Proxy {
     metrics_server: Option<MetricsServer>,
     resource_loop: Option<std::thread::JoinHandle<()>>,
     certes_loop: Option<std::thread::JoinHandle<()>>,
+    /// Tells the `[certes]` thread to write its last row and end.
+    certes_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn open_log(path: &Option<PathBuf>) -> Result<Option<LogFile>, ProxyError> {
@@ -243,19 +245,6 @@ impl Proxy {
                 .spawn(move || resources::run_loop(resources, stop))
                 .map_err(ProxyError::Runtime)?
         };
-        let certes_loop = match &certes {
-            None => None,
-            Some(stream) => {
-                let stream = Arc::clone(stream);
-                let stop = stop_rx.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("vantage-certes".into())
-                        .spawn(move || certes_stream::run_loop(stream, stop))
-                        .map_err(ProxyError::Runtime)?,
-                )
-            }
-        };
         let shared = Arc::new(Shared {
             certes,
             resources,
@@ -294,7 +283,25 @@ impl Proxy {
                 )?)
             }
         };
+        // Started last, so that no error after it leaves it running; it
+        // stops after the runtime, so the connections that end in the
+        // shutdown's grace are in its last row.
+        let certes_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let certes_loop = match &shared.certes {
+            None => None,
+            Some(stream) => {
+                let stream = Arc::clone(stream);
+                let stop = Arc::clone(&certes_stop);
+                Some(
+                    std::thread::Builder::new()
+                        .name("vantage-certes".into())
+                        .spawn(move || certes_stream::run_loop(stream, stop))
+                        .map_err(ProxyError::Runtime)?,
+                )
+            }
+        };
         Ok(Proxy {
+            certes_stop,
             engine,
             shared,
             address,
@@ -458,6 +465,8 @@ impl Proxy {
         if let Some(resource_loop) = self.resource_loop.take() {
             let _ = resource_loop.join();
         }
+        self.certes_stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(certes_loop) = self.certes_loop.take() {
             let _ = certes_loop.join();
         }
