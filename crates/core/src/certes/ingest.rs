@@ -37,7 +37,6 @@ pub enum CountersFormat {
 pub const COLUMNS: &[&str] = &[
     "t_start_s",
     "interval",
-    "interval_s",
     "dropped",
     "accepted",
     "completed",
@@ -45,6 +44,7 @@ pub const COLUMNS: &[&str] = &[
     "rtt_sum_s",
     "segments_sent",
     "segments_retransmitted",
+    "interval_s",
     "class",
     "cumulative",
 ];
