@@ -57,6 +57,14 @@ impl Nanos {
         self.0 as f64 / 1e9
     }
 
+    /// Seconds, whole seconds and fraction converted apart: the f64
+    /// nearest the decimal value even past 2^53 ns (UNIX times), where
+    /// [`as_secs_f64`](Self::as_secs_f64) is off by up to 128 ns
+    /// (1764000000.25 s would print as 1764000000.2499998).
+    pub fn as_secs_f64_exact(self) -> f64 {
+        (self.0 / 1_000_000_000) as f64 + (self.0 % 1_000_000_000) as f64 / 1e9
+    }
+
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
@@ -109,6 +117,20 @@ impl fmt::Display for Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_times_convert_to_the_nearest_seconds() {
+        let t = Nanos(1_764_000_000_250_000_000);
+        assert_eq!(t.as_secs_f64_exact(), 1_764_000_000.25);
+        assert_ne!(t.as_secs_f64(), 1_764_000_000.25);
+        assert_eq!(
+            Nanos(1_795_641_025_100_000_000)
+                .as_secs_f64_exact()
+                .to_string(),
+            "1795641025.1"
+        );
+        assert_eq!(Nanos::from_millis(50).as_secs_f64_exact(), 0.05);
+    }
 
     #[test]
     fn conversions_round_trip() {

@@ -39,6 +39,11 @@ pub struct TcpInfo {
     pub rcv_mss: u32,
     /// Segments sent and not yet acknowledged.
     pub unacked: u32,
+    /// `tcpi_last_ack_recv`: milliseconds (a jiffy's resolution) since the
+    /// last segment carrying an ACK arrived. On a socket just accepted, the
+    /// time since the handshake's final ACK created it, unless the client
+    /// sent more since (its request resets it).
+    pub last_ack_recv_ms: u32,
     pub rtt_us: u32,
     pub rttvar_us: u32,
     pub snd_cwnd: u32,
@@ -100,6 +105,7 @@ impl TcpInfo {
             snd_mss: base(16)?,
             rcv_mss: base(20)?,
             unacked: base(24)?,
+            last_ack_recv_ms: base(56)?,
             rtt_us: base(68)?,
             rttvar_us: base(72)?,
             snd_cwnd: base(80)?,
@@ -370,6 +376,30 @@ mod tests {
         let mut buf = [0u8; 18];
         server.read_exact(&mut buf).unwrap();
         assert_eq!(unread_bytes(&server).unwrap(), 0);
+    }
+
+    /// A child socket's last-ACK time is set when the handshake's final
+    /// ACK creates it, so at accept it tells how long the connection
+    /// waited in the accept queue (what `vantage proxy`'s Certes stream
+    /// takes the SYN's arrival from); a later segment from the client
+    /// resets it.
+    #[test]
+    fn last_ack_recv_at_accept_is_the_accept_queue_wait() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (server, _) = listener.accept().unwrap();
+        let waited = tcp_info(&server).unwrap().last_ack_recv_ms;
+        // A jiffy is at most 10 ms (HZ ≥ 100).
+        assert!((290..2000).contains(&waited), "{waited} ms");
+
+        let mut late = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        late.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (server, _) = listener.accept().unwrap();
+        let since_request = tcp_info(&server).unwrap().last_ack_recv_ms;
+        assert!(since_request < 200, "{since_request} ms");
     }
 
     #[test]

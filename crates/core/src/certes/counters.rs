@@ -101,6 +101,17 @@ impl IntervalCounters {
     }
 }
 
+/// How long before its accept a connection's SYN arrived, as a server that
+/// sees `accept()` and not the SYN estimates it from `TCP_INFO` read at
+/// accept: the accept-queue wait (`tcpi_last_ack_recv`, set when the
+/// handshake's final ACK created the socket) plus one handshake round trip
+/// (`tcpi_rtt`, SYN-ACK to that ACK). SYN ≈ accept − wait − RTT; a client
+/// that sent its request before the accept resets the wait's clock, so the
+/// SYN is then placed later than it came.
+pub fn syn_before_accept(queue_wait_ms: u32, rtt_us: u32) -> Nanos {
+    Nanos(u64::from(queue_wait_ms) * 1_000_000 + u64::from(rtt_us) * 1_000)
+}
+
 /// Monotonic counters as a kernel or a daemon exports them; successive
 /// readings become [`IntervalCounters`] by difference.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,11 @@
 //!
 //! Sans-IO: the caller opens the file and hands a reader and the name to
 //! use in messages. Errors name the file, line and column.
+//!
+//! The JSON Lines rows are also written here ([`counters_jsonl_line`], what
+//! `vantage proxy`'s `[certes] log` appends) and read one at a time
+//! ([`parse_counters_line`], what `certes watch`'s `[proxy]` input
+//! follows): one owner of the columns for the writer and both readers.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -39,6 +44,7 @@ pub const COLUMNS: &[&str] = &[
     "rtt_sum_s",
     "segments_sent",
     "segments_retransmitted",
+    "interval_s",
     "class",
     "cumulative",
 ];
@@ -103,7 +109,7 @@ pub fn read_counters(
     interval: Nanos,
 ) -> Result<EstimateInput, CountersError> {
     let rows = match format {
-        CountersFormat::Csv => read_csv_rows(reader, name)?,
+        CountersFormat::Csv => read_csv_rows(reader, name, interval)?,
         CountersFormat::Jsonl => read_jsonl_rows(reader, name, interval)?,
     };
     if rows.is_empty() {
@@ -151,10 +157,12 @@ fn line_error(file: &str, line: u64, problem: impl Into<String>) -> CountersErro
     }
 }
 
-/// Names the file, line and column of a bad cell.
+/// Names the file, line and column of a bad cell; knows Δ, which an
+/// `interval_s` cell must equal.
 struct Where<'a> {
     file: &'a str,
     line: u64,
+    interval: Nanos,
 }
 
 impl Where<'_> {
@@ -219,6 +227,22 @@ impl Where<'_> {
             ));
         }
         Ok(Nanos::from_secs_f64(self.seconds(column, value, false)?))
+    }
+
+    /// An `interval_s` cell: the writer's Δ, which must be the reader's.
+    fn check_interval(&self, column: &str, value: &CellValue) -> Result<(), CountersError> {
+        let written = self.seconds(column, value, false)?;
+        let wanted = self.interval.as_secs_f64();
+        if (written - wanted).abs() > 1e-6 * wanted {
+            return Err(self.error(
+                column,
+                format!(
+                    "the rows are of {written} s intervals but the interval here is {}; use {written}s",
+                    format_seconds(self.interval)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn boolean(&self, column: &str, value: &CellValue) -> Result<bool, CountersError> {
@@ -305,6 +329,7 @@ fn raw_row<'a>(
             "dropped" => row.values.dropped = at.count(column, &value)?,
             "accepted" => row.values.accepted = at.count(column, &value)?,
             "cumulative" => row.cumulative = Some(at.boolean(column, &value)?),
+            "interval_s" => at.check_interval(column, &value)?,
             other => {
                 if !at.optional_counter(other, &value, &mut row)? {
                     return Err(unknown_column(at.file, at.line, other));
@@ -329,7 +354,11 @@ fn raw_row<'a>(
     Ok(row)
 }
 
-fn read_csv_rows(reader: impl BufRead, name: &str) -> Result<Vec<RawRow>, CountersError> {
+fn read_csv_rows(
+    reader: impl BufRead,
+    name: &str,
+    interval: Nanos,
+) -> Result<Vec<RawRow>, CountersError> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .comment(Some(b'#'))
@@ -369,7 +398,11 @@ fn read_csv_rows(reader: impl BufRead, name: &str) -> Result<Vec<RawRow>, Counte
             }
         })?;
         let line = record.position().map_or(0, |p| p.line());
-        let at = Where { file: name, line };
+        let at = Where {
+            file: name,
+            line,
+            interval,
+        };
         let cells = header
             .iter()
             .zip(record.iter())
@@ -413,6 +446,7 @@ fn read_jsonl_rows(
         let at = Where {
             file: name,
             line: number,
+            interval,
         };
         let Value::Object(object) = &value else {
             return Err(at.line_error("expected a JSON object {\"t_start_s\": …, \"dropped\": …}"));
@@ -425,6 +459,118 @@ fn read_jsonl_rows(
         rows.push(raw_row(&at, cells)?);
     }
     Ok(rows)
+}
+
+/// One interval of one class as a JSON Lines counters row: what
+/// [`counters_jsonl_line`] writes and [`parse_counters_line`] reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountersRow {
+    /// Start of the interval, seconds (UNIX time for a live writer, so
+    /// that a follower can put it on its own grid).
+    pub t_start_s: f64,
+    /// Δ, written as `interval_s`: a reader with another Δ refuses the row.
+    pub interval: Nanos,
+    /// Empty: the one class (no `class` column).
+    pub class: String,
+    /// The interval's counts and sums. The SYN-to-END histogram is not a
+    /// column: it is not written, and a row read has none.
+    pub counters: IntervalCounters,
+}
+
+/// One row as a line of a JSON Lines counters file (no newline), readable
+/// by [`read_counters`] and [`parse_counters_line`]. Sums are written in
+/// seconds with nanosecond digits.
+pub fn counters_jsonl_line(row: &CountersRow) -> String {
+    let c = &row.counters;
+    let mut object = serde_json::Map::new();
+    object.insert("t_start_s".into(), row.t_start_s.into());
+    object.insert("interval_s".into(), row.interval.as_secs_f64().into());
+    if !row.class.is_empty() {
+        object.insert("class".into(), row.class.clone().into());
+    }
+    object.insert("dropped".into(), c.dropped.into());
+    object.insert("accepted".into(), c.accepted.into());
+    object.insert("completed".into(), c.completed.into());
+    object.insert(
+        "syn_to_end_sum_s".into(),
+        c.syn_to_end_sum.as_secs_f64().into(),
+    );
+    object.insert("rtt_sum_s".into(), c.rtt_sum.as_secs_f64().into());
+    object.insert("segments_sent".into(), c.segments_sent.into());
+    object.insert(
+        "segments_retransmitted".into(),
+        c.segments_retransmitted.into(),
+    );
+    Value::Object(object).to_string()
+}
+
+/// Reads one line of a JSON Lines counters file written per interval (a
+/// live stream, [`counters_jsonl_line`]): it must give `t_start_s` and
+/// `interval_s`, and `interval_s` must be `interval`. `file` and `line`
+/// name it in errors.
+pub fn parse_counters_line(
+    text: &str,
+    file: &str,
+    line: u64,
+    interval: Nanos,
+) -> Result<CountersRow, CountersError> {
+    let at = Where {
+        file,
+        line,
+        interval,
+    };
+    let value: Value = serde_json::from_str(text.trim()).map_err(|e| CountersError::Json {
+        file: file.to_string(),
+        line,
+        column: e.column(),
+        problem: e
+            .to_string()
+            .rsplit_once(" at line ")
+            .map_or(e.to_string(), |(m, _)| m.to_string()),
+    })?;
+    let Value::Object(object) = &value else {
+        return Err(at.line_error("expected a JSON object {\"t_start_s\": …, \"dropped\": …}"));
+    };
+    if object.get("interval_s").is_none_or(|v| v.is_null()) {
+        return Err(at.error(
+            "interval_s",
+            "missing: a live counters stream says its interval on every row",
+        ));
+    }
+    let cells = object.iter().map(|(k, v)| (k.as_str(), CellValue::Json(v)));
+    let row = raw_row(&at, cells)?;
+    if row.time_column != "t_start_s" {
+        return Err(at.error(
+            "t_start_s",
+            "missing: a live counters stream gives its start time",
+        ));
+    }
+    if row.cumulative == Some(true) {
+        return Err(at.error(
+            "cumulative",
+            "a live counters stream has one row per interval, not running totals",
+        ));
+    }
+    Ok(CountersRow {
+        t_start_s: row.t_s,
+        interval,
+        class: row.class,
+        counters: interval_counters(&row.values),
+    })
+}
+
+/// A row's values taken as one interval's counts.
+fn interval_counters(v: &CumulativeCounters) -> IntervalCounters {
+    IntervalCounters {
+        dropped: v.dropped,
+        accepted: v.accepted,
+        completed: v.completed,
+        syn_to_end_sum: v.syn_to_end_sum,
+        rtt_sum: v.rtt_sum,
+        syn_to_end_histogram: None,
+        segments_sent: v.segments_sent,
+        segments_retransmitted: v.segments_retransmitted,
+    }
 }
 
 /// Whether a JSON object is a record of `vantage gate`'s log
@@ -670,17 +816,7 @@ fn align(
             }
         } else {
             for (index, row) in series {
-                let v = &row.values;
-                let counters = IntervalCounters {
-                    dropped: v.dropped,
-                    accepted: v.accepted,
-                    completed: v.completed,
-                    syn_to_end_sum: v.syn_to_end_sum,
-                    rtt_sum: v.rtt_sum,
-                    syn_to_end_histogram: None,
-                    segments_sent: v.segments_sent,
-                    segments_retransmitted: v.segments_retransmitted,
-                };
+                let counters = interval_counters(&row.values);
                 totals.add(name, row.line, &counters)?;
                 counted.push((index as usize, counters));
             }
@@ -949,6 +1085,87 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("counters, line 3, column `syn_to_end_sum_s`: 10000000000 s brings"),
+            "{err}"
+        );
+    }
+
+    /// What the writer writes, both readers read back unchanged.
+    #[test]
+    fn written_rows_read_back_the_same() {
+        let interval = Nanos::from_millis(250);
+        let rows: Vec<CountersRow> = (0..3u64)
+            .map(|i| CountersRow {
+                t_start_s: 1_764_000_000.0 + 0.25 * i as f64,
+                interval,
+                class: String::new(),
+                counters: IntervalCounters {
+                    dropped: 7 * i,
+                    accepted: 40 + i,
+                    completed: 38 + 2 * i,
+                    syn_to_end_sum: Nanos(1_234_567_891 * (i + 1) + 7),
+                    rtt_sum: Nanos(987_654 * (i + 3)),
+                    syn_to_end_histogram: None,
+                    segments_sent: 1000 + i,
+                    segments_retransmitted: i,
+                },
+            })
+            .collect();
+        let text: String = rows.iter().map(|r| counters_jsonl_line(r) + "\n").collect();
+        let input = read_counters(
+            text.as_bytes(),
+            "proxy.jsonl",
+            CountersFormat::Jsonl,
+            false,
+            interval,
+        )
+        .unwrap();
+        assert_eq!(input.intervals, 3);
+        assert_eq!(input.t0_s, rows[0].t_start_s);
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(input.classes[0].at(i), &row.counters, "interval {i}");
+            let line = counters_jsonl_line(row);
+            let read = parse_counters_line(&line, "proxy.jsonl", i as u64 + 1, interval).unwrap();
+            assert_eq!(&read, row);
+        }
+        let classed = CountersRow {
+            class: "10.0.0.1:80".into(),
+            ..rows[0].clone()
+        };
+        let read = parse_counters_line(&counters_jsonl_line(&classed), "p", 1, interval).unwrap();
+        assert_eq!(read, classed);
+    }
+
+    #[test]
+    fn a_row_of_another_interval_is_refused_naming_both() {
+        let row = CountersRow {
+            t_start_s: 10.0,
+            interval: Nanos::from_millis(500),
+            class: String::new(),
+            counters: IntervalCounters::default(),
+        };
+        let line = counters_jsonl_line(&row);
+        let err =
+            parse_counters_line(&line, "proxy.jsonl", 4, Nanos::from_millis(250)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "proxy.jsonl, line 4, column `interval_s`: the rows are of 0.5 s intervals but the interval here is 250 ms; use 0.5s"
+        );
+        let err = read(&format!("{line}\n"), CountersFormat::Jsonl, false).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("counters, line 1, column `interval_s`: the rows are of 0.5 s"),
+            "{err}"
+        );
+        let err = parse_counters_line(
+            "{\"t_start_s\":1,\"dropped\":0,\"accepted\":0,\"completed\":0,\"syn_to_end_sum_s\":0}",
+            "p",
+            2,
+            Nanos::from_millis(250),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p, line 2, column `interval_s`: missing"),
             "{err}"
         );
     }

@@ -54,6 +54,9 @@
 //! min_idle_age_ms = 1000            # ssbt+conn: never close a connection idle for less
 //! max_closes_per_interval = 256     # ssbt+conn
 //! idle_buffer_half_life_ms = 5000   # ssbt, ssbt+conn: idle connections' buffers halve this often
+//! [certes]                          # optional: Certes counters per interval (docs/proxy.md)
+//! log = "/var/lib/vantage/proxy-certes.jsonl"   # appended, `certes estimate --counters` reads it
+//! interval_ms = 250                 # Δ, on the wall clock's grid
 //! ```
 
 use std::fmt::Write as _;
@@ -92,6 +95,26 @@ struct RawFile {
     utilization: RawUtilization,
     #[serde(default)]
     resources: RawResources,
+    certes: Option<RawCertes>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCertes {
+    log: Option<PathBuf>,
+    interval_ms: Option<f64>,
+}
+
+/// Longest `[certes] interval_ms`.
+pub const MAX_CERTES_INTERVAL_MS: u64 = 60_000;
+
+/// `[certes]`: the Certes counters of the listener, one JSON line per
+/// interval (`super::certes_stream`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CertesStreamConfig {
+    pub log: PathBuf,
+    /// Δ in milliseconds; intervals start at multiples of it in UNIX time.
+    pub interval_ms: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -356,6 +379,7 @@ pub struct ProxyConfig {
     pub utilization: UtilizationConfig,
     pub sbac: Option<SbacConfig>,
     pub resources: ResourcesConfig,
+    pub certes: Option<CertesStreamConfig>,
 }
 
 type Checker<'a> = config::Checker<'a, ConfigError>;
@@ -490,7 +514,12 @@ impl ProxyConfig {
             None => None,
         };
         let resources = resources(&c, &raw.resources)?;
+        let certes = match &raw.certes {
+            None => None,
+            Some(certes) => Some(certes_stream(&c, certes, raw.access_log.as_ref())?),
+        };
         Ok(ProxyConfig {
+            certes,
             resources,
             origin: origin.to_string(),
             listen,
@@ -515,6 +544,39 @@ impl ProxyConfig {
         }
         out
     }
+}
+
+fn certes_stream(
+    c: &Checker,
+    raw: &RawCertes,
+    access_log: Option<&PathBuf>,
+) -> Result<CertesStreamConfig, ConfigError> {
+    let Some(log) = &raw.log else {
+        return Err(c.fail(
+            "certes",
+            "needs `log`: the file the per-interval counters are appended to".into(),
+        ));
+    };
+    if log.as_os_str().is_empty() {
+        return Err(c.fail("certes.log", "must be a file name, got \"\"".into()));
+    }
+    if access_log == Some(log) {
+        return Err(c.fail(
+            "certes.log",
+            format!(
+                "is the access log (`{}`): give a file of its own",
+                log.display()
+            ),
+        ));
+    }
+    let interval_ms = match raw.interval_ms {
+        Some(v) => c.whole("certes.interval_ms", v, 10.0, MAX_CERTES_INTERVAL_MS as f64)?,
+        None => 250,
+    };
+    Ok(CertesStreamConfig {
+        log: log.clone(),
+        interval_ms,
+    })
 }
 
 fn utilization(c: &Checker, u: &RawUtilization) -> Result<UtilizationConfig, ConfigError> {
@@ -827,6 +889,49 @@ mod tests {
 
     fn parse(text: &str) -> Result<ProxyConfig, ConfigError> {
         ProxyConfig::from_toml(text, "p.toml")
+    }
+
+    #[test]
+    fn the_certes_stream_keys_and_their_errors() {
+        let base = "listen = \"127.0.0.1:8080\"\nupstreams = [\"127.0.0.1:9000\"]\naccess_log = \"a.jsonl\"\n[utilization]\nconcurrency = 8\n";
+        assert_eq!(parse(base).unwrap().certes, None);
+        let c = parse(&format!("{base}[certes]\nlog = \"c.jsonl\"\n")).unwrap();
+        assert_eq!(
+            c.certes,
+            Some(CertesStreamConfig {
+                log: "c.jsonl".into(),
+                interval_ms: 250
+            })
+        );
+        assert!(c.effective().contains("[certes]"), "{}", c.effective());
+        let c = parse(&format!(
+            "{base}[certes]\nlog = \"c.jsonl\"\ninterval_ms = 1000\n"
+        ))
+        .unwrap();
+        assert_eq!(c.certes.unwrap().interval_ms, 1000);
+        for (table, key) in [
+            ("[certes]\n", "certes"),
+            ("[certes]\nlog = \"\"\n", "certes.log"),
+            ("[certes]\nlog = \"a.jsonl\"\n", "certes.log"),
+            (
+                "[certes]\nlog = \"c\"\ninterval_ms = 5\n",
+                "certes.interval_ms",
+            ),
+            (
+                "[certes]\nlog = \"c\"\ninterval_ms = 0.5\n",
+                "certes.interval_ms",
+            ),
+            (
+                "[certes]\nlog = \"c\"\ninterval_ms = 60001\n",
+                "certes.interval_ms",
+            ),
+        ] {
+            let error = parse(&format!("{base}{table}")).unwrap_err();
+            assert_eq!(error.key(), Some(key), "{error}");
+            assert!(error.to_string().contains("p.toml"), "{error}");
+        }
+        let error = parse(&format!("{base}[certes]\nlog = \"c\"\nfile = 1\n")).unwrap_err();
+        assert!(error.to_string().contains("file"), "{error}");
     }
 
     #[test]

@@ -12,13 +12,16 @@
 //! * [`utilization`] — the controllers' input: occupancy, ORCA, cgroup or
 //!   process CPU;
 //! * [`tls`] — HTTPS to clients (rustls, ALPN h2 and http/1.1);
-//! * [`metrics`] — the Prometheus families.
+//! * [`metrics`] — the Prometheus families;
+//! * [`certes_stream`] — with `[certes]`, the listener's Certes counters
+//!   per interval as JSON Lines.
 //!
 //! [`Proxy`] is the library form (start, reload, reopen the log, stop);
 //! [`run`] is the daemon: signals as flags, the ready file, sd_notify,
 //! SIGHUP reload (an invalid file is refused and the running configuration
 //! kept), SIGUSR1 log reopen.
 
+pub mod certes_stream;
 pub mod config;
 pub mod metrics;
 pub mod resources;
@@ -68,6 +71,12 @@ pub enum ProxyError {
     Utilization(#[from] CgroupError),
     #[error("access log {}: {source}", path.display())]
     AccessLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("certes log {}: {source}", path.display())]
+    CertesLog {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -155,6 +164,9 @@ pub struct Proxy {
     stop: tokio::sync::watch::Sender<bool>,
     metrics_server: Option<MetricsServer>,
     resource_loop: Option<std::thread::JoinHandle<()>>,
+    certes_loop: Option<std::thread::JoinHandle<()>>,
+    /// Tells the `[certes]` thread to write its last row and end.
+    certes_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn open_log(path: &Option<PathBuf>) -> Result<Option<LogFile>, ProxyError> {
@@ -209,6 +221,18 @@ impl Proxy {
             metrics.resources.clone(),
         )?);
         resources.prepare_listener(&listener).map_err(bind_error)?;
+        let certes = config
+            .certes
+            .as_ref()
+            .map(|c| {
+                certes_stream::CertesStream::open(c)
+                    .map(Arc::new)
+                    .map_err(|source| ProxyError::CertesLog {
+                        path: c.log.clone(),
+                        source,
+                    })
+            })
+            .transpose()?;
         let settings = {
             let _entered = runtime.enter();
             Settings::new(config, sbac, &metrics, &resources)?
@@ -222,6 +246,7 @@ impl Proxy {
                 .map_err(ProxyError::Runtime)?
         };
         let shared = Arc::new(Shared {
+            certes,
             resources,
             settings: RwLock::new(Arc::new(settings)),
             metrics: Arc::clone(&metrics),
@@ -258,13 +283,32 @@ impl Proxy {
                 )?)
             }
         };
+        // Started last, so that no error after it leaves it running; it
+        // stops after the runtime, so the connections that end in the
+        // shutdown's grace are in its last row.
+        let certes_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let certes_loop = match &shared.certes {
+            None => None,
+            Some(stream) => {
+                let stream = Arc::clone(stream);
+                let stop = Arc::clone(&certes_stop);
+                Some(
+                    std::thread::Builder::new()
+                        .name("vantage-certes".into())
+                        .spawn(move || certes_stream::run_loop(stream, stop))
+                        .map_err(ProxyError::Runtime)?,
+                )
+            }
+        };
         Ok(Proxy {
+            certes_stop,
             engine,
             shared,
             address,
             stop: stop_tx,
             metrics_server,
             resource_loop: Some(resource_loop),
+            certes_loop,
         })
     }
 
@@ -343,6 +387,9 @@ impl Proxy {
         if config.resources != before.resources {
             return Err(ProxyError::NeedsRestart { key: "resources" });
         }
+        if config.certes != before.certes {
+            return Err(ProxyError::NeedsRestart { key: "certes" });
+        }
         let sampler = (config.utilization != before.utilization)
             .then(|| Sampler::new(&config.utilization))
             .transpose()?;
@@ -391,12 +438,14 @@ impl Proxy {
         Ok(())
     }
 
-    /// Reopens the access log by its path (SIGUSR1, after logrotate).
+    /// Reopens the access log and the certes log by their paths
+    /// (SIGUSR1, after logrotate).
     pub fn reopen_log(&self) -> std::io::Result<()> {
-        match self.shared.access_log.lock() {
-            Ok(mut log) => log.as_mut().map_or(Ok(()), |l| l.reopen()),
-            Err(_) => Ok(()),
+        let certes = self.shared.certes.as_ref().map_or(Ok(()), |c| c.reopen());
+        if let Ok(mut log) = self.shared.access_log.lock() {
+            log.as_mut().map_or(Ok(()), |l| l.reopen())?;
         }
+        certes
     }
 
     /// Stops accepting, lets open responses finish for up to `grace`, then
@@ -415,6 +464,11 @@ impl Proxy {
         self.metrics_server.take();
         if let Some(resource_loop) = self.resource_loop.take() {
             let _ = resource_loop.join();
+        }
+        self.certes_stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(certes_loop) = self.certes_loop.take() {
+            let _ = certes_loop.join();
         }
     }
 }

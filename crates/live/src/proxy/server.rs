@@ -184,6 +184,8 @@ pub struct Shared {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// Socket buffers and idle connections (`[resources]`).
     pub resources: Arc<Resources>,
+    /// `[certes]`: the listener's Certes counters per interval.
+    pub certes: Option<Arc<super::certes_stream::CertesStream>>,
 }
 
 impl Shared {
@@ -286,6 +288,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
+        let certes = shared.certes.as_ref().map(|c| c.accepted(&stream));
         let settings = shared.settings();
         let permit = match Arc::clone(&settings.connections).try_acquire_owned() {
             Ok(permit) => Some(permit),
@@ -311,6 +314,9 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                     .fetch_add(1, Ordering::Relaxed);
             }
             drop(stream);
+            if let (Some(c), Some(accepted)) = (&shared.certes, &certes) {
+                c.ended(accepted);
+            }
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -351,6 +357,9 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
                 }
             }
             shared.unregister(id);
+            if let (Some(c), Some(accepted)) = (&shared.certes, &certes) {
+                c.ended(accepted);
+            }
             shared.metrics.connections_open.dec();
             drop(permit);
         });

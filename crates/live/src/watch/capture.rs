@@ -697,7 +697,7 @@ impl CaptureState {
     ) -> Result<(), WatchError> {
         let first_index = origin.0 / self.interval.0;
         let index = first_index + closed.index as u64;
-        let t_start_unix_s = (index * self.interval.0) as f64 / 1e9;
+        let t_start_unix_s = Nanos(index * self.interval.0).as_secs_f64_exact();
         let kernel = self.kernel.deltas.remove(&index);
         if let Some(k) = &kernel {
             self.metrics.add_kernel(&[

@@ -25,10 +25,15 @@
 //! block_timeout_ms = 50            # a block not full is handed over after this
 //! [gate]                           # optional: a `vantage gate` guarding the listeners
 //! log = "/var/log/vantage/gate.jsonl"  # its log, followed (`super::gate_input`)
+//! [proxy]                          # optional: a `vantage proxy` in front of the service
+//! log = "/var/lib/vantage/proxy-certes.jsonl"  # its `[certes] log`, followed (`super::proxy_input`)
 //! ```
 //!
-//! `listeners` is required: Certes needs COMPLETED and SYN-to-END (Eq. 4),
-//! which the capture gives and the gate's log does not.
+//! `listeners` (the capture) or `[proxy]` is required: Certes needs
+//! COMPLETED and SYN-to-END (Eq. 4), which the capture and the proxy's
+//! stream give and the gate's log does not. Without `listeners` there is no
+//! capture, and the capture's keys (`interface`, `learn`, `[classes]`,
+//! `[ring]`, `[gate]`) are errors.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -69,6 +74,20 @@ struct RawFile {
     #[serde(default)]
     ring: RawRing,
     gate: Option<RawGate>,
+    proxy: Option<RawProxy>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProxy {
+    log: Option<PathBuf>,
+}
+
+/// The `[proxy]` input: the Certes counters stream of a `vantage proxy`
+/// (its `[certes] log`), followed as it grows (`super::proxy_input`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyInputConfig {
+    pub log: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,7 +111,7 @@ struct RawClasses {
     max: Option<f64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 struct RawRing {
     block_size: Option<f64>,
@@ -112,6 +131,7 @@ pub struct Classes {
 pub struct WatchConfig {
     /// The file it came from (for messages).
     pub origin: String,
+    /// The capture's listeners; empty: no capture (`[proxy]` only).
     pub listeners: Vec<ServerFilter>,
     /// `None`: every interface.
     pub interface: Option<String>,
@@ -134,6 +154,9 @@ pub struct WatchConfig {
     /// `[gate]`: the gate's exact SYN verdicts per interval, beside the
     /// capture's.
     pub gate: Option<GateInputConfig>,
+    /// `[proxy]`: the proxy's Certes counters stream, estimated beside the
+    /// capture's (or alone).
+    pub proxy: Option<ProxyInputConfig>,
 }
 
 /// Parses `250ms`, `1s`, `1.5s`, `500us`, `100ns`, `2min`; a bare number is
@@ -228,15 +251,65 @@ impl WatchConfig {
     pub fn from_toml(text: &str, origin: &str) -> Result<WatchConfig, ConfigError> {
         let c = Checker::new(origin, text);
         let raw: RawFile = c.deserialize()?;
-        let Some(raw_listeners) = &raw.listeners else {
-            let problem = if raw.gate.is_some() {
-                "required: the gate's log gives DROPPED and ACCEPTED only, and Certes (Eq. 4) needs COMPLETED and the SYN-to-END sum, which only the capture of the listeners gives; name the listeners the gate guards"
-            } else {
-                "required: the listeners whose clients to estimate, e.g. listeners = [\":80\"]"
-            };
-            return Err(c.fail("listeners", problem.into()));
+        let proxy = match &raw.proxy {
+            None => None,
+            Some(proxy) => {
+                let Some(log) = &proxy.log else {
+                    return Err(c.fail(
+                        "proxy",
+                        "needs `log`: the path of the proxy's Certes stream (its `[certes] log` key)"
+                            .into(),
+                    ));
+                };
+                file_name(&c, "proxy.log", &proxy.log)?;
+                if raw.jsonl.as_ref() == Some(log) || raw.log.as_ref() == Some(log) {
+                    return Err(c.fail(
+                        "proxy.log",
+                        format!(
+                            "is a file this daemon writes (`{}`): give the proxy's `[certes] log`",
+                            log.display()
+                        ),
+                    ));
+                }
+                if raw.gate.as_ref().and_then(|g| g.log.as_ref()) == Some(log) {
+                    return Err(c.fail(
+                        "proxy.log",
+                        format!("is the gate's log too (`{}`)", log.display()),
+                    ));
+                }
+                Some(ProxyInputConfig { log: log.clone() })
+            }
         };
-        if raw_listeners.is_empty() || raw_listeners.len() > MAX_PORTS {
+        let no_listeners: Vec<String> = Vec::new();
+        let raw_listeners = match &raw.listeners {
+            Some(listeners) => listeners,
+            None if proxy.is_some() => {
+                // The proxy's stream alone: no capture, so none of its keys.
+                let capture_only = [
+                    ("gate", raw.gate.is_some(), "the gate's log gives DROPPED and ACCEPTED only and is merged with the capture's completions, not the proxy's; name the listeners to capture"),
+                    ("learn", raw.learn == Some(true), "the clients are learned from the SYN times the capture sees; the proxy's stream has none"),
+                    ("classes", raw.classes.is_some(), "classes are the capture's; the proxy's stream is one class"),
+                    ("interface", raw.interface.is_some(), "there is no capture without `listeners`"),
+                    ("ring", raw.ring != RawRing::default(), "there is no capture without `listeners`"),
+                    ("max_connections", raw.max_connections.is_some(), "there is no capture without `listeners`"),
+                    ("learn_every", raw.learn_every.is_some(), "the clients are learned from the capture only"),
+                ];
+                if let Some((key, _, why)) = capture_only.iter().find(|(_, set, _)| *set) {
+                    return Err(c.fail(key, format!("needs `listeners` (a capture): {why}")));
+                }
+                &no_listeners
+            }
+            None => {
+                let problem = if raw.gate.is_some() {
+                    "required: the gate's log gives DROPPED and ACCEPTED only, and Certes (Eq. 4) needs COMPLETED and the SYN-to-END sum, which the capture of the listeners (or a proxy's stream, `[proxy]`) gives; name the listeners the gate guards"
+                } else {
+                    "required: the listeners whose clients to estimate, e.g. listeners = [\":80\"], or `[proxy] log`, a vantage proxy's Certes stream"
+                };
+                return Err(c.fail("listeners", problem.into()));
+            }
+        };
+        if (raw.listeners.is_some() && raw_listeners.is_empty()) || raw_listeners.len() > MAX_PORTS
+        {
             return Err(c.fail(
                 "listeners",
                 format!(
@@ -378,6 +451,7 @@ impl WatchConfig {
             log: raw.log,
             jsonl: raw.jsonl,
             gate,
+            proxy,
         })
     }
 
@@ -389,8 +463,30 @@ impl WatchConfig {
         ports
     }
 
+    /// Whether the daemon captures packets (it has listeners).
+    pub fn captures(&self) -> bool {
+        !self.listeners.is_empty()
+    }
+
     /// What one line of a check prints.
     pub fn describe(&self) -> String {
+        let proxy = match &self.proxy {
+            Some(p) => format!(", proxy stream {}", p.log.display()),
+            None => String::new(),
+        };
+        if !self.captures() {
+            return format!(
+                "{}: no capture, interval {:.3} s, profile {}, frustration timeout {:.1} s{proxy}",
+                self.origin,
+                self.model.interval.as_secs_f64(),
+                self.model.clients.name,
+                self.frustration_timeout.as_secs_f64(),
+            );
+        }
+        self.describe_capture() + &proxy
+    }
+
+    fn describe_capture(&self) -> String {
         let listeners: Vec<String> = self.listeners.iter().map(|l| l.to_string()).collect();
         format!(
             "{}: listeners {}, interface {}, interval {:.3} s, profile {}{}, frustration timeout {:.1} s, ring {} × {} bytes ({} MiB), connection cap {}{}{}",
@@ -522,6 +618,96 @@ log = "/var/log/vantage/gate.jsonl"
         let message = error.to_string();
         assert!(message.contains("COMPLETED"), "{message}");
         assert!(message.contains("SYN-to-END"), "{message}");
+    }
+
+    /// `[proxy]` alone runs without a capture; the capture's keys, and an
+    /// input set that gives no estimate, are refused naming the key.
+    #[test]
+    fn a_proxy_stream_alone_needs_no_capture() {
+        let config =
+            WatchConfig::from_toml("[proxy]\nlog = \"proxy-certes.jsonl\"", "w.toml").unwrap();
+        assert!(!config.captures());
+        assert!(config.listeners.is_empty());
+        assert_eq!(
+            config.proxy,
+            Some(ProxyInputConfig {
+                log: "proxy-certes.jsonl".into()
+            })
+        );
+        assert!(
+            config.describe().contains("no capture"),
+            "{}",
+            config.describe()
+        );
+        let both = WatchConfig::from_toml(
+            "listeners = [\":80\"]\n[proxy]\nlog = \"p.jsonl\"",
+            "w.toml",
+        )
+        .unwrap();
+        assert!(both.captures() && both.proxy.is_some());
+        assert!(both.describe().contains("proxy stream p.jsonl"));
+        for (text, key, says) in [
+            ("[proxy]", "proxy", "needs `log`"),
+            ("[proxy]\nlog = \"\"", "proxy.log", "file name"),
+            (
+                "jsonl = \"w.jsonl\"\n[proxy]\nlog = \"w.jsonl\"",
+                "proxy.log",
+                "this daemon writes",
+            ),
+            (
+                "log = \"w.log\"\n[proxy]\nlog = \"w.log\"",
+                "proxy.log",
+                "this daemon writes",
+            ),
+            (
+                "listeners = [\":80\"]\n[gate]\nlog = \"g\"\n[proxy]\nlog = \"g\"",
+                "proxy.log",
+                "gate's log",
+            ),
+            (
+                "[gate]\nlog = \"g\"\n[proxy]\nlog = \"p\"",
+                "gate",
+                "needs `listeners`",
+            ),
+            (
+                "learn = true\n[proxy]\nlog = \"p\"",
+                "learn",
+                "needs `listeners`",
+            ),
+            (
+                "interface = \"lo\"\n[proxy]\nlog = \"p\"",
+                "interface",
+                "needs `listeners`",
+            ),
+            (
+                "max_connections = 10\n[proxy]\nlog = \"p\"",
+                "max_connections",
+                "needs `listeners`",
+            ),
+            (
+                "[classes]\nby = \"listener\"\n[proxy]\nlog = \"p\"",
+                "classes",
+                "needs `listeners`",
+            ),
+            (
+                "[ring]\nblock_count = 4\n[proxy]\nlog = \"p\"",
+                "ring",
+                "needs `listeners`",
+            ),
+            (
+                "listeners = []\n[proxy]\nlog = \"p\"",
+                "listeners",
+                "between 1 and",
+            ),
+            ("interval = \"250ms\"", "listeners", "[proxy]"),
+        ] {
+            let error = WatchConfig::from_toml(text, "w.toml").unwrap_err();
+            assert_eq!(error.key(), Some(key), "{text}: {error}");
+            assert!(error.to_string().contains(says), "{text}: {error}");
+            assert!(error.to_string().contains("w.toml"), "{error}");
+        }
+        let error = WatchConfig::from_toml("[proxy]\nlog = \"p\"\nfile = 1", "w.toml").unwrap_err();
+        assert!(error.to_string().contains("file"), "{error}");
     }
 
     #[test]

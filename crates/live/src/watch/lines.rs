@@ -1,7 +1,9 @@
 //! Reading the daemon's JSON Lines back (`jsonl` in the configuration):
 //! the fields `capture.rs` writes per closed interval, for programs that
 //! judge the daemon's output (the testbed experiment). Unknown fields are
-//! ignored, so older readers keep working when fields are added.
+//! ignored, so older readers keep working when fields are added. The
+//! `[proxy]` input's lines (`super::proxy_input`, which start with
+//! `{"source":`) are another series and are skipped.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -126,6 +128,10 @@ pub fn read_lines(path: &Path) -> Result<Vec<WatchLine>, LinesError> {
         if buffer.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        // The proxy input's lines: `source` is their first field.
+        if buffer.starts_with(b"{\"source\":") {
+            continue;
+        }
         if lines.len() == MAX_LINES {
             return Err(LinesError::TooMany {
                 path: path.to_path_buf(),
@@ -151,7 +157,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("watch.jsonl");
         let good = r#"{"t_start_s":0.25,"dropped":3,"accepted":10,"completed":8,"drop_rate":0.23,"gave_up":0.5,"estimate_mean_s":1.5,"syn_to_end_mean_s":0.2,"rtt_mean_s":0.02,"conn_fail_mean_s":null,"p50_s":0.1,"p90_s":3.0,"p99_s":7.0,"t_start_unix_s":1700000000.25,"kernel":{"listen_drops":4,"listen_overflows":4,"passive_opens":10},"ring_drops_total":0,"model":"learned","learned":{"profiles":{"linux-3.7":0.75,"windows-9x-nt":0.25},"give_ups":[],"never_gives_up":1.0,"attempts":12,"classified":9}}"#;
-        std::fs::write(&path, format!("{good}\n\n{good}\n")).unwrap();
+        let proxy = r#"{"source":"proxy","t_start_s":0.0,"dropped":0,"accepted":4,"completed":4,"drop_rate":0.0,"gave_up":0.0,"estimate_mean_s":0.2,"syn_to_end_mean_s":0.2,"rtt_mean_s":0.0,"conn_fail_mean_s":null,"p50_s":0.2,"p90_s":0.2,"p99_s":0.2,"t_start_unix_s":1700000000.25}"#;
+        std::fs::write(&path, format!("{good}\n\n{proxy}\n{good}\n")).unwrap();
         let lines = read_lines(&path).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].transactions(), 8.5);

@@ -35,6 +35,7 @@ use vantage_core::tcp::SynProfile;
 
 use super::capture::LearnedRecord;
 use super::gate_input::{GatePoll, GateRecord, LINE_OUTCOMES};
+use super::proxy_input::PROXY_LINE_OUTCOMES;
 use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type Labels = Vec<(String, String)>;
@@ -217,6 +218,9 @@ pub struct WatchMetrics {
     gate_p99: Family<Labels, FloatGauge>,
     gate_syn_drop_ratio: Family<Labels, FloatGauge>,
     gate_give_up_ratio: Family<Labels, FloatGauge>,
+    proxy_log_lines: Family<Labels, Counter>,
+    proxy_log_waiting: Family<Labels, Gauge>,
+    proxy_intervals: Counter,
 }
 
 fn class_label(class: &str) -> Labels {
@@ -278,6 +282,9 @@ impl WatchMetrics {
             gate_p99: Family::default(),
             gate_syn_drop_ratio: Family::default(),
             gate_give_up_ratio: Family::default(),
+            proxy_log_lines: Family::default(),
+            proxy_log_waiting: Family::default(),
+            proxy_intervals: Counter::default(),
         };
         registry.register_with_unit(
             "vantage_certes_client_response_time",
@@ -486,6 +493,21 @@ impl WatchMetrics {
             "With [gate]: last closed interval, share of transactions that are clients giving up, by the gate estimate",
             m.gate_give_up_ratio.clone(),
         );
+        registry.register(
+            "vantage_certes_proxy_log_lines",
+            "With [proxy]: lines of the proxy's Certes stream, by outcome (read, invalid, oversized, wrong_interval, out_of_order)",
+            m.proxy_log_lines.clone(),
+        );
+        registry.register(
+            "vantage_certes_proxy_log_waiting",
+            "With [proxy]: 1 while the proxy's Certes stream file is missing (waited for)",
+            m.proxy_log_waiting.clone(),
+        );
+        registry.register(
+            "vantage_certes_proxy_intervals",
+            "With [proxy]: intervals of the proxy's stream estimated (series labelled source=\"proxy\")",
+            m.proxy_intervals.clone(),
+        );
         register_daemon_metrics(&mut registry, &m.endpoint);
         WatchMetrics { registry, ..m }
     }
@@ -497,7 +519,37 @@ impl WatchMetrics {
 
     /// One closed interval of one class.
     pub fn add_interval(&self, class: &str, row: &IntervalRow, estimate: &Estimate) {
-        let labels = class_label(class);
+        self.add_labelled_interval(class_label(class), row, estimate, true);
+    }
+
+    /// With `[proxy]`: one interval of the proxy's stream, the series
+    /// labelled `source="proxy"` (no exact figures: the proxy has none).
+    pub fn add_proxy_interval(&self, row: &IntervalRow, estimate: &Estimate) {
+        let mut labels = class_label("");
+        labels.push(("source".to_string(), "proxy".to_string()));
+        self.add_labelled_interval(labels, row, estimate, false);
+        self.proxy_intervals.inc();
+    }
+
+    /// What one poll of the proxy's stream read.
+    pub fn add_proxy_poll(&self, log: &str, lines: &BTreeMap<&'static str, u64>, waiting: bool) {
+        for outcome in PROXY_LINE_OUTCOMES {
+            self.proxy_log_lines
+                .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+                .inc_by(lines.get(outcome).copied().unwrap_or(0));
+        }
+        self.proxy_log_waiting
+            .get_or_create(&vec![("log".to_string(), log.to_string())])
+            .set(i64::from(waiting));
+    }
+
+    fn add_labelled_interval(
+        &self,
+        labels: Labels,
+        row: &IntervalRow,
+        estimate: &Estimate,
+        exact_figures: bool,
+    ) {
         self.response_time.get_or_create(&labels).add(estimate);
         let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
         self.mean
@@ -530,6 +582,9 @@ impl WatchMetrics {
             self.syn_to_end_seconds
                 .get_or_create(&labels)
                 .inc_by(mean * completed as f64);
+        }
+        if !exact_figures {
+            return;
         }
         let exact_completed = row.exact_completed.unwrap_or(0);
         let exact_gave_up = row.exact_gave_up.unwrap_or(0);

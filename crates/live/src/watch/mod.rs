@@ -12,14 +12,18 @@
 //!   are the clients' SYN-schedule points;
 //! * [`gate_input`] — with `[gate]`, a `vantage gate`'s log followed
 //!   ([`follow`]) and its exact SYN verdicts exported and estimated from
-//!   beside the capture's.
+//!   beside the capture's;
+//! * [`proxy_input`] — with `[proxy]`, a `vantage proxy`'s Certes counters
+//!   stream followed and estimated (series `source="proxy"`), beside the
+//!   capture or alone: without `listeners` there is no capture and no
+//!   capability is needed.
 //!
 //! The daemon is put together like the gate and the proxy: signals as flags
 //! (SIGTERM/SIGINT stop, SIGHUP reloads, SIGUSR1 reopens the log and the
 //! JSON Lines file), the ready file, sd_notify, the hardened metrics
 //! endpoint. It needs `CAP_NET_RAW` only (the packet socket; attaching a
 //! classic filter and mapping the ring need nothing more), checked at
-//! start. A reload that changes the capture or the model restarts the
+//! start — and nothing with `[proxy]` and no `listeners`. A reload that changes the capture or the model restarts the
 //! capture thread (connections in flight at that instant are not
 //! counted, and the estimate starts afresh; counters go on); one that
 //! changes `metrics_listen` is refused.
@@ -35,6 +39,7 @@ pub mod follow;
 pub mod gate_input;
 pub mod lines;
 pub mod metrics;
+pub mod proxy_input;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -43,6 +48,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use capture::{CaptureReport, Pipeline};
 pub use config::{ConfigError, WatchConfig};
 pub use metrics::WatchMetrics;
+pub use proxy_input::ProxyPipeline;
 
 use crate::daemon::{
     connection_cap, descriptor_limit, notify, LogFile, NotifyState, ReadyFile, Signals,
@@ -201,6 +207,8 @@ pub struct RunSummary {
     pub packets: u64,
     pub intervals: u64,
     pub ring_drops: u64,
+    /// With `[proxy]`: intervals of the proxy's stream estimated.
+    pub proxy_intervals: u64,
 }
 
 /// `check`: the configuration is valid; what it says.
@@ -210,7 +218,7 @@ pub fn check(path: &Path) -> Result<String, WatchError> {
 
 /// Runs the daemon until a stop signal.
 pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, WatchError> {
-    if !capabilities::holds(CAP_NET_RAW) {
+    if config.captures() && !capabilities::holds(CAP_NET_RAW) {
         return Err(WatchError::MissingCapability);
     }
     let started = Instant::now();
@@ -240,7 +248,8 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
             Some(server)
         }
     };
-    let mut pipeline = Pipeline::start(&config, Arc::clone(&metrics), Arc::clone(&outputs))?;
+    let mut pipeline = start_capture(&config, &metrics, &outputs)?;
+    let mut proxy = ProxyPipeline::start(&config, Arc::clone(&metrics), Arc::clone(&outputs))?;
     let _ready = match &options.ready_file {
         Some(path) => Some(ReadyFile::create(path)?),
         None => None,
@@ -248,7 +257,12 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
     if let Err(e) = notify(NotifyState::Ready) {
         Outputs::log(&outputs, &format!("cannot notify systemd: {e}"));
     }
-    Outputs::log(&outputs, &format!("capturing: {}", config.describe()));
+    let doing = if config.captures() {
+        "capturing"
+    } else {
+        "following the proxy's stream"
+    };
+    Outputs::log(&outputs, &format!("{doing}: {}", config.describe()));
     if let Some(server) = &server {
         Outputs::log(
             &outputs,
@@ -264,8 +278,12 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
     let signals = &options.signals;
     loop {
         std::thread::sleep(TICK);
-        // A capture thread ends by itself only on an error (or a panic).
-        if signals.stopping() || pipeline.finished() {
+        // A capture thread ends by itself only on an error (or a panic),
+        // the proxy's only on a panic.
+        if signals.stopping()
+            || pipeline.as_ref().is_some_and(Pipeline::finished)
+            || proxy.as_ref().is_some_and(ProxyPipeline::finished)
+        {
             break;
         }
         if signals.take_reopen() {
@@ -284,7 +302,13 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
                 Ok(new) => {
                     // The new capture first: if it cannot start, the old
                     // one goes on.
-                    match Pipeline::start(&new, Arc::clone(&metrics), Arc::clone(&outputs)) {
+                    let started = start_capture(&new, &metrics, &outputs).and_then(|capture| {
+                        Ok((
+                            capture,
+                            ProxyPipeline::start(&new, Arc::clone(&metrics), Arc::clone(&outputs))?,
+                        ))
+                    });
+                    match started {
                         Err(e) => {
                             metrics.count_reload(false);
                             Outputs::log(
@@ -292,11 +316,22 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
                                 &format!("reload refused, the running configuration goes on: {e}"),
                             );
                         }
-                        Ok(started) => {
-                            let old = std::mem::replace(&mut pipeline, started);
-                            match old.stop() {
-                                Ok(report) => add(&mut summary, report),
-                                Err(e) => Outputs::log(&outputs, &format!("old capture: {e}")),
+                        Ok((capture, new_proxy)) => {
+                            let old = std::mem::replace(&mut pipeline, capture);
+                            match old.map(Pipeline::stop) {
+                                Some(Ok(report)) => add(&mut summary, report),
+                                Some(Err(e)) => {
+                                    Outputs::log(&outputs, &format!("old capture: {e}"))
+                                }
+                                None => {}
+                            }
+                            let old = std::mem::replace(&mut proxy, new_proxy);
+                            match old.map(ProxyPipeline::stop) {
+                                Some(Ok(intervals)) => summary.proxy_intervals += intervals,
+                                Some(Err(e)) => {
+                                    Outputs::log(&outputs, &format!("old proxy input: {e}"))
+                                }
+                                None => {}
                             }
                             if new.log != config.log || new.jsonl != config.jsonl {
                                 match Outputs::open(&new) {
@@ -319,18 +354,35 @@ pub fn run(config: &WatchConfig, options: &RunOptions) -> Result<RunSummary, Wat
         }
     }
     let _ = notify(NotifyState::Stopping);
-    let report = pipeline.stop()?;
-    add(&mut summary, report);
+    if let Some(pipeline) = pipeline {
+        let report = pipeline.stop()?;
+        add(&mut summary, report);
+    }
+    if let Some(proxy) = proxy {
+        summary.proxy_intervals += proxy.stop()?;
+    }
     summary.duration_s = started.elapsed().as_secs_f64();
     Outputs::log(
         &outputs,
         &format!(
-            "stopped: {} packets, {} intervals, {} ring drops",
-            summary.packets, summary.intervals, summary.ring_drops
+            "stopped: {} packets, {} intervals, {} ring drops, {} intervals of the proxy's stream",
+            summary.packets, summary.intervals, summary.ring_drops, summary.proxy_intervals
         ),
     );
     drop(server);
     Ok(summary)
+}
+
+/// The capture, when the configuration has listeners.
+fn start_capture(
+    config: &WatchConfig,
+    metrics: &Arc<WatchMetrics>,
+    outputs: &Arc<Mutex<Outputs>>,
+) -> Result<Option<Pipeline>, WatchError> {
+    if !config.captures() {
+        return Ok(None);
+    }
+    Pipeline::start(config, Arc::clone(metrics), Arc::clone(outputs)).map(Some)
 }
 
 /// Reads the file again; refuses a change that needs a restart.
@@ -339,6 +391,9 @@ fn reload(path: Option<&Path>, running: &WatchConfig) -> Result<WatchConfig, Str
     let new = WatchConfig::load(path).map_err(|e| e.to_string())?;
     if new.metrics_listen != running.metrics_listen {
         return Err("metrics_listen changed: restart the daemon for that".into());
+    }
+    if new.captures() && !running.captures() && !capabilities::holds(CAP_NET_RAW) {
+        return Err("listeners added, and capturing needs CAP_NET_RAW, which the daemon lacks: restart it with the capability".into());
     }
     Ok(new)
 }

@@ -1,0 +1,244 @@
+//! The watch daemon fed only from a `vantage proxy`'s Certes stream: no
+//! capture, no capability, no root. The stream is written with the
+//! counters format's own writer; the daemon's estimate must be the one the
+//! estimator gives for the same rows, its metrics must pass `promtool check
+//! metrics` (when installed), and the bad lines must be counted.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vantage_core::certes::ingest::{counters_jsonl_line, CountersRow};
+use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
+use vantage_core::certes::{Certes, IntervalCounters};
+use vantage_core::Nanos;
+use vantage_live::daemon::Signals;
+use vantage_live::watch::{self, RunOptions, WatchConfig};
+
+/// A boundary of the 250 ms grid, UNIX seconds.
+const ORIGIN_S: f64 = 1_764_000_000.0;
+const ROWS: u64 = 8;
+
+struct Dir(PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn counters(i: u64) -> IntervalCounters {
+    IntervalCounters {
+        // Two SYNs dropped in the third interval: the clients' retries
+        // come back a second later (linux-6.5).
+        dropped: if i == 2 { 2 } else { 0 },
+        accepted: 4,
+        completed: 4,
+        syn_to_end_sum: Nanos::from_millis(4 * (150 + 10 * i)),
+        rtt_sum: Nanos::from_micros(4 * 300),
+        ..IntervalCounters::default()
+    }
+}
+
+fn row(i: u64, interval_ms: u64) -> String {
+    counters_jsonl_line(&CountersRow {
+        t_start_s: ORIGIN_S + 0.25 * i as f64,
+        interval: Nanos::from_millis(interval_ms),
+        class: String::new(),
+        counters: counters(i),
+    }) + "\n"
+}
+
+fn scrape(address: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .filter(|rest| rest.starts_with(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+#[test]
+fn the_proxy_stream_alone_gives_the_estimate() {
+    let dir = Dir(std::env::temp_dir().join(format!("vantage-watch-proxy-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let stream = dir.0.join("proxy-certes.jsonl");
+    let jsonl = dir.0.join("watch.jsonl");
+    let metrics_address = {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let text = format!(
+        "interval = \"250ms\"\nprofile = \"linux-6.5\"\nmetrics_listen = \"{metrics_address}\"\njsonl = \"{}\"\n[proxy]\nlog = \"{}\"\n",
+        jsonl.display(),
+        stream.display()
+    );
+    let config = WatchConfig::from_toml(&text, "test.toml").unwrap();
+    assert!(!config.captures());
+    let signals = Signals::new();
+    let stop = signals.stop.clone();
+    let daemon = std::thread::spawn(move || {
+        let options = RunOptions {
+            ready_file: None,
+            signals,
+            config_path: None,
+        };
+        watch::run(&config, &options)
+    });
+    struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+
+    // The stream appears after the daemon started: read from its start.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(&metrics_address).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut file = std::fs::File::create(&stream).unwrap();
+    for i in 0..ROWS {
+        file.write_all(row(i, 250).as_bytes()).unwrap();
+        if i == 3 {
+            // Bad lines between good ones: counted, not used.
+            file.write_all(row(20, 500).as_bytes()).unwrap();
+            file.write_all(b"{\"t_start_s\": 1, \"nonsense\": 2}\n")
+                .unwrap();
+            file.write_all(row(1, 250).as_bytes()).unwrap();
+        }
+    }
+    file.flush().unwrap();
+
+    let read = "vantage_certes_proxy_log_lines_total{outcome=\"read\"}";
+    let mut metrics = String::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        metrics = scrape(&metrics_address);
+        if sample(&metrics, read) == Some(ROWS as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(sample(&metrics, read), Some(ROWS as f64), "{metrics}");
+    for outcome in ["wrong_interval", "invalid", "out_of_order"] {
+        let name = format!("vantage_certes_proxy_log_lines_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(sample(&metrics, &name), Some(1.0), "{outcome}: {metrics}");
+    }
+    let series = |family: &str| {
+        sample(
+            &metrics,
+            &format!("{family}{{class=\"all\",source=\"proxy\"}}"),
+        )
+    };
+    assert_eq!(series("vantage_certes_syns_accepted_total"), Some(32.0));
+    assert_eq!(series("vantage_certes_syns_dropped_total"), Some(2.0));
+    assert_eq!(series("vantage_certes_completed_total"), Some(32.0));
+    assert_eq!(
+        sample(&metrics, "vantage_certes_proxy_intervals_total"),
+        Some(ROWS as f64)
+    );
+    let waiting = format!(
+        "vantage_certes_proxy_log_waiting{{log=\"{}\"}}",
+        stream.display()
+    );
+    assert_eq!(sample(&metrics, &waiting), Some(0.0), "{metrics}");
+
+    // The same rows through the estimator `certes estimate --counters`
+    // runs: the daemon's last interval is its last interval.
+    let certes = Certes::new(WatchConfig::from_toml(&text, "t").unwrap().model).unwrap();
+    let mut run = RunningEstimate::new(&certes, Nanos::from_secs(21), false, 0.0);
+    let mut expected = Vec::new();
+    for i in 0..ROWS {
+        let c = counters(i);
+        let given = [ClassInterval {
+            class: "",
+            counters: &c,
+            exact: None,
+        }];
+        run.interval(&given, |row| {
+            expected.push(row);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    }
+    let last = expected.last().unwrap();
+    let mean = series("vantage_certes_interval_mean_seconds").unwrap();
+    assert!(
+        (mean - last.estimate_mean_s.unwrap()).abs() < 1e-9,
+        "{mean} vs {last:?}"
+    );
+    let syn_to_end = series("vantage_certes_interval_syn_to_end_mean_seconds").unwrap();
+    assert!((syn_to_end - 0.22).abs() < 1e-9, "{syn_to_end}");
+    // The drops show: some interval's estimate is above its SYN-to-END
+    // by the retry's second.
+    assert!(expected
+        .iter()
+        .any(|r| r.estimate_mean_s.unwrap() > r.syn_to_end_mean_s.unwrap() + 0.1));
+
+    // promtool accepts the exposition, when it is installed.
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut child) => {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(metrics.as_bytes())
+                .unwrap();
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "promtool check metrics:\n{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Err(_) => eprintln!("promtool not installed: the exposition is not checked by it"),
+    }
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let summary = daemon.join().unwrap().unwrap();
+    assert_eq!(summary.proxy_intervals, ROWS);
+    assert_eq!(summary.packets, 0);
+
+    // One JSON line per row, `source` proxy, the estimator's fields.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), ROWS as usize);
+    for (i, (line, row)) in lines.iter().zip(&expected).enumerate() {
+        assert_eq!(line["source"], "proxy");
+        assert_eq!(line["t_start_unix_s"], ORIGIN_S + 0.25 * i as f64);
+        assert_eq!(line["accepted"], 4);
+        assert_eq!(
+            line["estimate_mean_s"],
+            serde_json::json!(row.estimate_mean_s)
+        );
+    }
+}
