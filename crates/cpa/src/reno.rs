@@ -202,11 +202,10 @@ pub struct RenoSender {
     /// Transmissions not yet passed by a new ACK, in the order sent: end,
     /// departure, whether a retransmission.
     outstanding: VecDeque<(i64, Nanos, bool)>,
-    /// The same transmissions indexed by end, then departure latest first
-    /// (with their count), so a re-send finds its previous transmission in
-    /// O(log n) even when the record is long (bytes re-sent long after
-    /// their ACK).
-    outstanding_by_end: BTreeMap<(i64, Reverse<Nanos>), u32>,
+    /// The same transmissions indexed by end, then departure latest first,
+    /// so a re-send finds its previous transmission in O(log n) even when
+    /// the record is long (bytes re-sent long after their ACK).
+    outstanding_by_end: SendIndex,
     /// Every event that moved the window edge, in order.
     entries: Vec<Liberator>,
     /// Strict suffix minima of the edges after each entry, increasing from bottom
@@ -244,7 +243,7 @@ impl RenoSender {
             smoothed_rtt: None,
             rtt_variation: Nanos::ZERO,
             outstanding: VecDeque::new(),
-            outstanding_by_end: BTreeMap::new(),
+            outstanding_by_end: SendIndex::default(),
             entries: Vec::new(),
             stack: Vec::new(),
             counters: RenoCounters::default(),
@@ -470,10 +469,7 @@ impl RenoSender {
         self.last_send_at = Some(now);
         self.outstanding
             .push_back((end, now, outcome.retransmission));
-        *self
-            .outstanding_by_end
-            .entry((end, Reverse(now)))
-            .or_default() += 1;
+        self.outstanding_by_end.insert((end, Reverse(now)));
         outcome
     }
 
@@ -546,9 +542,8 @@ impl RenoSender {
         let after_start = (start, Reverse(Nanos::ZERO));
         let found = self
             .outstanding_by_end
-            .range((Bound::Excluded(after_start), Bound::Unbounded))
-            .next()
-            .map(|(&(_, Reverse(sent_at)), _)| sent_at);
+            .first_after(after_start)
+            .map(|(_, Reverse(sent_at))| sent_at);
         #[cfg(test)]
         assert_eq!(
             found,
@@ -577,13 +572,7 @@ impl RenoSender {
 
     /// Removes one transmission from [`RenoSender::outstanding_by_end`].
     fn forget_departure(&mut self, end: i64, sent_at: Nanos) {
-        let key = (end, Reverse(sent_at));
-        if let Some(count) = self.outstanding_by_end.get_mut(&key) {
-            *count -= 1;
-            if *count == 0 {
-                self.outstanding_by_end.remove(&key);
-            }
-        }
+        self.outstanding_by_end.remove((end, Reverse(sent_at)));
     }
 
     /// Takes an RTT sample from the newest segment `ack` covers, unless it
@@ -653,6 +642,85 @@ impl RenoSender {
         self.cwnd = self.cwnd.max(needed);
         self.stack[below - 1].0 = end;
         (self.entries[last_below], true)
+    }
+}
+
+/// A transmission's key in [`SendIndex`]: its end, then its departure,
+/// latest first.
+type SendKey = (i64, Reverse<Nanos>);
+
+/// A multiset of [`SendKey`]s, each with its count. New data leaves in key
+/// order (each end beyond the last), so those keys are appended to a sorted
+/// deque and leave it from the front as ACKs pass them, both O(1); only
+/// keys arriving out of order (re-sends) go to a tree, O(log n) each.
+#[derive(Clone, Debug, Default)]
+struct SendIndex {
+    in_order: VecDeque<(SendKey, u32)>,
+    out_of_order: BTreeMap<SendKey, u32>,
+}
+
+impl SendIndex {
+    fn insert(&mut self, key: SendKey) {
+        match self.in_order.back_mut() {
+            Some((last, count)) if *last == key => *count += 1,
+            Some((last, _)) if *last > key => *self.out_of_order.entry(key).or_default() += 1,
+            _ => self.in_order.push_back((key, 1)),
+        }
+    }
+
+    /// Removes one copy of `key`, if there is one. Transmissions leave in
+    /// the order sent, so a key of the deque is nearly always its front.
+    fn remove(&mut self, key: SendKey) {
+        if let Some((front, count)) = self.in_order.front_mut() {
+            if *front == key {
+                *count -= 1;
+                if *count == 0 {
+                    self.in_order.pop_front();
+                }
+                return;
+            }
+        }
+        if let Some(count) = self.out_of_order.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                self.out_of_order.remove(&key);
+            }
+            return;
+        }
+        let at = self.in_order.partition_point(|&(k, _)| k < key);
+        if let Some((k, count)) = self.in_order.get_mut(at) {
+            if *k == key {
+                *count -= 1;
+                if *count == 0 {
+                    self.in_order.remove(at);
+                }
+            }
+        }
+    }
+
+    /// The smallest key above `bound`.
+    fn first_after(&self, bound: SendKey) -> Option<SendKey> {
+        let at = self.in_order.partition_point(|&(k, _)| k <= bound);
+        let in_order = self.in_order.get(at).map(|&(k, _)| k);
+        let out_of_order = self
+            .out_of_order
+            .range((Bound::Excluded(bound), Bound::Unbounded))
+            .next()
+            .map(|(&k, _)| k);
+        match (in_order, out_of_order) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// How many keys it holds, counting repeats.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let counts = self.in_order.iter().map(|&(_, count)| count);
+        counts
+            .chain(self.out_of_order.values().copied())
+            .map(|count| count as usize)
+            .sum()
     }
 }
 
@@ -736,12 +804,7 @@ mod tests {
             sender.on_ack(ms(1000 * copy + 50), 10, ack_of(10));
         }
         assert_eq!(sender.outstanding.len(), 10 * copies as usize);
-        let entries: usize = sender
-            .outstanding_by_end
-            .values()
-            .map(|&count| count as usize)
-            .sum();
-        assert_eq!(entries, sender.outstanding.len());
+        assert_eq!(sender.outstanding_by_end.len(), sender.outstanding.len());
     }
 
     #[test]

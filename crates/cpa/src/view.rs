@@ -96,6 +96,10 @@ impl PayloadStart {
         }
         let mut undecided = false;
         for token in METHODS.iter().copied().chain([b"HTTP/".as_slice()]) {
+            // No token is empty; one with another first byte cannot match.
+            if token[0] != first {
+                continue;
+            }
             let n = token.len().min(captured.len());
             if captured[..n] == token[..n] {
                 if n == token.len() {

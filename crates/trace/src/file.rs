@@ -454,7 +454,18 @@ impl TraceReader {
 
     /// Makes `needed` bytes available at the read position; returns how
     /// many are (fewer only at the end of the stream).
+    /// The common case (the bytes are already there) is inlined; reading
+    /// and errors are not.
+    #[inline]
     fn fill(&mut self, needed: usize) -> Result<usize, TraceError> {
+        if self.input.buffered() >= needed {
+            return Ok(needed);
+        }
+        self.fill_more(needed)
+    }
+
+    #[cold]
+    fn fill_more(&mut self, needed: usize) -> Result<usize, TraceError> {
         match self.input.fill(needed) {
             Ok(available) => Ok(available),
             Err(source) => Err(TraceError::Read {
@@ -464,7 +475,16 @@ impl TraceReader {
         }
     }
 
+    #[inline]
     fn require(&mut self, needed: usize, what: &'static str) -> Result<(), TraceError> {
+        if self.input.buffered() >= needed {
+            return Ok(());
+        }
+        self.require_more(needed, what)
+    }
+
+    #[cold]
+    fn require_more(&mut self, needed: usize, what: &'static str) -> Result<(), TraceError> {
         let available = self.fill(needed)?;
         if available < needed {
             return Err(TraceError::Truncated {

@@ -7,7 +7,8 @@ mod common;
 use common::*;
 use vantage_core::Nanos;
 use vantage_trace::{
-    decode_frame, LinkType, OptionsParse, SackBlock, SkipReason, TcpTimestamps, TraceReader,
+    decode_frame, LinkType, OptionsParse, SackBlock, SkipReason, TcpOptions, TcpTimestamps,
+    TraceReader,
 };
 
 fn v4_segment() -> Tcp {
@@ -324,6 +325,33 @@ fn tcp_options_all_kinds() {
     );
     assert_eq!(options.mss, None);
     assert_eq!(options.parse, OptionsParse::Complete);
+}
+
+/// NOP, NOP, timestamps (read by a shortcut) parse as the same option
+/// bytes in another order do (read by the general loop).
+#[test]
+fn the_usual_timestamp_layout_parses_as_any_other() {
+    let usual = [1, 1, 8, 10, 0, 1, 226, 64, 0, 0, 0, 7];
+    let reordered = [8, 10, 0, 1, 226, 64, 0, 0, 0, 7, 1, 1];
+    for cut in [false, true] {
+        let options = TcpOptions::parse(&usual, cut);
+        assert_eq!(options, TcpOptions::parse(&reordered, cut));
+        assert_eq!(
+            options.timestamps,
+            Some(TcpTimestamps {
+                value: 123_456,
+                echo_reply: 7
+            })
+        );
+    }
+    assert_eq!(
+        TcpOptions::parse(&usual, false).parse,
+        OptionsParse::Complete
+    );
+    assert_eq!(
+        TcpOptions::parse(&usual, true).parse,
+        OptionsParse::Truncated
+    );
 }
 
 #[test]
