@@ -75,16 +75,25 @@ for shape in $shapes; do
   "$vantage" cpa --server "$trace" --json >/dev/null 2>&1 || true
   [ -z "${BEFORE:-}" ] || "$BEFORE" cpa --server "$trace" --json >/dev/null 2>&1 || true
   for run in $(seq "$runs"); do
-    measure "$shape" vantage "$vantage" cpa --server "$trace" --json
-    if [ -n "${BEFORE:-}" ]; then
-      measure "$shape" before "$BEFORE" cpa --server "$trace" --json
-      cmp -s "$work/out" <("$vantage" cpa --server "$trace" --json 2>/dev/null) ||
-        echo "  note: the earlier binary's output differs"
-    fi
-    measure "$shape" tcptrace tcptrace -n -l -r "$trace"
-    measure "$shape" tshark tshark -r "$trace" -T fields -e frame.number \
-      -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
-      -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight
+    # Even runs time the tools in the reverse order, so that a position
+    # bias (the first tool timed after another's run) falls on each in turn.
+    tools="vantage before tcptrace tshark"
+    [ $((run % 2)) -eq 1 ] || tools="tshark tcptrace before vantage"
+    for tool in $tools; do
+      case $tool in
+        vantage) measure "$shape" vantage "$vantage" cpa --server "$trace" --json ;;
+        before)
+          if [ -n "${BEFORE:-}" ]; then
+            measure "$shape" before "$BEFORE" cpa --server "$trace" --json
+            cmp -s "$work/out" <("$vantage" cpa --server "$trace" --json 2>/dev/null) ||
+              echo "  note: the earlier binary's output differs"
+          fi ;;
+        tcptrace) measure "$shape" tcptrace tcptrace -n -l -r "$trace" ;;
+        tshark) measure "$shape" tshark tshark -r "$trace" -T fields -e frame.number \
+          -e tcp.stream -e tcp.analysis.ack_rtt -e tcp.analysis.retransmission \
+          -e tcp.analysis.fast_retransmission -e tcp.analysis.bytes_in_flight ;;
+      esac
+    done
     awk -v s="$shape" '$1 == s {t[$2] = $3; c[$2] = $5} END {
       printf "  run: vantage cpa is %.2f× the speed of tcptrace and %.1f× that of tshark",
         t["tcptrace"] / t["vantage"], t["tshark"] / t["vantage"]
@@ -94,5 +103,17 @@ for shape in $shapes; do
       if ("before" in c) printf " (before: %.2f×)", c["before"] / c["tcptrace"]
       printf "\n" }' "$work/results"
   done
+  # Over all runs: the ratio of the medians, steadier than any one run's.
+  [ "$runs" -lt 2 ] || awk -v s="$shape" '$1 == s {n[$2]++; v[$2, n[$2]] = $3} END {
+    for (name in n) {
+      k = n[name]
+      for (i = 1; i <= k; i++) a[i] = v[name, i]
+      for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+      m[name] = (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    printf "  median of %d runs: vantage cpa is %.2f× the speed of tcptrace and %.1f× that of tshark",
+      n["vantage"], m["tcptrace"] / m["vantage"], m["tshark"] / m["vantage"]
+    if ("before" in m) printf " (before: %.2f× and %.1f×)", m["tcptrace"] / m["before"], m["tshark"] / m["before"]
+    printf "\n" }' "$work/results"
 done
 uptime
