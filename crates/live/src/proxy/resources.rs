@@ -46,7 +46,9 @@
 //! still draining is measured as any other) leave the allocator (no
 //! demand) and keep the buffer the manager's idle decay leaves them (`ssbt` too, as the
 //! simulator runs it); when a request starts on one it gets back the
-//! buffer it held before, as far as the send pool has room
+//! buffer it held before (the size the loop last gave it while its last
+//! response drained, [`ConnectionManager::update_idle_buffer`]), as far
+//! as the send pool has room
 //! ([`SendBufferAllocator::resume_bound`]), at once: the simulator
 //! re-assigns at that moment, which the live loop cannot afford on every
 //! request. Upstream connections idle in the proxy's pool
@@ -1068,6 +1070,24 @@ impl Resources {
             targets
         };
         self.apply_buffers(&targets, Side::Send, &HashSet::new(), report);
+        // A connection still draining its last response is on the idle
+        // list since the response was handed to the socket, and the loop
+        // sized it as in use: what it gets back on reuse, and what its
+        // decay starts from, is that size, not the one it had when the
+        // response was handed over.
+        if !draining.is_empty() {
+            let mut state = self.lock();
+            let State {
+                clients, manager, ..
+            } = &mut *state;
+            if let Some(manager) = manager.as_mut() {
+                for id in &draining {
+                    if let Some(applied) = clients.get(id).and_then(|c| c.applied) {
+                        manager.update_idle_buffer(*id, applied);
+                    }
+                }
+            }
+        }
     }
 
     /// The receive side, chunked as [`Self::send_side`].
