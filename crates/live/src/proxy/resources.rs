@@ -654,7 +654,7 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
-        match tcp_info::set_send_buffer(fd, target) {
+        match tcp_info::set_buffer_computed(fd, false, target, self.limits.send_max) {
             Ok(held) => {
                 c.applied = Some(u64::from(held));
                 self.metrics.idle_client_regrows.inc();
@@ -746,7 +746,7 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
-        match tcp_info::set_receive_buffer(fd, target) {
+        match tcp_info::set_buffer_computed(fd, true, target, self.limits.receive_max) {
             Ok(held) => {
                 u.applied = Some(u64::from(held));
                 self.metrics.idle_upstream_regrows.inc();
@@ -1235,8 +1235,12 @@ impl Resources {
                     None
                 };
                 let set = match side {
-                    Side::Send => tcp_info::set_send_buffer(fd, held),
-                    Side::Receive => tcp_info::set_receive_buffer(fd, held),
+                    Side::Send => {
+                        tcp_info::set_buffer_computed(fd, false, held, self.limits.send_max)
+                    }
+                    Side::Receive => {
+                        tcp_info::set_buffer_computed(fd, true, held, self.limits.receive_max)
+                    }
                 };
                 match set {
                     Ok(now_held) => {
