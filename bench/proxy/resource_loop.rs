@@ -104,9 +104,12 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
             let bytes = if i % 2 == 0 { 64 << 10 } else { 96 << 10 };
             let _ = match read_back {
                 true => vantage_sys::tcp_info::set_send_buffer(t.get_ref(), bytes),
-                false => {
-                    vantage_sys::tcp_info::set_buffer_computed(t.get_ref(), false, bytes, send_max)
-                }
+                false => vantage_sys::tcp_info::set_buffer_computed(
+                    t.get_ref(),
+                    vantage_sys::tcp_info::SocketBuffer::Send,
+                    bytes,
+                    send_max,
+                ),
             };
         }
         (thread_cpu_seconds() - start) / tracked.len() as f64

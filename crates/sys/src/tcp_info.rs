@@ -256,6 +256,13 @@ fn minimum_buffers() -> Option<(u32, u32)> {
     })
 }
 
+/// Which of a socket's buffers [`set_buffer_computed`] sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketBuffer {
+    Send,
+    Receive,
+}
+
 /// As [`set_send_buffer`] and [`set_receive_buffer`], with one system
 /// call instead of two: what the kernel holds is its own rule
 /// (`sk_setsockopt`), not read back — twice the value given (half of
@@ -266,24 +273,22 @@ fn minimum_buffers() -> Option<(u32, u32)> {
 /// minima could not be probed.
 pub fn set_buffer_computed(
     fd: impl AsFd,
-    receive: bool,
+    buffer: SocketBuffer,
     bytes: u64,
     max_held: u64,
 ) -> io::Result<u32> {
-    let name = if receive {
-        libc::SO_RCVBUF
-    } else {
-        libc::SO_SNDBUF
+    let name = match buffer {
+        SocketBuffer::Send => libc::SO_SNDBUF,
+        SocketBuffer::Receive => libc::SO_RCVBUF,
     };
     let Some((send_minimum, receive_minimum)) = minimum_buffers() else {
         return set_buffer(fd, name, bytes);
     };
     let half = (bytes / 2).min(libc::c_int::MAX as u64) as libc::c_int;
     crate::socket::set_int_option(fd.as_fd(), libc::SOL_SOCKET, name, half)?;
-    let minimum = if receive {
-        receive_minimum
-    } else {
-        send_minimum
+    let minimum = match buffer {
+        SocketBuffer::Send => send_minimum,
+        SocketBuffer::Receive => receive_minimum,
     };
     let held = (2 * half as u64).min(max_held).min(u64::from(u32::MAX)) as u32;
     Ok(held.max(minimum))
@@ -421,7 +426,8 @@ mod tests {
             send_max,
             2 * send_max,
         ] {
-            let computed = set_buffer_computed(&socket, false, bytes, send_max).unwrap();
+            let computed =
+                set_buffer_computed(&socket, SocketBuffer::Send, bytes, send_max).unwrap();
             assert_eq!(computed, send_buffer(&socket).unwrap(), "send {bytes}");
         }
         for bytes in [
@@ -434,7 +440,8 @@ mod tests {
             receive_max,
             2 * receive_max,
         ] {
-            let computed = set_buffer_computed(&socket, true, bytes, receive_max).unwrap();
+            let computed =
+                set_buffer_computed(&socket, SocketBuffer::Receive, bytes, receive_max).unwrap();
             assert_eq!(
                 computed,
                 receive_buffer(&socket).unwrap(),

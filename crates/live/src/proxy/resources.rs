@@ -70,8 +70,10 @@
 //! held bytes. The tuner runs in held bytes against `SO_MEMINFO`'s
 //! `rmem_alloc` (also held, truesize), so U_i is a ratio of like to like.
 //! Peaks are sampled once per interval, not tracked per segment (the
-//! kernel keeps no peak). Bounds: never above twice `wmem_max`/`rmem_max`
-//! (the kernel's own cap), never below two segments' truesize (MSS plus
+//! kernel keeps no peak). A buffer is set with one `setsockopt`; what the
+//! kernel then holds is computed by its rule
+//! ([`tcp_info::set_buffer_computed`]), not read back. Bounds: never
+//! above twice `wmem_max`/`rmem_max` (the kernel's own cap), never below two segments' truesize (MSS plus
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
 //! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
 //! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
@@ -96,7 +98,7 @@ use vantage_core::resources::{
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
 use vantage_sys::cgroup::CgroupTcpMemory;
-use vantage_sys::tcp_info;
+use vantage_sys::tcp_info::{self, SocketBuffer};
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
 use super::metrics::ResourceMetrics;
@@ -654,7 +656,7 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
-        match tcp_info::set_buffer_computed(fd, false, target, self.limits.send_max) {
+        match tcp_info::set_buffer_computed(fd, SocketBuffer::Send, target, self.limits.send_max) {
             Ok(held) => {
                 c.applied = Some(u64::from(held));
                 self.metrics.idle_client_regrows.inc();
@@ -746,7 +748,12 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
-        match tcp_info::set_buffer_computed(fd, true, target, self.limits.receive_max) {
+        match tcp_info::set_buffer_computed(
+            fd,
+            SocketBuffer::Receive,
+            target,
+            self.limits.receive_max,
+        ) {
             Ok(held) => {
                 u.applied = Some(u64::from(held));
                 self.metrics.idle_upstream_regrows.inc();
@@ -1235,12 +1242,18 @@ impl Resources {
                     None
                 };
                 let set = match side {
-                    Side::Send => {
-                        tcp_info::set_buffer_computed(fd, false, held, self.limits.send_max)
-                    }
-                    Side::Receive => {
-                        tcp_info::set_buffer_computed(fd, true, held, self.limits.receive_max)
-                    }
+                    Side::Send => tcp_info::set_buffer_computed(
+                        fd,
+                        SocketBuffer::Send,
+                        held,
+                        self.limits.send_max,
+                    ),
+                    Side::Receive => tcp_info::set_buffer_computed(
+                        fd,
+                        SocketBuffer::Receive,
+                        held,
+                        self.limits.receive_max,
+                    ),
                 };
                 match set {
                     Ok(now_held) => {
