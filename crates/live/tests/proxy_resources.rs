@@ -575,3 +575,173 @@ fn a_pooled_upstream_connection_shrinks_while_idle_and_regrows_on_reuse() {
         || proxy.resources().tracked_upstreams() == (1, 1)
     ));
 }
+
+/// The proxy's port in [`in_ethernet_loopback`]'s namespace (its own: no
+/// other process binds there).
+const BOTTLENECK_PORT: u16 = 18080;
+
+/// Runs `work` on a thread of its own inside a fresh network namespace
+/// (`unshare(CLONE_NEWNET)`, that thread only) whose loopback has an
+/// Ethernet MTU (1500), and where what leaves [`BOTTLENECK_PORT`] crosses
+/// a 10 Mb/s bottleneck (`htb`, a 100-packet queue; everything else is
+/// unlimited): an MSS of 1448 and a round trip of tens of milliseconds on
+/// the client leg, as on a real path, so that E-ATBT's ρ̄·rtt is far above
+/// the two-segment floor (loopback's MTU of 65536 puts that floor near
+/// 130 KiB, and its microsecond round trip the demand below it); the
+/// backend leg is fast, so the proxy's send buffer, not its input, limits
+/// the client leg. The namespace has no name: it ends with the last
+/// thread and socket in it, whether `work` returns or panics. `Err` with
+/// the reason when it cannot be set up.
+fn in_ethernet_loopback<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let worker = std::thread::spawn(move || {
+        // SAFETY: unshare(2) affects only this thread (and the threads it
+        // starts: the proxy's and the backend's).
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        let port = BOTTLENECK_PORT.to_string();
+        let commands: [(&str, Vec<&str>); 6] = [
+            ("ip", vec!["link", "set", "lo", "mtu", "1500", "up"]),
+            (
+                "tc",
+                vec![
+                    "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "20",
+                ],
+            ),
+            (
+                "tc",
+                vec![
+                    "class", "add", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate",
+                    "10mbit",
+                ],
+            ),
+            (
+                "tc",
+                vec![
+                    "class", "add", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate",
+                    "10gbit",
+                ],
+            ),
+            (
+                "tc",
+                vec![
+                    "qdisc", "add", "dev", "lo", "parent", "1:10", "pfifo", "limit", "100",
+                ],
+            ),
+            (
+                "tc",
+                vec![
+                    "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "u32", "match",
+                    "ip", "sport", &port, "0xffff", "flowid", "1:10",
+                ],
+            ),
+        ];
+        for (program, args) in commands {
+            let output = std::process::Command::new(program)
+                .args(&args)
+                .output()
+                .map_err(|e| format!("{program}: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "{program} {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+        }
+        Ok(work())
+    });
+    match worker.join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+#[test]
+fn a_reused_idle_client_connection_gets_its_send_buffer_back_within_two_intervals() {
+    if !vantage_sys::privilege::is_root() {
+        eprintln!("skipped: needs root (a network namespace with an Ethernet MTU on its loopback)");
+        return;
+    }
+    const INTERVAL_MS: u64 = 50;
+    let outcome = in_ethernet_loopback(|| {
+        let backend = Backend::start("a");
+        let text = format!(
+            "listen = \"127.0.0.1:{BOTTLENECK_PORT}\"\nupstreams = [\"{}\"]\n{}",
+            backend.address,
+            resources(&format!(
+                "mode = \"ssbt+conn\"\ninterval_ms = {INTERVAL_MS}\npool_bytes = 16777216\n\
+                 idle_buffer_half_life_ms = 1000\nmin_idle_age_ms = 60000\n"
+            ))
+        );
+        let proxy =
+            Proxy::start(vantage_live::proxy::ProxyConfig::from_toml(&text, "test.toml").unwrap())
+                .unwrap();
+        let mut client = connect(proxy.address());
+        // 1 MiB through the bottleneck: most of a second, in which the
+        // loop sets the send buffer from E-ATBT.
+        let reply = keep_alive_get(&mut client, "/stream").unwrap();
+        assert_eq!(reply.body.len(), 64 * (16 << 10));
+        let accepted = find_socket(proxy.address(), client.local_addr().unwrap()).unwrap();
+        let sndbuf = || u64::from(tcp_info::send_buffer(borrow(accepted)).unwrap());
+        let mss = tcp_info::tcp_info(borrow(accepted)).unwrap().snd_mss;
+        assert!(mss <= 1448, "an Ethernet MSS, not loopback's: {mss}");
+        // The buffer it goes idle with: the last one the loop set while
+        // the response was in flight (read within the first half-life).
+        assert!(eventually(|| proxy.resources().tracked() == (1, 1)));
+        let before = sndbuf();
+        let floor = 2 * (u64::from(mss) + vantage_live::proxy::resources::SKB_OVERHEAD);
+        assert!(
+            before >= 8 * floor,
+            "the download grew the buffer: {before} (floor {floor})"
+        );
+        // Idle: halved every second by the loop (once: twice the floor or
+        // more, the decay's own value, not the floor's), the connection
+        // kept.
+        assert!(
+            eventually(|| sndbuf() <= before / 2),
+            "before {before}, now {}",
+            sndbuf()
+        );
+        let shrunk = sndbuf();
+        // Reused: back to what it held (within 10 %, either way) within
+        // two intervals of the request.
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .unwrap();
+        let sent = Instant::now();
+        let mut restored = None;
+        while sent.elapsed() < Duration::from_millis(2 * INTERVAL_MS) {
+            let now = sndbuf();
+            if now * 10 >= before * 9 {
+                restored = Some(sent.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let after = sndbuf();
+        assert_eq!(read_reply(&mut client).unwrap().status, 200);
+        let text = proxy.metrics_text(vantage_live::metrics::Format::Text);
+        let regrows = metric(&text, "vantage_proxy_idle_client_regrows_total");
+        println!(
+            "send buffer: {before} before idle, {shrunk} shrunk, {after} after reuse \
+             (restored after {restored:?}); regrows {regrows:?}"
+        );
+        (before, shrunk, after, restored, regrows)
+    });
+    let (before, shrunk, after, restored, regrows) = match outcome {
+        Ok(o) => o,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    assert!(
+        restored.is_some() && after * 10 <= before * 11,
+        "within {} ms of the request: {after} (before idle {before}, shrunk {shrunk})",
+        2 * INTERVAL_MS
+    );
+    assert_eq!(regrows, Some(1.0));
+}

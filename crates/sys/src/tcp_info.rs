@@ -18,7 +18,7 @@
 //! half of it; both return what the kernel then reports.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::path::Path;
 
 /// Bytes of `struct tcp_info` this module knows (through `tcpi_rcv_wnd`).
@@ -239,6 +239,67 @@ pub fn set_receive_buffer(fd: impl AsFd, bytes: u64) -> io::Result<u32> {
     set_buffer(fd, libc::SO_RCVBUF, bytes)
 }
 
+/// The smallest send and receive buffers the kernel holds
+/// (`SOCK_MIN_SNDBUF`, `SOCK_MIN_RCVBUF`: they follow the size of its
+/// `sk_buff`), probed once per process on a socket of its own; `None` if
+/// that failed.
+fn minimum_buffers() -> Option<(u32, u32)> {
+    static MINIMA: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *MINIMA.get_or_init(|| {
+        // SAFETY: socket(2) returns a new descriptor or -1.
+        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+        if raw < 0 {
+            return None;
+        }
+        // SAFETY: `raw` is a descriptor just created and owned by no one else.
+        let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let mut minima = [0u32; 2];
+        for (minimum, name) in minima.iter_mut().zip([libc::SO_SNDBUF, libc::SO_RCVBUF]) {
+            crate::socket::set_int_option(socket.as_fd(), libc::SOL_SOCKET, name, 0).ok()?;
+            *minimum = get_int(&socket, name).ok()?;
+        }
+        Some((minima[0], minima[1]))
+    })
+}
+
+/// Which of a socket's buffers [`set_buffer_computed`] sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketBuffer {
+    Send,
+    Receive,
+}
+
+/// As [`set_send_buffer`] and [`set_receive_buffer`], with one system
+/// call instead of two: what the kernel holds is its own rule
+/// (`sk_setsockopt`), not read back — twice the value given (half of
+/// `bytes`), at most `max_held` (the caller's twice `wmem_max` /
+/// `rmem_max`, read when it started: a sysctl lowered since makes the
+/// value returned too large until the caller reads the limits again), at
+/// least the kernel's minimum. Falls back to reading it back when the
+/// minima could not be probed.
+pub fn set_buffer_computed(
+    fd: impl AsFd,
+    buffer: SocketBuffer,
+    bytes: u64,
+    max_held: u64,
+) -> io::Result<u32> {
+    let name = match buffer {
+        SocketBuffer::Send => libc::SO_SNDBUF,
+        SocketBuffer::Receive => libc::SO_RCVBUF,
+    };
+    let Some((send_minimum, receive_minimum)) = minimum_buffers() else {
+        return set_buffer(fd, name, bytes);
+    };
+    let half = (bytes / 2).min(libc::c_int::MAX as u64) as libc::c_int;
+    crate::socket::set_int_option(fd.as_fd(), libc::SOL_SOCKET, name, half)?;
+    let minimum = match buffer {
+        SocketBuffer::Send => send_minimum,
+        SocketBuffer::Receive => receive_minimum,
+    };
+    let held = (2 * half as u64).min(max_held).min(u64::from(u32::MAX)) as u32;
+    Ok(held.max(minimum))
+}
+
 /// The send buffer the kernel holds (`getsockopt(SO_SNDBUF)`, doubled).
 pub fn send_buffer(fd: impl AsFd) -> io::Result<u32> {
     get_int(fd, libc::SO_SNDBUF)
@@ -354,6 +415,46 @@ pub fn rmem_max() -> io::Result<u64> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn the_computed_buffer_is_what_the_kernel_holds() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let send_max = 2 * wmem_max().unwrap();
+        let receive_max = 2 * rmem_max().unwrap();
+        for bytes in [
+            0,
+            1000,
+            4944,
+            65_536,
+            100_001,
+            1 << 20,
+            send_max,
+            2 * send_max,
+        ] {
+            let computed =
+                set_buffer_computed(&socket, SocketBuffer::Send, bytes, send_max).unwrap();
+            assert_eq!(computed, send_buffer(&socket).unwrap(), "send {bytes}");
+        }
+        for bytes in [
+            0,
+            1000,
+            4944,
+            65_536,
+            100_001,
+            1 << 20,
+            receive_max,
+            2 * receive_max,
+        ] {
+            let computed =
+                set_buffer_computed(&socket, SocketBuffer::Receive, bytes, receive_max).unwrap();
+            assert_eq!(
+                computed,
+                receive_buffer(&socket).unwrap(),
+                "receive {bytes}"
+            );
+        }
+    }
     use std::net::{TcpListener, TcpStream};
 
     fn pair() -> (TcpStream, TcpStream) {

@@ -219,6 +219,22 @@ impl ConnectionManager {
         Some(entry.buffer_bytes)
     }
 
+    /// An idle connection's buffer was re-sized while the last response
+    /// still drained from it (a sender's list entry starts when the
+    /// response is handed to the socket, its transfer ends when the data
+    /// is acknowledged): the size it is given back on reuse, and the one
+    /// its decay starts from, is the new one; its place in the list and
+    /// its idle age stay. Returns whether it was idle.
+    pub fn update_idle_buffer(&mut self, id: u64, buffer_bytes: u64) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(entry) => {
+                entry.buffer_bytes = buffer_bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn is_idle(&self, id: u64) -> bool {
         self.entries.contains_key(&id)
     }
@@ -470,6 +486,26 @@ mod tests {
             m.connections_to_close(Nanos::from_secs(16), usage(10)),
             vec![2]
         );
+    }
+
+    #[test]
+    fn a_buffer_re_sized_while_draining_is_the_one_given_back() {
+        let mut m = ConnectionManager::new(params()).unwrap();
+        m.mark_idle(1, Nanos::ZERO, 8_192);
+        m.mark_idle(2, Nanos::from_secs(1), 8_192);
+        assert!(m.update_idle_buffer(1, 65_536));
+        assert!(!m.update_idle_buffer(3, 65_536), "not idle");
+        // The decay starts from the new size, at the same idle age.
+        assert_eq!(m.idle_buffer_bytes(1, Nanos::from_secs(2)), Some(32_768));
+        // Its place in the list is kept: still the oldest.
+        assert_eq!(
+            m.connections_to_close(Nanos::from_secs(16), usage(10)),
+            vec![1, 2]
+        );
+        let mut m = ConnectionManager::new(params()).unwrap();
+        m.mark_idle(1, Nanos::ZERO, 8_192);
+        m.update_idle_buffer(1, 65_536);
+        assert_eq!(m.reuse(1), Some(65_536));
     }
 
     #[test]

@@ -46,7 +46,9 @@
 //! still draining is measured as any other) leave the allocator (no
 //! demand) and keep the buffer the manager's idle decay leaves them (`ssbt` too, as the
 //! simulator runs it); when a request starts on one it gets back the
-//! buffer it held before, as far as the send pool has room
+//! buffer it held before (the size the loop last gave it while its last
+//! response drained, [`ConnectionManager::update_idle_buffer`]), as far
+//! as the send pool has room
 //! ([`SendBufferAllocator::resume_bound`]), at once: the simulator
 //! re-assigns at that moment, which the live loop cannot afford on every
 //! request. Upstream connections idle in the proxy's pool
@@ -68,8 +70,10 @@
 //! held bytes. The tuner runs in held bytes against `SO_MEMINFO`'s
 //! `rmem_alloc` (also held, truesize), so U_i is a ratio of like to like.
 //! Peaks are sampled once per interval, not tracked per segment (the
-//! kernel keeps no peak). Bounds: never above twice `wmem_max`/`rmem_max`
-//! (the kernel's own cap), never below two segments' truesize (MSS plus
+//! kernel keeps no peak). A buffer is set with one `setsockopt`; what the
+//! kernel then holds is computed by its rule
+//! ([`tcp_info::set_buffer_computed`]), not read back. Bounds: never
+//! above twice `wmem_max`/`rmem_max` (the kernel's own cap), never below two segments' truesize (MSS plus
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
 //! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
 //! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
@@ -94,7 +98,7 @@ use vantage_core::resources::{
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
 use vantage_sys::cgroup::CgroupTcpMemory;
-use vantage_sys::tcp_info;
+use vantage_sys::tcp_info::{self, SocketBuffer};
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
 use super::metrics::ResourceMetrics;
@@ -652,7 +656,7 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
-        match tcp_info::set_send_buffer(fd, target) {
+        match tcp_info::set_buffer_computed(fd, SocketBuffer::Send, target, self.limits.send_max) {
             Ok(held) => {
                 c.applied = Some(u64::from(held));
                 self.metrics.idle_client_regrows.inc();
@@ -744,7 +748,12 @@ impl Resources {
         }
         // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
-        match tcp_info::set_receive_buffer(fd, target) {
+        match tcp_info::set_buffer_computed(
+            fd,
+            SocketBuffer::Receive,
+            target,
+            self.limits.receive_max,
+        ) {
             Ok(held) => {
                 u.applied = Some(u64::from(held));
                 self.metrics.idle_upstream_regrows.inc();
@@ -1068,6 +1077,24 @@ impl Resources {
             targets
         };
         self.apply_buffers(&targets, Side::Send, &HashSet::new(), report);
+        // A connection still draining its last response is on the idle
+        // list since the response was handed to the socket, and the loop
+        // sized it as in use: what it gets back on reuse, and what its
+        // decay starts from, is that size, not the one it had when the
+        // response was handed over.
+        if !draining.is_empty() {
+            let mut state = self.lock();
+            let State {
+                clients, manager, ..
+            } = &mut *state;
+            if let Some(manager) = manager.as_mut() {
+                for id in &draining {
+                    if let Some(applied) = clients.get(id).and_then(|c| c.applied) {
+                        manager.update_idle_buffer(*id, applied);
+                    }
+                }
+            }
+        }
     }
 
     /// The receive side, chunked as [`Self::send_side`].
@@ -1215,8 +1242,18 @@ impl Resources {
                     None
                 };
                 let set = match side {
-                    Side::Send => tcp_info::set_send_buffer(fd, held),
-                    Side::Receive => tcp_info::set_receive_buffer(fd, held),
+                    Side::Send => tcp_info::set_buffer_computed(
+                        fd,
+                        SocketBuffer::Send,
+                        held,
+                        self.limits.send_max,
+                    ),
+                    Side::Receive => tcp_info::set_buffer_computed(
+                        fd,
+                        SocketBuffer::Receive,
+                        held,
+                        self.limits.receive_max,
+                    ),
                 };
                 match set {
                     Ok(now_held) => {
