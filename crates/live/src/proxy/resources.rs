@@ -24,7 +24,10 @@
 //!   connection's [`ReceiveBufferTuner`]; the pool's receive share is
 //!   divided by [`max_min_proportional`] over what the tuners hold, as the
 //!   simulator does, and set with `SO_RCVBUF` (upstream connections are
-//!   registered only once established);
+//!   registered only once established, and their buffer is locked at the
+//!   kernel's initial size then, as the simulator starts a new connection
+//!   at its initial buffer, rather than autotuned until the first
+//!   interval);
 //! * `ssbt+conn`: [`ConnectionManager`] over descriptors (`/proc/self/fd`),
 //!   kernel TCP memory and client connections; a client connection enters
 //!   its list when its last response completes and leaves it when a
@@ -578,6 +581,25 @@ impl Resources {
         }
         let fd = stream.as_fd().as_raw_fd();
         let initial = tcp_info::receive_buffer(stream.as_fd()).unwrap_or(128 << 10);
+        // Locked at once at the size the kernel starts it with, as the
+        // simulator starts a new connection at its initial buffer: left
+        // autotuned until the loop's first interval, a fast upstream grows
+        // its buffer past anything the pool would give it (Experiment 2's
+        // peak was upstream receive queues of connections not yet set).
+        let initial_held =
+            u64::from(initial).clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+        let applied = match tcp_info::set_buffer_computed(
+            stream.as_fd(),
+            SocketBuffer::Receive,
+            initial_held,
+            self.limits.receive_max,
+        ) {
+            Ok(held) => Some(u64::from(held)),
+            Err(_) => {
+                self.metrics.errors.inc();
+                None
+            }
+        };
         let params = ReceiveTunerParams {
             min_bytes: min_held(ALLOCATOR_MSS),
             max_bytes: self.limits.receive_max.max(min_held(ALLOCATOR_MSS)),
@@ -597,7 +619,7 @@ impl Resources {
                 tuner,
                 received: None,
                 out_of_order: None,
-                applied: None,
+                applied,
             },
         );
         drop(state);
