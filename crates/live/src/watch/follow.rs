@@ -61,6 +61,38 @@ pub enum Followed {
     Failed(String),
 }
 
+impl Followed {
+    /// What the daemon logs about an event other than a line (`None` for
+    /// a line, which the input reads): `input` names it ("gate log",
+    /// "proxy stream"), `cap` is its line cap, `while_missing` is added to
+    /// the message of a missing file.
+    pub fn message(
+        &self,
+        input: &str,
+        file: &str,
+        cap: usize,
+        while_missing: &str,
+    ) -> Option<String> {
+        Some(match self {
+            Followed::Line { .. } => return None,
+            Followed::Oversized { number, length } => format!(
+                "{input} {file}, line {number}: {length} bytes, longer than {cap}: skipped"
+            ),
+            Followed::Missing => format!("{input} {file}: no such file yet; waiting for it{while_missing}"),
+            Followed::Opened { from_start } => format!(
+                "{input} {file}: following it from its {}",
+                if *from_start { "start" } else { "end" }
+            ),
+            Followed::Rotated => format!("{input} {file}: a new file; reading it from its start"),
+            Followed::Truncated => format!("{input} {file}: truncated; reading it from its start"),
+            Followed::PartialDropped { number, bytes } => format!(
+                "{input} {file}, line {number}: {bytes} bytes without a newline left when the file was replaced: not used"
+            ),
+            Followed::Failed(e) => format!("{input} {e}"),
+        })
+    }
+}
+
 struct Open {
     file: File,
     identity: (u64, u64),

@@ -116,32 +116,19 @@ impl GateInput {
         let mut poll = GatePoll::default();
         let file = self.follower.path().display().to_string();
         for found in self.follower.poll() {
-            match found {
-                Followed::Line { number, text } => self.line(&file, number, &text, &mut poll),
-                Followed::Oversized { number, length } => {
-                    *poll.lines.entry("oversized").or_default() += 1;
-                    poll.messages.push(format!(
-                        "gate log {file}, line {number}: {length} bytes, longer than {MAX_GATE_LINE_BYTES}: skipped"
-                    ));
-                }
-                Followed::Missing => poll.messages.push(format!(
-                    "gate log {file}: no such file yet; waiting for it (the gate's SYN counts are not used meanwhile)"
-                )),
-                Followed::Opened { from_start } => poll.messages.push(format!(
-                    "gate log {file}: following it from its {}",
-                    if from_start { "start" } else { "end" }
-                )),
-                Followed::Rotated => poll
-                    .messages
-                    .push(format!("gate log {file}: a new file; reading it from its start")),
-                Followed::Truncated => poll
-                    .messages
-                    .push(format!("gate log {file}: truncated; reading it from its start")),
-                Followed::PartialDropped { number, bytes } => poll.messages.push(format!(
-                    "gate log {file}, line {number}: {bytes} bytes without a newline left when the file was replaced: not used"
-                )),
-                Followed::Failed(e) => poll.messages.push(format!("gate log {e}")),
+            if let Followed::Line { number, text } = &found {
+                self.line(&file, *number, text, &mut poll);
+                continue;
             }
+            if matches!(found, Followed::Oversized { .. }) {
+                *poll.lines.entry("oversized").or_default() += 1;
+            }
+            poll.messages.extend(found.message(
+                "gate log",
+                &file,
+                MAX_GATE_LINE_BYTES,
+                " (the gate's SYN counts are not used meanwhile)",
+            ));
         }
         poll
     }

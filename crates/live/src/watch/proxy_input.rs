@@ -113,32 +113,15 @@ impl ProxyInput {
         let mut poll = ProxyPoll::default();
         let file = self.log_name();
         for found in self.follower.poll() {
-            match found {
-                Followed::Line { number, text } => self.line(&file, number, &text, &mut poll),
-                Followed::Oversized { number, length } => {
-                    *poll.lines.entry("oversized").or_default() += 1;
-                    poll.messages.push(format!(
-                        "proxy stream {file}, line {number}: {length} bytes, longer than {MAX_PROXY_LINE_BYTES}: skipped"
-                    ));
-                }
-                Followed::Missing => poll.messages.push(format!(
-                    "proxy stream {file}: no such file yet; waiting for it"
-                )),
-                Followed::Opened { from_start } => poll.messages.push(format!(
-                    "proxy stream {file}: following it from its {}",
-                    if from_start { "start" } else { "end" }
-                )),
-                Followed::Rotated => poll.messages.push(format!(
-                    "proxy stream {file}: a new file; reading it from its start"
-                )),
-                Followed::Truncated => poll.messages.push(format!(
-                    "proxy stream {file}: truncated; reading it from its start"
-                )),
-                Followed::PartialDropped { number, bytes } => poll.messages.push(format!(
-                    "proxy stream {file}, line {number}: {bytes} bytes without a newline left when the file was replaced: not used"
-                )),
-                Followed::Failed(e) => poll.messages.push(format!("proxy stream {e}")),
+            if let Followed::Line { number, text } = &found {
+                self.line(&file, *number, text, &mut poll);
+                continue;
             }
+            if matches!(found, Followed::Oversized { .. }) {
+                *poll.lines.entry("oversized").or_default() += 1;
+            }
+            poll.messages
+                .extend(found.message("proxy stream", &file, MAX_PROXY_LINE_BYTES, ""));
         }
         poll
     }
