@@ -57,6 +57,7 @@
 //! [certes]                          # optional: Certes counters per interval (docs/proxy.md)
 //! log = "/var/lib/vantage/proxy-certes.jsonl"   # appended, `certes estimate --counters` reads it
 //! interval_ms = 250                 # Δ, on the wall clock's grid
+//! accept_lag_ms = 1000              # a row waits this long for late accepts
 //! ```
 
 use std::fmt::Write as _;
@@ -103,6 +104,7 @@ struct RawFile {
 struct RawCertes {
     log: Option<PathBuf>,
     interval_ms: Option<f64>,
+    accept_lag_ms: Option<f64>,
 }
 
 /// Longest `[certes] interval_ms`.
@@ -115,7 +117,14 @@ pub struct CertesStreamConfig {
     pub log: PathBuf,
     /// Δ in milliseconds; intervals start at multiples of it in UNIX time.
     pub interval_ms: u64,
+    /// How long an interval's row waits after its end for connections
+    /// whose SYN came in it but whose accept comes later (the accept-queue
+    /// wait), in milliseconds.
+    pub accept_lag_ms: u64,
 }
+
+/// Longest `[certes] accept_lag_ms`.
+pub const MAX_CERTES_ACCEPT_LAG_MS: u64 = 60_000;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -573,9 +582,19 @@ fn certes_stream(
         Some(v) => c.whole("certes.interval_ms", v, 10.0, MAX_CERTES_INTERVAL_MS as f64)?,
         None => 250,
     };
+    let accept_lag_ms = match raw.accept_lag_ms {
+        Some(v) => c.whole(
+            "certes.accept_lag_ms",
+            v,
+            0.0,
+            MAX_CERTES_ACCEPT_LAG_MS as f64,
+        )?,
+        None => 1000,
+    };
     Ok(CertesStreamConfig {
         log: log.clone(),
         interval_ms,
+        accept_lag_ms,
     })
 }
 
@@ -900,7 +919,8 @@ mod tests {
             c.certes,
             Some(CertesStreamConfig {
                 log: "c.jsonl".into(),
-                interval_ms: 250
+                interval_ms: 250,
+                accept_lag_ms: 1000
             })
         );
         assert!(c.effective().contains("[certes]"), "{}", c.effective());
@@ -909,6 +929,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.certes.unwrap().interval_ms, 1000);
+        let c = parse(&format!(
+            "{base}[certes]\nlog = \"c.jsonl\"\naccept_lag_ms = 0\n"
+        ))
+        .unwrap();
+        assert_eq!(c.certes.unwrap().accept_lag_ms, 0);
         for (table, key) in [
             ("[certes]\n", "certes"),
             ("[certes]\nlog = \"\"\n", "certes.log"),
@@ -924,6 +949,14 @@ mod tests {
             (
                 "[certes]\nlog = \"c\"\ninterval_ms = 60001\n",
                 "certes.interval_ms",
+            ),
+            (
+                "[certes]\nlog = \"c\"\naccept_lag_ms = -1\n",
+                "certes.accept_lag_ms",
+            ),
+            (
+                "[certes]\nlog = \"c\"\naccept_lag_ms = 60001\n",
+                "certes.accept_lag_ms",
             ),
         ] {
             let error = parse(&format!("{base}{table}")).unwrap_err();

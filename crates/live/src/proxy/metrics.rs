@@ -313,6 +313,7 @@ pub struct ProxyMetrics {
     pub quota: FloatGauge,
     pub reloads: Family<ResultLabel, Counter>,
     pub access_log_errors: Counter,
+    pub certes_late_accepts: Counter,
     pub resources: ResourceMetrics,
 }
 
@@ -350,6 +351,7 @@ impl ProxyMetrics {
             quota: FloatGauge::default(),
             reloads: Family::default(),
             access_log_errors: Counter::default(),
+            certes_late_accepts: Counter::default(),
             resources: ResourceMetrics::default(),
         };
         m.resources.register(&mut registry);
@@ -418,6 +420,11 @@ impl ProxyMetrics {
             "vantage_proxy_utilization_unavailable",
             "Intervals whose utilization could not be read (the previous value was kept)",
             m.utilization_unavailable.clone(),
+        );
+        registry.register(
+            "vantage_proxy_certes_late_accepts",
+            "With [certes]: connections whose SYN came before every unwritten interval (accept-queue wait above accept_lag_ms), counted in the oldest",
+            m.certes_late_accepts.clone(),
         );
         registry.register(
             "vantage_proxy_orca_reports_ignored",

@@ -225,7 +225,7 @@ impl Proxy {
             .certes
             .as_ref()
             .map(|c| {
-                certes_stream::CertesStream::open(c)
+                certes_stream::CertesStream::open(c, metrics.certes_late_accepts.clone())
                     .map(Arc::new)
                     .map_err(|source| ProxyError::CertesLog {
                         path: c.log.clone(),
