@@ -242,3 +242,143 @@ fn the_proxy_stream_alone_gives_the_estimate() {
         );
     }
 }
+
+/// A `vantage gate` log record of the interval `i` of the grid, its own
+/// grid 100 ms after the stream's.
+fn gate_record(i: u64, accepted: u64, dropped: u64, rejected: u64) -> String {
+    use vantage_core::admission::syn::record::{GateCounts, IntervalRecord};
+    use vantage_core::admission::syn::FilterSnapshot;
+    let start = ORIGIN_S + 0.25 * i as f64 + 0.1;
+    serde_json::to_string(&IntervalRecord {
+        time_s: start - ORIGIN_S,
+        t_start_unix_s: Some(start),
+        interval_s: 0.25,
+        elapsed_s: 0.25,
+        arrivals: accepted + dropped + rejected,
+        counts: GateCounts {
+            accepted,
+            dropped,
+            rejected,
+            ..GateCounts::default()
+        },
+        dry_run: false,
+        filter: FilterSnapshot::default(),
+        capacity: None,
+    })
+    .unwrap()
+        + "\n"
+}
+
+/// A gate in front of the proxy: the SYNs it dropped never reach the
+/// kernel, so the proxy's stream misses them; the daemon adds them (and
+/// the SYNs it refused, as answered) to the proxy's rows, with no capture.
+#[test]
+fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
+    let dir =
+        Dir(std::env::temp_dir().join(format!("vantage-watch-proxy-gate-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let stream = dir.0.join("proxy-certes.jsonl");
+    let gate_log = dir.0.join("gate.jsonl");
+    let jsonl = dir.0.join("watch.jsonl");
+    let metrics_address = {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let text = format!(
+        "interval = \"250ms\"\nprofile = \"linux-6.5\"\nmetrics_listen = \"{metrics_address}\"\njsonl = \"{}\"\n[gate]\nlog = \"{}\"\n[proxy]\nlog = \"{}\"\n",
+        jsonl.display(),
+        gate_log.display(),
+        stream.display()
+    );
+    let config = WatchConfig::from_toml(&text, "test.toml").unwrap();
+    assert!(!config.captures());
+    let signals = Signals::new();
+    let stop = signals.stop.clone();
+    let daemon = std::thread::spawn(move || {
+        let options = RunOptions {
+            ready_file: None,
+            signals,
+            config_path: None,
+        };
+        watch::run(&config, &options)
+    });
+    struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(&metrics_address).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wait_for = |name: &str, value: f64| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let metrics = scrape(&metrics_address);
+            if sample(&metrics, name) == Some(value) || Instant::now() >= deadline {
+                return metrics;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    // The gate's log covers every interval but the last; it drops 3 SYNs
+    // in the second and refuses 1 in the fifth. It is read first, as it
+    // is written first when the gate runs in front.
+    let mut gate_text = String::new();
+    for i in 0..ROWS - 1 {
+        let (dropped, rejected) = match i {
+            1 => (3, 0),
+            4 => (0, 1),
+            _ => (0, 0),
+        };
+        gate_text += &gate_record(i, 4, dropped, rejected);
+    }
+    std::fs::write(&gate_log, gate_text).unwrap();
+    let gate_read = "vantage_certes_gate_log_lines_total{outcome=\"read\"}";
+    let metrics = wait_for(gate_read, (ROWS - 1) as f64);
+    assert_eq!(
+        sample(&metrics, gate_read),
+        Some((ROWS - 1) as f64),
+        "{metrics}"
+    );
+    let mut rows = String::new();
+    for i in 0..ROWS {
+        rows += &row(i, 250);
+    }
+    std::fs::write(&stream, rows).unwrap();
+    let metrics = wait_for("vantage_certes_proxy_intervals_total", ROWS as f64);
+    let series = |family: &str| {
+        sample(
+            &metrics,
+            &format!("{family}{{class=\"all\",source=\"proxy\"}}"),
+        )
+    };
+    // The proxy's own 2 drops (the kernel's) and the gate's 3; its 32
+    // accepted and the gate's 1 refusal.
+    assert_eq!(series("vantage_certes_syns_dropped_total"), Some(5.0));
+    assert_eq!(series("vantage_certes_syns_accepted_total"), Some(33.0));
+    assert_eq!(series("vantage_certes_completed_total"), Some(32.0));
+    for (coverage, count) in [("covered", ROWS - 1), ("not_covered", 1)] {
+        let name = format!("vantage_certes_proxy_gate_intervals_total{{coverage=\"{coverage}\"}}");
+        assert_eq!(sample(&metrics, &name), Some(count as f64), "{metrics}");
+    }
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let summary = daemon.join().unwrap().unwrap();
+    assert_eq!(summary.proxy_intervals, ROWS);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), ROWS as usize);
+    assert_eq!(lines[1]["gate"]["dropped"], 3);
+    assert_eq!(lines[1]["dropped"], 3);
+    assert_eq!(lines[2]["dropped"], 2);
+    assert_eq!(lines[4]["accepted"], 5);
+    assert_eq!(lines[7]["gate"]["covered"], false);
+    assert_eq!(lines[7]["gate"]["dropped"], serde_json::Value::Null);
+}

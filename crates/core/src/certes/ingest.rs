@@ -598,6 +598,28 @@ pub fn gate_syn_counts(counts: &GateCounts, dry_run: bool) -> IntervalCounters {
     }
 }
 
+/// A `vantage proxy`'s counters row for one interval with the verdicts of
+/// the `vantage gate` in front of it over the same time — the one rule, for
+/// `certes watch` with `[proxy]` and `[gate]`. The gate decides before the
+/// kernel sees a SYN, so the proxy's DROPPED_i (the kernel's `ListenDrops`)
+/// never holds the gate's drops: DROPPED_i is the sum of both. The SYNs
+/// the gate rejected were answered (a RST) and never reached the proxy:
+/// ACCEPTED_i is the proxy's plus those. In a dry run the gate let every
+/// SYN through, so the proxy's row stands. COMPLETED_i and the sums are
+/// the proxy's.
+pub fn proxy_counters_with_gate(
+    proxy: &IntervalCounters,
+    gate: &GateCounts,
+    dry_run: bool,
+) -> IntervalCounters {
+    let mut merged = proxy.clone();
+    if !dry_run {
+        merged.dropped += gate.dropped;
+        merged.accepted += gate.rejected;
+    }
+    merged
+}
+
 /// One record of `vantage gate`'s log as a counters row. The gate counts
 /// the filter's verdicts on SYNs: DROPPED_i is `dropped`; ACCEPTED_i, the
 /// SYNs the server answered, is `accepted + rejected` (a RST is an answer:
@@ -959,6 +981,32 @@ mod tests {
             cumulative,
             Nanos::from_millis(250),
         )
+    }
+
+    #[test]
+    fn a_proxy_row_with_the_gate_in_front_adds_the_gates_drops_and_refusals() {
+        let proxy = IntervalCounters {
+            dropped: 2,
+            accepted: 10,
+            completed: 9,
+            syn_to_end_sum: Nanos::from_millis(900),
+            rtt_sum: Nanos::from_millis(9),
+            ..IntervalCounters::default()
+        };
+        let gate = GateCounts {
+            accepted: 12,
+            dropped: 5,
+            rejected: 3,
+            ..GateCounts::default()
+        };
+        let merged = proxy_counters_with_gate(&proxy, &gate, false);
+        assert_eq!((merged.dropped, merged.accepted), (7, 13));
+        assert_eq!(
+            (merged.completed, merged.syn_to_end_sum, merged.rtt_sum),
+            (9, Nanos::from_millis(900), Nanos::from_millis(9))
+        );
+        // A dry run dropped and rejected nothing: the proxy's row stands.
+        assert_eq!(proxy_counters_with_gate(&proxy, &gate, true), proxy);
     }
 
     #[test]

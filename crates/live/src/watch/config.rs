@@ -23,7 +23,7 @@
 //! block_size = 1048576             # bytes, a power of two ≥ the page size
 //! block_count = 32                 # ring memory = block_size × block_count
 //! block_timeout_ms = 50            # a block not full is handed over after this
-//! [gate]                           # optional: a `vantage gate` guarding the listeners
+//! [gate]                           # optional: a `vantage gate` guarding the listeners (or the proxy)
 //! log = "/var/log/vantage/gate.jsonl"  # its log, followed (`super::gate_input`)
 //! [proxy]                          # optional: a `vantage proxy` in front of the service
 //! log = "/var/lib/vantage/proxy-certes.jsonl"  # its `[certes] log`, followed (`super::proxy_input`)
@@ -33,7 +33,8 @@
 //! COMPLETED and SYN-to-END (Eq. 4), which the capture and the proxy's
 //! stream give and the gate's log does not. Without `listeners` there is no
 //! capture, and the capture's keys (`interface`, `learn`, `[classes]`,
-//! `[ring]`, `[gate]`) are errors.
+//! `[ring]`) are errors; `[gate]` with `[proxy]` alone merges the gate's
+//! verdicts into the proxy's rows.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -286,7 +287,6 @@ impl WatchConfig {
             None if proxy.is_some() => {
                 // The proxy's stream alone: no capture, so none of its keys.
                 let capture_only = [
-                    ("gate", raw.gate.is_some(), "the gate's log gives DROPPED and ACCEPTED only and is merged with the capture's completions, not the proxy's; name the listeners to capture"),
                     ("learn", raw.learn == Some(true), "the clients are learned from the SYN times the capture sees; the proxy's stream has none"),
                     ("classes", raw.classes.is_some(), "classes are the capture's; the proxy's stream is one class"),
                     ("interface", raw.interface.is_some(), "there is no capture without `listeners`"),
@@ -646,6 +646,14 @@ log = "/var/log/vantage/gate.jsonl"
         .unwrap();
         assert!(both.captures() && both.proxy.is_some());
         assert!(both.describe().contains("proxy stream p.jsonl"));
+        // A gate in front of the proxy: its verdicts merge into the
+        // proxy's rows, no capture needed.
+        let gated = WatchConfig::from_toml(
+            "[gate]\nlog = \"g.jsonl\"\n[proxy]\nlog = \"p.jsonl\"",
+            "w.toml",
+        )
+        .unwrap();
+        assert!(!gated.captures() && gated.gate.is_some() && gated.proxy.is_some());
         for (text, key, says) in [
             ("[proxy]", "proxy", "needs `log`"),
             ("[proxy]\nlog = \"\"", "proxy.log", "file name"),
@@ -663,11 +671,6 @@ log = "/var/log/vantage/gate.jsonl"
                 "listeners = [\":80\"]\n[gate]\nlog = \"g\"\n[proxy]\nlog = \"g\"",
                 "proxy.log",
                 "gate's log",
-            ),
-            (
-                "[gate]\nlog = \"g\"\n[proxy]\nlog = \"p\"",
-                "gate",
-                "needs `listeners`",
             ),
             (
                 "learn = true\n[proxy]\nlog = \"p\"",

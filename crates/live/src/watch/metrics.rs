@@ -35,7 +35,7 @@ use vantage_core::tcp::SynProfile;
 
 use super::capture::LearnedRecord;
 use super::gate_input::{GatePoll, GateRecord, LINE_OUTCOMES};
-use super::proxy_input::PROXY_LINE_OUTCOMES;
+use super::proxy_input::{ProxyGate, PROXY_LINE_OUTCOMES};
 use crate::metrics::{register_daemon_metrics, EndpointCounters, Format};
 
 type Labels = Vec<(String, String)>;
@@ -221,6 +221,7 @@ pub struct WatchMetrics {
     proxy_log_lines: Family<Labels, Counter>,
     proxy_log_waiting: Family<Labels, Gauge>,
     proxy_intervals: Counter,
+    proxy_gate_intervals: Family<Labels, Counter>,
 }
 
 fn class_label(class: &str) -> Labels {
@@ -285,6 +286,7 @@ impl WatchMetrics {
             proxy_log_lines: Family::default(),
             proxy_log_waiting: Family::default(),
             proxy_intervals: Counter::default(),
+            proxy_gate_intervals: Family::default(),
         };
         registry.register_with_unit(
             "vantage_certes_client_response_time",
@@ -508,6 +510,11 @@ impl WatchMetrics {
             "With [proxy]: intervals of the proxy's stream estimated (series labelled source=\"proxy\")",
             m.proxy_intervals.clone(),
         );
+        registry.register(
+            "vantage_certes_proxy_gate_intervals",
+            "With [proxy] and [gate]: intervals of the proxy's stream by whether the gate's log covered them (its drops merged) or not",
+            m.proxy_gate_intervals.clone(),
+        );
         register_daemon_metrics(&mut registry, &m.endpoint);
         WatchMetrics { registry, ..m }
     }
@@ -524,11 +531,27 @@ impl WatchMetrics {
 
     /// With `[proxy]`: one interval of the proxy's stream, the series
     /// labelled `source="proxy"` (no exact figures: the proxy has none).
-    pub fn add_proxy_interval(&self, row: &IntervalRow, estimate: &Estimate) {
+    /// With `[gate]` too, whether the gate's log covered the interval.
+    pub fn add_proxy_interval(
+        &self,
+        row: &IntervalRow,
+        estimate: &Estimate,
+        gate: Option<&ProxyGate>,
+    ) {
         let mut labels = class_label("");
         labels.push(("source".to_string(), "proxy".to_string()));
         self.add_labelled_interval(labels, row, estimate, false);
         self.proxy_intervals.inc();
+        if let Some(gate) = gate {
+            let coverage = if gate.covered {
+                "covered"
+            } else {
+                "not_covered"
+            };
+            self.proxy_gate_intervals
+                .get_or_create(&vec![("coverage".to_string(), coverage.to_string())])
+                .inc();
+        }
     }
 
     /// What one poll of the proxy's stream read.

@@ -14,8 +14,19 @@
 //! `TCP_INFO` at accept, END the proxy's close, DROPPED the namespace's
 //! `ListenDrops` (every listener in it).
 //!
+//! **With `[gate]`** (a `vantage gate` in front of the proxy), the proxy's
+//! DROPPED_i misses every SYN the gate dropped (the gate decides before
+//! the kernel sees it): each row is merged with the gate's verdicts over
+//! the same interval by the one rule
+//! (`vantage_core::certes::ingest::proxy_counters_with_gate`: the gate's
+//! drops added, its refusals counted as answered). The gate's log is
+//! followed here on its own ([`GateInput`], aligned on the wall clock as
+//! for the capture); a row whose interval the log does not cover keeps the
+//! proxy's counts and is counted `not_covered`.
+//!
 //! Each row is estimated when it is read (the proxy writes an interval's
-//! row when it ends), on the wall clock's grid of its `t_start_s`. A row
+//! row `accept_lag_ms` after it ends), on the wall clock's grid of its
+//! `t_start_s`. A row
 //! whose `interval_s` is not the daemon's `interval` is refused naming the
 //! file, the line and both values; rows that do not move forward
 //! (`out_of_order`) are not used; a gap (the proxy was stopped) starts the
@@ -29,13 +40,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
-use vantage_core::certes::ingest::{parse_counters_line, CountersError};
+use vantage_core::admission::syn::record::GateCounts;
+use vantage_core::certes::ingest::{parse_counters_line, proxy_counters_with_gate, CountersError};
 use vantage_core::certes::summary::{ClassInterval, IntervalRow, RunningEstimate};
 use vantage_core::certes::{Certes, Estimate};
 use vantage_core::Nanos;
 
 use super::config::{ProxyInputConfig, WatchConfig};
 use super::follow::{FileFollower, Followed};
+use super::gate_input::GateInput;
 use super::metrics::WatchMetrics;
 use super::{Outputs, WatchError};
 
@@ -54,12 +67,45 @@ pub const PROXY_LINE_OUTCOMES: [&str; 5] = [
     "out_of_order",
 ];
 
+/// With `[gate]`: the gate's verdicts merged into one interval of the
+/// stream (`None` counts: its log did not cover the interval).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ProxyGate {
+    pub covered: bool,
+    pub accepted: Option<u64>,
+    pub dropped: Option<u64>,
+    pub rejected: Option<u64>,
+    pub dry_run: Option<bool>,
+}
+
+impl ProxyGate {
+    fn covered(counts: &GateCounts, dry_run: bool) -> ProxyGate {
+        ProxyGate {
+            covered: true,
+            accepted: Some(counts.accepted),
+            dropped: Some(counts.dropped),
+            rejected: Some(counts.rejected),
+            dry_run: Some(dry_run),
+        }
+    }
+
+    const NOT_COVERED: ProxyGate = ProxyGate {
+        covered: false,
+        accepted: None,
+        dropped: None,
+        rejected: None,
+        dry_run: None,
+    };
+}
+
 /// One estimated interval of the stream.
 pub struct ProxyInterval {
     /// Its index on the wall clock's grid (start / interval).
     pub index: u64,
     pub row: IntervalRow,
     pub estimate: Estimate,
+    /// With `[gate]`: what the gate's log gave for it.
+    pub gate: Option<ProxyGate>,
 }
 
 /// What one poll of the stream found.
@@ -83,10 +129,17 @@ pub struct ProxyInput {
     last: Option<u64>,
     /// Problems said already (each kind once until a line is read).
     said: Vec<&'static str>,
+    /// With `[gate]`: the gate's log, followed for this stream alone.
+    gate: Option<GateInput>,
 }
 
 impl ProxyInput {
-    pub fn new(config: &ProxyInputConfig, certes: &Certes, frustration_timeout: Nanos) -> Self {
+    pub fn new(
+        config: &ProxyInputConfig,
+        certes: &Certes,
+        frustration_timeout: Nanos,
+        gate: Option<GateInput>,
+    ) -> Self {
         ProxyInput {
             follower: FileFollower::new(&config.log, MAX_PROXY_LINE_BYTES),
             interval: certes.config().interval,
@@ -95,7 +148,16 @@ impl ProxyInput {
             run: RunningEstimate::new(certes, frustration_timeout, false, 0.0),
             last: None,
             said: Vec::new(),
+            gate,
         }
+    }
+
+    /// With `[gate]`: reads what the gate's log gained (before the
+    /// stream's rows, so that they find the gate's intervals).
+    pub fn poll_gate(&mut self) -> Option<(String, super::gate_input::GatePoll, bool)> {
+        let gate = self.gate.as_mut()?;
+        let poll = gate.poll();
+        Some((gate.log_name(), poll, gate.waiting()))
     }
 
     /// The stream's path, for messages and the metrics.
@@ -177,9 +239,19 @@ impl ProxyInput {
         self.said.clear();
         *poll.lines.entry("read").or_default() += 1;
         self.last = Some(index);
+        let (counters, gate) = match &mut self.gate {
+            None => (row.counters, None),
+            Some(input) => match input.take(index) {
+                Some(g) => (
+                    proxy_counters_with_gate(&row.counters, &g.counts, g.dry_run),
+                    Some(ProxyGate::covered(&g.counts, g.dry_run)),
+                ),
+                None => (row.counters, Some(ProxyGate::NOT_COVERED)),
+            },
+        };
         let given = [ClassInterval {
             class: "",
-            counters: &row.counters,
+            counters: &counters,
             exact: None,
         }];
         let _ = self
@@ -189,6 +261,7 @@ impl ProxyInput {
                     index,
                     row,
                     estimate: estimate.clone(),
+                    gate,
                 });
                 Ok::<(), ()>(())
             });
@@ -203,6 +276,9 @@ struct ProxyJsonLine<'a> {
     #[serde(flatten)]
     row: &'a IntervalRow,
     t_start_unix_s: f64,
+    /// With `[gate]`: the gate's verdicts merged into the row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<ProxyGate>,
 }
 
 /// The thread that follows the stream.
@@ -222,7 +298,14 @@ impl ProxyPipeline {
             return Ok(None);
         };
         let certes = Certes::new(config.model.clone()).map_err(WatchError::Model)?;
-        let mut input = ProxyInput::new(proxy, &certes, config.frustration_timeout);
+        let gate = config
+            .gate
+            .as_ref()
+            .map(|g| GateInput::new(g, config.model.interval));
+        // With a capture, the capture's pipeline reports the gate's log
+        // (its lines, verdicts and messages); this one only merges.
+        let report_gate = !config.captures();
+        let mut input = ProxyInput::new(proxy, &certes, config.frustration_timeout, gate);
         let interval = config.model.interval;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -232,7 +315,7 @@ impl ProxyPipeline {
                 let mut intervals = 0;
                 loop {
                     let stopping = flag.load(Ordering::Relaxed);
-                    intervals += pass(&mut input, interval, &metrics, &outputs);
+                    intervals += pass(&mut input, interval, report_gate, &metrics, &outputs);
                     if stopping {
                         return intervals;
                     }
@@ -275,9 +358,18 @@ impl Drop for ProxyPipeline {
 fn pass(
     input: &mut ProxyInput,
     interval: Nanos,
+    report_gate: bool,
     metrics: &WatchMetrics,
     outputs: &Mutex<Outputs>,
 ) -> u64 {
+    if let Some((log, gate_poll, waiting)) = input.poll_gate() {
+        if report_gate {
+            metrics.add_gate_poll(&log, &gate_poll, waiting);
+            for message in &gate_poll.messages {
+                Outputs::log(outputs, message);
+            }
+        }
+    }
     let poll = input.poll();
     metrics.add_proxy_poll(&input.log_name(), &poll.lines, input.waiting());
     for message in &poll.messages {
@@ -285,11 +377,12 @@ fn pass(
     }
     let mut lines = Vec::new();
     for one in &poll.intervals {
-        metrics.add_proxy_interval(&one.row, &one.estimate);
+        metrics.add_proxy_interval(&one.row, &one.estimate, one.gate.as_ref());
         let line = ProxyJsonLine {
             source: "proxy",
             row: &one.row,
             t_start_unix_s: Nanos(one.index.saturating_mul(interval.0)).as_secs_f64_exact(),
+            gate: one.gate,
         };
         match serde_json::to_vec(&line) {
             Ok(bytes) => lines.push(bytes),
