@@ -76,21 +76,19 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
     let mut cpu = Vec::with_capacity(intervals);
     let mut set = 0;
     let mut errors = 0;
-    let mut dumped = 0;
     for _ in 0..intervals {
         let start = thread_cpu_seconds();
         let report = resources.run_interval();
         cpu.push(thread_cpu_seconds() - start);
         set += report.buffers_set;
         errors += report.read_errors;
-        dumped += usize::from(report.read_by_dump);
     }
     cpu.sort_by(f64::total_cmp);
     let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
     println!(
         "{label}: {clients} client + {upstreams} upstream connections, {intervals} intervals: \
          CPU per interval mean {:.2} ms, p50 {:.2} ms, max {:.2} ms = {:.2} % of one core at 1 interval/s; \
-         {set} buffers re-set, {errors} read errors; read by one sock_diag dump in {dumped} of them",
+         {set} buffers re-set, {errors} read errors",
         mean * 1e3,
         percentile(&cpu, 0.5) * 1e3,
         percentile(&cpu, 1.0) * 1e3,
@@ -129,11 +127,11 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
     drop(tracked);
 }
 
-/// The reads alone, per connection: a `TCP_INFO` `getsockopt` each, and
-/// one `sock_diag` dump of them all (filtered on the listening port, as
-/// the loop filters client connections), and what a dump costs when its
-/// filter matches nothing (the walk over the namespace's sockets: the
-/// fixed cost that sets the loop's threshold for dumping).
+/// The reads alone, per connection: a `TCP_INFO` `getsockopt` each (as
+/// the loop reads), against one `sock_diag` dump of them all filtered on
+/// the listening port, and what a dump costs when its filter matches
+/// nothing (the walk over the namespace's sockets, paid whatever the
+/// filter). Why the loop does not dump: bench/proxy/README-resources.md.
 fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
     use vantage_sys::sock_diag::{self, Family, PortFilter, SockDiag};
     const ROUNDS: usize = 10;

@@ -35,6 +35,11 @@
 //!   (hyper's `graceful_shutdown`), each close counted by reason and
 //!   logged (id, idle age).
 //!
+//! The reads are one `getsockopt` per connection (two upstream): a
+//! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
+//! measured slower (it walks every TCP socket of the namespace;
+//! bench/proxy/README-resources.md).
+//!
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
 //! of at most 128 connections at a time (and for the allocator's
@@ -101,8 +106,7 @@ use vantage_core::resources::{
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
 use vantage_sys::cgroup::CgroupTcpMemory;
-use vantage_sys::sock_diag::{self, DiagSocket, PortFilter, SockDiag, SocketIdentity};
-use vantage_sys::tcp_info::{self, SocketBuffer, SocketMemory, TcpInfo};
+use vantage_sys::tcp_info::{self, SocketBuffer};
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
 use super::metrics::ResourceMetrics;
@@ -125,12 +129,6 @@ const CHUNK: usize = 128;
 const DESCRIPTOR_RECOUNT: u32 = 10;
 /// A buffer is set again only when it moves by more than 1/16.
 const CHANGE_DIVISOR: u64 = 16;
-/// From this many tracked connections an interval reads them with one
-/// `sock_diag` dump instead of a `getsockopt` each: a dump walks every
-/// TCP socket of the namespace whatever the filter, a fixed cost that
-/// many connections' saved system calls repay
-/// (bench/proxy/README-resources.md).
-const DUMP_MIN_CONNECTIONS: usize = 256;
 
 /// Why an idle connection was closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,9 +178,6 @@ pub struct IntervalReport {
     /// Receive buffers of upstream connections idle in the pool set
     /// smaller.
     pub idle_upstream_shrinks: usize,
-    /// The connections were read with one `sock_diag` dump (else a
-    /// `getsockopt` each).
-    pub read_by_dump: bool,
 }
 
 /// The kernel limits the loop respects, read once.
@@ -293,9 +288,6 @@ pub fn unconstrained_send_target(
 
 struct ClientState {
     fd: RawFd,
-    /// Read once when registered; `None` if that failed (then read with
-    /// `getsockopt`).
-    identity: Option<SocketIdentity>,
     reclaim: Arc<tokio::sync::Notify>,
     active: usize,
     idle_since: Option<Nanos>,
@@ -306,7 +298,6 @@ struct ClientState {
 
 struct UpstreamState {
     fd: RawFd,
-    identity: Option<SocketIdentity>,
     tuner: ReceiveBufferTuner,
     received: Option<u64>,
     out_of_order: Option<u32>,
@@ -347,9 +338,6 @@ pub struct Resources {
     fresh_loss: LossEstimator,
     epoch: Instant,
     state: Mutex<State>,
-    /// The `sock_diag` socket, opened at the first dump (only the loop's
-    /// thread takes this lock).
-    diag: Mutex<Option<SockDiag>>,
     metrics: ResourceMetrics,
 }
 
@@ -494,7 +482,6 @@ impl Resources {
                 audit: VecDeque::new(),
                 descriptors: None,
             }),
-            diag: Mutex::new(None),
             metrics,
         })
     }
@@ -546,7 +533,6 @@ impl Resources {
             return TrackedStream::untracked(stream);
         }
         let fd = stream.as_fd().as_raw_fd();
-        let identity = sock_diag::socket_identity(stream.as_fd()).ok();
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -554,7 +540,6 @@ impl Resources {
             id,
             ClientState {
                 fd,
-                identity,
                 reclaim,
                 active: 0,
                 idle_since: None,
@@ -629,7 +614,6 @@ impl Resources {
             self.metrics.errors.inc();
             return TrackedStream::untracked(stream);
         };
-        let identity = sock_diag::socket_identity(stream.as_fd()).ok();
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -637,7 +621,6 @@ impl Resources {
             id,
             UpstreamState {
                 fd,
-                identity,
                 tuner,
                 received: None,
                 out_of_order: None,
@@ -698,7 +681,7 @@ impl Resources {
         if c.applied.is_some_and(|applied| applied >= target) {
             return;
         }
-        // SAFETY: as in `Readings::read` (the lock is held: `state`).
+        // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
         match tcp_info::set_buffer_computed(fd, SocketBuffer::Send, target, self.limits.send_max) {
             Ok(held) => {
@@ -790,7 +773,7 @@ impl Resources {
         if u.applied.is_none_or(|applied| applied >= target) {
             return;
         }
-        // SAFETY: as in `Readings::read` (the lock is held: `state`).
+        // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
         match tcp_info::set_buffer_computed(
             fd,
@@ -940,108 +923,12 @@ impl Resources {
                 }
             }
         }
-        // Both sides' connections as registered now, read in one go.
-        let (clients, upstreams) = {
-            let state = self.lock();
-            let clients: Vec<Listed> = state
-                .clients
-                .iter()
-                .map(|(&id, c)| Listed {
-                    id,
-                    fd: c.fd,
-                    identity: c.identity,
-                    no_request: c.active == 0 && c.idle_since.is_some(),
-                })
-                .collect();
-            let upstreams: Vec<Listed> = state
-                .upstreams
-                .iter()
-                .map(|(&id, u)| Listed {
-                    id,
-                    fd: u.fd,
-                    identity: u.identity,
-                    no_request: false,
-                })
-                .collect();
-            (clients, upstreams)
-        };
-        let readings = self.read_all(&clients, &upstreams);
-        report.read_by_dump = matches!(readings, Readings::Dumped(_));
-        self.send_side(now, &mut report, &clients, &readings);
-        self.receive_side(now, &mut report, &upstreams, clients.len(), &readings);
+        self.send_side(now, &mut report);
+        self.receive_side(now, &mut report);
         let state = self.lock();
         report.clients = state.clients.len();
         report.upstreams = state.upstreams.len();
         report
-    }
-
-    /// The interval's readings of `clients` then `upstreams`: with at
-    /// least [`DUMP_MIN_CONNECTIONS`], one `sock_diag` dump per address
-    /// family in use, filtered in the kernel by the clients' local ports
-    /// and the upstreams' remote ports when they are few
-    /// ([`sock_diag::MAX_FILTER_PORTS`]), else by cookie here; a
-    /// connection missing from it is a read error, as a failed
-    /// `getsockopt` is. A dump that fails (counted) leaves the interval to
-    /// `getsockopt`.
-    fn read_all(&self, clients: &[Listed], upstreams: &[Listed]) -> Readings {
-        let count = clients.len() + upstreams.len();
-        if count < DUMP_MIN_CONNECTIONS {
-            return Readings::Direct;
-        }
-        let mut wanted = HashMap::with_capacity(count);
-        let mut families = Vec::new();
-        let mut local_ports = HashSet::new();
-        let mut remote_ports = HashSet::new();
-        for (index, listed) in clients.iter().chain(upstreams).enumerate() {
-            let Some(identity) = listed.identity else {
-                continue;
-            };
-            wanted.insert(identity.cookie, index);
-            if !families.contains(&identity.family) {
-                families.push(identity.family);
-            }
-            if index < clients.len() {
-                local_ports.insert(identity.local_port);
-            } else {
-                remote_ports.insert(identity.remote_port);
-            }
-        }
-        let filter = (local_ports.len() + remote_ports.len() <= sock_diag::MAX_FILTER_PORTS)
-            .then(|| PortFilter {
-                local_ports: local_ports.into_iter().collect(),
-                remote_ports: remote_ports.into_iter().collect(),
-            })
-            .filter(|f| !f.is_empty());
-        let mut diag = match self.diag.lock() {
-            Ok(d) => d,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if diag.is_none() {
-            match SockDiag::open() {
-                Ok(opened) => *diag = Some(opened),
-                Err(_) => {
-                    self.metrics.errors.inc();
-                    return Readings::Direct;
-                }
-            }
-        }
-        let Some(diag) = diag.as_mut() else {
-            return Readings::Direct;
-        };
-        let mut dumped: Vec<Option<DiagSocket>> = vec![None; count];
-        for family in families {
-            let result = diag.dump(family, sock_diag::CONNECTED_STATES, filter.as_ref(), |m| {
-                if let Some(&index) = wanted.get(&m.cookie) {
-                    dumped[index] = Some(m.decode()?);
-                }
-                Ok(())
-            });
-            if result.is_err() {
-                self.metrics.errors.inc();
-                return Readings::Direct;
-            }
-        }
-        Readings::Dumped(dumped)
     }
 
     fn reason(&self, usage: &ResourceUsage) -> CloseReason {
@@ -1072,7 +959,7 @@ impl Resources {
         let Some(c) = state.clients.get(&id) else {
             return false;
         };
-        // SAFETY: as in `Readings::read` (the lock is held: `state`).
+        // SAFETY: as in `send_side` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
         if tcp_info::unread_bytes(fd).is_ok_and(|n| n > 0) {
             self.metrics.reclaims_skipped_for_request.inc();
@@ -1107,13 +994,7 @@ impl Resources {
     /// [`CHUNK`] connections, each checked still registered (one
     /// unregistered meanwhile may have closed its descriptor): accepts,
     /// requests and closes wait for one chunk at most, not the interval.
-    fn send_side(
-        &self,
-        now: Nanos,
-        report: &mut IntervalReport,
-        clients: &[Listed],
-        readings: &Readings,
-    ) {
+    fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
         // Every client connection is read, those with no request in
         // progress too: a response is complete once written into the send
         // buffer, and a large buffer may take seconds to drain. One whose
@@ -1121,19 +1002,29 @@ impl Resources {
         // "active"): it is measured and keeps its E-ATBT assignment;
         // without this a connection whose buffer holds whole responses
         // would look idle at every interval and never be measured again.
+        let clients: Vec<(u64, RawFd, bool)> = {
+            let state = self.lock();
+            state
+                .clients
+                .iter()
+                .map(|(&id, c)| (id, c.fd, c.active == 0 && c.idle_since.is_some()))
+                .collect()
+        };
         let mut idle = Vec::new();
         let mut draining = HashSet::new();
         let mut paths = Vec::with_capacity(clients.len());
         let mut occupancy = Vec::with_capacity(clients.len());
-        for (chunk_index, chunk) in clients.chunks(CHUNK).enumerate() {
+        for chunk in clients.chunks(CHUNK) {
             let mut state = self.lock();
-            for (offset, listed) in chunk.iter().enumerate() {
-                let (id, no_request) = (listed.id, listed.no_request);
-                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == listed.fd) else {
+            for &(id, fd, no_request) in chunk {
+                let Some(c) = state.clients.get_mut(&id).filter(|c| c.fd == fd) else {
                     continue;
                 };
-                let index = chunk_index * CHUNK + offset;
-                let Ok((info, _)) = readings.read(index, listed, false) else {
+                // SAFETY: the descriptor stays open while registered: its
+                // stream closes only after unregistering, which waits for
+                // this lock.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let Ok(info) = tcp_info::tcp_info(fd) else {
                     report.read_errors += 1;
                     if no_request {
                         idle.push(id);
@@ -1233,32 +1124,28 @@ impl Resources {
         }
     }
 
-    /// The receive side, chunked as [`Self::send_side`]. `upstreams`
-    /// follow the `first_index` clients in `readings`.
-    fn receive_side(
-        &self,
-        now: Nanos,
-        report: &mut IntervalReport,
-        registered: &[Listed],
-        first_index: usize,
-        readings: &Readings,
-    ) {
+    /// The receive side, chunked as [`Self::send_side`].
+    fn receive_side(&self, now: Nanos, report: &mut IntervalReport) {
+        let registered: Vec<(u64, RawFd)> = {
+            let state = self.lock();
+            state.upstreams.iter().map(|(&id, u)| (id, u.fd)).collect()
+        };
         if registered.is_empty() {
             return;
         }
         let mut ids = Vec::with_capacity(registered.len());
         let mut demands = Vec::with_capacity(registered.len());
         let mut idle_ids = HashSet::new();
-        for (chunk_index, chunk) in registered.chunks(CHUNK).enumerate() {
+        for chunk in registered.chunks(CHUNK) {
             let mut state = self.lock();
-            for (offset, listed) in chunk.iter().enumerate() {
-                let id = listed.id;
-                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == listed.fd) else {
+            for &(id, fd) in chunk {
+                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
                     continue;
                 };
-                let index = first_index + chunk_index * CHUNK + offset;
-                let (info, memory) = match readings.read(index, listed, true) {
-                    Ok((info, Some(memory))) => (info, memory),
+                // SAFETY: as in `send_side`.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
+                    (Ok(info), Ok(memory)) => (info, memory),
                     _ => {
                         report.read_errors += 1;
                         continue;
@@ -1372,7 +1259,7 @@ impl Resources {
                     continue;
                 };
                 // SAFETY: the descriptor stays open while registered (see
-                // `Readings::read`), and the lock is held.
+                // `send_side`), and the lock is held.
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 // What an idle upstream connection held before: the value
                 // last set, or the kernel's own if none was.
@@ -1417,59 +1304,6 @@ impl Resources {
 enum Side {
     Send,
     Receive,
-}
-
-/// A registered connection as an interval lists it before reading it.
-#[derive(Clone, Copy)]
-struct Listed {
-    id: u64,
-    fd: RawFd,
-    identity: Option<SocketIdentity>,
-    /// A client connection with no request in progress.
-    no_request: bool,
-}
-
-/// How an interval reads its connections' `TCP_INFO` and `SK_MEMINFO`.
-enum Readings {
-    /// A `getsockopt` each, under the lock.
-    Direct,
-    /// One dump: entry `i` for the `i`th connection listed (clients, then
-    /// upstreams); `None` where the dump did not have it.
-    Dumped(Vec<Option<DiagSocket>>),
-}
-
-impl Readings {
-    /// `TCP_INFO`, and `SO_MEMINFO` when `memory`, of the `index`th
-    /// connection listed. A connection without an identity is read with
-    /// `getsockopt`; the caller holds the lock and has checked it still
-    /// registered with the same descriptor.
-    fn read(
-        &self,
-        index: usize,
-        listed: &Listed,
-        memory: bool,
-    ) -> io::Result<(TcpInfo, Option<SocketMemory>)> {
-        if let (Readings::Dumped(dumped), Some(_)) = (self, listed.identity) {
-            let missing = || io::Error::new(io::ErrorKind::NotFound, "not in the sock_diag dump");
-            let socket = dumped.get(index).copied().flatten().ok_or_else(missing)?;
-            let info = socket.tcp_info.ok_or_else(missing)?;
-            return match (memory, socket.memory) {
-                (false, _) => Ok((info, None)),
-                (true, Some(m)) => Ok((info, Some(m))),
-                (true, None) => Err(missing()),
-            };
-        }
-        // SAFETY: the descriptor stays open while registered: its stream
-        // closes only after unregistering, which waits for the lock the
-        // caller holds.
-        let fd = unsafe { BorrowedFd::borrow_raw(listed.fd) };
-        let info = tcp_info::tcp_info(fd)?;
-        let memory = match memory {
-            true => Some(tcp_info::socket_memory(fd)?),
-            false => None,
-        };
-        Ok((info, memory))
-    }
 }
 
 /// The pool for the next interval: a quarter less under kernel memory
