@@ -413,23 +413,26 @@ pub struct SockDiag {
     seq: u32,
 }
 
+fn open_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) returns a new descriptor or -1.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_SOCK_DIAG,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a descriptor just created and owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 impl SockDiag {
     pub fn open() -> io::Result<SockDiag> {
-        // SAFETY: socket(2) returns a new descriptor or -1.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_SOCK_DIAG,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a descriptor just created and owned by no one else.
-        let socket = unsafe { OwnedFd::from_raw_fd(raw) };
         Ok(SockDiag {
-            socket,
+            socket: open_socket()?,
             buffer: vec![0; RECEIVE_BUFFER_BYTES],
             seq: 0,
         })
@@ -437,9 +440,29 @@ impl SockDiag {
 
     /// Dumps the TCP sockets of `family` in `states` (that `filter`
     /// passes, if given), calling `visit` for each; returns the replies
-    /// seen. An error from `visit` stops the dump (the socket is then
-    /// drained before the next one starts, by its sequence number).
+    /// seen. An error (the kernel's, a malformed reply, or `visit`'s)
+    /// stops the dump; the socket is then replaced by a new one, so that
+    /// the rest of the abandoned dump cannot reach the next.
     pub fn dump(
+        &mut self,
+        family: Family,
+        states: u32,
+        filter: Option<&PortFilter>,
+        visit: impl FnMut(&DiagMessage<'_>) -> io::Result<()>,
+    ) -> io::Result<usize> {
+        let result = self.dump_once(family, states, filter, visit);
+        if result.is_err() {
+            // If no new socket can be had, the old one stays: the next
+            // dump then fails on the abandoned one's replies (a sequence
+            // number not its own) and tries again.
+            if let Ok(socket) = open_socket() {
+                self.socket = socket;
+            }
+        }
+        result
+    }
+
+    fn dump_once(
         &mut self,
         family: Family,
         states: u32,
@@ -770,6 +793,30 @@ mod tests {
             );
             assert!(m.rmem_alloc > 0, "the unread 500 bytes");
         }
+        // A dump abandoned on the first reply leaves nothing behind for
+        // the next one (more sockets than one read carries: about 70).
+        let address = listener.local_addr().unwrap();
+        let many: Vec<_> = (0..200)
+            .map(|_| {
+                let peer = TcpStream::connect(address).unwrap();
+                (peer, listener.accept().unwrap().0)
+            })
+            .collect();
+        let stopped = diag.dump(Family::V4, CONNECTED_STATES, None, |_| {
+            Err(io::Error::other("stop"))
+        });
+        assert_eq!(
+            stopped.err().map(|e| e.to_string()).as_deref(),
+            Some("stop")
+        );
+        let mut seen = false;
+        diag.dump(Family::V4, CONNECTED_STATES, None, |m| {
+            seen |= m.cookie == identity.cookie;
+            Ok(())
+        })
+        .unwrap();
+        assert!(seen);
+        drop(many);
         drop(peer);
     }
 }
