@@ -123,7 +123,55 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
         per_set * 1e6,
         per_set_read_back * 1e6
     );
+    time_reads(&tracked, address.port());
     drop(tracked);
+}
+
+/// The reads alone, per connection: a `TCP_INFO` `getsockopt` each (as
+/// the loop reads), against one `sock_diag` dump of them all filtered on
+/// the listening port, and what a dump costs when its filter matches
+/// nothing (the walk over the namespace's sockets, paid whatever the
+/// filter). Why the loop does not dump: bench/proxy/README-resources.md.
+fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
+    use vantage_sys::sock_diag::{self, Family, PortFilter, SockDiag};
+    const ROUNDS: usize = 10;
+    let start = thread_cpu_seconds();
+    for _ in 0..ROUNDS {
+        for t in tracked {
+            let _ = vantage_sys::tcp_info::tcp_info(t.get_ref());
+        }
+    }
+    let per_getsockopt = (thread_cpu_seconds() - start) / (ROUNDS * tracked.len()) as f64;
+    let mut diag = SockDiag::open().expect("sock_diag socket");
+    let mut time_dump = |filter: &PortFilter| {
+        let mut replies = 0;
+        let start = thread_cpu_seconds();
+        for _ in 0..ROUNDS {
+            replies = diag
+                .dump(Family::V4, sock_diag::CONNECTED_STATES, Some(filter), |m| {
+                    m.decode().map(|_| ())
+                })
+                .expect("dump");
+        }
+        ((thread_cpu_seconds() - start) / ROUNDS as f64, replies)
+    };
+    let (dump, replies) = time_dump(&PortFilter {
+        local_ports: vec![port],
+        remote_ports: Vec::new(),
+    });
+    let (walk, _) = time_dump(&PortFilter {
+        local_ports: Vec::new(),
+        remote_ports: vec![1],
+    });
+    println!(
+        "  reads alone: TCP_INFO getsockopt {:.2} µs each ({:.2} ms for all); one sock_diag dump \
+         {:.2} ms ({replies} sockets, {:.2} µs each), of which {:.3} ms walking the namespace's sockets",
+        per_getsockopt * 1e6,
+        per_getsockopt * tracked.len() as f64 * 1e3,
+        dump * 1e3,
+        dump / replies.max(1) as f64 * 1e6,
+        walk * 1e3,
+    );
 }
 
 fn main() {

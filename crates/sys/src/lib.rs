@@ -17,6 +17,8 @@
 //!   filter for a listener's handshakes, tear-downs and data segments;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of
 //!   `/proc/net/netstat` and `/proc/net/snmp`;
+//! * [`sock_diag`] — `TCP_INFO` and `SK_MEMINFO` of many sockets in one
+//!   `NETLINK_SOCK_DIAG` dump, by socket cookie;
 //! * [`socket`] — setting a socket option whose value is a C int;
 //! * [`privilege`] — whether the process runs as root;
 //! * [`tcp_info`] — `TCP_INFO`, `SO_MEMINFO`, socket buffer sizes and the
@@ -35,6 +37,7 @@ pub mod packet_ring;
 pub mod privilege;
 pub mod proc_net;
 pub mod process;
+pub mod sock_diag;
 pub mod socket;
 pub mod stdout_relay;
 pub mod tcp_info;

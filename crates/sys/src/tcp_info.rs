@@ -187,17 +187,39 @@ pub fn socket_memory(fd: impl AsFd) -> io::Result<SocketMemory> {
             format!("SO_MEMINFO returned {length} bytes, fewer than its 36"),
         ));
     }
-    Ok(SocketMemory {
-        rmem_alloc: values[0],
-        rcvbuf: values[1],
-        wmem_alloc: values[2],
-        sndbuf: values[3],
-        fwd_alloc: values[4],
-        wmem_queued: values[5],
-        optmem: values[6],
-        backlog: values[7],
-        drops: values[8],
-    })
+    Ok(SocketMemory::from_values(values))
+}
+
+impl SocketMemory {
+    fn from_values(values: [u32; 9]) -> SocketMemory {
+        SocketMemory {
+            rmem_alloc: values[0],
+            rcvbuf: values[1],
+            wmem_alloc: values[2],
+            sndbuf: values[3],
+            fwd_alloc: values[4],
+            wmem_queued: values[5],
+            optmem: values[6],
+            backlog: values[7],
+            drops: values[8],
+        }
+    }
+
+    /// Decodes the `SK_MEMINFO_*` array as the kernel writes it (native
+    /// byte order; `sock_diag`'s `INET_DIAG_SKMEMINFO` carries the same
+    /// array). Fewer than its 36 bytes is an error.
+    pub fn decode(bytes: &[u8]) -> io::Result<SocketMemory> {
+        let mut values = [0u32; 9];
+        for (i, value) in values.iter_mut().enumerate() {
+            *value = u32_at(bytes, 4 * i).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("SK_MEMINFO has {} bytes, fewer than its 36", bytes.len()),
+                )
+            })?;
+        }
+        Ok(SocketMemory::from_values(values))
+    }
 }
 
 fn get_int(fd: impl AsFd, name: libc::c_int) -> io::Result<u32> {

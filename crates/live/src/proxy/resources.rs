@@ -35,6 +35,11 @@
 //!   (hyper's `graceful_shutdown`), each close counted by reason and
 //!   logged (id, idle age).
 //!
+//! The reads are one `getsockopt` per connection (two upstream): a
+//! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
+//! measured slower (it walks every TCP socket of the namespace;
+//! bench/proxy/README-resources.md).
+//!
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
 //! of at most 128 connections at a time (and for the allocator's
