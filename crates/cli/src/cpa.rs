@@ -61,6 +61,7 @@ pub struct CpaArgs {
 }
 
 pub fn run(args: CpaArgs) -> Result<()> {
+    without_transparent_huge_pages();
     let server = args.capture.or(args.server);
     if server.is_none() && args.client.is_none() {
         bail!("give at least one capture: FILE (or --server FILE) and/or --client FILE");
@@ -170,4 +171,22 @@ pub fn run(args: CpaArgs) -> Result<()> {
         return Err(crate::ExitStatus(CUT_OFF_EXIT_STATUS).into());
     }
     Ok(())
+}
+
+/// Asks the kernel not to back this process's memory with transparent huge
+/// pages. The allocator (mimalloc, see main.rs) advises huge pages for the
+/// memory it maps; the analysis and the connection table then fault in
+/// 2 MiB pages, each zeroed whole, and on a shared machine that system time
+/// varied from run to run by more than the analysis' own CPU time
+/// (bench/cpa/README.md, 2026-11-26). Only this process and its children
+/// are affected; on a kernel without the setting nothing changes.
+fn without_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    {
+        let disable: libc::c_ulong = 1;
+        let unused: libc::c_ulong = 0;
+        // SAFETY: PR_SET_THP_DISABLE takes plain integers and reads or
+        // writes no memory of this process; a failure leaves the default.
+        let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, disable, unused, unused, unused) };
+    }
 }
