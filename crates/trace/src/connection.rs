@@ -1134,7 +1134,7 @@ impl ActiveConnection {
 
     /// Turns the connection into what is emitted: artefacts that are only
     /// known at the end (capture drops) are filled in.
-    fn into_finished(mut self, cause: FinishCause) -> Connection {
+    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection {
         let closed = self.closed_at.is_some();
         self.connection.finish = match cause {
             FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
@@ -1305,7 +1305,7 @@ impl ConnectionTable {
         };
         if let Some(cause) = replaced {
             if let Some(previous) = self.active.remove(&key) {
-                self.finish(key, *previous, cause);
+                self.finish(key, previous, cause);
             }
         }
         if let Some(tombstone) = self.tombstones.get(&key) {
@@ -1365,7 +1365,7 @@ impl ConnectionTable {
         let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
         remaining.sort_by_key(|(_, active)| active.connection.id);
         for (key, active) in remaining {
-            self.finish(key, *active, FinishCause::EndOfTrace);
+            self.finish(key, active, FinishCause::EndOfTrace);
         }
     }
 
@@ -1381,7 +1381,7 @@ impl ConnectionTable {
                 if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
                     self.stats.evicted_half_open += 1;
-                    self.finish(key, *active, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
@@ -1390,7 +1390,7 @@ impl ConnectionTable {
             if self.active.get(&key).is_some_and(|a| a.connection.id == id) {
                 if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
-                    self.finish(key, *active, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
@@ -1430,7 +1430,7 @@ impl ConnectionTable {
         }
     }
 
-    fn finish(&mut self, key: FlowKey, mut active: ActiveConnection, cause: FinishCause) {
+    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection>, cause: FinishCause) {
         if active.closed_at.is_some() && cause != FinishCause::Superseded {
             self.bury(key, active.tombstone(self.now));
         }
@@ -1499,7 +1499,7 @@ impl ConnectionTable {
         expired.sort_unstable_by_key(|&(last, id, _, _)| (last, id));
         for &(_, _, key, cause) in &expired {
             if let Some(active) = self.active.remove(&key) {
-                self.finish(key, *active, cause);
+                self.finish(key, active, cause);
             }
         }
         self.scratch = expired;
