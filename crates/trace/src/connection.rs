@@ -77,6 +77,10 @@ const MAX_SYN_DATA: u32 = 65_535;
 const MAX_RANGES: usize = 16;
 /// Recent segments per direction compared for capture duplicates.
 pub const DUPLICATE_MEMORY: usize = 32;
+/// Buckets counting a direction's remembered segments by sequence and
+/// acknowledgement numbers (a power of two; at most [`DUPLICATE_MEMORY`]
+/// in one, so a `u8` holds the count).
+const RECENT_BUCKETS: usize = 64;
 /// Emptied buffers kept for new connections, per kind (duplicate rings,
 /// segment records), and the largest capacity kept, in items: a short
 /// connection takes the buffers an earlier one grew instead of growing its
@@ -641,6 +645,13 @@ impl Fingerprint {
         }
     }
 
+    /// Which of [`RECENT_BUCKETS`] buckets its sequence and
+    /// acknowledgement numbers fall in (equal fingerprints share one).
+    fn bucket(&self) -> usize {
+        let mixed = (self.seq ^ self.ack.rotate_left(16)).wrapping_mul(0x9E37_79B1);
+        (mixed >> (32 - RECENT_BUCKETS.trailing_zeros())) as usize
+    }
+
     /// Whether a copy of this segment can be told from a genuine resend
     /// within the time window: it carries data or a control flag, or an
     /// IPv4 ID. Pure ACKs without an ID are byte-identical when they are
@@ -649,6 +660,17 @@ impl Fingerprint {
         self.payload_len > 0
             || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
             || self.ip_id != 0
+    }
+}
+
+/// Counts of remembered segments per bucket (arrays longer than 32 have
+/// no `Default`).
+#[derive(Clone, Debug)]
+struct RecentBuckets([u8; RECENT_BUCKETS]);
+
+impl Default for RecentBuckets {
+    fn default() -> RecentBuckets {
+        RecentBuckets([0; RECENT_BUCKETS])
     }
 }
 
@@ -669,6 +691,10 @@ struct SequenceTracker {
     /// The last [`DUPLICATE_MEMORY`] segments (a ring, grown on demand).
     recent: Vec<(Fingerprint, Nanos)>,
     recent_next: usize,
+    /// How many segments of the ring fall in each bucket of
+    /// [`Fingerprint::bucket`]: a segment whose bucket is empty has no
+    /// copy in the ring, so the ring is only searched when it might.
+    recent_buckets: RecentBuckets,
     /// IP ID of the previous segment, and whether two segments in a row
     /// carried the same one (then the sender does not number its packets).
     last_ip_id: Option<u16>,
@@ -690,6 +716,9 @@ impl SequenceTracker {
         } else {
             return false;
         };
+        if self.recent_buckets.0[fingerprint.bucket()] == 0 {
+            return false;
+        }
         // Sequence and acknowledgement numbers first: they tell nearly
         // every pair apart without comparing the whole fingerprint.
         self.recent.iter().any(|(seen, at)| {
@@ -705,9 +734,12 @@ impl SequenceTracker {
             self.ip_id_constant = true;
         }
         self.last_ip_id = Some(fingerprint.ip_id);
+        self.recent_buckets.0[fingerprint.bucket()] += 1;
         if self.recent.len() < DUPLICATE_MEMORY {
             self.recent.push((fingerprint, now));
         } else {
+            let (forgotten, _) = self.recent[self.recent_next];
+            self.recent_buckets.0[forgotten.bucket()] -= 1;
             self.recent[self.recent_next] = (fingerprint, now);
         }
         self.recent_next = (self.recent_next + 1) % DUPLICATE_MEMORY;
