@@ -54,7 +54,10 @@
 //! Beyond the paper, for cost: a finished connection's duplicate rings, and
 //! its segment buffer when the reader gives it back
 //! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
-//! pool), so short connections do not each grow their vectors from nothing.
+//! pool), so short connections do not each grow their vectors from nothing;
+//! each direction counts its remembered segments per bucket of sequence
+//! and acknowledgement numbers, so the duplicate search runs only when a
+//! copy may be among them.
 
 use std::collections::VecDeque;
 
@@ -1253,7 +1256,8 @@ pub struct ConnectionTable {
     observed_since_sweep: usize,
     next_id: u64,
     stats: TableStats,
-    scratch: Vec<(Nanos, ConnectionId, FlowKey, FinishCause)>,
+    expired_keys: Vec<(FlowKey, FinishCause)>,
+    expired_order: Vec<(Nanos, ConnectionId, usize)>,
 }
 
 impl ConnectionTable {
@@ -1272,7 +1276,8 @@ impl ConnectionTable {
             observed_since_sweep: 0,
             next_id: 0,
             stats: TableStats::default(),
-            scratch: Vec::new(),
+            expired_keys: Vec::new(),
+            expired_order: Vec::new(),
         }
     }
 
@@ -1458,7 +1463,7 @@ impl ConnectionTable {
         }
         if self.half_open_order.len() > limit {
             self.half_open_order
-                .retain(|entry| live(entry) && active.get(&entry.0).is_some_and(|a| a.half_open()));
+                .retain(|(key, id)| active.get(key).is_some_and(|a| a.connection.id == *id && a.half_open()));
         }
     }
 
@@ -1515,26 +1520,31 @@ impl ConnectionTable {
         self.observed_since_sweep = 0;
         self.last_sweep = self.now;
         let now = self.now;
-        let mut expired = std::mem::take(&mut self.scratch);
+        let mut expired = std::mem::take(&mut self.expired_keys);
+        let mut order = std::mem::take(&mut self.expired_order);
         expired.clear();
-        expired.extend(self.active.iter().filter_map(|(key, active)| {
-            active.expired(now, &self.config).map(|cause| {
-                (
+        order.clear();
+        for (key, active) in &self.active {
+            if let Some(cause) = active.expired(now, &self.config) {
+                order.push((
                     active.connection.last_timestamp,
                     active.connection.id,
-                    *key,
-                    cause,
-                )
-            })
-        }));
-        // Ids are unique: an unstable sort gives the one order.
-        expired.sort_unstable_by_key(|&(last, id, _, _)| (last, id));
-        for &(_, _, key, cause) in &expired {
+                    expired.len(),
+                ));
+                expired.push((*key, cause));
+            }
+        }
+        // Ids are unique: an unstable sort gives the one order. The keys
+        // stay where they are; only (time, id, index) entries move.
+        order.sort_unstable_by_key(|&(last, id, _)| (last, id));
+        for &(_, _, index) in &order {
+            let (key, cause) = expired[index];
             if let Some(active) = self.active.remove(&key) {
                 self.finish(key, active, cause);
             }
         }
-        self.scratch = expired;
+        self.expired_keys = expired;
+        self.expired_order = order;
         while let Some(&(key, id)) = self.tombstone_order.front() {
             match self.tombstones.get(&key) {
                 Some(tombstone) if tombstone.id == id => {
