@@ -1462,8 +1462,11 @@ impl ConnectionTable {
             self.open_order.retain(live);
         }
         if self.half_open_order.len() > limit {
-            self.half_open_order
-                .retain(|(key, id)| active.get(key).is_some_and(|a| a.connection.id == *id && a.half_open()));
+            self.half_open_order.retain(|(key, id)| {
+                active
+                    .get(key)
+                    .is_some_and(|a| a.connection.id == *id && a.half_open())
+            });
         }
     }
 
