@@ -54,7 +54,10 @@
 //! Beyond the paper, for cost: a finished connection's duplicate rings, and
 //! its segment buffer when the reader gives it back
 //! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
-//! pool), so short connections do not each grow their vectors from nothing.
+//! pool), so short connections do not each grow their vectors from nothing;
+//! each direction counts its remembered segments per bucket of sequence
+//! and acknowledgement numbers, so the duplicate search runs only when a
+//! copy may be among them.
 
 use std::collections::VecDeque;
 
@@ -77,6 +80,10 @@ const MAX_SYN_DATA: u32 = 65_535;
 const MAX_RANGES: usize = 16;
 /// Recent segments per direction compared for capture duplicates.
 pub const DUPLICATE_MEMORY: usize = 32;
+/// Buckets counting a direction's remembered segments by sequence and
+/// acknowledgement numbers (a power of two; at most [`DUPLICATE_MEMORY`]
+/// in one, so a `u8` holds the count).
+const RECENT_BUCKETS: usize = 64;
 /// Emptied buffers kept for new connections, per kind (duplicate rings,
 /// segment records), and the largest capacity kept, in items: a short
 /// connection takes the buffers an earlier one grew instead of growing its
@@ -641,6 +648,13 @@ impl Fingerprint {
         }
     }
 
+    /// Which of [`RECENT_BUCKETS`] buckets its sequence and
+    /// acknowledgement numbers fall in (equal fingerprints share one).
+    fn bucket(&self) -> usize {
+        let mixed = (self.seq ^ self.ack.rotate_left(16)).wrapping_mul(0x9E37_79B1);
+        (mixed >> (32 - RECENT_BUCKETS.trailing_zeros())) as usize
+    }
+
     /// Whether a copy of this segment can be told from a genuine resend
     /// within the time window: it carries data or a control flag, or an
     /// IPv4 ID. Pure ACKs without an ID are byte-identical when they are
@@ -649,6 +663,17 @@ impl Fingerprint {
         self.payload_len > 0
             || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
             || self.ip_id != 0
+    }
+}
+
+/// Counts of remembered segments per bucket (arrays longer than 32 have
+/// no `Default`).
+#[derive(Clone, Debug)]
+struct RecentBuckets([u8; RECENT_BUCKETS]);
+
+impl Default for RecentBuckets {
+    fn default() -> RecentBuckets {
+        RecentBuckets([0; RECENT_BUCKETS])
     }
 }
 
@@ -669,6 +694,10 @@ struct SequenceTracker {
     /// The last [`DUPLICATE_MEMORY`] segments (a ring, grown on demand).
     recent: Vec<(Fingerprint, Nanos)>,
     recent_next: usize,
+    /// How many segments of the ring fall in each bucket of
+    /// [`Fingerprint::bucket`]: a segment whose bucket is empty has no
+    /// copy in the ring, so the ring is only searched when it might.
+    recent_buckets: RecentBuckets,
     /// IP ID of the previous segment, and whether two segments in a row
     /// carried the same one (then the sender does not number its packets).
     last_ip_id: Option<u16>,
@@ -690,6 +719,9 @@ impl SequenceTracker {
         } else {
             return false;
         };
+        if self.recent_buckets.0[fingerprint.bucket()] == 0 {
+            return false;
+        }
         // Sequence and acknowledgement numbers first: they tell nearly
         // every pair apart without comparing the whole fingerprint.
         self.recent.iter().any(|(seen, at)| {
@@ -705,9 +737,12 @@ impl SequenceTracker {
             self.ip_id_constant = true;
         }
         self.last_ip_id = Some(fingerprint.ip_id);
+        self.recent_buckets.0[fingerprint.bucket()] += 1;
         if self.recent.len() < DUPLICATE_MEMORY {
             self.recent.push((fingerprint, now));
         } else {
+            let (forgotten, _) = self.recent[self.recent_next];
+            self.recent_buckets.0[forgotten.bucket()] -= 1;
             self.recent[self.recent_next] = (fingerprint, now);
         }
         self.recent_next = (self.recent_next + 1) % DUPLICATE_MEMORY;
@@ -1134,7 +1169,7 @@ impl ActiveConnection {
 
     /// Turns the connection into what is emitted: artefacts that are only
     /// known at the end (capture drops) are filled in.
-    fn into_finished(mut self, cause: FinishCause) -> Connection {
+    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection {
         let closed = self.closed_at.is_some();
         self.connection.finish = match cause {
             FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
@@ -1221,7 +1256,8 @@ pub struct ConnectionTable {
     observed_since_sweep: usize,
     next_id: u64,
     stats: TableStats,
-    scratch: Vec<(Nanos, ConnectionId, FlowKey, FinishCause)>,
+    expired_keys: Vec<(FlowKey, FinishCause)>,
+    expired_order: Vec<(Nanos, ConnectionId, usize)>,
 }
 
 impl ConnectionTable {
@@ -1240,7 +1276,8 @@ impl ConnectionTable {
             observed_since_sweep: 0,
             next_id: 0,
             stats: TableStats::default(),
-            scratch: Vec::new(),
+            expired_keys: Vec::new(),
+            expired_order: Vec::new(),
         }
     }
 
@@ -1305,7 +1342,7 @@ impl ConnectionTable {
         };
         if let Some(cause) = replaced {
             if let Some(previous) = self.active.remove(&key) {
-                self.finish(key, *previous, cause);
+                self.finish(key, previous, cause);
             }
         }
         if let Some(tombstone) = self.tombstones.get(&key) {
@@ -1365,7 +1402,7 @@ impl ConnectionTable {
         let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
         remaining.sort_by_key(|(_, active)| active.connection.id);
         for (key, active) in remaining {
-            self.finish(key, *active, FinishCause::EndOfTrace);
+            self.finish(key, active, FinishCause::EndOfTrace);
         }
     }
 
@@ -1381,7 +1418,7 @@ impl ConnectionTable {
                 if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
                     self.stats.evicted_half_open += 1;
-                    self.finish(key, *active, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
@@ -1390,7 +1427,7 @@ impl ConnectionTable {
             if self.active.get(&key).is_some_and(|a| a.connection.id == id) {
                 if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
-                    self.finish(key, *active, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
@@ -1425,12 +1462,15 @@ impl ConnectionTable {
             self.open_order.retain(live);
         }
         if self.half_open_order.len() > limit {
-            self.half_open_order
-                .retain(|entry| live(entry) && active.get(&entry.0).is_some_and(|a| a.half_open()));
+            self.half_open_order.retain(|(key, id)| {
+                active
+                    .get(key)
+                    .is_some_and(|a| a.connection.id == *id && a.half_open())
+            });
         }
     }
 
-    fn finish(&mut self, key: FlowKey, mut active: ActiveConnection, cause: FinishCause) {
+    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection>, cause: FinishCause) {
         if active.closed_at.is_some() && cause != FinishCause::Superseded {
             self.bury(key, active.tombstone(self.now));
         }
@@ -1483,26 +1523,31 @@ impl ConnectionTable {
         self.observed_since_sweep = 0;
         self.last_sweep = self.now;
         let now = self.now;
-        let mut expired = std::mem::take(&mut self.scratch);
+        let mut expired = std::mem::take(&mut self.expired_keys);
+        let mut order = std::mem::take(&mut self.expired_order);
         expired.clear();
-        expired.extend(self.active.iter().filter_map(|(key, active)| {
-            active.expired(now, &self.config).map(|cause| {
-                (
+        order.clear();
+        for (key, active) in &self.active {
+            if let Some(cause) = active.expired(now, &self.config) {
+                order.push((
                     active.connection.last_timestamp,
                     active.connection.id,
-                    *key,
-                    cause,
-                )
-            })
-        }));
-        // Ids are unique: an unstable sort gives the one order.
-        expired.sort_unstable_by_key(|&(last, id, _, _)| (last, id));
-        for &(_, _, key, cause) in &expired {
-            if let Some(active) = self.active.remove(&key) {
-                self.finish(key, *active, cause);
+                    expired.len(),
+                ));
+                expired.push((*key, cause));
             }
         }
-        self.scratch = expired;
+        // Ids are unique: an unstable sort gives the one order. The keys
+        // stay where they are; only (time, id, index) entries move.
+        order.sort_unstable_by_key(|&(last, id, _)| (last, id));
+        for &(_, _, index) in &order {
+            let (key, cause) = expired[index];
+            if let Some(active) = self.active.remove(&key) {
+                self.finish(key, active, cause);
+            }
+        }
+        self.expired_keys = expired;
+        self.expired_order = order;
         while let Some(&(key, id)) = self.tombstone_order.front() {
             match self.tombstones.get(&key) {
                 Some(tombstone) if tombstone.id == id => {

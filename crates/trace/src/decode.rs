@@ -524,6 +524,9 @@ fn ether_type_payload(
     Err(SkipReason::NotIp)
 }
 
+// Inlined into its callers, as `decode_tcp` into its own: the segment is
+// built where the caller keeps it instead of copied out at each level.
+#[inline(always)]
 fn decode_ipv4(timestamp: Nanos, bytes: &[u8], wire_len: usize) -> Result<Segment<'_>, SkipReason> {
     if bytes.len() < 20 {
         return Err(SkipReason::TruncatedIpHeader);
@@ -685,6 +688,7 @@ struct TcpContext {
     length_from_frame: bool,
 }
 
+#[inline(always)]
 fn decode_tcp(context: TcpContext, captured: &[u8]) -> Result<Segment<'_>, SkipReason> {
     if context.tcp_len < 20 {
         return Err(SkipReason::MalformedTcpHeader);

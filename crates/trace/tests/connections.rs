@@ -345,6 +345,44 @@ fn capture_duplicates_are_discarded_but_retransmissions_kept() {
     assert_eq!(table.stats().duplicates, 2);
 }
 
+/// A copy is looked for among the direction's last `DUPLICATE_MEMORY`
+/// segments only: after many more segments, copies of the latest are
+/// discarded, a copy of a forgotten one is kept (as a retransmission).
+#[test]
+fn copies_are_found_among_the_remembered_segments_only() {
+    let mut table = ConnectionTable::new(TableConfig::default());
+    let mut script = exchange(0, 1_000);
+    script.truncate(4);
+    let data = |i: u32| {
+        s2c(5_001 + 1_000 * i, 1_101, ACK)
+            .payload(1000)
+            .ip_id(100 + i as u16)
+    };
+    let sent = 3 * vantage_trace::connection::DUPLICATE_MEMORY as u32;
+    for i in 0..sent {
+        script.push((1_000 + u64::from(i), data(i)));
+    }
+    let last = 1_000 + u64::from(sent);
+    // Each of the last DUPLICATE_MEMORY segments, copied: all discarded.
+    for i in sent - vantage_trace::connection::DUPLICATE_MEMORY as u32..sent {
+        script.push((last + u64::from(i), data(i)));
+    }
+    // A copy of the first segment, long forgotten: kept.
+    script.push((last + 2 * u64::from(sent), data(0)));
+    let observations = feed(&mut table, &script);
+    let duplicates = observations
+        .iter()
+        .filter(|o| matches!(o, Observation::Duplicate { .. }))
+        .count();
+    assert_eq!(duplicates, vantage_trace::connection::DUPLICATE_MEMORY);
+    assert!(matches!(
+        observations.last(),
+        Some(Observation::Recorded { .. })
+    ));
+    let (connections, _) = finish(table);
+    assert_eq!(connections[0].from_responder.retransmissions, 1);
+}
+
 #[test]
 fn timestamps_going_backwards_are_clamped_and_counted() {
     let mut table = ConnectionTable::new(TableConfig::default());
