@@ -563,6 +563,15 @@ fn convert(
     }
 }
 
+/// Sorts record indices by `key` (stable) unless they are in that order
+/// already, as records in capture order usually are: the same order
+/// either way, without the sort's cost on ordered input.
+fn sort_unless_ordered<K: Ord>(indices: &mut [u32], key: impl Fn(u32) -> K) {
+    if !indices.is_sorted_by_key(|&i| key(i)) {
+        indices.sort_by_key(|&i| key(i));
+    }
+}
+
 fn signed(time: Nanos) -> i64 {
     time.0.min(i64::MAX as u64) as i64
 }
@@ -654,7 +663,7 @@ fn retransmissions(
         .copied()
         .filter(|&i| records[i as usize].has_space())
         .collect();
-    in_time.sort_by_key(|&i| {
+    sort_unless_ordered(&mut in_time, |i| {
         (
             records[i as usize].time,
             records[i as usize].capture_index,
@@ -960,7 +969,9 @@ impl AckIndex {
                 r.side == side && !r.is_departure() && r.flags.ack() && !r.flags.rst()
             })
             .collect();
-        arrivals.sort_by_key(|&i| (records[i as usize].time, records[i as usize].capture_index));
+        sort_unless_ordered(&mut arrivals, |i| {
+            (records[i as usize].time, records[i as usize].capture_index)
+        });
         let mut highest = i64::MIN;
         let entries = arrivals
             .into_iter()
@@ -1099,7 +1110,7 @@ fn sort_sides(view: &mut ConnectionView) {
         let mut indices: Vec<u32> = (0..records.len() as u32)
             .filter(|&i| records[i as usize].side == side)
             .collect();
-        indices.sort_by_key(|&i| {
+        sort_unless_ordered(&mut indices, |i| {
             let r = &records[i as usize];
             (r.time, !r.observed, r.capture_index, i)
         });
