@@ -207,7 +207,8 @@ impl Completion {
             view.initial_una[sender.index()]
         };
         let mut pending: std::collections::BTreeMap<i64, i64> = Default::default();
-        let mut steps: Vec<(u32, i64)> = Vec::new();
+        // At most one step per record of the receiver: no copy as it grows.
+        let mut steps: Vec<(u32, i64)> = Vec::with_capacity(view.side_order(receiver).len());
         for &index in view.side_order(receiver) {
             let r = view.record(index);
             if r.flags.rst() {
@@ -714,6 +715,7 @@ fn run_model(
         view.initial_una[sender.index()],
         view.initial_rwnd[sender.index()],
     );
+    model.reserve(view.side_order(sender).len());
     for &index in view.side_order(sender) {
         let r = view.record(index);
         if r.flags.rst() {

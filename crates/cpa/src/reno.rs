@@ -252,6 +252,12 @@ impl RenoSender {
         sender
     }
 
+    /// Room for `events` more window events (ACKs, recoveries, restarts)
+    /// without regrowing; the model's readings are the same either way.
+    pub fn reserve(&mut self, events: usize) {
+        self.entries.reserve(events);
+    }
+
     /// Congestion window in bytes.
     pub fn cwnd(&self) -> u64 {
         self.cwnd
