@@ -563,15 +563,6 @@ fn convert(
     }
 }
 
-/// Sorts record indices by `key` (stable) unless they are in that order
-/// already, as records in capture order usually are: the same order
-/// either way, without the sort's cost on ordered input.
-fn sort_unless_ordered<K: Ord>(indices: &mut [u32], key: impl Fn(u32) -> K) {
-    if !indices.is_sorted_by_key(|&i| key(i)) {
-        indices.sort_by_key(|&i| key(i));
-    }
-}
-
 fn signed(time: Nanos) -> i64 {
     time.0.min(i64::MAX as u64) as i64
 }
@@ -663,7 +654,7 @@ fn retransmissions(
         .copied()
         .filter(|&i| records[i as usize].has_space())
         .collect();
-    sort_unless_ordered(&mut in_time, |i| {
+    in_time.sort_by_key(|&i| {
         (
             records[i as usize].time,
             records[i as usize].capture_index,
@@ -969,9 +960,7 @@ impl AckIndex {
                 r.side == side && !r.is_departure() && r.flags.ack() && !r.flags.rst()
             })
             .collect();
-        sort_unless_ordered(&mut arrivals, |i| {
-            (records[i as usize].time, records[i as usize].capture_index)
-        });
+        arrivals.sort_by_key(|&i| (records[i as usize].time, records[i as usize].capture_index));
         let mut highest = i64::MIN;
         let entries = arrivals
             .into_iter()
@@ -1110,7 +1099,7 @@ fn sort_sides(view: &mut ConnectionView) {
         let mut indices: Vec<u32> = (0..records.len() as u32)
             .filter(|&i| records[i as usize].side == side)
             .collect();
-        sort_unless_ordered(&mut indices, |i| {
+        indices.sort_by_key(|&i| {
             let r = &records[i as usize];
             (r.time, !r.observed, r.capture_index, i)
         });
