@@ -253,9 +253,11 @@ impl RenoSender {
     }
 
     /// Room for `events` more window events (ACKs, recoveries, restarts)
-    /// without regrowing; the model's readings are the same either way.
+    /// and transmissions without regrowing; the model's readings are the
+    /// same either way.
     pub fn reserve(&mut self, events: usize) {
         self.entries.reserve(events);
+        self.outstanding.reserve(events);
     }
 
     /// Congestion window in bytes.
