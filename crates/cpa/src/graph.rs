@@ -262,16 +262,19 @@ struct Copies {
 
 impl Copies {
     fn build(view: &ConnectionView, sender: Side) -> Copies {
-        let mut by_start: Vec<(i64, u32)> = view
-            .side_order(sender)
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let r = view.record(i);
-                r.is_departure() && r.has_space()
-            })
-            .map(|i| (view.record(i).seq, i))
-            .collect();
+        let order = view.side_order(sender);
+        // Room for every record of the side: no copy as it grows.
+        let mut by_start: Vec<(i64, u32)> = Vec::with_capacity(order.len());
+        by_start.extend(
+            order
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let r = view.record(i);
+                    r.is_departure() && r.has_space()
+                })
+                .map(|i| (view.record(i).seq, i)),
+        );
         by_start.sort();
         let longest = by_start
             .iter()
