@@ -578,11 +578,13 @@ fn sorted_by_first_byte(
     departures: &[u32],
     keep: impl Fn(&Record) -> bool,
 ) -> (Vec<(i64, u32)>, i64) {
-    let mut by_start: Vec<(i64, u32)> = departures
-        .iter()
-        .filter(|&&i| keep(&records[i as usize]))
-        .map(|&i| (records[i as usize].seq, i))
-        .collect();
+    let mut by_start: Vec<(i64, u32)> = Vec::with_capacity(departures.len());
+    by_start.extend(
+        departures
+            .iter()
+            .filter(|&&i| keep(&records[i as usize]))
+            .map(|&i| (records[i as usize].seq, i)),
+    );
     by_start.sort();
     let longest = by_start
         .iter()
@@ -649,11 +651,13 @@ fn retransmissions(
     departures: &[u32],
     acks: &AckIndex,
 ) -> foldhash::HashSet<u32> {
-    let mut in_time: Vec<u32> = departures
-        .iter()
-        .copied()
-        .filter(|&i| records[i as usize].has_space())
-        .collect();
+    let mut in_time: Vec<u32> = Vec::with_capacity(departures.len());
+    in_time.extend(
+        departures
+            .iter()
+            .copied()
+            .filter(|&i| records[i as usize].has_space()),
+    );
     in_time.sort_by_key(|&i| {
         (
             records[i as usize].time,
@@ -954,12 +958,11 @@ pub(crate) struct AckIndex {
 
 impl AckIndex {
     fn new(records: &[Record], side: Side) -> AckIndex {
-        let mut arrivals: Vec<u32> = (0..records.len() as u32)
-            .filter(|&i| {
-                let r = &records[i as usize];
-                r.side == side && !r.is_departure() && r.flags.ack() && !r.flags.rst()
-            })
-            .collect();
+        let mut arrivals: Vec<u32> = Vec::with_capacity(records.len());
+        arrivals.extend((0..records.len() as u32).filter(|&i| {
+            let r = &records[i as usize];
+            r.side == side && !r.is_departure() && r.flags.ack() && !r.flags.rst()
+        }));
         arrivals.sort_by_key(|&i| (records[i as usize].time, records[i as usize].capture_index));
         let mut highest = i64::MIN;
         let entries = arrivals
@@ -998,12 +1001,11 @@ impl AckIndex {
 fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallback) {
     let unobserved = observed.other();
     let acks = AckIndex::new(&view.records, observed);
-    let departures: Vec<u32> = (0..view.records.len() as u32)
-        .filter(|&i| {
-            let r = &view.records[i as usize];
-            r.side == observed && r.is_departure()
-        })
-        .collect();
+    let mut departures: Vec<u32> = Vec::with_capacity(view.records.len());
+    departures.extend((0..view.records.len() as u32).filter(|&i| {
+        let r = &view.records[i as usize];
+        r.side == observed && r.is_departure()
+    }));
     // The first later copy of each departure's bytes, found through the
     // departures sorted by first byte.
     let later_copy = first_later_copies(&view.records, &departures);
@@ -1096,9 +1098,8 @@ fn sort_sides(view: &mut ConnectionView) {
     let mut position = vec![0u32; records.len()];
     let mut order = [Vec::new(), Vec::new()];
     for side in [Side::Client, Side::Server] {
-        let mut indices: Vec<u32> = (0..records.len() as u32)
-            .filter(|&i| records[i as usize].side == side)
-            .collect();
+        let mut indices: Vec<u32> = Vec::with_capacity(records.len());
+        indices.extend((0..records.len() as u32).filter(|&i| records[i as usize].side == side));
         indices.sort_by_key(|&i| {
             let r = &records[i as usize];
             (r.time, !r.observed, r.capture_index, i)
