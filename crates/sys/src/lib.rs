@@ -31,6 +31,7 @@ pub mod capabilities;
 pub mod cgroup;
 pub mod command;
 pub mod iptables;
+pub mod netlink;
 pub mod nfqueue;
 pub mod nft;
 pub mod packet_ring;

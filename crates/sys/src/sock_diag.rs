@@ -16,7 +16,9 @@
 //! needs a capability (only the mark and class-id attributes do).
 //!
 //! The messages are parsed by hand, every length checked (a malformed or
-//! truncated message is an error naming what, never a panic): the
+//! truncated message is an error naming what, never a panic), framed by
+//! the one netlink framing of this crate ([`crate::netlink`], NFQUEUE's
+//! too): the
 //! rust-netlink crate (`netlink-packet-sock-diag`) allocates a vector per
 //! message and per attribute, and its `tcp_info` has one fixed length
 //! (shorter than this module's and rejected when a kernel writes fewer
@@ -27,15 +29,15 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
+use crate::netlink::{self, align4, Attributes, NLMSG_HDRLEN};
 use crate::tcp_info::{SocketMemory, TcpInfo};
 
 const NETLINK_SOCK_DIAG: libc::c_int = 4;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const NLMSG_HEADER_BYTES: usize = 16;
+const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
+const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
+const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
+const NLM_F_DUMP: u16 = libc::NLM_F_DUMP as u16;
 /// `struct inet_diag_req_v2`.
 const REQUEST_BYTES: usize = 56;
 /// `struct inet_diag_msg`.
@@ -246,18 +248,9 @@ fn malformed(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {what}"))
 }
 
-fn u16_at(bytes: &[u8], offset: usize) -> Option<u16> {
-    let b = bytes.get(offset..offset.checked_add(2)?)?;
-    Some(u16::from_ne_bytes([b[0], b[1]]))
-}
-
 fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
     let b = bytes.get(offset..offset.checked_add(4)?)?;
     Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn align4(n: usize) -> usize {
-    n.saturating_add(3) & !3
 }
 
 impl DiagMessage<'_> {
@@ -268,31 +261,14 @@ impl DiagMessage<'_> {
             tcp_info: None,
             memory: None,
         };
-        let mut rest = self.attributes;
-        while !rest.is_empty() {
-            let (length, kind) = match (u16_at(rest, 0), u16_at(rest, 2)) {
-                (Some(l), Some(k)) => (usize::from(l), k & 0x3fff),
-                _ => {
-                    return Err(malformed(format!(
-                        "attribute header truncated ({} bytes left) in the reply for socket {}",
-                        rest.len(),
-                        self.cookie
-                    )))
-                }
-            };
-            let value = rest.get(4..length).ok_or_else(|| {
-                malformed(format!(
-                    "attribute {kind} of {length} bytes in {} bytes left, reply for socket {}",
-                    rest.len(),
-                    self.cookie
-                ))
-            })?;
+        for attribute in Attributes::new(self.attributes) {
+            let (kind, value) = attribute
+                .map_err(|e| malformed(format!("{e} in the reply for socket {}", self.cookie)))?;
             match kind {
                 INET_DIAG_INFO => socket.tcp_info = Some(TcpInfo::decode(value)?),
                 INET_DIAG_SKMEMINFO => socket.memory = Some(SocketMemory::decode(value)?),
                 _ => {}
             }
-            rest = rest.get(align4(length)..).unwrap_or(&[]);
         }
         Ok(socket)
     }
@@ -316,31 +292,14 @@ pub fn parse_batch(
 ) -> io::Result<Batch> {
     let mut rest = bytes;
     while !rest.is_empty() {
-        let header = rest.get(..NLMSG_HEADER_BYTES).ok_or_else(|| {
-            malformed(format!(
-                "netlink header truncated: {} bytes left of a {}-byte read",
-                rest.len(),
-                bytes.len()
-            ))
-        })?;
-        let length = u32_at(header, 0).unwrap_or(0) as usize;
-        let kind = u16_at(header, 4).unwrap_or(0);
-        let message_seq = u32_at(header, 8).unwrap_or(0);
-        let message = match rest.get(..length) {
-            Some(m) if length >= NLMSG_HEADER_BYTES => m,
-            _ => {
-                return Err(malformed(format!(
-                    "netlink message of type {kind} says {length} bytes, {} left",
-                    rest.len()
-                )))
-            }
-        };
+        let (header, payload, next) = netlink::split_message(rest)
+            .map_err(|e| malformed(format!("{e} (of a {}-byte read)", bytes.len())))?;
+        let (kind, message_seq) = (header.msg_type, header.seq);
         if message_seq != seq {
             return Err(malformed(format!(
                 "reply to request {message_seq} while waiting for {seq}"
             )));
         }
-        let payload = &message[NLMSG_HEADER_BYTES..];
         match kind {
             NLMSG_DONE => return Ok(Batch::Done),
             NLMSG_ERROR => {
@@ -374,7 +333,7 @@ pub fn parse_batch(
                 )));
             }
         }
-        rest = rest.get(align4(length)..).unwrap_or(&[]);
+        rest = next;
     }
     Ok(Batch::More)
 }
@@ -383,7 +342,7 @@ pub fn parse_batch(
 /// `INET_DIAG_INFO` and `INET_DIAG_SKMEMINFO`) and the filter's bytecode.
 pub fn request_bytes(family: Family, states: u32, seq: u32, bytecode: Option<&[u8]>) -> Vec<u8> {
     let attribute = bytecode.map_or(0, |code| 4 + align4(code.len()));
-    let length = NLMSG_HEADER_BYTES + REQUEST_BYTES + attribute;
+    let length = NLMSG_HDRLEN + REQUEST_BYTES + attribute;
     let mut bytes = Vec::with_capacity(length);
     bytes.extend_from_slice(&(length as u32).to_ne_bytes());
     bytes.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
@@ -395,7 +354,7 @@ pub fn request_bytes(family: Family, states: u32, seq: u32, bytecode: Option<&[u
     let extensions = (1u8 << (INET_DIAG_INFO - 1)) | (1u8 << (INET_DIAG_SKMEMINFO - 1));
     bytes.extend_from_slice(&[family.code(), libc::IPPROTO_TCP as u8, extensions, 0]);
     bytes.extend_from_slice(&states.to_ne_bytes());
-    bytes.resize(NLMSG_HEADER_BYTES + REQUEST_BYTES, 0);
+    bytes.resize(NLMSG_HDRLEN + REQUEST_BYTES, 0);
     if let Some(code) = bytecode {
         bytes.extend_from_slice(&((4 + code.len()) as u16).to_ne_bytes());
         bytes.extend_from_slice(&INET_DIAG_REQ_BYTECODE.to_ne_bytes());
@@ -527,6 +486,11 @@ impl SockDiag {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn u16_at(bytes: &[u8], offset: usize) -> Option<u16> {
+        let b = bytes.get(offset..offset.checked_add(2)?)?;
+        Some(u16::from_ne_bytes([b[0], b[1]]))
+    }
     use crate::tcp_info;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
@@ -629,9 +593,13 @@ mod tests {
                 .unwrap_or_default()
         };
         let reply = message(SOCK_DIAG_BY_FAMILY, 1, &socket_reply(3, &[]));
-        assert!(error(&reply[..10]).contains("netlink header truncated"));
         assert!(
-            error(&reply[..40]).contains("says 88 bytes, 40 left"),
+            error(&reply[..10]).contains("netlink message header truncated"),
+            "{}",
+            error(&reply[..10])
+        );
+        assert!(
+            error(&reply[..40]).contains("declares length 88, but 40 bytes are left"),
             "{}",
             error(&reply[..40])
         );
@@ -647,7 +615,7 @@ mod tests {
         long[0..2].copy_from_slice(&200u16.to_ne_bytes());
         assert!(
             error(&message(SOCK_DIAG_BY_FAMILY, 1, &socket_reply(3, &long)))
-                .contains("attribute 2 of 200 bytes")
+                .contains("netlink attribute declares length 200")
         );
         let info = attribute(INET_DIAG_INFO, &[1u8; 50]);
         assert!(
@@ -659,9 +627,8 @@ mod tests {
                 .contains("SK_MEMINFO")
         );
         let header = socket_reply(3, &[1, 0]);
-        assert!(
-            error(&message(SOCK_DIAG_BY_FAMILY, 1, &header)).contains("attribute header truncated")
-        );
+        assert!(error(&message(SOCK_DIAG_BY_FAMILY, 1, &header))
+            .contains("netlink attribute header truncated"));
         // The kernel's error.
         let refused = message(NLMSG_ERROR, 1, &(-libc::EINVAL).to_ne_bytes());
         let kernel = collect(&refused, 1).err().and_then(|e| e.raw_os_error());

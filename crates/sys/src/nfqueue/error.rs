@@ -2,24 +2,7 @@
 
 use std::io;
 
-/// A netlink message from the kernel that does not have the expected shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    #[error("{what} truncated: needs {needed} bytes, {available} available")]
-    Truncated {
-        what: &'static str,
-        needed: usize,
-        available: usize,
-    },
-    #[error("{what} declares length {length}, but {available} bytes are left")]
-    BadLength {
-        what: &'static str,
-        length: usize,
-        available: usize,
-    },
-    #[error("packet message without the {0} attribute")]
-    MissingAttribute(&'static str),
-}
+pub use crate::netlink::ParseError;
 
 /// Errors of the NFQUEUE binding.
 #[derive(Debug, thiserror::Error)]

@@ -33,12 +33,9 @@
 //! * `NLMSG_ERROR`: an acknowledgement (error 0) or the failure of a request.
 
 use super::error::ParseError;
+use crate::netlink::{align4, split_message, Attributes, NLA_HDRLEN, NLMSG_HDRLEN};
 
-pub(crate) const NLMSG_HDRLEN: usize = 16;
 pub(crate) const NFGENMSG_LEN: usize = 4;
-const NLA_HDRLEN: usize = 4;
-/// Attribute type bits; the top two are the nested / byte-order flags.
-const NLA_TYPE_MASK: u16 = 0x3fff;
 
 const NLM_F_REQUEST: u16 = libc::NLM_F_REQUEST as u16;
 const NLM_F_ACK: u16 = libc::NLM_F_ACK as u16;
@@ -77,10 +74,6 @@ pub const CONFIG_FLAG_FAIL_OPEN: u32 = libc::NFQA_CFG_F_FAIL_OPEN as u32;
 pub const VERDICT_MESSAGE_LEN: usize = NLMSG_HDRLEN + NFGENMSG_LEN + NLA_HDRLEN + 8;
 /// Length of one verdict message that also sets the mark.
 pub const VERDICT_WITH_MARK_MESSAGE_LEN: usize = VERDICT_MESSAGE_LEN + NLA_HDRLEN + 4;
-
-const fn align4(len: usize) -> usize {
-    (len + 3) & !3
-}
 
 const fn nfnl_type(msg: u16) -> u16 {
     (NFNL_SUBSYS_QUEUE << 8) | msg
@@ -321,9 +314,9 @@ impl<'a> Iterator for Messages<'a> {
         }
         let result = split_message(self.rest);
         match result {
-            Ok((message, rest)) => {
+            Ok((header, body, rest)) => {
                 self.rest = rest;
-                Some(parse_message(message))
+                Some(parse_message(header, body))
             }
             Err(e) => {
                 self.rest = &[];
@@ -333,44 +326,12 @@ impl<'a> Iterator for Messages<'a> {
     }
 }
 
-fn read_u16_ne(bytes: &[u8], at: usize) -> u16 {
-    u16::from_ne_bytes([bytes[at], bytes[at + 1]])
-}
-
-fn read_u32_ne(bytes: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
 fn read_u32_be(bytes: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// Splits the first message off `bytes`: (message including its header,
-/// rest after padding).
-fn split_message(bytes: &[u8]) -> Result<(&[u8], &[u8]), ParseError> {
-    if bytes.len() < NLMSG_HDRLEN {
-        return Err(ParseError::Truncated {
-            what: "netlink message header",
-            needed: NLMSG_HDRLEN,
-            available: bytes.len(),
-        });
-    }
-    let len = read_u32_ne(bytes, 0) as usize;
-    if len < NLMSG_HDRLEN || len > bytes.len() {
-        return Err(ParseError::BadLength {
-            what: "netlink message",
-            length: len,
-            available: bytes.len(),
-        });
-    }
-    let next = align4(len).min(bytes.len());
-    Ok((&bytes[..len], &bytes[next..]))
-}
-
-fn parse_message(message: &[u8]) -> Result<Message<'_>, ParseError> {
-    let msg_type = read_u16_ne(message, 4);
-    let seq = read_u32_ne(message, 8);
-    let body = &message[NLMSG_HDRLEN..];
+fn parse_message(header: crate::netlink::Header, body: &[u8]) -> Result<Message<'_>, ParseError> {
+    let (msg_type, seq) = (header.msg_type, header.seq);
     match msg_type {
         NLMSG_ERROR => {
             if body.len() < 4 {
@@ -394,44 +355,6 @@ fn parse_message(message: &[u8]) -> Result<Message<'_>, ParseError> {
         NLMSG_NOOP | NLMSG_DONE | NLMSG_OVERRUN => Ok(Message::Other { msg_type }),
         t if t == nfnl_type(NFQNL_MSG_PACKET) => parse_packet(body).map(Message::Packet),
         _ => Ok(Message::Other { msg_type }),
-    }
-}
-
-/// Iterates over the attributes `(type, payload)` of a message body.
-struct Attributes<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Iterator for Attributes<'a> {
-    type Item = Result<(u16, &'a [u8]), ParseError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        if self.rest.len() < NLA_HDRLEN {
-            let available = self.rest.len();
-            self.rest = &[];
-            return Some(Err(ParseError::Truncated {
-                what: "netlink attribute header",
-                needed: NLA_HDRLEN,
-                available,
-            }));
-        }
-        let len = read_u16_ne(self.rest, 0) as usize;
-        if len < NLA_HDRLEN || len > self.rest.len() {
-            let available = self.rest.len();
-            self.rest = &[];
-            return Some(Err(ParseError::BadLength {
-                what: "netlink attribute",
-                length: len,
-                available,
-            }));
-        }
-        let attr_type = read_u16_ne(self.rest, 2) & NLA_TYPE_MASK;
-        let payload = &self.rest[NLA_HDRLEN..len];
-        self.rest = &self.rest[align4(len).min(self.rest.len())..];
-        Some(Ok((attr_type, payload)))
     }
 }
 
@@ -462,9 +385,7 @@ fn parse_packet(body: &[u8]) -> Result<PacketView<'_>, ParseError> {
         payload: &[],
         captured_from_len: None,
     };
-    for attribute in (Attributes {
-        rest: &body[NFGENMSG_LEN..],
-    }) {
+    for attribute in Attributes::new(&body[NFGENMSG_LEN..]) {
         let (attr_type, payload) = attribute?;
         match attr_type {
             NFQA_PACKET_HDR => {
@@ -508,6 +429,7 @@ fn parse_packet(body: &[u8]) -> Result<PacketView<'_>, ParseError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::netlink::{read_u16_ne, read_u32_ne};
 
     /// Builds a packet message the way the kernel does, for parser tests.
     pub(crate) fn kernel_packet_message(
@@ -595,11 +517,9 @@ pub(crate) mod tests {
                 flags: Some((CONFIG_FLAG_FAIL_OPEN, CONFIG_FLAG_FAIL_OPEN)),
             },
         );
-        let attrs: Vec<(u16, Vec<u8>)> = Attributes {
-            rest: &buf[NLMSG_HDRLEN + NFGENMSG_LEN..],
-        }
-        .map(|a| a.map(|(t, p)| (t, p.to_vec())).unwrap())
-        .collect();
+        let attrs: Vec<(u16, Vec<u8>)> = Attributes::new(&buf[NLMSG_HDRLEN + NFGENMSG_LEN..])
+            .map(|a| a.map(|(t, p)| (t, p.to_vec())).unwrap())
+            .collect();
         assert_eq!(
             attrs,
             vec![
