@@ -75,46 +75,71 @@ fn sample(metrics: &str, name: &str) -> Option<f64> {
     })
 }
 
+/// A daemon run on a thread from `text`, stopped when the guard drops;
+/// returns once its metrics endpoint answers.
+struct Running {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    daemon: Option<std::thread::JoinHandle<Result<watch::RunSummary, watch::WatchError>>>,
+}
+
+impl Running {
+    fn start(text: &str, metrics_address: &str) -> Running {
+        let config = WatchConfig::from_toml(text, "test.toml").unwrap();
+        assert!(!config.captures());
+        let signals = Signals::new();
+        let stop = signals.stop.clone();
+        let daemon = std::thread::spawn(move || {
+            let options = RunOptions {
+                ready_file: None,
+                signals,
+                config_path: None,
+            };
+            watch::run(&config, &options)
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(metrics_address).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Running {
+            stop,
+            daemon: Some(daemon),
+        }
+    }
+
+    /// Stops the daemon; its summary.
+    fn finish(mut self) -> watch::RunSummary {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.daemon.take().unwrap().join().unwrap().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A free address for the daemon's metrics.
+fn free_address() -> String {
+    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().to_string()
+}
+
 #[test]
 fn the_proxy_stream_alone_gives_the_estimate() {
     let dir = Dir(std::env::temp_dir().join(format!("vantage-watch-proxy-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let stream = dir.0.join("proxy-certes.jsonl");
     let jsonl = dir.0.join("watch.jsonl");
-    let metrics_address = {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let metrics_address = free_address();
     let text = format!(
         "interval = \"250ms\"\nprofile = \"linux-6.5\"\nmetrics_listen = \"{metrics_address}\"\njsonl = \"{}\"\n[proxy]\nlog = \"{}\"\n",
         jsonl.display(),
         stream.display()
     );
-    let config = WatchConfig::from_toml(&text, "test.toml").unwrap();
-    assert!(!config.captures());
-    let signals = Signals::new();
-    let stop = signals.stop.clone();
-    let daemon = std::thread::spawn(move || {
-        let options = RunOptions {
-            ready_file: None,
-            signals,
-            config_path: None,
-        };
-        watch::run(&config, &options)
-    });
-    struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-    let _stop_guard = StopOnDrop(stop.clone());
+    let daemon = Running::start(&text, &metrics_address);
 
     // The stream appears after the daemon started: read from its start.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(&metrics_address).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let mut file = std::fs::File::create(&stream).unwrap();
     for i in 0..ROWS {
         file.write_all(row(i, 250).as_bytes()).unwrap();
@@ -220,8 +245,7 @@ fn the_proxy_stream_alone_gives_the_estimate() {
         Err(_) => eprintln!("promtool not installed: the exposition is not checked by it"),
     }
 
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let summary = daemon.join().unwrap().unwrap();
+    let summary = daemon.finish();
     assert_eq!(summary.proxy_intervals, ROWS);
     assert_eq!(summary.packets, 0);
 
@@ -280,39 +304,14 @@ fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
     let stream = dir.0.join("proxy-certes.jsonl");
     let gate_log = dir.0.join("gate.jsonl");
     let jsonl = dir.0.join("watch.jsonl");
-    let metrics_address = {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let metrics_address = free_address();
     let text = format!(
         "interval = \"250ms\"\nprofile = \"linux-6.5\"\nmetrics_listen = \"{metrics_address}\"\njsonl = \"{}\"\n[gate]\nlog = \"{}\"\n[proxy]\nlog = \"{}\"\n",
         jsonl.display(),
         gate_log.display(),
         stream.display()
     );
-    let config = WatchConfig::from_toml(&text, "test.toml").unwrap();
-    assert!(!config.captures());
-    let signals = Signals::new();
-    let stop = signals.stop.clone();
-    let daemon = std::thread::spawn(move || {
-        let options = RunOptions {
-            ready_file: None,
-            signals,
-            config_path: None,
-        };
-        watch::run(&config, &options)
-    });
-    struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-    let _stop_guard = StopOnDrop(stop.clone());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(&metrics_address).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let daemon = Running::start(&text, &metrics_address);
     let wait_for = |name: &str, value: f64| {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
@@ -366,8 +365,7 @@ fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
         assert_eq!(sample(&metrics, &name), Some(count as f64), "{metrics}");
     }
 
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let summary = daemon.join().unwrap().unwrap();
+    let summary = daemon.finish();
     assert_eq!(summary.proxy_intervals, ROWS);
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
         .unwrap()

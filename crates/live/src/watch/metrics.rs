@@ -224,6 +224,13 @@ pub struct WatchMetrics {
     proxy_gate_intervals: Family<Labels, Counter>,
 }
 
+/// `coverage="covered"` or `"not_covered"`: whether a gate's log covered
+/// an interval.
+fn coverage_label(covered: bool) -> Labels {
+    let coverage = if covered { "covered" } else { "not_covered" };
+    vec![("coverage".to_string(), coverage.to_string())]
+}
+
 fn class_label(class: &str) -> Labels {
     let name = if class.is_empty() { "all" } else { class };
     vec![("class".to_string(), name.to_string())]
@@ -543,13 +550,8 @@ impl WatchMetrics {
         self.add_labelled_interval(labels, row, estimate, false);
         self.proxy_intervals.inc();
         if let Some(gate) = gate {
-            let coverage = if gate.covered {
-                "covered"
-            } else {
-                "not_covered"
-            };
             self.proxy_gate_intervals
-                .get_or_create(&vec![("coverage".to_string(), coverage.to_string())])
+                .get_or_create(&coverage_label(gate.covered))
                 .inc();
         }
     }
@@ -710,13 +712,8 @@ impl WatchMetrics {
 
     /// One closed interval's gate estimate.
     pub fn add_gate_interval(&self, record: &GateRecord, estimate: &Estimate) {
-        let coverage = if record.covered {
-            "covered"
-        } else {
-            "not_covered"
-        };
         self.gate_intervals
-            .get_or_create(&vec![("coverage".to_string(), coverage.to_string())])
+            .get_or_create(&coverage_label(record.covered))
             .inc();
         let labels = class_label("");
         self.gate_mean
