@@ -583,12 +583,12 @@ fn decode_ipv6(timestamp: Nanos, bytes: &[u8], wire_len: usize) -> Result<Segmen
     }
     let declared_payload = usize::from(be_u16(bytes, 4));
     let mut next_header = bytes[6];
-    let source = IpAddr::V6(Ipv6Addr::from(
-        <[u8; 16]>::try_from(&bytes[8..24]).expect("16"),
-    ));
-    let destination = IpAddr::V6(Ipv6Addr::from(
-        <[u8; 16]>::try_from(&bytes[24..40]).expect("16"),
-    ));
+    let address = |at: usize| {
+        let mut octets = [0u8; 16];
+        octets.copy_from_slice(&bytes[at..at + 16]);
+        IpAddr::V6(Ipv6Addr::from(octets))
+    };
+    let (source, destination) = (address(8), address(24));
     let mut position = 40;
     let mut jumbo_payload = None;
     // Each extension header is at least 8 bytes, so this ends.
