@@ -119,6 +119,30 @@ impl Drop for Running {
     }
 }
 
+/// Scrapes until `name` reads `value` (at most 5 s); the last scrape.
+fn wait_for(metrics_address: &str, name: &str, value: f64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = scrape(metrics_address);
+        if sample(&metrics, name) == Some(value) || Instant::now() >= deadline {
+            return metrics;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the daemon has looked for `path` and found no file, so that
+/// a file made after this is read from its start (one that exists at the
+/// first look is followed from its end, as `tail -F` does).
+fn wait_until_waiting_for(metrics_address: &str, input: &str, path: &std::path::Path) {
+    let name = format!(
+        "vantage_certes_{input}_log_waiting{{log=\"{}\"}}",
+        path.display()
+    );
+    let metrics = wait_for(metrics_address, &name, 1.0);
+    assert_eq!(sample(&metrics, &name), Some(1.0), "{metrics}");
+}
+
 /// A free address for the daemon's metrics.
 fn free_address() -> String {
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -138,8 +162,10 @@ fn the_proxy_stream_alone_gives_the_estimate() {
         stream.display()
     );
     let daemon = Running::start(&text, &metrics_address);
+    wait_until_waiting_for(&metrics_address, "proxy", &stream);
 
-    // The stream appears after the daemon started: read from its start.
+    // The stream appears after the daemon looked for it: read from its
+    // start.
     let mut file = std::fs::File::create(&stream).unwrap();
     for i in 0..ROWS {
         file.write_all(row(i, 250).as_bytes()).unwrap();
@@ -312,16 +338,9 @@ fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
         stream.display()
     );
     let daemon = Running::start(&text, &metrics_address);
-    let wait_for = |name: &str, value: f64| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let metrics = scrape(&metrics_address);
-            if sample(&metrics, name) == Some(value) || Instant::now() >= deadline {
-                return metrics;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    wait_until_waiting_for(&metrics_address, "gate", &gate_log);
+    wait_until_waiting_for(&metrics_address, "proxy", &stream);
+    let wait_for = |name: &str, value: f64| wait_for(&metrics_address, name, value);
 
     // The gate's log covers every interval but the last; it drops 3 SYNs
     // in the second and refuses 1 in the fifth. It is read first, as it
