@@ -10,9 +10,9 @@
 //! needs per interval DROPPED_i, ACCEPTED_i, COMPLETED_i and the SYN-to-END
 //! sum; the proxy's stream gives all four, so it stands alone: a daemon
 //! with `[proxy]` and no `listeners` runs no capture. Its departures are the
-//! proxy's: ACCEPTED counted at accept, the SYN's arrival estimated from
-//! `TCP_INFO` at accept, END the proxy's close, DROPPED the namespace's
-//! `ListenDrops` (every listener in it).
+//! proxy's: the SYN's arrival estimated from `TCP_INFO` at accept (ACCEPTED
+//! counted in that SYN's interval), END the proxy's close, DROPPED the
+//! namespace's `ListenDrops` (every listener in it).
 //!
 //! **With `[gate]`** (a `vantage gate` in front of the proxy), the proxy's
 //! DROPPED_i misses every SYN the gate dropped (the gate decides before
