@@ -676,7 +676,7 @@ fn a_reused_idle_client_connection_gets_its_send_buffer_back_within_two_interval
             backend.address,
             resources(&format!(
                 "mode = \"ssbt+conn\"\ninterval_ms = {INTERVAL_MS}\npool_bytes = 16777216\n\
-                 idle_buffer_half_life_ms = 1000\nmin_idle_age_ms = 60000\n"
+                 idle_buffer_half_life_ms = 2000\nmin_idle_age_ms = 60000\n"
             ))
         );
         let proxy =
@@ -696,11 +696,15 @@ fn a_reused_idle_client_connection_gets_its_send_buffer_back_within_two_interval
         assert!(eventually(|| proxy.resources().tracked() == (1, 1)));
         let before = sndbuf();
         let floor = 2 * (u64::from(mss) + vantage_live::proxy::resources::SKB_OVERHEAD);
+        // Four floors or more, so that one halving stays at twice the floor
+        // or more. Not more: on a starved machine the proxy writes the
+        // response in small pieces and the coupling rule (Section 3.1.3)
+        // rightly caps the buffer at twice the peak it held.
         assert!(
-            before >= 8 * floor,
+            before >= 4 * floor,
             "the download grew the buffer: {before} (floor {floor})"
         );
-        // Idle: halved every second by the loop (once: twice the floor or
+        // Idle: halved every two seconds by the loop (once: twice the floor or
         // more, the decay's own value, not the floor's), the connection
         // kept.
         assert!(
