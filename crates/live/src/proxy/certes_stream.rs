@@ -200,13 +200,6 @@ impl CertesStream {
         })
     }
 
-    /// Connections whose SYN was older than every unwritten interval
-    /// (counted in the oldest one): the accept-queue wait was longer than
-    /// `accept_lag_ms`.
-    pub fn late_accepts(&self) -> u64 {
-        self.late_accepts.get()
-    }
-
     /// At accept: one `TCP_INFO` read. Should it fail, the SYN is placed
     /// at the accept and the RTT taken as 0.
     pub fn accepted(&self, socket: impl AsFd) -> Accepted {
