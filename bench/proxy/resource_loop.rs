@@ -164,6 +164,29 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
         local_ports: Vec::new(),
         remote_ports: vec![1],
     });
+    // The descriptor count of the connection manager (every tenth
+    // interval): one poll over the descriptor table, as the loop counts,
+    // against listing /proc/self/fd.
+    let start = thread_cpu_seconds();
+    let mut polled = 0;
+    for _ in 0..ROUNDS {
+        polled = vantage_sys::process::open_descriptors().expect("descriptor count");
+    }
+    let poll = (thread_cpu_seconds() - start) / ROUNDS as f64;
+    let start = thread_cpu_seconds();
+    let mut listed = 0;
+    for _ in 0..ROUNDS {
+        listed = std::fs::read_dir("/proc/self/fd")
+            .expect("/proc/self/fd")
+            .count()
+            - 1;
+    }
+    let listing = (thread_cpu_seconds() - start) / ROUNDS as f64;
+    println!(
+        "  descriptor count: one poll {:.2} ms ({polled}), listing /proc/self/fd {:.2} ms ({listed})",
+        poll * 1e3,
+        listing * 1e3
+    );
     println!(
         "  reads alone: TCP_INFO getsockopt {:.2} µs each ({:.2} ms for all); one sock_diag dump \
          {:.2} ms ({replies} sockets, {:.2} µs each), of which {:.3} ms walking the namespace's sockets",
