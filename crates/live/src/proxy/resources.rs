@@ -37,8 +37,10 @@
 //!
 //! The reads are one `getsockopt` per connection (two upstream): a
 //! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
-//! measured slower (it walks every TCP socket of the namespace;
-//! bench/proxy/README-resources.md).
+//! measured slower (it walks every TCP socket of the namespace), and
+//! io_uring serves `SOL_SOCKET` options only (not `TCP_INFO`); its
+//! batched `SO_SNDBUF` sets were measured no cheaper than one
+//! `setsockopt` each (bench/proxy/README-resources.md).
 //!
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
