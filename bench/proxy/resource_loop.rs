@@ -124,6 +124,7 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
         per_set_read_back * 1e6
     );
     time_reads(&tracked, address.port());
+    time_uring(&tracked);
     drop(tracked);
 }
 
@@ -163,6 +164,29 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
         local_ports: Vec::new(),
         remote_ports: vec![1],
     });
+    // The descriptor count of the connection manager (every tenth
+    // interval): one poll over the descriptor table, as the loop counts,
+    // against listing /proc/self/fd.
+    let start = thread_cpu_seconds();
+    let mut polled = 0;
+    for _ in 0..ROUNDS {
+        polled = vantage_sys::process::open_descriptors().expect("descriptor count");
+    }
+    let poll = (thread_cpu_seconds() - start) / ROUNDS as f64;
+    let start = thread_cpu_seconds();
+    let mut listed = 0;
+    for _ in 0..ROUNDS {
+        listed = std::fs::read_dir("/proc/self/fd")
+            .expect("/proc/self/fd")
+            .count()
+            - 1;
+    }
+    let listing = (thread_cpu_seconds() - start) / ROUNDS as f64;
+    println!(
+        "  descriptor count: one poll {:.2} ms ({polled}), listing /proc/self/fd {:.2} ms ({listed})",
+        poll * 1e3,
+        listing * 1e3
+    );
     println!(
         "  reads alone: TCP_INFO getsockopt {:.2} µs each ({:.2} ms for all); one sock_diag dump \
          {:.2} ms ({replies} sockets, {:.2} µs each), of which {:.3} ms walking the namespace's sockets",
@@ -171,6 +195,122 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
         dump * 1e3,
         dump / replies.max(1) as f64 * 1e6,
         walk * 1e3,
+    );
+}
+
+/// Sets and reads batched through io_uring (`IORING_OP_URING_CMD` with
+/// `SOCKET_URING_OP_SETSOCKOPT` / `SOCKET_URING_OP_GETSOCKOPT`, kernel
+/// 6.7 and later; `SOL_SOCKET` options only, so `SO_SNDBUF` and
+/// `SO_MEMINFO` but not `TCP_INFO`), [`URING_BATCH`] per
+/// `submit_and_wait`, against one system call each, in turns. Why the
+/// loop does not use it: bench/proxy/README-resources.md.
+fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
+    use io_uring::{opcode, types, IoUring};
+    use std::os::fd::AsRawFd;
+    const ROUNDS: usize = 4;
+    const URING_BATCH: usize = 1024;
+    let mut ring = match IoUring::new(URING_BATCH as u32) {
+        Ok(ring) => ring,
+        Err(e) => {
+            println!("  io_uring: not available here ({e})");
+            return;
+        }
+    };
+    let fds: Vec<i32> = tracked.iter().map(|t| t.get_ref().as_raw_fd()).collect();
+    let int_len = std::mem::size_of::<libc::c_int>() as u32;
+    let meminfo_len = std::mem::size_of::<[u32; 9]>() as u32;
+    // Submits one batch and counts the failed completions.
+    let mut run_batch = |entries: Vec<io_uring::squeue::Entry>| -> usize {
+        let n = entries.len();
+        // SAFETY: every entry points at memory (a value, an output slot)
+        // that outlives this call, which waits for all completions.
+        unsafe {
+            ring.submission()
+                .push_multiple(&entries)
+                .expect("room for a batch")
+        };
+        ring.submit_and_wait(n).expect("io_uring_enter");
+        ring.completion().filter(|c| c.result() < 0).count()
+    };
+    let (mut plain_set, mut uring_set, mut plain_read, mut uring_read) = (0.0, 0.0, 0.0, 0.0);
+    let mut failed = 0;
+    let mut meminfo = vec![[0u32; 9]; URING_BATCH];
+    for round in 0..ROUNDS {
+        let sizes: Vec<libc::c_int> = (0..fds.len())
+            .map(|i| {
+                if (i + round) % 2 == 0 {
+                    64 << 10
+                } else {
+                    96 << 10
+                }
+            })
+            .collect();
+        let start = thread_cpu_seconds();
+        for (&fd, size) in fds.iter().zip(&sizes) {
+            // SAFETY: the value is a C int that outlives the call.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (size as *const libc::c_int).cast(),
+                    int_len,
+                )
+            };
+        }
+        plain_set += thread_cpu_seconds() - start;
+        let start = thread_cpu_seconds();
+        for (fds, sizes) in fds.chunks(URING_BATCH).zip(sizes.chunks(URING_BATCH)) {
+            let entries = fds
+                .iter()
+                .zip(sizes)
+                .map(|(&fd, size)| {
+                    opcode::SetSockOpt::new(
+                        types::Fd(fd),
+                        libc::SOL_SOCKET as u32,
+                        libc::SO_SNDBUF as u32,
+                        (size as *const libc::c_int).cast(),
+                        int_len,
+                    )
+                    .build()
+                })
+                .collect();
+            failed += run_batch(entries);
+        }
+        uring_set += thread_cpu_seconds() - start;
+        let start = thread_cpu_seconds();
+        for t in tracked {
+            let _ = vantage_sys::tcp_info::socket_memory(t.get_ref());
+        }
+        plain_read += thread_cpu_seconds() - start;
+        let start = thread_cpu_seconds();
+        for fds in fds.chunks(URING_BATCH) {
+            let entries = fds
+                .iter()
+                .zip(meminfo.iter_mut())
+                .map(|(&fd, out)| {
+                    opcode::GetSockOpt::new(
+                        types::Fd(fd),
+                        libc::SOL_SOCKET as u32,
+                        libc::SO_MEMINFO as u32,
+                        out.as_mut_ptr().cast(),
+                        meminfo_len,
+                    )
+                    .build()
+                })
+                .collect();
+            failed += run_batch(entries);
+        }
+        uring_read += thread_cpu_seconds() - start;
+    }
+    let each = |total: f64| total / (ROUNDS * fds.len()) as f64 * 1e6;
+    println!(
+        "  io_uring, {URING_BATCH} per submit: SO_SNDBUF set {:.2} µs each (one setsockopt {:.2} µs); \
+         SO_MEMINFO read {:.2} µs each (one getsockopt {:.2} µs); {failed} failed",
+        each(uring_set),
+        each(plain_set),
+        each(uring_read),
+        each(plain_read),
     );
 }
 

@@ -12,7 +12,8 @@
 //!   typed errors that carry the command and its standard error;
 //! * [`nft`] — running `nft`, a script as one transaction, failures as
 //!   typed errors;
-//! * [`process`] — whether a recorded owner pid is alive;
+//! * [`process`] — whether a recorded owner pid is alive, and the
+//!   descriptors this process holds;
 //! * [`packet_ring`] — an `AF_PACKET` TPACKET_V3 capture with a kernel-side
 //!   filter for a listener's handshakes, tear-downs and data segments;
 //! * [`proc_net`] — the `Group: names` / `Group: values` counters of

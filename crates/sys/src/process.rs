@@ -1,5 +1,7 @@
 //! Whether a process id names a live process (the owner recorded in a
-//! gate's rules).
+//! gate's rules), and how many descriptors this process holds.
+
+use std::io;
 
 /// True when a process with id `pid` exists (in this pid namespace), even
 /// one this process may not signal, and is not a zombie (killed, waiting
@@ -33,9 +35,94 @@ fn exists(pid: u32) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Descriptors this process holds: `poll` with no events over every
+/// descriptor number its table has room for (`FDSize` in
+/// `/proc/self/status`), counting those not reported invalid
+/// (`POLLNVAL`); at most the descriptor limit's number of entries per
+/// call, which is all `poll` takes. A zero timeout registers no wait, so
+/// nothing is left behind. Cheaper than listing `/proc/self/fd`, which
+/// builds a directory entry and an inode per descriptor (measured in
+/// bench/proxy/README-resources.md); that listing is the fallback when
+/// the limit is zero.
+pub fn open_descriptors() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let table = status
+        .lines()
+        .find_map(|line| line.strip_prefix("FDSize:"))
+        .and_then(|size| size.trim().parse::<usize>().ok())
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no FDSize in /proc/self/status")
+        })?;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let per_call = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
+    if per_call == 0 || table > libc::c_int::MAX as usize {
+        return listed_descriptors();
+    }
+    let mut entries: Vec<libc::pollfd> = (0..table as libc::c_int)
+        .map(|fd| libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        })
+        .collect();
+    for chunk in entries.chunks_mut(per_call) {
+        // SAFETY: the chunk holds `chunk.len()` initialized pollfds, which
+        // poll reads and whose `revents` it writes; the timeout is zero.
+        let ready = unsafe { libc::poll(chunk.as_mut_ptr(), chunk.len() as libc::nfds_t, 0) };
+        if ready < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(entries
+        .iter()
+        .filter(|e| e.revents & libc::POLLNVAL == 0)
+        .count() as u64)
+}
+
+/// Descriptors this process holds, from `/proc/self/fd` (less the one
+/// the listing itself opens).
+fn listed_descriptors() -> io::Result<u64> {
+    let listed = std::fs::read_dir("/proc/self/fd")?.count() as u64;
+    Ok(listed.saturating_sub(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_descriptors_counts_what_proc_self_fd_lists() {
+        // Other tests of this binary open and close descriptors on their
+        // own threads: compare counts taken while the listing stays put.
+        let mut seen = Vec::new();
+        for _ in 0..50 {
+            let before = listed_descriptors().unwrap();
+            let polled = open_descriptors().unwrap();
+            let after = listed_descriptors().unwrap();
+            if before == after && polled == before {
+                // 40 more are counted as well.
+                let files: Vec<std::fs::File> = (0..40)
+                    .map(|_| std::fs::File::open("/dev/null").unwrap())
+                    .collect();
+                let listed = listed_descriptors().unwrap();
+                let polled = open_descriptors().unwrap();
+                drop(files);
+                if listed == before + 40 && polled == listed {
+                    return;
+                }
+            }
+            seen.push((before, polled, after));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        panic!("no settled count matched (listed, polled, listed): {seen:?}");
+    }
 
     #[test]
     fn a_zombie_is_not_alive() {

@@ -1,7 +1,8 @@
 //! The standard `process_*` metrics of Prometheus's client libraries, read
 //! from `/proc/self` at each scrape: CPU seconds, resident memory, open and
-//! maximum descriptors, start time. A value that cannot be read (e.g. no
-//! descriptor free to open `/proc/self/fd`) is left out of that scrape.
+//! maximum descriptors (counted by `sys::process::open_descriptors`), start
+//! time. A value that cannot be read (e.g. no descriptor free to open
+//! `/proc/self/status`) is left out of that scrape.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -43,9 +44,7 @@ impl ProcessReading {
                 .as_ref()
                 .filter(|_| page > 0)
                 .map(|f| f.rss_pages.saturating_mul(page as u64)),
-            open_fds: std::fs::read_dir("/proc/self/fd")
-                .ok()
-                .map(|d| d.count().saturating_sub(1) as u64),
+            open_fds: vantage_sys::process::open_descriptors().ok(),
             max_fds: crate::daemon::descriptor_limit().ok(),
             start_time_seconds: fields
                 .as_ref()

@@ -28,7 +28,7 @@
 //!   kernel's initial size then, as the simulator starts a new connection
 //!   at its initial buffer, rather than autotuned until the first
 //!   interval);
-//! * `ssbt+conn`: [`ConnectionManager`] over descriptors (`/proc/self/fd`),
+//! * `ssbt+conn`: [`ConnectionManager`] over descriptors (counted by `sys::process::open_descriptors`),
 //!   kernel TCP memory and client connections; a client connection enters
 //!   its list when its last response completes and leaves it when a
 //!   request starts; the connections it picks are closed gracefully
@@ -37,13 +37,15 @@
 //!
 //! The reads are one `getsockopt` per connection (two upstream): a
 //! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
-//! measured slower (it walks every TCP socket of the namespace;
-//! bench/proxy/README-resources.md).
+//! measured slower (it walks every TCP socket of the namespace), and
+//! io_uring serves `SOL_SOCKET` options only (not `TCP_INFO`); its
+//! batched `SO_SNDBUF` sets were measured no cheaper than one
+//! `setsockopt` each (bench/proxy/README-resources.md).
 //!
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
 //! of at most 128 connections at a time (and for the allocator's
-//! re-assignment), and counts `/proc/self/fd` without it, once every
+//! re-assignment), and counts the descriptors without it, once every
 //! [`DESCRIPTOR_RECOUNT`] intervals: between counts the descriptors are
 //! the last count moved by the change in the sockets the proxy holds
 //! (registered connections and upstream sockets being connected, counted
@@ -123,7 +125,7 @@ const MAX_TRACKED: usize = 1 << 20;
 const MAX_AUDIT_RECORDS: usize = 10_000;
 /// Connections whose socket calls one hold of the lock covers.
 const CHUNK: usize = 128;
-/// Intervals between counts of `/proc/self/fd` (between them the
+/// Intervals between descriptor counts (between them the
 /// descriptors are the last count moved by the change in the sockets the
 /// proxy holds, which it counts exactly).
 const DESCRIPTOR_RECOUNT: u32 = 10;
@@ -317,7 +319,7 @@ struct State {
     /// Closes the idle list's cap forced, not yet counted.
     evicted: Vec<(u64, Nanos)>,
     audit: VecDeque<Reclaim>,
-    /// The last count of `/proc/self/fd`, the tracked connections then,
+    /// The last descriptor count, the tracked connections then,
     /// and the intervals since.
     descriptors: Option<(u64, u64, u32)>,
 }
@@ -864,11 +866,11 @@ impl Resources {
             return report;
         }
         let managed = self.config.mode == ResourceMode::SsbtWithConnections;
-        // /proc/self/fd is counted without the lock (it takes milliseconds
+        // Descriptors are counted without the lock (it takes milliseconds
         // with many descriptors).
         let recount = managed && needs_recount(self.lock().descriptors);
         let counted = if recount {
-            let counted = open_descriptors();
+            let counted = vantage_sys::process::open_descriptors();
             if counted.is_err() {
                 self.metrics.errors.inc();
             }
@@ -1323,8 +1325,8 @@ fn changed(applied: Option<u64>, target: u64) -> bool {
     }
 }
 
-/// Whether `/proc/self/fd` is to be counted this interval (its cost grows
-/// with the count: about 1 µs per 2 descriptors): the first interval and
+/// Whether the descriptors are to be counted this interval (its cost grows
+/// with the count: a `poll` over the descriptor table): the first interval and
 /// every [`DESCRIPTOR_RECOUNT`]th. Near the marks too: the estimate
 /// between counts follows every socket the proxy opens or closes, and
 /// what it misses (files, the metrics endpoint's connections) changes
@@ -1361,11 +1363,6 @@ impl Drop for ConnectingSocket {
     fn drop(&mut self) {
         self.resources.connecting.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// Descriptors the process holds (`/proc/self/fd`).
-fn open_descriptors() -> io::Result<u64> {
-    Ok(std::fs::read_dir("/proc/self/fd")?.count() as u64)
 }
 
 /// CPU time of the calling thread, seconds.
