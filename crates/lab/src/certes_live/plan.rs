@@ -580,10 +580,13 @@ mod tests {
     #[test]
     fn a_bad_front_is_named_with_its_file_line_and_key() {
         let text = FILES[2].1;
-        let line_of = |text: &str, needle: &str| {
-            text[..text.find(needle).unwrap()].matches('\n').count() + 1
-        };
-        let bad = text.replacen("server = \"test\"", "server = \"test\"\nfront = \"haproxy\"", 1);
+        let line_of =
+            |text: &str, needle: &str| text[..text.find(needle).unwrap()].matches('\n').count() + 1;
+        let bad = text.replacen(
+            "server = \"test\"",
+            "server = \"test\"\nfront = \"haproxy\"",
+            1,
+        );
         let error = CertesLivePlan::from_toml(&bad, "f.toml").unwrap_err();
         let message = error.to_string();
         assert!(
@@ -593,7 +596,11 @@ mod tests {
         assert!(message.contains("front"), "{message}");
         assert!(message.contains("haproxy"), "{message}");
         // The proxy accepts at once: the accept queue never drops behind it.
-        let queue = text.replacen("server = \"test\"", "server = \"test\"\nfront = \"proxy\"", 1);
+        let queue = text.replacen(
+            "server = \"test\"",
+            "server = \"test\"\nfront = \"proxy\"",
+            1,
+        );
         let error = CertesLivePlan::from_toml(&queue, "f.toml").unwrap_err();
         assert_eq!(error.key(), Some("configuration[0].drops"));
         assert!(error.line().is_some(), "{error}");

@@ -345,10 +345,18 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         let mut by_bin: BTreeMap<i64, (Lines, Lines, Vec<f64>)> = BTreeMap::new();
         let bin_of = |t: f64| ((t - origin) / BIN_S).floor() as i64;
         for l in &lines {
-            by_bin.entry(bin_of(l.t_start_unix_s)).or_default().0.push(l);
+            by_bin
+                .entry(bin_of(l.t_start_unix_s))
+                .or_default()
+                .0
+                .push(l);
         }
         for l in proxy_lines {
-            by_bin.entry(bin_of(l.t_start_unix_s)).or_default().1.push(l);
+            by_bin
+                .entry(bin_of(l.t_start_unix_s))
+                .or_default()
+                .1
+                .push(l);
         }
         for (end, time) in &truth {
             by_bin

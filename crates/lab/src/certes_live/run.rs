@@ -717,7 +717,11 @@ mod tests {
         assert_eq!(proxy.upstreams[0].port(), BACKEND_PORT);
         let certes = proxy.certes.expect("[certes]");
         assert_eq!(certes.interval_ms, 250);
-        for configuration in plan.configuration.iter().filter(|c| c.front == Front::Proxy) {
+        for configuration in plan
+            .configuration
+            .iter()
+            .filter(|c| c.front == Front::Proxy)
+        {
             let beside = Beside {
                 configuration,
                 experiment: &plan.experiment,
