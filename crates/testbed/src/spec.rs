@@ -395,6 +395,22 @@ mod tests {
     }
 
     #[test]
+    fn server_port_moves_only_the_server() {
+        let spec = TestbedSpec::from_toml(BASE, "t.toml").unwrap();
+        assert_eq!(spec.backend_addr(), spec.server_addr());
+        let behind = format!("server_port = 8080\n{BASE}");
+        let spec = TestbedSpec::from_toml(&behind, "t.toml").unwrap();
+        assert_eq!(spec.server_addr().port(), SERVER_PORT);
+        assert_eq!(spec.backend_addr().port(), 8080);
+        for port in [0, SERVER_PORT] {
+            let error = TestbedSpec::from_toml(&format!("server_port = {port}\n{BASE}"), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("server_port"), "{error}");
+        }
+    }
+
+    #[test]
     fn gate_sections_parse() {
         let parsed = spec("[gate]\nkind = \"iptables-limit\"\nrate_per_s = 120\nburst = 120\naction = \"reject\"\n")
             .unwrap();

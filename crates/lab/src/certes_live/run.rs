@@ -1,5 +1,6 @@
 //! One testbed run per configuration, with the watch daemon (and a second,
-//! learning one) in the server namespace and a real Prometheus scraping
+//! learning one; with `front = "proxy"`, `vantage proxy` and a daemon on its
+//! `[certes]` stream) in the server namespace and a real Prometheus scraping
 //! them there.
 
 use std::io::{Read, Write};
