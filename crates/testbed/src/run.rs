@@ -364,10 +364,11 @@ fn run_in_topology(
     // Server.
     on_event(RunEvent::Phase("starting the server"));
     let listen = spec.server_addr();
+    let backend = spec.backend_addr();
     let server_stop = Arc::new(AtomicBool::new(false));
     let server = match &spec.server {
         ServerSpec::Nginx(config) => RunningServer::Nginx(
-            Nginx::start(&topo.server, config, listen, &dir.join("nginx"))
+            Nginx::start(&topo.server, config, backend, &dir.join("nginx"))
                 .map_err(step("nginx"))?,
         ),
         ServerSpec::Test(config) => {
@@ -378,7 +379,7 @@ fn run_in_topology(
             let handle = topo
                 .server
                 .spawn("test-server", move || {
-                    test_server::run(&config, listen, seed, &flag, &ready_tx)
+                    test_server::run(&config, backend, seed, &flag, &ready_tx)
                 })
                 .map_err(step("test server thread"))?;
             if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {

@@ -78,6 +78,13 @@ pub struct TestbedSpec {
     /// SYN admission in front of the server (`crate::gate`); default none.
     #[serde(default)]
     pub gate: SynAdmissionSpec,
+    /// The port the server listens on when a front stands before it:
+    /// clients, the gate and the capture stay on [`SERVER_PORT`], where the
+    /// caller's [`crate::run::BesideServer`] must start the front (a proxy)
+    /// that forwards to `SERVER_ADDR:server_port`. Default none: the server
+    /// itself on [`SERVER_PORT`].
+    #[serde(default)]
+    pub server_port: Option<u16>,
 }
 
 fn one() -> usize {
@@ -227,9 +234,15 @@ impl TestbedSpec {
         Ok(spec)
     }
 
-    /// Where the server listens.
+    /// Where the clients connect (the server, or the front before it).
     pub fn server_addr(&self) -> SocketAddr {
         SocketAddr::from((SERVER_ADDR, SERVER_PORT))
+    }
+
+    /// Where the server itself listens: `server_port`, else
+    /// [`SERVER_PORT`].
+    pub fn backend_addr(&self) -> SocketAddr {
+        SocketAddr::from((SERVER_ADDR, self.server_port.unwrap_or(SERVER_PORT)))
     }
 
     /// The client profile and the sysctls that produce it.
@@ -262,6 +275,13 @@ impl TestbedSpec {
             ));
         }
         self.kernel_settings()?;
+        if let Some(port) = self.server_port {
+            if port == 0 || port == SERVER_PORT {
+                return Err(format!(
+                    "server_port = {port}: must be a port other than 0 and {SERVER_PORT} (where the front listens)"
+                ));
+            }
+        }
         for (label, link) in [
             ("wan.upstream", &self.wan.upstream),
             ("wan.downstream", &self.wan.downstream),
@@ -372,6 +392,22 @@ mod tests {
     #[test]
     fn gate_defaults_to_none() {
         assert_eq!(spec("").unwrap().gate, SynAdmissionSpec::None);
+    }
+
+    #[test]
+    fn server_port_moves_only_the_server() {
+        let spec = TestbedSpec::from_toml(BASE, "t.toml").unwrap();
+        assert_eq!(spec.backend_addr(), spec.server_addr());
+        let behind = format!("server_port = 8080\n{BASE}");
+        let spec = TestbedSpec::from_toml(&behind, "t.toml").unwrap();
+        assert_eq!(spec.server_addr().port(), SERVER_PORT);
+        assert_eq!(spec.backend_addr().port(), 8080);
+        for port in [0, SERVER_PORT] {
+            let error = TestbedSpec::from_toml(&format!("server_port = {port}\n{BASE}"), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("server_port"), "{error}");
+        }
     }
 
     #[test]

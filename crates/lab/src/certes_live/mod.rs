@@ -8,7 +8,10 @@
 //! is judged against the clients' own record within the Certes paper's
 //! 2.5 % (Table II), with the 10-second tracking, p90/p99 from the
 //! Prometheus histogram and SYN-to-END beside it; mixtures also run a
-//! learning daemon. See `docs/certes-live.md`.
+//! learning daemon. With `front = "proxy"` the server sits behind `vantage
+//! proxy`, and a third daemon estimates from the proxy's `[certes]` stream
+//! alone (with the gate's log when a gate drops), judged against the same
+//! clients' record. See `docs/certes-live.md`.
 
 pub mod plan;
 mod report;

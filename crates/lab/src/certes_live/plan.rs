@@ -55,6 +55,14 @@ pub struct Experiment {
     pub delay_ms: f64,
 }
 
+impl Experiment {
+    /// `interval` in milliseconds (the daemons', the proxy's `[certes]`
+    /// and, with the proxy, the gate's log interval).
+    pub fn interval_ms(&self) -> Result<u64, String> {
+        vantage_live::watch::config::parse_duration(&self.interval).map(|d| d.as_millis())
+    }
+}
+
 /// Where the SYNs are dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -68,6 +76,24 @@ pub enum Drops {
     /// `vantage gate run` with the token bucket that drops (the Abacus
     /// paper's TBF) at `capacity` SYNs/s: every SYN over the rate dropped.
     Tbf,
+    /// Nothing is set to drop SYNs: the test server takes `capacity`
+    /// accepts per second from a deep backlog, so overload is queueing in
+    /// its accept queue (behind the proxy with `front = "proxy"`).
+    None,
+}
+
+/// What stands between the clients and the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Front {
+    /// The clients connect to the server itself.
+    #[default]
+    None,
+    /// `vantage proxy` listens where the clients connect, forwards to the
+    /// server on [`BACKEND_PORT`] and writes its `[certes]` stream, which a
+    /// third watch daemon (`[proxy]`, with `[gate]` when a gate drops)
+    /// estimates from.
+    Proxy,
 }
 
 /// Which server.
@@ -119,12 +145,21 @@ pub struct Configuration {
     /// Also run a second daemon with `learn = true`.
     #[serde(default)]
     pub learn: bool,
+    /// What stands before the server (default `none`).
+    #[serde(default)]
+    pub front: Front,
 }
 
 /// Listen backlog of the test server when the accept queue is the drop.
 const SMALL_BACKLOG: u32 = 16;
+/// Listen backlog of the test server when nothing drops: deep enough that
+/// the runs' queues never fill it.
+const DEEP_BACKLOG: u32 = 1024;
 /// Response size, bytes.
 const RESPONSE_BYTES: u64 = 2000;
+/// Where the server listens with `front = "proxy"` (the proxy takes port
+/// 80).
+pub const BACKEND_PORT: u16 = 8080;
 
 impl CertesLivePlan {
     pub fn from_toml(text: &str, origin: &str) -> Result<CertesLivePlan, PlanError> {
@@ -166,6 +201,15 @@ impl CertesLivePlan {
             e.frustration_timeout_s,
             180.0,
         )?;
+        let interval_ms = e
+            .interval_ms()
+            .map_err(|problem| checker.fail("experiment.interval", problem))?;
+        if !(10..=1000).contains(&interval_ms) {
+            return Err(checker.fail(
+                "experiment.interval",
+                format!("must be 10 ms to 1 s (whole milliseconds), got {interval_ms} ms"),
+            ));
+        }
         if e.clients == 0 || e.clients > 16 {
             return Err(checker.fail(
                 "experiment.clients",
@@ -213,6 +257,18 @@ impl CertesLivePlan {
                 return Err(fail(
                     "drops",
                     "nginx with accept-queue drops is not offered (its accept rate is not set, so its queue would overflow only at a load the run cannot size); use drops = \"tbf\" or \"abacus\"".into(),
+                ));
+            }
+            if c.front == Front::Proxy && c.drops == Drops::AcceptQueue {
+                return Err(fail(
+                    "drops",
+                    "accept-queue drops behind front = \"proxy\" are not offered: the proxy accepts every connection at once (one over limits.max_connections is closed at accept, a refusal, not a drop), so no SYN is dropped at its listener, and the backend's own queue overflowing would count in the proxy's DROPPED (ListenDrops is the namespace's) though no client SYN was dropped; use drops = \"none\" (queueing behind the proxy), \"tbf\" or \"abacus\"".into(),
+                ));
+            }
+            if c.front == Front::Proxy && c.wan_loss_pct > 0.0 {
+                return Err(fail(
+                    "wan_loss_pct",
+                    "must be 0 with front = \"proxy\": the proxy's stream has no segment counts, so its daemon cannot be told the loss".into(),
                 ));
             }
         }
@@ -275,6 +331,18 @@ impl Configuration {
         } else {
             experiment.duration_s
         };
+        // Behind the proxy the server closes after each response, so that
+        // every client connection is one accept of the server's (the
+        // proxy's pool would otherwise reuse its connections past the
+        // accept pacing).
+        let keep_alive = match self.front {
+            Front::None => "",
+            Front::Proxy => "keep_alive = false\n",
+        };
+        let server_port = match self.front {
+            Front::None => String::new(),
+            Front::Proxy => format!("server_port = {BACKEND_PORT}\n"),
+        };
         let (server, path) = match (self.server, self.drops) {
             (Server::Test, Drops::AcceptQueue) => (
                 format!(
@@ -283,10 +351,17 @@ impl Configuration {
                 ),
                 "/",
             ),
+            (Server::Test, Drops::None) => (
+                format!(
+                    "kind = \"test\"\nbacklog = {DEEP_BACKLOG}\naccept_rate = {:?}\naccept_poisson = true\nresponse_bytes = {RESPONSE_BYTES}\n{keep_alive}",
+                    self.capacity
+                ),
+                "/",
+            ),
             (Server::Test, Drops::Abacus | Drops::Tbf) => (
                 // Accepts well above the gate's rate: only the gate drops.
                 format!(
-                    "kind = \"test\"\nbacklog = 1024\naccept_rate = {:?}\naccept_poisson = true\nresponse_bytes = {RESPONSE_BYTES}\n",
+                    "kind = \"test\"\nbacklog = {DEEP_BACKLOG}\naccept_rate = {:?}\naccept_poisson = true\nresponse_bytes = {RESPONSE_BYTES}\n{keep_alive}",
                     (self.capacity * 4.0).max(400.0)
                 ),
                 "/",
@@ -308,10 +383,17 @@ impl Configuration {
                 self.rate * 2.0
             ),
         };
-        let gate_head = "\n[gate]\nkind = \"vantage\"\n[gate.config.gate]\nqueue = 0\nqueues = 1\nqueue_maxlen = 4096\ninterval_ms = 1000\ndry_run = false\n[gate.config.filter]\n";
+        // The gate logs every second; behind the proxy on the proxy's
+        // interval, so that its drops merge into the proxy's rows
+        // (interval checked when the plan was loaded: 10 to 1000 ms).
+        let gate_interval_ms = match self.front {
+            Front::None => 1000,
+            Front::Proxy => experiment.interval_ms().unwrap_or(1000),
+        };
+        let gate_head = format!("\n[gate]\nkind = \"vantage\"\n[gate.config.gate]\nqueue = 0\nqueues = 1\nqueue_maxlen = 4096\ninterval_ms = {gate_interval_ms}\ndry_run = false\n[gate.config.filter]\n");
         let rate = self.capacity.round();
         let gate = match self.drops {
-            Drops::AcceptQueue => String::new(),
+            Drops::AcceptQueue | Drops::None => String::new(),
             // The costs of the Abacus paper's Section 6 runs.
             Drops::Abacus => format!(
                 "{gate_head}kind = \"abacus\"\nbucket_size = {rate:?}\nrefill_rate = {rate:?}\ninterval_ms = 1000\n\
@@ -323,7 +405,7 @@ impl Configuration {
             ),
         };
         format!(
-            "name = \"{name}\"\nclients = {clients}\nclient_profile = \"{profile}\"\nseed = {seed}\n\n\
+            "name = \"{name}\"\nclients = {clients}\nclient_profile = \"{profile}\"\nseed = {seed}\n{server_port}\n\
              [wan.upstream]\ndelay_ms = {delay:?}\nloss_pct = {loss:?}\n[wan.downstream]\ndelay_ms = {delay:?}\nloss_pct = {loss:?}\n\n\
              [server]\n{server}\n[load]\npath = \"{path}\"\nfrustration_timeout_s = {fto:?}\n[load.arrivals]\nduration_s = {duration:?}\npattern = {pattern}\n\n\
              [capture]\nserver = false\n{gate}",
@@ -375,7 +457,14 @@ mod tests {
                     assert_eq!(parsed.load.arrivals.duration_s, duration);
                     assert_eq!(
                         parsed.gate.kind_name() == "none",
-                        c.drops == Drops::AcceptQueue
+                        matches!(c.drops, Drops::AcceptQueue | Drops::None)
+                    );
+                    assert_eq!(
+                        parsed.backend_addr().port(),
+                        match c.front {
+                            Front::None => 80,
+                            Front::Proxy => BACKEND_PORT,
+                        }
                     );
                 }
             }
@@ -386,6 +475,15 @@ mod tests {
         }
         let full = CertesLivePlan::from_toml(FILES[0].1, FILES[0].0).unwrap();
         assert!(full.configuration.len() >= 16);
+        let proxied: Vec<&Configuration> = full
+            .configuration
+            .iter()
+            .filter(|c| c.front == Front::Proxy)
+            .collect();
+        assert!(proxied.iter().any(|c| c.drops == Drops::None));
+        assert!(proxied
+            .iter()
+            .any(|c| matches!(c.drops, Drops::Tbf | Drops::Abacus)));
         assert_eq!(full.selected(true).len(), 3);
     }
 
@@ -443,6 +541,77 @@ mod tests {
         let neither = text.replacen("population = [\"linux-6.5\"]\n", "", 1);
         let error = CertesLivePlan::from_toml(&neither, "f.toml").unwrap_err();
         assert_eq!(error.key(), Some("configuration[0].population"));
+    }
+
+    #[test]
+    fn front_proxy_loads_and_moves_the_server_behind_it() {
+        let text = FILES[2].1.replacen(
+            "drops = \"accept-queue\"",
+            "front = \"proxy\"\ndrops = \"none\"",
+            1,
+        );
+        let plan = CertesLivePlan::from_toml(&text, "f.toml").unwrap();
+        let c = &plan.configuration[0];
+        assert_eq!((c.front, c.drops), (Front::Proxy, Drops::None));
+        assert_eq!(plan.configuration[1].front, Front::None);
+        let spec = c.testbed_spec(&plan.experiment, true, 0);
+        let parsed = TestbedSpec::from_toml(&spec, "generated").unwrap();
+        assert_eq!(parsed.server_port, Some(BACKEND_PORT));
+        assert_eq!(parsed.server_addr().port(), 80);
+        assert!(spec.contains("keep_alive = false"), "{spec}");
+        assert!(spec.contains("backlog = 1024"), "{spec}");
+        // Without the proxy the server stays on port 80 and keeps its
+        // connections alive (the existing configurations are unchanged).
+        let direct = plan.configuration[1].testbed_spec(&plan.experiment, true, 1);
+        assert!(!direct.contains("server_port"), "{direct}");
+        assert!(!direct.contains("keep_alive"), "{direct}");
+        // Behind the proxy the gate logs on the daemons' interval (its drops
+        // merge into the proxy's rows); without it, every second as before.
+        let gated = CertesLivePlan::from_toml(
+            &text.replacen("drops = \"none\"", "drops = \"tbf\"", 1),
+            "f.toml",
+        )
+        .unwrap();
+        let spec = gated.configuration[0].testbed_spec(&gated.experiment, true, 0);
+        assert!(spec.contains("interval_ms = 250\ndry_run"), "{spec}");
+        assert!(direct.contains("interval_ms = 1000\ndry_run"), "{direct}");
+    }
+
+    #[test]
+    fn a_bad_front_is_named_with_its_file_line_and_key() {
+        let text = FILES[2].1;
+        let line_of =
+            |text: &str, needle: &str| text[..text.find(needle).unwrap()].matches('\n').count() + 1;
+        let bad = text.replacen(
+            "server = \"test\"",
+            "server = \"test\"\nfront = \"haproxy\"",
+            1,
+        );
+        let error = CertesLivePlan::from_toml(&bad, "f.toml").unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("f.toml:{}:", line_of(&bad, "front = "))),
+            "{message}"
+        );
+        assert!(message.contains("front"), "{message}");
+        assert!(message.contains("haproxy"), "{message}");
+        // The proxy accepts at once: the accept queue never drops behind it.
+        let queue = text.replacen(
+            "server = \"test\"",
+            "server = \"test\"\nfront = \"proxy\"",
+            1,
+        );
+        let error = CertesLivePlan::from_toml(&queue, "f.toml").unwrap_err();
+        assert_eq!(error.key(), Some("configuration[0].drops"));
+        assert!(error.line().is_some(), "{error}");
+        assert!(error.to_string().contains("accept-queue"), "{error}");
+        let lossy = text.replacen(
+            "drops = \"accept-queue\"",
+            "front = \"proxy\"\ndrops = \"none\"\nwan_loss_pct = 1.0",
+            1,
+        );
+        let error = CertesLivePlan::from_toml(&lossy, "f.toml").unwrap_err();
+        assert_eq!(error.key(), Some("configuration[0].wan_loss_pct"));
     }
 
     #[test]

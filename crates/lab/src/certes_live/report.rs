@@ -7,11 +7,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 use serde::Serialize;
-use vantage_live::watch::lines::{read_lines, WatchLine};
+use vantage_live::watch::lines::{read_lines, read_proxy_lines, WatchLine};
 use vantage_testbed::load::record::{ConnectionRecord, Outcome};
 
-use super::plan::Configuration;
-use super::run::{ConfigurationRun, Scraped};
+use super::plan::{Configuration, Drops, Front};
+use super::run::{ConfigurationRun, DaemonKind, Scraped};
 use crate::report::svg::{legend_beside, padded_bounds, Key, LegendEntry, LEGEND_WIDTH, PALETTE};
 use crate::studies::certes::CERTES_BOUND;
 use crate::LabError;
@@ -44,6 +44,9 @@ pub struct Bin {
     pub estimate_mean_s: Option<f64>,
     pub syn_to_end_mean_s: Option<f64>,
     pub relative_error: Option<f64>,
+    /// The proxy stream's daemon (`front = "proxy"`).
+    pub proxy_estimate_mean_s: Option<f64>,
+    pub proxy_relative_error: Option<f64>,
 }
 
 /// The daemon's whole run, from its JSON Lines.
@@ -71,12 +74,29 @@ pub struct DaemonFigures {
     pub learned_intervals: usize,
 }
 
+/// With `front = "proxy"`: the daemon fed by the proxy's `[certes]`
+/// stream (no capture), judged against the same clients' record as the
+/// capture's daemon.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProxyStream {
+    pub daemon: DaemonFigures,
+    pub scraped: Scraped,
+    pub relative_error: Option<f64>,
+    pub within_bound: bool,
+    pub tracking_mean_abs_error: Option<f64>,
+    pub tracking_max_abs_error: Option<f64>,
+    pub syn_to_end_relative_error: Option<f64>,
+    pub p90_relative_error: Option<f64>,
+    pub p99_relative_error: Option<f64>,
+}
+
 /// One configuration's row.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     pub name: String,
     pub clients: Vec<String>,
     pub server: String,
+    pub front: String,
     pub drops: String,
     pub load: String,
     pub wan_loss_pct: f64,
@@ -107,6 +127,7 @@ pub struct Row {
     pub learned: Option<DaemonFigures>,
     pub learned_scraped: Option<Scraped>,
     pub learned_relative_error: Option<f64>,
+    pub proxy: Option<ProxyStream>,
     pub bins: Vec<Bin>,
     pub server_listen_overflows: u64,
     pub problems: Vec<String>,
@@ -197,6 +218,31 @@ fn figures(lines: &[WatchLine]) -> DaemonFigures {
     f
 }
 
+/// The proxy stream's daemon judged against the clients' record (`truth`:
+/// mean, p90, p99) by the rules the capture's daemon is judged by;
+/// `bin_errors`: its absolute 10-s tracking errors.
+fn proxy_stream(
+    daemon: DaemonFigures,
+    scraped: Scraped,
+    truth: [Option<f64>; 3],
+    bin_errors: &[f64],
+) -> ProxyStream {
+    let [truth_mean, truth_p90, truth_p99] = truth;
+    let relative_error = relative(daemon.estimate_mean_s, truth_mean);
+    ProxyStream {
+        within_bound: relative_error.is_some_and(|e| e.abs() <= CERTES_BOUND),
+        relative_error,
+        tracking_mean_abs_error: (!bin_errors.is_empty())
+            .then(|| bin_errors.iter().sum::<f64>() / bin_errors.len() as f64),
+        tracking_max_abs_error: bin_errors.iter().copied().reduce(f64::max),
+        syn_to_end_relative_error: relative(daemon.syn_to_end_mean_s, truth_mean),
+        p90_relative_error: relative(scraped.p90_s, truth_p90),
+        p99_relative_error: relative(scraped.p99_s, truth_p99),
+        daemon,
+        scraped,
+    }
+}
+
 /// Builds the row of one configuration.
 pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row, LabError> {
     let records = &run.output.records;
@@ -236,8 +282,13 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
     let mut problems = run.problems.clone();
     let mut told = None;
     let mut learned = None;
+    let mut proxy = None;
     for daemon in &run.daemons {
-        let lines = match read_lines(&daemon.jsonl) {
+        let read = match daemon.kind {
+            DaemonKind::Told | DaemonKind::Learned => read_lines,
+            DaemonKind::Proxy => read_proxy_lines,
+        };
+        let lines = match read(&daemon.jsonl) {
             Ok(lines) => lines,
             Err(e) => {
                 problems.push(e.to_string());
@@ -255,16 +306,19 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         }
         if !daemon.exit.contains("exit status: 0") {
             problems.push(format!(
-                "the daemon (learn = {}) ended with {}",
-                daemon.learn, daemon.exit
+                "the daemon {:?} ended with {}",
+                daemon.kind, daemon.exit
             ));
         }
         let entry = (figures(&lines), daemon.scraped.clone(), lines);
-        if daemon.learn {
-            learned = Some(entry);
-        } else {
-            told = Some(entry);
+        match daemon.kind {
+            DaemonKind::Told => told = Some(entry),
+            DaemonKind::Learned => learned = Some(entry),
+            DaemonKind::Proxy => proxy = Some(entry),
         }
+    }
+    if configuration.front == Front::Proxy && proxy.is_none() {
+        problems.push("no daemon of the proxy's stream ran".into());
     }
     let (daemon, scraped, lines) = told.unwrap_or_default();
     let transactions_when_scraped = scraped.intervals.map(|n| {
@@ -278,54 +332,94 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
     // Tracking: 10-second bins from the daemon's first interval; a client
     // transaction counts in the bin of its end (the interval Certes counts
     // it in).
-    let origin = lines.first().map(|l| l.t_start_unix_s);
+    let proxy_lines: &[WatchLine] = proxy.as_ref().map_or(&[], |(_, _, l)| l.as_slice());
+    let origin = lines
+        .first()
+        .into_iter()
+        .chain(proxy_lines.first())
+        .map(|l| l.t_start_unix_s)
+        .reduce(f64::min);
     let mut bins = Vec::new();
     if let Some(origin) = origin {
-        let mut by_bin: BTreeMap<i64, (Vec<&WatchLine>, Vec<f64>)> = BTreeMap::new();
+        type Lines<'a> = Vec<&'a WatchLine>;
+        let mut by_bin: BTreeMap<i64, (Lines, Lines, Vec<f64>)> = BTreeMap::new();
+        let bin_of = |t: f64| ((t - origin) / BIN_S).floor() as i64;
         for l in &lines {
-            let bin = ((l.t_start_unix_s - origin) / BIN_S).floor() as i64;
-            by_bin.entry(bin).or_default().0.push(l);
+            by_bin
+                .entry(bin_of(l.t_start_unix_s))
+                .or_default()
+                .0
+                .push(l);
+        }
+        for l in proxy_lines {
+            by_bin
+                .entry(bin_of(l.t_start_unix_s))
+                .or_default()
+                .1
+                .push(l);
         }
         for (end, time) in &truth {
-            let bin = ((*end as f64 / 1e9 - origin) / BIN_S).floor() as i64;
-            by_bin.entry(bin).or_default().1.push(*time);
+            by_bin
+                .entry(bin_of(*end as f64 / 1e9))
+                .or_default()
+                .2
+                .push(*time);
         }
-        for (bin, (ls, ts)) in by_bin {
+        for (bin, (ls, ps, ts)) in by_bin {
             let truth_mean = (!ts.is_empty()).then(|| ts.iter().sum::<f64>() / ts.len() as f64);
-            let estimate = weighted(&ls, |l| l.estimate_mean_s, WatchLine::transactions);
-            let error = if ts.len() >= MIN_BIN_TRANSACTIONS {
-                relative(estimate, truth_mean)
-            } else {
-                None
+            let judged = |estimate| {
+                if ts.len() >= MIN_BIN_TRANSACTIONS {
+                    relative(estimate, truth_mean)
+                } else {
+                    None
+                }
             };
+            let estimate = weighted(&ls, |l| l.estimate_mean_s, WatchLine::transactions);
+            let proxy_estimate = weighted(&ps, |l| l.estimate_mean_s, WatchLine::transactions);
             bins.push(Bin {
                 t_s: bin as f64 * BIN_S,
                 truth_mean_s: truth_mean,
                 truth_transactions: ts.len(),
                 estimate_mean_s: estimate,
                 syn_to_end_mean_s: weighted(&ls, |l| l.syn_to_end_mean_s, |l| l.completed as f64),
-                relative_error: error,
+                relative_error: judged(estimate),
+                proxy_estimate_mean_s: proxy_estimate,
+                proxy_relative_error: judged(proxy_estimate),
             });
         }
     }
-    let errors: Vec<f64> = bins
-        .iter()
-        .filter_map(|b| b.relative_error.map(f64::abs))
-        .collect();
+    let abs_errors = |error: fn(&Bin) -> Option<f64>| -> Vec<f64> {
+        bins.iter().filter_map(|b| error(b).map(f64::abs)).collect()
+    };
+    let errors = abs_errors(|b| b.relative_error);
+    let proxy_errors = abs_errors(|b| b.proxy_relative_error);
     let relative_error = relative(daemon.estimate_mean_s, truth_mean);
     let learned_relative_error = learned
         .as_ref()
         .and_then(|(f, _, _)| relative(f.estimate_mean_s, truth_mean));
     let truth_p90 = quantile(&times, 0.9);
     let truth_p99 = quantile(&times, 0.99);
+    let proxy = proxy.map(|(daemon, scraped, _)| {
+        proxy_stream(
+            daemon,
+            scraped,
+            [truth_mean, truth_p90, truth_p99],
+            &proxy_errors,
+        )
+    });
     Ok(Row {
         name: configuration.name.clone(),
         clients: configuration.population.clone(),
         server: format!("{:?}", configuration.server).to_lowercase(),
+        front: match configuration.front {
+            Front::None => "none".into(),
+            Front::Proxy => "proxy".into(),
+        },
         drops: match configuration.drops {
-            super::plan::Drops::AcceptQueue => "accept-queue".into(),
-            super::plan::Drops::Abacus => "abacus".into(),
-            super::plan::Drops::Tbf => "tbf".into(),
+            Drops::AcceptQueue => "accept-queue".into(),
+            Drops::Abacus => "abacus".into(),
+            Drops::Tbf => "tbf".into(),
+            Drops::None => "none".into(),
         },
         load: match configuration.load {
             super::plan::Load::Steady => "steady".into(),
@@ -353,6 +447,7 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         learned_scraped: learned.as_ref().map(|(_, s, _)| s.clone()),
         learned: learned.map(|(f, _, _)| f),
         learned_relative_error,
+        proxy,
         bins,
         server_listen_overflows: run.output.summary.listen_overflows,
         problems,
@@ -457,12 +552,49 @@ pub fn render(report: &CertesLiveReport) -> String {
             ));
         }
     }
+    let proxied: Vec<&Row> = report.rows.iter().filter(|r| r.proxy.is_some()).collect();
+    if !proxied.is_empty() {
+        out.push_str(
+            "\nThe proxy's Certes stream (`front = \"proxy\"`: a third daemon fed by the proxy's `[certes]` log, with the gate's log when a gate drops; no capture), against the same clients' record\n\n",
+        );
+        out.push_str("| configuration | drops | truth mean s | capture's estimate s (error) | proxy stream's estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | accepted/dropped/completed (proxy rows) | intervals |\n");
+        out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for r in proxied {
+            let p = r.proxy.as_ref().expect("filtered");
+            let d = &p.daemon;
+            out.push_str(&format!(
+                "| {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{}/{} | {} |\n",
+                r.name,
+                r.drops,
+                secs(r.truth_mean_s),
+                secs(r.daemon.estimate_mean_s),
+                pct(r.relative_error),
+                secs(d.estimate_mean_s),
+                pct(p.relative_error),
+                if p.within_bound { "pass" } else { "FAIL" },
+                pct_abs(p.tracking_mean_abs_error),
+                pct_abs(p.tracking_max_abs_error),
+                secs(d.syn_to_end_mean_s),
+                pct(p.syn_to_end_relative_error),
+                secs(r.truth_p90_s), secs(p.scraped.p90_s), pct(p.p90_relative_error),
+                secs(r.truth_p99_s), secs(p.scraped.p99_s), pct(p.p99_relative_error),
+                d.accepted, d.dropped, d.completed,
+                d.intervals,
+            ));
+        }
+    }
     for r in &report.rows {
         for p in &r.problems {
             out.push_str(&format!("\nproblem in {}: {p}", r.name));
         }
         for p in &r.scraped.problems {
             out.push_str(&format!("\nPrometheus query in {}: {p}", r.name));
+        }
+        for p in r.proxy.iter().flat_map(|p| &p.scraped.problems) {
+            out.push_str(&format!(
+                "\nPrometheus query (proxy stream) in {}: {p}",
+                r.name
+            ));
         }
     }
     for (name, why) in &report.failed {
@@ -497,11 +629,14 @@ pub fn plot(report: &CertesLiveReport, path: &Path) -> Result<(), LabError> {
     root.fill(&WHITE).map_err(draw_error)?;
     let (plots, legend) = root.split_horizontally(panel.0 * columns as u32);
     let areas = plots.split_evenly((lines, columns));
-    let series: [(&str, BinValue); 3] = [
+    let mut series: Vec<(&str, BinValue)> = vec![
         ("clients' mean (truth)", |b| b.truth_mean_s),
         ("daemon's estimate", |b| b.estimate_mean_s),
         ("SYN-to-END", |b| b.syn_to_end_mean_s),
     ];
+    if rows.iter().any(|r| r.proxy.is_some()) {
+        series.push(("proxy stream's estimate", |b| b.proxy_estimate_mean_s));
+    }
     for (area, r) in areas.iter().zip(&rows) {
         let xs: Vec<f64> = r.bins.iter().map(|b| b.t_s + BIN_S / 2.0).collect();
         let ys: Vec<f64> = r
@@ -582,6 +717,103 @@ mod tests {
         assert!((f.estimate_mean_s.unwrap() - 5.0).abs() < 1e-12);
         // SYN-to-END over the completions only: (3 × 0.5 + 2) / 4.
         assert!((f.syn_to_end_mean_s.unwrap() - 0.875).abs() < 1e-12);
+    }
+
+    fn bare_row(name: &str, truth_mean: f64) -> Row {
+        Row {
+            name: name.into(),
+            clients: vec!["linux-6.5".into()],
+            server: "test".into(),
+            front: "none".into(),
+            drops: "accept-queue".into(),
+            load: "steady".into(),
+            wan_loss_pct: 0.0,
+            told: "linux-6.5".into(),
+            outcomes: Outcomes::default(),
+            truth_mean_s: Some(truth_mean),
+            truth_p90_s: None,
+            truth_p99_s: None,
+            truth_mixture: BTreeMap::new(),
+            daemon: DaemonFigures::default(),
+            relative_error: None,
+            within_bound: false,
+            tracking_mean_abs_error: None,
+            tracking_max_abs_error: None,
+            p90_relative_error: None,
+            p99_relative_error: None,
+            syn_to_end_relative_error: None,
+            exact_relative_error: None,
+            scraped: Scraped::default(),
+            transactions_when_scraped: None,
+            learned: None,
+            learned_scraped: None,
+            learned_relative_error: None,
+            proxy: None,
+            bins: Vec::new(),
+            server_listen_overflows: 0,
+            problems: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_proxy_streams_rows_appear_judged_by_the_bound() {
+        // Truth 2 s. The proxy stream's intervals: 3 transactions at 2.04 s
+        // (+2.0 %, within 2.5 %) in one run, at 2.06 s (+3.0 %) in another.
+        let judged = |mean: f64| {
+            let lines = [line(Some(mean), 3, 0.0, Some(1.5))];
+            proxy_stream(
+                figures(&lines),
+                Scraped::default(),
+                [Some(2.0), None, None],
+                &[0.01, 0.04],
+            )
+        };
+        let inside = judged(2.04);
+        assert!(inside.within_bound);
+        assert!((inside.relative_error.unwrap() - 0.02).abs() < 1e-9);
+        assert!((inside.tracking_mean_abs_error.unwrap() - 0.025).abs() < 1e-12);
+        assert_eq!(inside.tracking_max_abs_error, Some(0.04));
+        assert!((inside.syn_to_end_relative_error.unwrap() + 0.25).abs() < 1e-12);
+        let outside = judged(2.06);
+        assert!(!outside.within_bound);
+
+        let mut proxied = bare_row("l65-test-proxy-tbf-steady", 2.0);
+        proxied.front = "proxy".into();
+        proxied.drops = "tbf".into();
+        proxied.proxy = Some(inside);
+        let mut failing = bare_row("l65-test-proxy-none-onoff", 2.0);
+        failing.front = "proxy".into();
+        failing.drops = "none".into();
+        failing.proxy = Some(outside);
+        let mut report = CertesLiveReport {
+            name: "t".into(),
+            quick: true,
+            started: String::new(),
+            load_average: String::new(),
+            seconds: 0.0,
+            bound: CERTES_BOUND,
+            rows: vec![bare_row("l65-test-queue-steady", 2.0), proxied, failing],
+            failed: Vec::new(),
+        };
+        let table = render(&report);
+        assert!(table.contains("bound ±2.5 %"), "{table}");
+        let proxy_table = &table[table.find("The proxy's Certes stream").expect(&table)..];
+        let row_of = |name: &str| {
+            proxy_table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("{name} missing: {proxy_table}"))
+                .to_string()
+        };
+        let pass = row_of("l65-test-proxy-tbf-steady");
+        assert!(pass.contains("| 2.040 | +2.0 % | pass |"), "{pass}");
+        let fail = row_of("l65-test-proxy-none-onoff");
+        assert!(fail.contains("| 2.060 | +3.0 % | FAIL |"), "{fail}");
+        assert!(!proxy_table.contains("| l65-test-queue-steady |"));
+        // Without a proxied configuration there is no such table.
+        report.rows.truncate(1);
+        assert!(!render(&report).contains("The proxy's Certes stream"));
     }
 
     #[test]

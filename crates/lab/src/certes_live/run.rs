@@ -1,5 +1,6 @@
 //! One testbed run per configuration, with the watch daemon (and a second,
-//! learning one) in the server namespace and a real Prometheus scraping
+//! learning one; with `front = "proxy"`, `vantage proxy` and a daemon on its
+//! `[certes]` stream) in the server namespace and a real Prometheus scraping
 //! them there.
 
 use std::io::{Read, Write};
@@ -14,10 +15,10 @@ use serde::Serialize;
 use vantage_core::tcp::SynProfile;
 use vantage_testbed::profiles;
 use vantage_testbed::run::{run_beside, BesideServer, RunError, RunOutput};
-use vantage_testbed::spec::TestbedSpec;
+use vantage_testbed::spec::{TestbedSpec, SERVER_PORT};
 use vantage_testbed::topology::{Topology, HOST_IFACE, SERVER_ADDR};
 
-use super::plan::{Configuration, Experiment};
+use super::plan::{Configuration, Drops, Experiment, Front, BACKEND_PORT};
 
 /// The Prometheus binary (the distribution's package).
 pub const PROMETHEUS: &str = "/usr/bin/prometheus";
@@ -25,6 +26,12 @@ pub const PROMETHEUS: &str = "/usr/bin/prometheus";
 /// the server namespace.
 const TOLD_METRICS: &str = "127.0.0.1:9464";
 const LEARNED_METRICS: &str = "127.0.0.1:9465";
+const PROXY_METRICS: &str = "127.0.0.1:9466";
+/// The proxy's connection cap: above any queue the runs build, so that it
+/// refuses nobody.
+const PROXY_MAX_CONNECTIONS: usize = 4096;
+/// How long a stopping proxy lets open responses finish.
+const PROXY_GRACE: Duration = Duration::from_secs(2);
 const PROMETHEUS_LISTEN: &str = "127.0.0.1:9090";
 /// How long a daemon or Prometheus may take to get ready or to stop.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -81,10 +88,41 @@ pub struct Scraped {
     pub problems: Vec<String>,
 }
 
+/// Which watch daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DaemonKind {
+    /// The capture's, told the configuration's profile.
+    Told,
+    /// The capture's, `learn = true`.
+    Learned,
+    /// The proxy's `[certes]` stream's (`[proxy]`, and `[gate]` when a
+    /// gate drops), no capture.
+    Proxy,
+}
+
+impl DaemonKind {
+    fn name(self) -> &'static str {
+        match self {
+            DaemonKind::Told => "watch",
+            DaemonKind::Learned => "watch-learned",
+            DaemonKind::Proxy => "watch-proxy",
+        }
+    }
+
+    fn metrics(self) -> &'static str {
+        match self {
+            DaemonKind::Told => TOLD_METRICS,
+            DaemonKind::Learned => LEARNED_METRICS,
+            DaemonKind::Proxy => PROXY_METRICS,
+        }
+    }
+}
+
 /// One daemon of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct DaemonRun {
-    pub learn: bool,
+    pub kind: DaemonKind,
     pub jsonl: PathBuf,
     pub scraped: Scraped,
     /// Its JSON summary on standard output when it stopped.
@@ -98,7 +136,11 @@ struct Beside<'a> {
     experiment: &'a Experiment,
     vantage: PathBuf,
     dir: PathBuf,
-    daemons: Vec<(bool, Child, PathBuf)>,
+    daemons: Vec<(DaemonKind, Child, PathBuf)>,
+    /// `vantage proxy` (`front = "proxy"`), stopped before the daemons.
+    proxy: Option<vantage_live::proxy::Proxy>,
+    /// The gate's log (the testbed writes it), for the proxy's daemon.
+    gate_log: PathBuf,
     prometheus: Option<Child>,
     prometheus_data: PathBuf,
     finished: Vec<DaemonRun>,
@@ -110,9 +152,52 @@ fn io<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
 }
 
 impl Beside<'_> {
-    fn watch_config(&self, learn: bool) -> (String, PathBuf) {
-        let name = if learn { "watch-learned" } else { "watch" };
+    fn proxy_log(&self) -> PathBuf {
+        self.dir.join("proxy-certes.jsonl")
+    }
+
+    /// Starts `vantage proxy` in the server namespace: on the clients'
+    /// address, before the server on [`BACKEND_PORT`], with `[certes]` on
+    /// the daemons' interval.
+    fn start_proxy(&mut self, topology: &Topology) -> Result<(), String> {
+        let text = proxy_config(self.experiment, &self.proxy_log())?;
+        std::fs::write(self.dir.join("proxy.toml"), &text).map_err(io("writing proxy.toml"))?;
+        let config = vantage_live::proxy::ProxyConfig::from_toml(&text, "proxy.toml")
+            .map_err(|e| e.to_string())?;
+        let proxy = topology
+            .server
+            .run(move || vantage_live::proxy::Proxy::start(config))
+            .map_err(io("server namespace"))?
+            .map_err(io("starting vantage proxy"))?;
+        self.proxy = Some(proxy);
+        Ok(())
+    }
+
+    fn watch_config(&self, kind: DaemonKind) -> (String, PathBuf) {
+        let name = kind.name();
         let jsonl = self.dir.join(format!("{name}.jsonl"));
+        if kind == DaemonKind::Proxy {
+            let gate = match self.configuration.drops {
+                Drops::Abacus | Drops::Tbf => {
+                    format!("[gate]\nlog = \"{}\"\n", self.gate_log.display())
+                }
+                Drops::AcceptQueue | Drops::None => String::new(),
+            };
+            let text = format!(
+                "interval = \"{interval}\"\nprofile = \"{told}\"\nfrustration_timeout = \"{fto}s\"\n\
+                 metrics_listen = \"{metrics}\"\nlog = \"{log}\"\njsonl = \"{jsonl}\"\n\
+                 [proxy]\nlog = \"{proxy_log}\"\n{gate}",
+                interval = self.experiment.interval,
+                told = self.configuration.told(),
+                fto = self.experiment.frustration_timeout_s,
+                metrics = kind.metrics(),
+                log = self.dir.join(format!("{name}.log")).display(),
+                jsonl = jsonl.display(),
+                proxy_log = self.proxy_log().display(),
+            );
+            return (text, jsonl);
+        }
+        let learn = kind == DaemonKind::Learned;
         let loss = if self.configuration.wan_loss_pct > 0.0 {
             "retransmissions"
         } else {
@@ -125,16 +210,16 @@ impl Beside<'_> {
             interval = self.experiment.interval,
             told = self.configuration.told(),
             fto = self.experiment.frustration_timeout_s,
-            metrics = if learn { LEARNED_METRICS } else { TOLD_METRICS },
+            metrics = kind.metrics(),
             log = self.dir.join(format!("{name}.log")).display(),
             jsonl = jsonl.display(),
         );
         (text, jsonl)
     }
 
-    fn start_daemon(&mut self, topology: &Topology, learn: bool) -> Result<(), String> {
-        let name = if learn { "watch-learned" } else { "watch" };
-        let (text, jsonl) = self.watch_config(learn);
+    fn start_daemon(&mut self, topology: &Topology, kind: DaemonKind) -> Result<(), String> {
+        let name = kind.name();
+        let (text, jsonl) = self.watch_config(kind);
         let config = self.dir.join(format!("{name}.toml"));
         std::fs::write(&config, text).map_err(io("writing the watch configuration"))?;
         let ready = self.dir.join(format!("{name}.ready"));
@@ -154,7 +239,7 @@ impl Beside<'_> {
         let child = command
             .spawn()
             .map_err(io("starting vantage certes watch"))?;
-        self.daemons.push((learn, child, jsonl));
+        self.daemons.push((kind, child, jsonl));
         let started = Instant::now();
         loop {
             if ready.exists() {
@@ -181,16 +266,7 @@ impl Beside<'_> {
         let targets: Vec<String> = self
             .daemons
             .iter()
-            .map(|(learn, _, _)| {
-                format!(
-                    "\"{}\"",
-                    if *learn {
-                        LEARNED_METRICS
-                    } else {
-                        TOLD_METRICS
-                    }
-                )
-            })
+            .map(|(kind, _, _)| format!("\"{}\"", kind.metrics()))
             .collect();
         let config = self.dir.join("prometheus.yml");
         std::fs::write(
@@ -336,9 +412,15 @@ impl BesideServer for Beside<'_> {
             let settings = profiles::kernel_settings(&profile).map_err(|e| e.to_string())?;
             profiles::apply(client, &settings).map_err(|e| e.to_string())?;
         }
-        self.start_daemon(topology, false)?;
+        if self.configuration.front == Front::Proxy {
+            self.start_proxy(topology)?;
+        }
+        self.start_daemon(topology, DaemonKind::Told)?;
         if self.configuration.learn {
-            self.start_daemon(topology, true)?;
+            self.start_daemon(topology, DaemonKind::Learned)?;
+        }
+        if self.configuration.front == Front::Proxy {
+            self.start_daemon(topology, DaemonKind::Proxy)?;
         }
         self.start_prometheus(topology)
     }
@@ -349,8 +431,8 @@ impl BesideServer for Beside<'_> {
         let at_load_end: Vec<Option<f64>> = self
             .daemons
             .iter()
-            .map(|(learn, _, _)| {
-                let target = if *learn { LEARNED_METRICS } else { TOLD_METRICS };
+            .map(|(kind, _, _)| {
+                let target = kind.metrics();
                 let mut ignored = Scraped::default();
                 Self::query(
                     topology,
@@ -361,23 +443,30 @@ impl BesideServer for Beside<'_> {
                 )
             })
             .collect();
+        // The proxy stops first: it writes the rows it still holds, which
+        // its daemon reads within a poll.
+        if let Some(proxy) = self.proxy.take() {
+            proxy.shutdown(PROXY_GRACE);
+        }
         // A reload (SIGHUP) stops the capture, which hands over the
         // intervals still open, and starts a fresh one; the daemon goes on
-        // serving its metrics for the last scrapes.
-        for (learn, child, _) in &self.daemons {
+        // serving its metrics for the last scrapes. (The proxy's daemon
+        // has no capture: its rows are in already.)
+        for (kind, child, _) in &self.daemons {
+            if *kind == DaemonKind::Proxy {
+                continue;
+            }
             // SAFETY: kill(2) on our own child's pid.
             unsafe {
                 libc::kill(child.id() as libc::pid_t, libc::SIGHUP);
             }
-            let log = self.dir.join(format!(
-                "{}.log",
-                if *learn { "watch-learned" } else { "watch" }
-            ));
+            let log = self.dir.join(format!("{}.log", kind.name()));
             let started = Instant::now();
             while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("reloaded:")) {
                 if started.elapsed() > STOP_TIMEOUT {
                     self.problems.push(format!(
-                        "the daemon (learn = {learn}) did not log its reload within {STOP_TIMEOUT:?}"
+                        "the daemon {} did not log its reload within {STOP_TIMEOUT:?}",
+                        kind.name()
                     ));
                     break;
                 }
@@ -388,31 +477,22 @@ impl BesideServer for Beside<'_> {
         let mut scraped: Vec<Scraped> = self
             .daemons
             .iter()
-            .map(|(learn, _, _)| {
-                Self::scraped(
-                    topology,
-                    if *learn {
-                        LEARNED_METRICS
-                    } else {
-                        TOLD_METRICS
-                    },
-                )
-            })
+            .map(|(kind, _, _)| Self::scraped(topology, kind.metrics()))
             .collect();
         for (s, before) in scraped.iter_mut().zip(at_load_end) {
             s.histogram_count_at_load_end = before;
         }
-        for ((learn, mut child, jsonl), scraped) in std::mem::take(&mut self.daemons)
+        for ((kind, mut child, jsonl), scraped) in std::mem::take(&mut self.daemons)
             .into_iter()
             .zip(scraped.drain(..))
         {
             let exit = terminate(&mut child);
-            let name = if learn { "watch-learned" } else { "watch" };
+            let name = kind.name();
             let summary = std::fs::read_to_string(self.dir.join(format!("{name}.stdout.log")))
                 .ok()
                 .and_then(|text| serde_json::from_str(text.trim()).ok());
             self.finished.push(DaemonRun {
-                learn,
+                kind,
                 jsonl,
                 scraped,
                 summary,
@@ -442,6 +522,23 @@ impl Drop for Beside<'_> {
         }
         let _ = std::fs::remove_dir_all(&self.prometheus_data);
     }
+}
+
+/// The proxy's configuration: on the clients' address, before the server on
+/// [`BACKEND_PORT`], with `[certes]` on the daemons' `interval` into `log`.
+/// (`[utilization]` is required by the proxy's file; without `[sbac]`
+/// nothing reads it.)
+fn proxy_config(experiment: &Experiment, log: &Path) -> Result<String, String> {
+    let interval_ms = experiment
+        .interval_ms()
+        .map_err(|e| format!("experiment.interval: {e}"))?;
+    Ok(format!(
+        "listen = \"{SERVER_ADDR}:{SERVER_PORT}\"\nupstreams = [\"{SERVER_ADDR}:{BACKEND_PORT}\"]\n\
+         [limits]\nmax_connections = {PROXY_MAX_CONNECTIONS}\n\
+         [utilization]\nsource = \"occupancy\"\nconcurrency = {PROXY_MAX_CONNECTIONS}\n\
+         [certes]\nlog = \"{log}\"\ninterval_ms = {interval_ms}\n",
+        log = log.display(),
+    ))
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; how it ended.
@@ -575,6 +672,9 @@ pub fn run_configuration(
         vantage: vantage.to_path_buf(),
         dir: beside_dir.clone(),
         daemons: Vec::new(),
+        proxy: None,
+        gate_log: std::path::absolute(dir.join("testbed").join("gate.jsonl"))
+            .map_err(|e| LiveError::Io(format!("{}: {e}", dir.display())))?,
         prometheus: None,
         prometheus_data: beside_dir.join("prometheus-data"),
         finished: Vec::new(),
@@ -595,4 +695,59 @@ pub fn run_configuration(
         problems: std::mem::take(&mut beside.problems),
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certes_live::CertesLivePlan;
+    use vantage_live::proxy::ProxyConfig;
+    use vantage_live::watch::WatchConfig;
+
+    #[test]
+    fn the_proxy_and_its_daemon_get_files_they_accept() {
+        let plan = CertesLivePlan::from_toml(
+            include_str!("../../../../scenarios/certes-live/configurations.toml"),
+            "configurations.toml",
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join("p37-certes-live-files");
+        let text = proxy_config(&plan.experiment, &dir.join("proxy-certes.jsonl")).unwrap();
+        let proxy = ProxyConfig::from_toml(&text, "proxy.toml").unwrap();
+        assert_eq!(proxy.listen.port(), SERVER_PORT);
+        assert_eq!(proxy.upstreams[0].port(), BACKEND_PORT);
+        let certes = proxy.certes.expect("[certes]");
+        assert_eq!(certes.interval_ms, 250);
+        for configuration in plan
+            .configuration
+            .iter()
+            .filter(|c| c.front == Front::Proxy)
+        {
+            let beside = Beside {
+                configuration,
+                experiment: &plan.experiment,
+                vantage: PathBuf::new(),
+                dir: dir.clone(),
+                daemons: Vec::new(),
+                proxy: None,
+                gate_log: dir.join("gate.jsonl"),
+                prometheus: None,
+                prometheus_data: dir.join("prometheus-data"),
+                finished: Vec::new(),
+                problems: Vec::new(),
+            };
+            let (text, _) = beside.watch_config(DaemonKind::Proxy);
+            let watch = WatchConfig::from_toml(&text, "watch-proxy.toml")
+                .unwrap_or_else(|e| panic!("{}: {e}\n{text}", configuration.name));
+            assert!(watch.listeners.is_empty(), "{}", configuration.name);
+            assert_eq!(
+                text.contains("[gate]"),
+                configuration.drops != Drops::None,
+                "{}",
+                configuration.name
+            );
+            let (told, _) = beside.watch_config(DaemonKind::Told);
+            WatchConfig::from_toml(&told, "watch.toml").unwrap();
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! judge the daemon's output (the testbed experiment). Unknown fields are
 //! ignored, so older readers keep working when fields are added. The
 //! `[proxy]` input's lines (`super::proxy_input`, which start with
-//! `{"source":`) are another series and are skipped.
+//! `{"source":`) are another series: [`read_lines`] skips them,
+//! [`read_proxy_lines`] reads only them.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -41,8 +42,11 @@ pub struct WatchLine {
     #[serde(default)]
     pub exact_gave_up: Option<u64>,
     pub kernel: Option<KernelLine>,
+    /// 0 on the proxy input's lines (no capture).
+    #[serde(default)]
     pub ring_drops_total: u64,
-    /// `configured` or `learned`.
+    /// `configured` or `learned`; empty on the proxy input's lines.
+    #[serde(default)]
     pub model: String,
     #[serde(default)]
     pub learned: Option<LearnedLine>,
@@ -96,9 +100,19 @@ pub enum LinesError {
     TooMany { path: PathBuf },
 }
 
-/// Every line of the file, in order; an empty line is skipped, a line that
-/// does not parse is an error naming it.
+/// Every line of the capture's series, in order; an empty line is
+/// skipped, a line that does not parse is an error naming it.
 pub fn read_lines(path: &Path) -> Result<Vec<WatchLine>, LinesError> {
+    read_series(path, false)
+}
+
+/// Every line of the `[proxy]` input's series (`"source": "proxy"`), in
+/// order, as [`read_lines`] reads the capture's.
+pub fn read_proxy_lines(path: &Path) -> Result<Vec<WatchLine>, LinesError> {
+    read_series(path, true)
+}
+
+fn read_series(path: &Path, proxy: bool) -> Result<Vec<WatchLine>, LinesError> {
     let io = |source| LinesError::Io {
         path: path.to_path_buf(),
         source,
@@ -129,7 +143,7 @@ pub fn read_lines(path: &Path) -> Result<Vec<WatchLine>, LinesError> {
             continue;
         }
         // The proxy input's lines: `source` is their first field.
-        if buffer.starts_with(b"{\"source\":") {
+        if buffer.starts_with(b"{\"source\":") != proxy {
             continue;
         }
         if lines.len() == MAX_LINES {
@@ -170,6 +184,12 @@ mod tests {
         std::fs::write(&path, format!("{good}\n{{\"t_start_s\": 1}}\n")).unwrap();
         let error = read_lines(&path).unwrap_err().to_string();
         assert!(error.contains("watch.jsonl:2:"), "{error}");
+        std::fs::write(&path, format!("{good}\n{proxy}\n{good}\n{proxy}\n")).unwrap();
+        let lines = read_proxy_lines(&path).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].accepted, 4);
+        assert_eq!(lines[1].estimate_mean_s, Some(0.2));
+        assert_eq!(read_lines(&path).unwrap().len(), 2);
         std::fs::remove_dir_all(&dir).ok();
     }
 }
