@@ -410,14 +410,14 @@ mod tests {
     fn the_longest_gap_and_its_start_are_kept() {
         let mut gaps = GapTracker::new(1.0);
         gaps.arrived(1.5); // first byte after 0.5 s
-        gaps.arrived(1.6);
-        gaps.arrived(4.6); // 3 s without a byte from 1.6
+        gaps.arrived(1.75);
+        gaps.arrived(4.75); // 3 s without a byte from 1.75
         gaps.arrived(5.0);
-        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.6));
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.75));
         // An idle pause between windows is not a gap.
         gaps.restart(20.0);
         gaps.arrived(21.0);
-        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.6));
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.75));
         // A stall: the open gap counts up to the failure.
         gaps.close_gap(45.0);
         assert_eq!((gaps.longest_s, gaps.longest_at_s), (24.0, 21.0));

@@ -252,7 +252,10 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
         out,
         "| variant | stalled | gap began p10 / p50 / p90 s | never a byte | traced | send buffer at gap p50 KiB | others' send buffer p50 KiB | in flight at gap p50 | < 4 in flight | RTO ≥ 2× | RTO ≥ 4× |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for (name, s) in variants {
         let _ = writeln!(
             out,
@@ -277,7 +280,13 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
 mod tests {
     use super::*;
 
-    fn sample(t_s: f64, send_buffer: u32, unacked: u32, rto_ms: u32, retrans: u32) -> ConnectionSample {
+    fn sample(
+        t_s: f64,
+        send_buffer: u32,
+        unacked: u32,
+        rto_ms: u32,
+        retrans: u32,
+    ) -> ConnectionSample {
         ConnectionSample {
             t_s,
             send_buffer,
@@ -338,10 +347,7 @@ mod tests {
         let mut traces = ConnectionTraces::new();
         traces.insert(
             "10.0.0.2:4000".parse().unwrap(),
-            vec![
-                sample(5.0, 8_000, 2, 210, 0),
-                sample(6.0, 8_000, 1, 840, 2),
-            ],
+            vec![sample(5.0, 8_000, 2, 210, 0), sample(6.0, 8_000, 1, 840, 2)],
         );
         traces.insert(
             "10.0.0.2:4001".parse().unwrap(),
@@ -380,6 +386,9 @@ mod tests {
         assert_eq!(back, rows);
         let mut table = String::new();
         render_stalls(&mut table, &[("ssbt", &s)], 20.0);
-        assert!(table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 |"), "{table}");
+        assert!(
+            table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 |"),
+            "{table}"
+        );
     }
 }

@@ -368,11 +368,11 @@ fn run_on(
 /// Empties the server namespace's TCP metrics cache before a variant,
 /// keeping what it held in `tcp_metrics-before.txt` in the variant's
 /// folder. The kernel caches each destination's RTT when a connection
-/// ends and starts the next connection to it from that RTT (RTO three
-/// times the cached RTT, not capped at `TCP_RTO_MAX`: 2026-11-26 it gave
-/// new client connections RTOs of 166–276 s). The client addresses are
-/// the same in every variant, so without this a variant would start
-/// from the state the ones before it left.
+/// ends and seeds the first RTO of the next connection to it from that
+/// cache; the client addresses are the same in every variant, so without
+/// this a variant starts from the state the ones before it left
+/// (docs/resources-live.md, 2026-11-26: SSBT variants run after the others
+/// got connections whose RTO read 166–276 s from their first sample on).
 fn fresh_tcp_metrics(topology: &Topology, run_dir: &Path) -> Result<(), LiveError> {
     let shown = topology
         .server
