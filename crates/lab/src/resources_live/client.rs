@@ -218,7 +218,12 @@ async fn download(
     };
     record.local = stream.local_addr().ok();
     let mut stream = stream;
-    let mut gaps = GapTracker::new(start_at_s);
+    let mut progress = Progress {
+        record,
+        gaps: GapTracker::new(start_at_s),
+        clock,
+        counter,
+    };
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vantage-resources-live\r\n\r\n",
         plan.uri, plan.target
@@ -228,7 +233,7 @@ async fn download(
     'windows: for (index, &(from, to)) in windows.iter().enumerate() {
         if from > Instant::now() {
             sleep_until(from).await;
-            gaps.restart(clock.now());
+            progress.gaps.restart(progress.clock.now());
         }
         let cut_at = (index == last).then_some(to);
         while Instant::now() < to {
@@ -238,27 +243,49 @@ async fn download(
                 &mut buffer,
                 plan,
                 cut_at,
-                &mut record,
-                &mut gaps,
-                &clock,
-                counter,
+                &mut progress,
             )
             .await
             {
-                Ok(Fetched::Whole) => record.objects += 1,
+                Ok(Fetched::Whole) => progress.record.objects += 1,
                 Ok(Fetched::Cut) => break 'windows,
                 Err(outcome) => {
-                    record.outcome = outcome;
-                    gaps.close_gap(clock.now());
+                    progress.record.outcome = outcome;
+                    progress.gaps.close_gap(progress.clock.now());
                     break 'windows;
                 }
             }
         }
     }
+    let Progress {
+        mut record, gaps, ..
+    } = progress;
     record.active_s = connected_at.elapsed().as_secs_f64();
     record.longest_gap_s = gaps.longest_s;
     record.longest_gap_at_s = gaps.longest_at_s;
     record
+}
+
+/// A download's record as it goes, its gaps, and the run's byte counter.
+struct Progress<'a> {
+    record: DownloadRecord,
+    gaps: GapTracker,
+    clock: Clock,
+    counter: &'a AtomicU64,
+}
+
+impl Progress<'_> {
+    /// A read of `body` response-body bytes arrived now (the head's bytes
+    /// count for the gaps, not as body).
+    fn arrived(&mut self, body: u64) {
+        let now_s = self.clock.now();
+        self.gaps.arrived(now_s);
+        if self.record.first_byte_s.is_none() {
+            self.record.first_byte_s = Some(now_s - self.record.start_at_s);
+        }
+        self.record.bytes += body;
+        self.counter.fetch_add(body, Ordering::Relaxed);
+    }
 }
 
 /// Seconds since the plan's first start.
@@ -291,10 +318,7 @@ async fn fetch(
     buffer: &mut [u8],
     plan: &DownloadPlan,
     cut_at: Option<Instant>,
-    record: &mut DownloadRecord,
-    gaps: &mut GapTracker,
-    clock: &Clock,
-    counter: &AtomicU64,
+    progress: &mut Progress<'_>,
 ) -> Result<Fetched, Outcome> {
     stream
         .write_all(request.as_bytes())
@@ -307,15 +331,14 @@ async fn fetch(
             Some(n) => n,
             None => return Ok(Fetched::Cut),
         };
-        arrived(record, gaps, clock);
         head.extend_from_slice(&buffer[..n]);
         if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
             let length = parse_head(&head[..end])?;
             let body = (head.len() - end - 4) as u64;
-            record.bytes += body;
-            counter.fetch_add(body, Ordering::Relaxed);
+            progress.arrived(body);
             break (length, body);
         }
+        progress.arrived(0);
         if head.len() > MAX_HEAD_BYTES {
             return Err(Outcome::Broken);
         }
@@ -325,24 +348,13 @@ async fn fetch(
             Some(n) => n as u64,
             None => return Ok(Fetched::Cut),
         };
-        arrived(record, gaps, clock);
         received += n;
-        record.bytes += n;
-        counter.fetch_add(n, Ordering::Relaxed);
+        progress.arrived(n);
     }
     if received > length {
         return Err(Outcome::Broken);
     }
     Ok(Fetched::Whole)
-}
-
-/// Notes a response byte's arrival now.
-fn arrived(record: &mut DownloadRecord, gaps: &mut GapTracker, clock: &Clock) {
-    let now_s = clock.now();
-    gaps.arrived(now_s);
-    if record.first_byte_s.is_none() {
-        record.first_byte_s = Some(now_s - record.start_at_s);
-    }
 }
 
 /// One read: `Some(n)` bytes, `None` when `cut_at` came first or the

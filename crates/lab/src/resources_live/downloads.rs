@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{DownloadRecord, Outcome};
 use super::plan::PathPlan;
+use super::report::quantile;
 use super::sampler::{ConnectionSample, ConnectionTraces};
 
 /// The proxy's connection to one client around its longest gap.
@@ -202,28 +203,18 @@ pub struct StallSummary {
     pub others_send_buffer_p50: u32,
 }
 
-fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
-}
-
 pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
     let stalled: Vec<&DownloadRow> = rows
         .iter()
         .filter(|r| r.outcome == Outcome::Stalled)
         .collect();
     let views: Vec<&ProxyView> = stalled.iter().filter_map(|r| r.proxy.as_ref()).collect();
-    let at: Vec<f64> = stalled.iter().map(|r| r.longest_gap_at_s).collect();
+    let mut at: Vec<f64> = stalled.iter().map(|r| r.longest_gap_at_s).collect();
     StallSummary {
         stalled: stalled.len() as u32,
-        gap_at_p10_s: percentile(&at, 0.10),
-        gap_at_p50_s: percentile(&at, 0.50),
-        gap_at_p90_s: percentile(&at, 0.90),
+        gap_at_p10_s: quantile(&mut at, 0.10),
+        gap_at_p50_s: quantile(&mut at, 0.50),
+        gap_at_p90_s: quantile(&mut at, 0.90),
         without_a_byte: stalled.iter().filter(|r| r.bytes == 0).count() as u32,
         traced: views.len() as u32,
         send_buffer_at_gap_p50: median(views.iter().map(|v| v.send_buffer_at_gap).collect())

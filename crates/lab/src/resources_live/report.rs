@@ -180,7 +180,7 @@ pub struct ResourcesReport {
 }
 
 /// Exact order statistic (nearest rank) of `values`, 0 when empty.
-fn quantile(values: &mut [f64], q: f64) -> f64 {
+pub(super) fn quantile(values: &mut [f64], q: f64) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
