@@ -368,11 +368,12 @@ fn run_on(
 /// Empties the server namespace's TCP metrics cache before a variant,
 /// keeping what it held in `tcp_metrics-before.txt` in the variant's
 /// folder. The kernel caches each destination's RTT when a connection
-/// ends and seeds the first RTO of the next connection to it from that
-/// cache; the client addresses are the same in every variant, so without
-/// this a variant starts from the state the ones before it left
-/// (docs/resources-live.md, 2026-11-26: SSBT variants run after the others
-/// got connections whose RTO read 166–276 s from their first sample on).
+/// ends and starts the next connection to it with an RTO of three times
+/// that RTT, not capped at `TCP_RTO_MAX`; the client addresses are the
+/// same in every variant, so without this a variant starts from the state
+/// the ones before it left (docs/resources-live.md, 2026-11-26: a 62-s RTT
+/// cached during `ssbt` gave the next variant's connections to that client
+/// 187-s RTOs).
 fn fresh_tcp_metrics(topology: &Topology, run_dir: &Path) -> Result<(), LiveError> {
     let shown = topology
         .server
