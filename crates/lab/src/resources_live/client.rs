@@ -27,7 +27,7 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 const READ_BYTES: usize = 16 * 1024;
 
 /// How a download ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Ran to the end of its last window without a failure.
@@ -48,18 +48,72 @@ impl Outcome {
     }
 }
 
-/// One download as the client saw it.
+/// One download as the client saw it. Times `*_at_s` count from the
+/// plan's `first_start`.
 #[derive(Clone, Debug, Serialize)]
 pub struct DownloadRecord {
     /// Index of the path (client namespace).
     pub path: usize,
+    /// The client's address and port (the proxy's peer on this
+    /// connection); `None` if the connect failed.
+    pub local: Option<SocketAddr>,
     pub outcome: Outcome,
     /// Body bytes received.
     pub bytes: u64,
     /// Objects received whole.
     pub objects: u64,
+    /// When the connect began.
+    pub start_at_s: f64,
     /// From the connect to the end (or the failure), seconds.
     pub active_s: f64,
+    /// From the connect to the first response byte; `None`: none came.
+    pub first_byte_s: Option<f64>,
+    /// The longest time without a response byte while one was due (from
+    /// the connect, or from the previous byte, to the next byte or to the
+    /// failure), and when it began.
+    pub longest_gap_s: f64,
+    pub longest_gap_at_s: f64,
+}
+
+/// The longest span without a byte, fed with each arrival.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GapTracker {
+    /// The last arrival (or the start), seconds.
+    last_s: f64,
+    pub longest_s: f64,
+    pub longest_at_s: f64,
+}
+
+impl GapTracker {
+    /// Waiting since `start_s`.
+    pub fn new(start_s: f64) -> GapTracker {
+        GapTracker {
+            last_s: start_s,
+            longest_s: 0.0,
+            longest_at_s: start_s,
+        }
+    }
+
+    /// A byte arrived at `now_s`.
+    pub fn arrived(&mut self, now_s: f64) {
+        self.close_gap(now_s);
+        self.last_s = now_s;
+    }
+
+    /// The wait ended at `now_s` without a byte (a failure): the open gap
+    /// counts up to it.
+    pub fn close_gap(&mut self, now_s: f64) {
+        let gap = now_s - self.last_s;
+        if gap > self.longest_s {
+            self.longest_s = gap;
+            self.longest_at_s = self.last_s;
+        }
+    }
+
+    /// Waiting again from `now_s` (a new request after an idle pause).
+    pub fn restart(&mut self, now_s: f64) {
+        self.last_s = now_s;
+    }
 }
 
 impl DownloadRecord {
@@ -136,23 +190,40 @@ async fn download(
     counter: &AtomicU64,
 ) -> DownloadRecord {
     sleep_until(start).await;
+    let connected_at = Instant::now();
+    let clock = Clock {
+        epoch: plan.first_start,
+    };
+    let start_at_s = clock.seconds(connected_at);
     let mut record = DownloadRecord {
         path: plan.path,
+        local: None,
         outcome: Outcome::Completed,
         bytes: 0,
         objects: 0,
+        start_at_s,
         active_s: 0.0,
+        first_byte_s: None,
+        longest_gap_s: 0.0,
+        longest_gap_at_s: start_at_s,
     };
-    let connected_at = Instant::now();
     let stream = match timeout_at(connected_at + plan.stall, TcpStream::connect(plan.target)).await
     {
         Ok(Ok(s)) => s,
         _ => {
             record.outcome = Outcome::ConnectFailed;
+            record.active_s = connected_at.elapsed().as_secs_f64();
             return record;
         }
     };
+    record.local = stream.local_addr().ok();
     let mut stream = stream;
+    let mut progress = Progress {
+        record,
+        gaps: GapTracker::new(start_at_s),
+        clock,
+        counter,
+    };
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vantage-resources-live\r\n\r\n",
         plan.uri, plan.target
@@ -160,7 +231,10 @@ async fn download(
     let mut buffer = vec![0u8; READ_BYTES];
     let last = windows.len().saturating_sub(1);
     'windows: for (index, &(from, to)) in windows.iter().enumerate() {
-        sleep_until(from.max(start)).await;
+        if from > Instant::now() {
+            sleep_until(from).await;
+            progress.gaps.restart(progress.clock.now());
+        }
         let cut_at = (index == last).then_some(to);
         while Instant::now() < to {
             match fetch(
@@ -169,22 +243,66 @@ async fn download(
                 &mut buffer,
                 plan,
                 cut_at,
-                &mut record,
-                counter,
+                &mut progress,
             )
             .await
             {
-                Ok(Fetched::Whole) => record.objects += 1,
+                Ok(Fetched::Whole) => progress.record.objects += 1,
                 Ok(Fetched::Cut) => break 'windows,
                 Err(outcome) => {
-                    record.outcome = outcome;
+                    progress.record.outcome = outcome;
+                    progress.gaps.close_gap(progress.clock.now());
                     break 'windows;
                 }
             }
         }
     }
+    let Progress {
+        mut record, gaps, ..
+    } = progress;
     record.active_s = connected_at.elapsed().as_secs_f64();
+    record.longest_gap_s = gaps.longest_s;
+    record.longest_gap_at_s = gaps.longest_at_s;
     record
+}
+
+/// A download's record as it goes, its gaps, and the run's byte counter.
+struct Progress<'a> {
+    record: DownloadRecord,
+    gaps: GapTracker,
+    clock: Clock,
+    counter: &'a AtomicU64,
+}
+
+impl Progress<'_> {
+    /// A read of `body` response-body bytes arrived now (the head's bytes
+    /// count for the gaps, not as body).
+    fn arrived(&mut self, body: u64) {
+        let now_s = self.clock.now();
+        self.gaps.arrived(now_s);
+        if self.record.first_byte_s.is_none() {
+            self.record.first_byte_s = Some(now_s - self.record.start_at_s);
+        }
+        self.record.bytes += body;
+        self.counter.fetch_add(body, Ordering::Relaxed);
+    }
+}
+
+/// Seconds since the plan's first start.
+struct Clock {
+    epoch: std::time::Instant,
+}
+
+impl Clock {
+    fn seconds(&self, at: Instant) -> f64 {
+        at.into_std()
+            .saturating_duration_since(self.epoch)
+            .as_secs_f64()
+    }
+
+    fn now(&self) -> f64 {
+        self.seconds(Instant::now())
+    }
 }
 
 enum Fetched {
@@ -200,8 +318,7 @@ async fn fetch(
     buffer: &mut [u8],
     plan: &DownloadPlan,
     cut_at: Option<Instant>,
-    record: &mut DownloadRecord,
-    counter: &AtomicU64,
+    progress: &mut Progress<'_>,
 ) -> Result<Fetched, Outcome> {
     stream
         .write_all(request.as_bytes())
@@ -218,10 +335,10 @@ async fn fetch(
         if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
             let length = parse_head(&head[..end])?;
             let body = (head.len() - end - 4) as u64;
-            record.bytes += body;
-            counter.fetch_add(body, Ordering::Relaxed);
+            progress.arrived(body);
             break (length, body);
         }
+        progress.arrived(0);
         if head.len() > MAX_HEAD_BYTES {
             return Err(Outcome::Broken);
         }
@@ -232,8 +349,7 @@ async fn fetch(
             None => return Ok(Fetched::Cut),
         };
         received += n;
-        record.bytes += n;
-        counter.fetch_add(n, Ordering::Relaxed);
+        progress.arrived(n);
     }
     if received > length {
         return Err(Outcome::Broken);
@@ -300,5 +416,29 @@ mod tests {
             Err(Outcome::Broken)
         );
         assert_eq!(parse_head(b"\xff"), Err(Outcome::Broken));
+    }
+
+    #[test]
+    fn the_longest_gap_and_its_start_are_kept() {
+        let mut gaps = GapTracker::new(1.0);
+        gaps.arrived(1.5); // first byte after 0.5 s
+        gaps.arrived(1.75);
+        gaps.arrived(4.75); // 3 s without a byte from 1.75
+        gaps.arrived(5.0);
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.75));
+        // An idle pause between windows is not a gap.
+        gaps.restart(20.0);
+        gaps.arrived(21.0);
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (3.0, 1.75));
+        // A stall: the open gap counts up to the failure.
+        gaps.close_gap(45.0);
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (24.0, 21.0));
+    }
+
+    #[test]
+    fn a_download_without_any_byte_waits_from_its_start() {
+        let mut gaps = GapTracker::new(2.0);
+        gaps.close_gap(22.0);
+        assert_eq!((gaps.longest_s, gaps.longest_at_s), (20.0, 2.0));
     }
 }

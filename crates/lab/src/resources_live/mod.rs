@@ -14,6 +14,7 @@
 //! see `docs/resources-live.md`.
 
 pub mod client;
+pub mod downloads;
 pub mod plan;
 mod report;
 mod run;
@@ -34,7 +35,8 @@ pub type ResourcesLiveError = ExperimentError<plan::PlanError, LiveError>;
 
 /// Reads the plan `file`, runs it (`quick`: its `[quick]` settings) and
 /// writes the results folder (`OUT` or `OUT/quick`): `report.json`,
-/// `table.md`, `memory.svg`, `manifest.json` and each run's files.
+/// `downloads.jsonl`, `table.md`, `memory.svg`, `manifest.json` and each
+/// run's files.
 pub fn run_file(
     file: &Path,
     quick: bool,

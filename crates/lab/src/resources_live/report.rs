@@ -11,8 +11,9 @@ use vantage_core::tcp::throughput::PathEstimate;
 use vantage_testbed::wan::WanStats;
 
 use super::client::{DownloadRecord, Outcome};
+use super::downloads::{self, DownloadRow, StallSummary};
 use super::plan::{Mode, ResourcesLivePlan, StepPlan, VariantPlan};
-use super::sampler::{BufferSample, MemorySample};
+use super::sampler::{BufferSample, MemorySample, Sampled};
 use crate::provenance::RunRecord;
 use crate::report::svg::{padded_bounds, DrawError, PALETTE};
 use crate::{LabError, ScenarioFile};
@@ -62,7 +63,14 @@ pub struct RunRow {
     /// The host's TCP memory reached 90 % of `tcp_mem`'s hard limit and
     /// the downloads were stopped there (`run_s` is then shorter).
     pub stopped_at_host_guard: bool,
+    /// The stalled downloads, from the per-download records.
+    pub stalls: StallSummary,
+    /// Samples of client connections beyond the trace cap.
+    pub untraced_samples: u64,
     pub samples: Vec<MemorySample>,
+    /// One per download; written to `downloads.jsonl`, not `report.json`.
+    #[serde(skip)]
+    pub downloads: Vec<DownloadRow>,
 }
 
 /// One path's downloads in one run.
@@ -167,10 +175,12 @@ pub struct ResourcesReport {
     /// 1-minute load average at the end.
     pub load_average: Option<f64>,
     pub duration_s: f64,
+    /// No byte for this long: a stalled download, seconds.
+    pub stall_s: f64,
 }
 
 /// Exact order statistic (nearest rank) of `values`, 0 when empty.
-fn quantile(values: &mut [f64], q: f64) -> f64 {
+pub(super) fn quantile(values: &mut [f64], q: f64) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -192,9 +202,16 @@ pub fn summarize(
     pool: Option<u64>,
     mode: &Mode,
     downloads: &[DownloadRecord],
-    samples: Vec<MemorySample>,
+    sampled: Sampled,
     run_s: f64,
 ) -> RunRow {
+    let Sampled {
+        memory: samples,
+        connections,
+        untraced_samples,
+    } = sampled;
+    let rows = downloads::rows(&variant.name, &mode.paths, downloads, &connections);
+    drop(connections);
     let mut failures = BTreeMap::new();
     for d in downloads.iter().filter(|d| d.outcome.is_failure()) {
         *failures.entry(outcome_name(d.outcome)).or_insert(0) += 1;
@@ -249,7 +266,10 @@ pub fn summarize(
             })
             .collect(),
         stopped_at_host_guard: false,
+        stalls: downloads::stall_summary(&rows),
+        untraced_samples,
         samples,
+        downloads: rows,
     }
 }
 
@@ -423,6 +443,7 @@ pub fn build(
         wan,
         load_average: load_average(),
         duration_s: 0.0,
+        stall_s: plan.run.stall_s,
     }
 }
 
@@ -513,6 +534,12 @@ pub fn render(r: &ResourcesReport) -> String {
             let _ = writeln!(out);
         }
     }
+    let stalls: Vec<(&str, &StallSummary)> = r
+        .rows
+        .iter()
+        .map(|row| (row.variant.as_str(), &row.stalls))
+        .collect();
+    downloads::render_stalls(&mut out, &stalls, r.stall_s);
     let _ = writeln!(
         out,
         "\nGoal (issue 24): SSBT at ≤ {:.0} % of autotune's peak kernel TCP memory with ≥ {:.0} % of its goodput.\n",
@@ -672,6 +699,12 @@ pub fn write_results(
     crate::error::create_dir(dir)?;
     let write = |name: &str, text: String| crate::error::write_file(dir, name, text);
     write("report.json", serde_json::to_string_pretty(report)? + "\n")?;
+    let rows: Vec<DownloadRow> = report
+        .rows
+        .iter()
+        .flat_map(|r| r.downloads.iter().cloned())
+        .collect();
+    write("downloads.jsonl", downloads::to_jsonl(&rows)?)?;
     write("table.md", render(report))?;
     let svg = dir.join("memory.svg");
     memory_svg(report, &svg).map_err(|e| LabError::WriteFile {
@@ -765,7 +798,10 @@ mod tests {
             run_s: 1.0,
             paths: Vec::new(),
             stopped_at_host_guard: false,
+            stalls: StallSummary::default(),
+            untraced_samples: 0,
             samples: Vec::new(),
+            downloads: Vec::new(),
         };
         let g = goals(&[
             row("autotune", 100, 10.0),

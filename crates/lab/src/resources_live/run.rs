@@ -278,6 +278,7 @@ fn run_on(
         let run_dir = dir.join(format!("{index}-{}", slug(&variant.name)));
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| LiveError::Io(format!("{}: {e}", run_dir.display())))?;
+        fresh_tcp_metrics(topology, &run_dir)?;
         let proxy = start_proxy(topology, &proxy_text(variant, pool, plan, total), &run_dir)?;
         let first = Instant::now() + START_DELAY;
         let end = first + Duration::from_secs_f64(mode.ramp_s + mode.duration_s);
@@ -327,16 +328,16 @@ fn run_on(
             .collect();
         let downloads = download_all(topology, plans, &bytes);
         stop.store(true, Ordering::Relaxed);
-        let samples = sampler.join().unwrap_or_default();
+        let sampled = sampler.join().unwrap_or_default();
         proxy.shutdown(Duration::from_millis(200));
         let downloads = downloads?;
         let stopped_early = guard.load(Ordering::Relaxed);
         let ran_s = if stopped_early {
-            samples.last().map_or(0.0, |s| s.t_s)
+            sampled.memory.last().map_or(0.0, |s| s.t_s)
         } else {
             (end - first).as_secs_f64()
         };
-        let mut row = report::summarize(variant, pool, mode, &downloads, samples, ran_s);
+        let mut row = report::summarize(variant, pool, mode, &downloads, sampled, ran_s);
         row.stopped_at_host_guard = stopped_early;
         progress(&format!(
             "    peak {:.1} MiB (proxy sockets), {:.1} Mbit/s, {} of {} failed",
@@ -362,6 +363,30 @@ fn run_on(
         step,
         WanSummary::from_stats(&wan_stats),
     ))
+}
+
+/// Empties the server namespace's TCP metrics cache before a variant,
+/// keeping what it held in `tcp_metrics-before.txt` in the variant's
+/// folder. The kernel caches each destination's RTT when a connection
+/// ends and starts the next connection to it with an RTO of three times
+/// that RTT, not capped at `TCP_RTO_MAX`; the client addresses are the
+/// same in every variant, so without this a variant starts from the state
+/// the ones before it left (docs/resources-live.md, 2026-11-26: a 62-s RTT
+/// cached during `ssbt` gave the next variant's connections to that client
+/// 187-s RTOs).
+fn fresh_tcp_metrics(topology: &Topology, run_dir: &Path) -> Result<(), LiveError> {
+    let shown = topology
+        .server
+        .ip(&["tcp_metrics", "show"])
+        .map_err(|e| LiveError::Netns(format!("ip tcp_metrics show: {e}")))?;
+    let file = run_dir.join("tcp_metrics-before.txt");
+    std::fs::write(&file, &shown.stdout)
+        .map_err(|e| LiveError::Io(format!("{}: {e}", file.display())))?;
+    topology
+        .server
+        .ip(&["tcp_metrics", "flush", "all"])
+        .map_err(|e| LiveError::Netns(format!("ip tcp_metrics flush all: {e}")))?;
+    Ok(())
 }
 
 fn slug(name: &str) -> String {

@@ -113,6 +113,45 @@ pub struct MemorySample {
     pub client_bytes: u64,
 }
 
+/// Most client connections whose state is traced in one run; those
+/// accepted beyond it are counted in [`Sampled::untraced_samples`].
+pub const MAX_TRACED_CONNECTIONS: usize = 20_000;
+
+/// One client connection of the proxy at one memory sample, as the kernel
+/// reports it (`SO_MEMINFO`, `TCP_INFO`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ConnectionSample {
+    pub t_s: f64,
+    /// `SO_SNDBUF` as the kernel holds it (twice what was set), bytes.
+    pub send_buffer: u32,
+    /// Bytes queued for sending (sent and not acknowledged, or not sent).
+    pub send_queued: u32,
+    /// Segments sent and not acknowledged.
+    pub unacked: u32,
+    pub cwnd: u32,
+    pub mss: u32,
+    pub rtt_us: u32,
+    /// The retransmission time-out; Linux doubles it at each back-off
+    /// (`icsk_rto`), so its growth over the connection's smallest value
+    /// counts consecutive time-outs.
+    pub rto_us: u32,
+    /// `tcpi_total_retrans`: segments retransmitted so far.
+    pub total_retrans: u32,
+}
+
+/// The proxy's client connections over a run, by peer (the client's
+/// address and port), samples in time order.
+pub type ConnectionTraces = std::collections::HashMap<SocketAddr, Vec<ConnectionSample>>;
+
+/// What [`sample_memory`] gathered.
+#[derive(Clone, Debug, Default)]
+pub struct Sampled {
+    pub memory: Vec<MemorySample>,
+    pub connections: ConnectionTraces,
+    /// Samples of client connections not traced: first seen after [`MAX_TRACED_CONNECTIONS`] were.
+    pub untraced_samples: u64,
+}
+
 /// The host's TCP memory at which a run is stopped early: 90 % of
 /// `net.ipv4.tcp_mem`'s hard limit (above it every TCP socket on the
 /// machine is refused memory), in bytes; `None` where it cannot be read.
@@ -123,6 +162,8 @@ pub fn host_guard_bytes() -> Option<u64> {
 
 /// Samples every `period` until `stop`; `t_s` counts from `epoch`. Sets
 /// `guard_tripped` once the host's TCP memory reaches `guard_bytes`.
+/// Traces each client connection's send side too (one `TCP_INFO` more per
+/// connection and sample).
 pub fn sample_memory(
     sockets: ProxySockets,
     period: Duration,
@@ -131,9 +172,9 @@ pub fn sample_memory(
     client_bytes: &AtomicU64,
     guard_bytes: Option<u64>,
     guard_tripped: &AtomicBool,
-) -> Vec<MemorySample> {
+) -> Sampled {
     let page = tcp_info::page_size();
-    let mut samples = Vec::new();
+    let mut sampled = Sampled::default();
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let mut sample = MemorySample {
@@ -151,13 +192,16 @@ pub fn sample_memory(
                 sample.proxy_sockets += 1;
                 if socket.client_side {
                     sample.proxy_client_bytes += bytes;
+                    if let Some(peer) = socket.peer {
+                        trace(&mut sampled, peer, sample.t_s, &m, borrowed(socket.fd));
+                    }
                 }
             }
         }
         if guard_bytes.is_some_and(|g| sample.host_tcp_bytes >= g) {
             guard_tripped.store(true, Ordering::Relaxed);
         }
-        samples.push(sample);
+        sampled.memory.push(sample);
         next += period;
         let now = Instant::now();
         if next > now {
@@ -166,7 +210,42 @@ pub fn sample_memory(
             next = now;
         }
     }
-    samples
+    sampled
+}
+
+/// Adds one sample of the client connection to `peer`.
+fn trace(
+    sampled: &mut Sampled,
+    peer: SocketAddr,
+    t_s: f64,
+    memory: &tcp_info::SocketMemory,
+    fd: BorrowedFd<'_>,
+) {
+    let Ok(info) = tcp_info::tcp_info(fd) else {
+        return;
+    };
+    let traced = sampled.connections.len();
+    let samples = match sampled.connections.entry(peer) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            if traced >= MAX_TRACED_CONNECTIONS {
+                sampled.untraced_samples += 1;
+                return;
+            }
+            e.insert(Vec::new())
+        }
+    };
+    samples.push(ConnectionSample {
+        t_s,
+        send_buffer: memory.sndbuf,
+        send_queued: memory.wmem_queued,
+        unacked: info.unacked,
+        cwnd: info.snd_cwnd,
+        mss: info.snd_mss,
+        rtt_us: info.rtt_us,
+        rto_us: info.rto_us,
+        total_retrans: info.total_retrans,
+    });
 }
 
 /// One client connection of the step run at one instant.
