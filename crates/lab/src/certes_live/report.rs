@@ -163,6 +163,11 @@ fn relative(estimate: Option<f64>, truth: Option<f64>) -> Option<f64> {
     }
 }
 
+/// The mean of the per-bin tracking errors (none without bins).
+fn mean(errors: &[f64]) -> Option<f64> {
+    (!errors.is_empty()).then(|| errors.iter().sum::<f64>() / errors.len() as f64)
+}
+
 /// Transaction-weighted mean of the lines' means.
 fn weighted(
     lines: &[&WatchLine],
@@ -232,8 +237,7 @@ fn proxy_stream(
     ProxyStream {
         within_bound: relative_error.is_some_and(|e| e.abs() <= CERTES_BOUND),
         relative_error,
-        tracking_mean_abs_error: (!bin_errors.is_empty())
-            .then(|| bin_errors.iter().sum::<f64>() / bin_errors.len() as f64),
+        tracking_mean_abs_error: mean(bin_errors),
         tracking_max_abs_error: bin_errors.iter().copied().reduce(f64::max),
         syn_to_end_relative_error: relative(daemon.syn_to_end_mean_s, truth_mean),
         p90_relative_error: relative(scraped.p90_s, truth_p90),
@@ -434,8 +438,7 @@ pub fn row(configuration: &Configuration, run: &ConfigurationRun) -> Result<Row,
         truth_mixture: per_profile,
         within_bound: relative_error.is_some_and(|e| e.abs() <= CERTES_BOUND),
         relative_error,
-        tracking_mean_abs_error: (!errors.is_empty())
-            .then(|| errors.iter().sum::<f64>() / errors.len() as f64),
+        tracking_mean_abs_error: mean(&errors),
         tracking_max_abs_error: errors.iter().copied().reduce(f64::max),
         p90_relative_error: relative(scraped.p90_s, truth_p90),
         p99_relative_error: relative(scraped.p99_s, truth_p99),

@@ -176,6 +176,17 @@ impl Beside<'_> {
     fn watch_config(&self, kind: DaemonKind) -> (String, PathBuf) {
         let name = kind.name();
         let jsonl = self.dir.join(format!("{name}.jsonl"));
+        // What every daemon of the run is told alike.
+        let common = format!(
+            "interval = \"{interval}\"\nprofile = \"{told}\"\nfrustration_timeout = \"{fto}s\"\n\
+             metrics_listen = \"{metrics}\"\nlog = \"{log}\"\njsonl = \"{jsonl}\"\n",
+            interval = self.experiment.interval,
+            told = self.configuration.told(),
+            fto = self.experiment.frustration_timeout_s,
+            metrics = kind.metrics(),
+            log = self.dir.join(format!("{name}.log")).display(),
+            jsonl = jsonl.display(),
+        );
         if kind == DaemonKind::Proxy {
             let gate = match self.configuration.drops {
                 Drops::Abacus | Drops::Tbf => {
@@ -184,15 +195,7 @@ impl Beside<'_> {
                 Drops::AcceptQueue | Drops::None => String::new(),
             };
             let text = format!(
-                "interval = \"{interval}\"\nprofile = \"{told}\"\nfrustration_timeout = \"{fto}s\"\n\
-                 metrics_listen = \"{metrics}\"\nlog = \"{log}\"\njsonl = \"{jsonl}\"\n\
-                 [proxy]\nlog = \"{proxy_log}\"\n{gate}",
-                interval = self.experiment.interval,
-                told = self.configuration.told(),
-                fto = self.experiment.frustration_timeout_s,
-                metrics = kind.metrics(),
-                log = self.dir.join(format!("{name}.log")).display(),
-                jsonl = jsonl.display(),
+                "{common}[proxy]\nlog = \"{proxy_log}\"\n{gate}",
                 proxy_log = self.proxy_log().display(),
             );
             return (text, jsonl);
@@ -204,15 +207,8 @@ impl Beside<'_> {
             "none"
         };
         let text = format!(
-            "listeners = [\"{SERVER_ADDR}:80\"]\ninterface = \"{HOST_IFACE}\"\ninterval = \"{interval}\"\n\
-             profile = \"{told}\"\nfrustration_timeout = \"{fto}s\"\nnetwork_loss = \"{loss}\"\n\
-             learn = {learn}\nmetrics_listen = \"{metrics}\"\nlog = \"{log}\"\njsonl = \"{jsonl}\"\n",
-            interval = self.experiment.interval,
-            told = self.configuration.told(),
-            fto = self.experiment.frustration_timeout_s,
-            metrics = kind.metrics(),
-            log = self.dir.join(format!("{name}.log")).display(),
-            jsonl = jsonl.display(),
+            "listeners = [\"{SERVER_ADDR}:80\"]\ninterface = \"{HOST_IFACE}\"\n\
+             network_loss = \"{loss}\"\nlearn = {learn}\n{common}"
         );
         (text, jsonl)
     }
