@@ -555,15 +555,18 @@ pub fn render(report: &CertesLiveReport) -> String {
             ));
         }
     }
-    let proxied: Vec<&Row> = report.rows.iter().filter(|r| r.proxy.is_some()).collect();
+    let proxied: Vec<(&Row, &ProxyStream)> = report
+        .rows
+        .iter()
+        .filter_map(|r| r.proxy.as_ref().map(|p| (r, p)))
+        .collect();
     if !proxied.is_empty() {
         out.push_str(
             "\nThe proxy's Certes stream (`front = \"proxy\"`: a third daemon fed by the proxy's `[certes]` log, with the gate's log when a gate drops; no capture), against the same clients' record\n\n",
         );
         out.push_str("| configuration | drops | truth mean s | capture's estimate s (error) | proxy stream's estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | accepted/dropped/completed (proxy rows) | intervals |\n");
         out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for r in proxied {
-            let p = r.proxy.as_ref().expect("filtered");
+        for (r, p) in proxied {
             let d = &p.daemon;
             out.push_str(&format!(
                 "| {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{}/{} | {} |\n",
