@@ -425,7 +425,7 @@ mod tests {
     use super::*;
     use vantage_testbed::spec::TestbedSpec;
 
-    const FILES: [(&str, &str); 3] = [
+    const FILES: [(&str, &str); 4] = [
         (
             "configurations.toml",
             include_str!("../../../../scenarios/certes-live/configurations.toml"),
@@ -437,6 +437,10 @@ mod tests {
         (
             "smoke.toml",
             include_str!("../../../../scenarios/certes-live/smoke.toml"),
+        ),
+        (
+            "proxy.toml",
+            include_str!("../../../../scenarios/certes-live/proxy.toml"),
         ),
     ];
 
