@@ -37,8 +37,12 @@ pub struct TcpInfo {
     pub rto_us: u32,
     pub snd_mss: u32,
     pub rcv_mss: u32,
-    /// Segments sent and not yet acknowledged.
+    /// Segments sent and not yet acknowledged; on a listening socket, the
+    /// connections waiting in its accept queue.
     pub unacked: u32,
+    /// `tcpi_sacked`: segments selectively acknowledged; on a listening
+    /// socket, its backlog (`listen(2)`'s, capped by `somaxconn`).
+    pub sacked: u32,
     /// `tcpi_last_ack_recv`: milliseconds (a jiffy's resolution) since the
     /// last segment carrying an ACK arrived. On a socket just accepted, the
     /// time since the handshake's final ACK created it, unless the client
@@ -105,6 +109,7 @@ impl TcpInfo {
             snd_mss: base(16)?,
             rcv_mss: base(20)?,
             unacked: base(24)?,
+            sacked: base(28)?,
             last_ack_recv_ms: base(56)?,
             rtt_us: base(68)?,
             rttvar_us: base(72)?,

@@ -23,6 +23,7 @@
 //! max_body_bytes = 10485760         # request body, enforced while streaming
 //! max_connections = 1024            # client connections at once; more are closed
 //! upstream_idle_connections = 64    # pooled idle connections per upstream
+//! listen_backlog = 4096             # the listener's SYN and accept queues (the kernel caps it at net.core.somaxconn)
 //! [sbac]                            # absent: no admission control
 //! strategy = "hybrid"               # stable | responsive | hybrid | predictive
 //! interval_s = 1.0                  # the ac-interval
@@ -73,6 +74,9 @@ use vantage_core::config;
 pub const MAX_UPSTREAMS: usize = 256;
 /// Most worker threads.
 pub const MAX_WORKERS: u64 = 256;
+/// `limits.listen_backlog` when not given: `net.core.somaxconn`'s default
+/// since Linux 5.4.
+pub const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
 /// The default rejection page.
 pub const DEFAULT_REJECT_PAGE: &str = "<!doctype html><title>Busy</title><h1>The site is busy</h1><p>Please come back in a little while.</p>\n";
 /// Largest rejection page accepted (it is sent for every rejection).
@@ -244,6 +248,7 @@ struct RawLimits {
     max_body_bytes: Option<f64>,
     max_connections: Option<f64>,
     upstream_idle_connections: Option<f64>,
+    listen_backlog: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -331,6 +336,15 @@ pub struct Limits {
     pub max_body_bytes: u64,
     pub max_connections: usize,
     pub upstream_idle_connections: usize,
+    /// `listen(2)`'s backlog: it bounds the accept queue and the SYN queue
+    /// (half-open connections) alike; beyond the SYN queue the kernel
+    /// answers with SYN cookies, and a handshake completed by a cookie
+    /// takes its first RTT sample from the echoed timestamp of the
+    /// SYN-ACK, which a lost ACK can stretch to tens of seconds (that RTT
+    /// then seeds the next connections to that client through the
+    /// kernel's metrics cache). nginx's default is 511, the Rust standard
+    /// library's 128; the kernel caps it at `net.core.somaxconn`.
+    pub listen_backlog: u32,
 }
 
 /// What a rejected new session gets.
@@ -515,6 +529,10 @@ impl ProxyConfig {
             upstream_idle_connections: match l.upstream_idle_connections {
                 Some(v) => c.whole("limits.upstream_idle_connections", v, 0.0, 65536.0)? as usize,
                 None => 64,
+            },
+            listen_backlog: match l.listen_backlog {
+                Some(v) => c.whole("limits.listen_backlog", v, 1.0, 65535.0)? as u32,
+                None => DEFAULT_LISTEN_BACKLOG,
             },
         };
         let utilization = utilization(&c, &raw.utilization)?;
@@ -908,6 +926,23 @@ mod tests {
 
     fn parse(text: &str) -> Result<ProxyConfig, ConfigError> {
         ProxyConfig::from_toml(text, "p.toml")
+    }
+
+    #[test]
+    fn the_listen_backlog_has_a_default_and_bounds() {
+        let base = "listen = \"127.0.0.1:8080\"\nupstreams = [\"127.0.0.1:9000\"]\n[utilization]\nconcurrency = 8\n";
+        assert_eq!(
+            parse(base).unwrap().limits.listen_backlog,
+            DEFAULT_LISTEN_BACKLOG
+        );
+        let c = parse(&format!("{base}\n[limits]\nlisten_backlog = 511\n")).unwrap();
+        assert_eq!(c.limits.listen_backlog, 511);
+        for bad in ["0", "65536", "1.5"] {
+            let e = parse(&format!("{base}\n[limits]\nlisten_backlog = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("`limits.listen_backlog`"), "{e}");
+        }
     }
 
     #[test]

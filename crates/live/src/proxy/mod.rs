@@ -180,6 +180,24 @@ fn open_log(path: &Option<PathBuf>) -> Result<Option<LogFile>, ProxyError> {
         .transpose()
 }
 
+/// A non-blocking listener on `address` with `SO_REUSEADDR` (a restart
+/// binds while old connections sit in TIME-WAIT) and the given backlog:
+/// the standard library's `TcpListener::bind` fixes it at 128.
+fn bind_listener(address: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    // The kernel caps it at net.core.somaxconn; the config caps it at 65535.
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
 impl Proxy {
     /// Binds, starts the runtime, the accept loop, the interval driver and
     /// the metrics endpoint.
@@ -191,8 +209,7 @@ impl Proxy {
             address: listen,
             source,
         };
-        let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
-        listener.set_nonblocking(true).map_err(bind_error)?;
+        let listener = bind_listener(listen, config.limits.listen_backlog).map_err(bind_error)?;
         let address = listener.local_addr().map_err(bind_error)?;
         let sbac = config
             .sbac
@@ -588,4 +605,19 @@ pub fn run(path: &Path, ready_file: Option<&Path>) -> Result<(), ProxyError> {
     proxy.shutdown(STOP_GRACE);
     drop(ready);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listener_takes_the_configured_backlog() {
+        // On a listening socket TCP_INFO's tcpi_sacked is its backlog.
+        for backlog in [7, 1000] {
+            let listener = bind_listener("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+            let info = vantage_sys::tcp_info::tcp_info(&listener).unwrap();
+            assert_eq!(info.sacked, backlog);
+        }
+    }
 }
