@@ -44,6 +44,14 @@ pub struct ProxyView {
     /// Segments retransmitted between the sample at the gap and the last
     /// one within it.
     pub retransmits_in_gap: u32,
+    /// The largest smoothed RTT over the connection's samples and when it
+    /// was read (s, as `t_s`), and the RTT at its last sample: a connection
+    /// closing with a smoothed RTT of tens of seconds leaves it in the
+    /// kernel's per-destination metrics cache, which seeds the next
+    /// connection's first RTO.
+    pub rtt_ms_max: f64,
+    pub rtt_max_at_s: f64,
+    pub rtt_ms_last: f64,
 }
 
 impl ProxyView {
@@ -108,6 +116,9 @@ pub fn proxy_view(samples: &[ConnectionSample], from_s: f64, gap_s: f64) -> Opti
         .filter(|s| s.t_s > from_s && s.t_s <= from_s + gap_s)
         .collect();
     let last = within.last().copied().unwrap_or(at);
+    let rtt_max = samples
+        .iter()
+        .fold(first, |max, s| if s.rtt_us > max.rtt_us { s } else { max });
     let ms = |us: u32| f64::from(us) / 1000.0;
     Some(ProxyView {
         samples: samples.len() as u32,
@@ -127,6 +138,9 @@ pub fn proxy_view(samples: &[ConnectionSample], from_s: f64, gap_s: f64) -> Opti
         rto_ms_max_in_gap: ms(within.iter().map(|s| s.rto_us).fold(at.rto_us, u32::max)),
         rto_ms_min: ms(samples.iter().map(|s| s.rto_us).min().unwrap_or(0)),
         retransmits_in_gap: last.total_retrans.saturating_sub(at.total_retrans),
+        rtt_ms_max: ms(rtt_max.rtt_us),
+        rtt_max_at_s: rtt_max.t_s,
+        rtt_ms_last: ms(samples.last().unwrap_or(first).rtt_us),
     })
 }
 
@@ -311,7 +325,10 @@ mod tests {
         let samples = vec![
             sample(9.0, 40_000, 20, 210, 3),
             sample(10.0, 8_000, 3, 210, 4),
-            sample(11.0, 6_000, 2, 420, 5),
+            ConnectionSample {
+                rtt_us: 25_000,
+                ..sample(11.0, 6_000, 2, 420, 5)
+            },
             sample(13.0, 6_000, 1, 1680, 7),
             sample(40.0, 50_000, 30, 210, 9),
         ];
@@ -326,6 +343,10 @@ mod tests {
         assert_eq!(v.backoffs_in_gap(), 3);
         assert_eq!(v.retransmits_in_gap, 3);
         assert_eq!(v.send_buffer_median, 8_000);
+        assert_eq!(
+            (v.rtt_ms_max, v.rtt_max_at_s, v.rtt_ms_last),
+            (25.0, 11.0, 10.0)
+        );
         // A gap before the first sample reads the first one.
         let v = proxy_view(&samples, 1.0, 2.0).unwrap();
         assert_eq!((v.send_buffer_at_gap, v.samples_in_gap), (40_000, 0));

@@ -29,6 +29,39 @@ pub const GOAL_REGROW_INTERVALS: u32 = 2;
 /// "Reached" means at least this share of the target.
 pub const REACHED_SHARE: f64 = 0.90;
 
+/// The server namespace's counters reported per variant: time-outs and
+/// their kinds, retransmissions the kernel could not send (a send buffer
+/// smaller than what lower layers still hold of the socket's segments
+/// refuses a retransmission: `TCPRetransFail`), SYN cookies and listener
+/// overflows (a backlog too small for the clients' connects).
+pub const KERNEL_COUNTERS: [&str; 9] = [
+    "Tcp.RetransSegs",
+    "TcpExt.TCPTimeouts",
+    "TcpExt.TCPLossProbes",
+    "TcpExt.TCPSpuriousRTOs",
+    "TcpExt.TCPRetransFail",
+    "TcpExt.TCPFastRetrans",
+    "TcpExt.TCPSlowStartRetrans",
+    "TcpExt.SyncookiesSent",
+    "TcpExt.ListenOverflows",
+];
+
+/// [`KERNEL_COUNTERS`] over a variant: after − before (a counter missing
+/// on this kernel is left out).
+pub fn kernel_counter_deltas(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    KERNEL_COUNTERS
+        .iter()
+        .filter_map(|name| {
+            let a = after.get(*name)?;
+            let b = before.get(*name).copied().unwrap_or(0);
+            Some((name.to_string(), a.saturating_sub(b)))
+        })
+        .collect()
+}
+
 /// One variant's run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunRow {
@@ -67,6 +100,9 @@ pub struct RunRow {
     pub stalls: StallSummary,
     /// Samples of client connections beyond the trace cap.
     pub untraced_samples: u64,
+    /// The server namespace's TCP counters over the variant (after −
+    /// before), those of [`KERNEL_COUNTERS`].
+    pub kernel_counters: BTreeMap<String, u64>,
     pub samples: Vec<MemorySample>,
     /// One per download; written to `downloads.jsonl`, not `report.json`.
     #[serde(skip)]
@@ -268,6 +304,7 @@ pub fn summarize(
         stopped_at_host_guard: false,
         stalls: downloads::stall_summary(&rows),
         untraced_samples,
+        kernel_counters: BTreeMap::new(),
         samples,
         downloads: rows,
     }
@@ -456,6 +493,37 @@ fn intervals(v: Option<u32>) -> String {
 }
 
 /// The tables, as Markdown.
+/// The server namespace's counters per variant, one column each.
+fn render_kernel_counters(out: &mut String, rows: &[RunRow]) {
+    if rows.iter().all(|r| r.kernel_counters.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nThe server namespace's TCP counters over each variant (`/proc/net/netstat`, `/proc/net/snmp`).\n"
+    );
+    let _ = write!(out, "| variant |");
+    for name in KERNEL_COUNTERS {
+        let _ = write!(out, " {} |", name.split_once('.').map_or(name, |(_, n)| n));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(KERNEL_COUNTERS.len()));
+    for row in rows {
+        let _ = write!(out, "| {} |", row.variant);
+        for name in KERNEL_COUNTERS {
+            match row.kernel_counters.get(name) {
+                Some(v) => {
+                    let _ = write!(out, " {v} |");
+                }
+                None => {
+                    let _ = write!(out, " – |");
+                }
+            }
+        }
+        let _ = writeln!(out);
+    }
+}
+
 pub fn render(r: &ResourcesReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -540,6 +608,7 @@ pub fn render(r: &ResourcesReport) -> String {
         .map(|row| (row.variant.as_str(), &row.stalls))
         .collect();
     downloads::render_stalls(&mut out, &stalls, r.stall_s);
+    render_kernel_counters(&mut out, &r.rows);
     let _ = writeln!(
         out,
         "\nGoal (issue 24): SSBT at ≤ {:.0} % of autotune's peak kernel TCP memory with ≥ {:.0} % of its goodput.\n",
@@ -800,6 +869,7 @@ mod tests {
             stopped_at_host_guard: false,
             stalls: StallSummary::default(),
             untraced_samples: 0,
+            kernel_counters: BTreeMap::new(),
             samples: Vec::new(),
             downloads: Vec::new(),
         };
@@ -812,5 +882,26 @@ mod tests {
         assert!(g[0].memory_met && g[0].goodput_met);
         let g = goals(&[row("autotune", 100, 10.0), row("ssbt", 60, 9.0)]);
         assert!(!g[0].memory_met && !g[0].goodput_met);
+    }
+
+    #[test]
+    fn kernel_counters_are_deltas_of_the_listed_ones() {
+        let counters = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let before = counters(&[("TcpExt.TCPTimeouts", 10), ("TcpExt.Other", 1)]);
+        let after = counters(&[
+            ("TcpExt.TCPTimeouts", 25),
+            ("TcpExt.TCPRetransFail", 3),
+            ("TcpExt.Other", 9),
+        ]);
+        let d = kernel_counter_deltas(&before, &after);
+        assert_eq!(
+            d,
+            counters(&[("TcpExt.TCPTimeouts", 15), ("TcpExt.TCPRetransFail", 3)])
+        );
+        let mut out = String::new();
+        render_kernel_counters(&mut out, &[]);
+        assert!(out.is_empty());
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vantage_live::proxy::{Proxy, ProxyConfig};
+use vantage_sys::proc_net;
 use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, StaticFile};
 use vantage_testbed::topology::{self, Topology, TopologyError, TopologySpec, SERVER_ADDR};
 use vantage_testbed::wan::{ClientPrefix, LinkConfig, LinkRule, RouterEmulator, WanConfig};
@@ -279,6 +280,7 @@ fn run_on(
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| LiveError::Io(format!("{}: {e}", run_dir.display())))?;
         fresh_tcp_metrics(topology, &run_dir)?;
+        let counters_before = server_counters(topology)?;
         let proxy = start_proxy(topology, &proxy_text(variant, pool, plan, total), &run_dir)?;
         let first = Instant::now() + START_DELAY;
         let end = first + Duration::from_secs_f64(mode.ramp_s + mode.duration_s);
@@ -339,6 +341,8 @@ fn run_on(
         };
         let mut row = report::summarize(variant, pool, mode, &downloads, sampled, ran_s);
         row.stopped_at_host_guard = stopped_early;
+        row.kernel_counters =
+            report::kernel_counter_deltas(&counters_before, &server_counters(topology)?);
         progress(&format!(
             "    peak {:.1} MiB (proxy sockets), {:.1} Mbit/s, {} of {} failed",
             row.peak_proxy_bytes as f64 / 1048576.0,
@@ -387,6 +391,15 @@ fn fresh_tcp_metrics(topology: &Topology, run_dir: &Path) -> Result<(), LiveErro
         .ip(&["tcp_metrics", "flush", "all"])
         .map_err(|e| LiveError::Netns(format!("ip tcp_metrics flush all: {e}")))?;
     Ok(())
+}
+
+/// The server namespace's `/proc/net/netstat` and `/proc/net/snmp`.
+fn server_counters(topology: &Topology) -> Result<proc_net::Counters, LiveError> {
+    topology
+        .server
+        .run(proc_net::read_thread_namespace_counters)
+        .map_err(|e| LiveError::Netns(format!("the server namespace's counters: {e}")))?
+        .map_err(|e| LiveError::Io(e.to_string()))
 }
 
 fn slug(name: &str) -> String {
