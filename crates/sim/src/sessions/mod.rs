@@ -53,7 +53,7 @@
 pub mod filemix;
 mod model;
 
-pub use model::{run, LengthBins, RunOutcome};
+pub use model::{run, LengthBins, RunOutcome, SegmentTrace};
 
 use serde::Serialize;
 use vantage_core::admission::session::{EwmaConfig, HybridConfig, PredictiveConfig};
@@ -124,6 +124,18 @@ impl LoadPattern {
         self.segments
             .iter()
             .fold(Nanos::ZERO, |t, s| t + s.duration)
+    }
+
+    /// The index of the segment holding `t`; `None` past the end.
+    pub fn index_at(&self, t: Nanos) -> Option<usize> {
+        let mut start = Nanos::ZERO;
+        for (index, s) in self.segments.iter().enumerate() {
+            start = start + s.duration;
+            if t < start {
+                return Some(index);
+            }
+        }
+        None
     }
 
     /// The load at `t` and when its segment ends; `None` past the end.
