@@ -130,7 +130,7 @@ impl LoadPattern {
     pub fn index_at(&self, t: Nanos) -> Option<usize> {
         let mut start = Nanos::ZERO;
         for (index, s) in self.segments.iter().enumerate() {
-            start = start + s.duration;
+            start += s.duration;
             if t < start {
                 return Some(index);
             }
