@@ -17,7 +17,10 @@
 //!
 //! Every session ends in exactly one [`SessionOutcome`]; sessions still
 //! running when the drain limit passes are `Unfinished`, counted, never
-//! dropped.
+//! dropped. A warm-up before the segments (the plan's schedule, which the
+//! simulator runs too) loads the backend with sessions that are run but
+//! not counted. Per segment the clients record what they sent and how late
+//! the open-loop generator started its arrivals ([`SegmentTraffic`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -48,7 +48,10 @@
 //!   measurement window, followed to their end (arrivals continue past the
 //!   window for a tail, then stop and the server drains). Per-second
 //!   figures divide by the window's length. In steady state this equals the
-//!   time average and avoids counting sessions cut by the horizon.
+//!   time average and avoids counting sessions cut by the horizon. Beside
+//!   it, [`SegmentTrace`] counts every session's arrivals, requests and the
+//!   server's busy time per segment of the load pattern (what the server
+//!   was offered over time).
 
 pub mod filemix;
 mod model;
