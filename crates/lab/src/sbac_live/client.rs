@@ -17,7 +17,10 @@
 //!
 //! Every session ends in exactly one [`SessionOutcome`]; sessions still
 //! running when the drain limit passes are `Unfinished`, counted, never
-//! dropped.
+//! dropped. A warm-up before the segments (the plan's schedule, which the
+//! simulator runs too) loads the backend with sessions that are run but
+//! not counted. Per segment the clients record what they sent and how late
+//! the open-loop generator started its arrivals ([`SegmentTraffic`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -55,8 +58,9 @@ pub enum SessionOutcome {
 /// One session as the client saw it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionRecord {
-    /// Index of the load segment the session arrived in.
-    pub segment: usize,
+    /// Index of the load segment the session arrived in; `None` for the
+    /// warm-up's sessions, which are run but not counted.
+    pub segment: Option<usize>,
     pub planned_requests: u32,
     /// Requests answered 2xx.
     pub ok_requests: u32,
@@ -66,7 +70,7 @@ pub struct SessionRecord {
 }
 
 /// A load segment: `sessions_per_s` for `seconds`.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Segment {
     pub sessions_per_s: f64,
     pub seconds: f64,
@@ -77,6 +81,9 @@ pub struct Segment {
 pub struct ClientPlan {
     pub target: SocketAddr,
     pub uri: String,
+    /// Before the segments, at the first load; its sessions are run, not
+    /// counted (`seconds` 0: none).
+    pub warmup: Segment,
     pub segments: Vec<Segment>,
     pub session_length_mean: f64,
     pub think_time_s: f64,
@@ -99,7 +106,72 @@ pub struct ClientResult {
     pub response_times_s: Vec<f64>,
     /// Arrivals not started because `max_sessions` was reached.
     pub not_started: u64,
+    /// From the pattern's start (after the warm-up) to the last session's
+    /// end or the drain limit, seconds.
     pub elapsed_s: f64,
+    /// What the clients sent during the warm-up and each segment.
+    pub warmup_traffic: SegmentTraffic,
+    pub traffic: Vec<SegmentTraffic>,
+}
+
+/// An arrival started later than this after its scheduled time counts as
+/// late (the generator fell behind its open-loop schedule).
+pub const LATE_ARRIVAL_S: f64 = 0.1;
+
+/// What the clients sent while one segment lasted, by the time it was
+/// sent: the offered load the backend saw, and whether the generator kept
+/// its schedule.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SegmentTraffic {
+    pub seconds: f64,
+    pub session_arrivals: u64,
+    /// Planned arrivals (the schedule's, before `max_sessions`).
+    pub planned_arrivals: u64,
+    /// Request attempts sent (retries included).
+    pub requests_sent: u64,
+    /// Attempts answered 2xx.
+    pub requests_ok: u64,
+    /// Arrivals started more than [`LATE_ARRIVAL_S`] after their time.
+    pub late_arrivals: u64,
+    /// Largest delay of an arrival past its time, seconds.
+    pub max_lateness_s: f64,
+}
+
+impl SegmentTraffic {
+    fn per_s(&self, n: u64) -> f64 {
+        if self.seconds > 0.0 {
+            n as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    pub fn sessions_per_s(&self) -> f64 {
+        self.per_s(self.session_arrivals)
+    }
+
+    pub fn requests_sent_per_s(&self) -> f64 {
+        self.per_s(self.requests_sent)
+    }
+
+    pub fn requests_ok_per_s(&self) -> f64 {
+        self.per_s(self.requests_ok)
+    }
+}
+
+/// The run's clock: when it started and where each slot (the warm-up,
+/// then each segment) ends, seconds from the start.
+struct Timeline {
+    start: Instant,
+    ends: Vec<f64>,
+}
+
+impl Timeline {
+    /// The slot holding `now` (0: the warm-up); `None` after the pattern.
+    fn slot(&self, now: Instant) -> Option<usize> {
+        let t = now.saturating_duration_since(self.start).as_secs_f64();
+        self.ends.iter().position(|&end| t < end)
+    }
 }
 
 #[derive(Debug)]
@@ -211,12 +283,26 @@ fn geometric(rng: &mut ChaCha8Rng, mean: f64) -> u32 {
 struct Shared {
     sessions: Vec<Option<SessionRecord>>,
     response_times_s: Vec<f64>,
+    /// The warm-up, then each segment.
+    traffic: Vec<SegmentTraffic>,
+}
+
+impl Shared {
+    fn count(&mut self, timeline: &Timeline, at: Instant, ok: bool) {
+        if let Some(t) = timeline.slot(at).and_then(|i| self.traffic.get_mut(i)) {
+            t.requests_sent += 1;
+            if ok {
+                t.requests_ok += 1;
+            }
+        }
+    }
 }
 
 async fn session(
     plan: Arc<ClientPlan>,
+    timeline: Arc<Timeline>,
     index: usize,
-    segment: usize,
+    segment: Option<usize>,
     length: u32,
     seed: u64,
     shared: Arc<Mutex<Shared>>,
@@ -239,8 +325,15 @@ async fn session(
         let started = Instant::now();
         let mut attempts = 0;
         loop {
-            let deadline = Instant::now() + Duration::from_secs_f64(plan.timeout_s);
-            match request(plan.target, &plan.uri, cookie.as_deref(), deadline).await {
+            let sent = Instant::now();
+            let deadline = sent + Duration::from_secs_f64(plan.timeout_s);
+            let attempt = request(plan.target, &plan.uri, cookie.as_deref(), deadline).await;
+            let ok = matches!(attempt, Attempt::Status(status, _) if (200..300).contains(&status));
+            shared
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .count(&timeline, sent, ok);
+            match attempt {
                 Attempt::Status(status, set) if (200..300).contains(&status) => {
                     if set.is_some() {
                         cookie = set;
@@ -275,7 +368,9 @@ async fn session(
         }
     }
     let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
-    if record.outcome != SessionOutcome::Rejected && record.outcome != SessionOutcome::FailedAtStart
+    if segment.is_some()
+        && record.outcome != SessionOutcome::Rejected
+        && record.outcome != SessionOutcome::FailedAtStart
     {
         shared.response_times_s.extend(times);
     }
@@ -292,38 +387,70 @@ pub fn run(plan: ClientPlan) -> std::io::Result<ClientResult> {
     Ok(runtime.block_on(async move {
         let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
         // The arrival schedule, open loop: a slow server does not slow it.
+        // Slot 0 is the warm-up, slot i + 1 the pattern's segment i.
+        let slots: Vec<Segment> = std::iter::once(plan.warmup)
+            .chain(plan.segments.iter().copied())
+            .collect();
         let mut arrivals: Vec<(f64, usize, u32)> = Vec::new();
+        let mut traffic: Vec<SegmentTraffic> = Vec::with_capacity(slots.len());
+        let mut ends = Vec::with_capacity(slots.len());
         let mut not_started = 0u64;
         let mut offset = 0.0;
-        for (index, segment) in plan.segments.iter().enumerate() {
+        for (slot, segment) in slots.iter().enumerate() {
+            let mut planned = 0u64;
             let mut t = offset;
             loop {
                 t += exponential(&mut rng, 1.0 / segment.sessions_per_s.max(1e-9));
                 if t >= offset + segment.seconds {
                     break;
                 }
+                planned += 1;
                 if arrivals.len() >= plan.max_sessions {
                     not_started += 1;
                     continue;
                 }
                 let length = geometric(&mut rng, plan.session_length_mean);
-                arrivals.push((t, index, length));
+                arrivals.push((t, slot, length));
             }
             offset += segment.seconds;
+            ends.push(offset);
+            traffic.push(SegmentTraffic {
+                seconds: segment.seconds,
+                planned_arrivals: planned,
+                ..SegmentTraffic::default()
+            });
         }
         let shared = Arc::new(Mutex::new(Shared {
             sessions: vec![None; arrivals.len()],
             response_times_s: Vec::new(),
+            traffic,
         }));
-        let start = Instant::now();
+        let timeline = Arc::new(Timeline {
+            start: Instant::now(),
+            ends,
+        });
+        let start = timeline.start;
         let mut tasks = Vec::with_capacity(arrivals.len());
-        for (index, (at, segment, length)) in arrivals.iter().copied().enumerate() {
-            tokio::time::sleep_until(start + Duration::from_secs_f64(at)).await;
+        for (index, (at, slot, length)) in arrivals.iter().copied().enumerate() {
+            let due = start + Duration::from_secs_f64(at);
+            tokio::time::sleep_until(due).await;
+            let late = Instant::now().saturating_duration_since(due).as_secs_f64();
+            {
+                let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(t) = shared.traffic.get_mut(slot) {
+                    t.session_arrivals += 1;
+                    t.max_lateness_s = t.max_lateness_s.max(late);
+                    if late > LATE_ARRIVAL_S {
+                        t.late_arrivals += 1;
+                    }
+                }
+            }
             let seed = plan.seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             tasks.push(tokio::spawn(session(
                 Arc::clone(&plan),
+                Arc::clone(&timeline),
                 index,
-                segment,
+                slot.checked_sub(1),
                 length,
                 seed,
                 Arc::clone(&shared),
@@ -338,15 +465,16 @@ pub fn run(plan: ClientPlan) -> std::io::Result<ClientResult> {
         for task in &tasks {
             task.abort();
         }
-        let elapsed_s = start.elapsed().as_secs_f64();
+        // From the pattern's start: the warm-up is not part of the run's time.
+        let elapsed_s = start.elapsed().as_secs_f64() - plan.warmup.seconds;
         let shared = shared.lock().unwrap_or_else(|e| e.into_inner());
         let sessions = shared
             .sessions
             .iter()
             .zip(&arrivals)
-            .map(|(s, (_, segment, length))| {
+            .map(|(s, (_, slot, length))| {
                 s.clone().unwrap_or(SessionRecord {
-                    segment: *segment,
+                    segment: slot.checked_sub(1),
                     planned_requests: *length,
                     ok_requests: 0,
                     outcome: SessionOutcome::Unfinished,
@@ -354,11 +482,19 @@ pub fn run(plan: ClientPlan) -> std::io::Result<ClientResult> {
                 })
             })
             .collect();
+        let mut traffic = shared.traffic.clone();
+        let warmup_traffic = if traffic.is_empty() {
+            SegmentTraffic::default()
+        } else {
+            traffic.remove(0)
+        };
         ClientResult {
             sessions,
             response_times_s: shared.response_times_s.clone(),
             not_started,
             elapsed_s,
+            warmup_traffic,
+            traffic,
         }
     }))
 }
@@ -424,6 +560,78 @@ mod tests {
         assert!(!complete(short));
         assert_eq!(parse(short), None);
         assert_eq!(parse(b"garbage"), None);
+    }
+
+    /// A local server that answers every request 200: the warm-up's
+    /// sessions run but carry no segment, every arrival is counted in its
+    /// slot of the schedule, and no reply is counted that was not sent.
+    #[test]
+    fn warmup_sessions_run_uncounted_and_traffic_is_counted_by_slot() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut buffer = [0u8; 1024];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            }
+        });
+        let result = run(ClientPlan {
+            target,
+            uri: "/".into(),
+            warmup: Segment {
+                sessions_per_s: 40.0,
+                seconds: 0.5,
+            },
+            segments: vec![
+                Segment {
+                    sessions_per_s: 40.0,
+                    seconds: 0.5,
+                },
+                Segment {
+                    sessions_per_s: 80.0,
+                    seconds: 0.5,
+                },
+            ],
+            session_length_mean: 2.0,
+            think_time_s: 0.01,
+            timeout_s: 1.0,
+            retries: 1,
+            drain_s: 5.0,
+            seed: 3,
+            max_sessions: 10_000,
+        })
+        .unwrap();
+        let warm = result
+            .sessions
+            .iter()
+            .filter(|s| s.segment.is_none())
+            .count() as u64;
+        assert!(warm > 0);
+        assert_eq!(warm, result.warmup_traffic.session_arrivals);
+        assert_eq!(result.traffic.len(), 2);
+        for (i, t) in result.traffic.iter().enumerate() {
+            let n = result
+                .sessions
+                .iter()
+                .filter(|s| s.segment == Some(i))
+                .count() as u64;
+            assert_eq!(n, t.session_arrivals, "segment {i}");
+            assert_eq!(t.planned_arrivals, t.session_arrivals);
+            assert!(t.requests_ok <= t.requests_sent);
+        }
+        assert!(result
+            .sessions
+            .iter()
+            .all(|s| s.outcome == SessionOutcome::Completed));
+        let sent: u64 = std::iter::once(&result.warmup_traffic)
+            .chain(&result.traffic)
+            .map(|t| t.requests_sent)
+            .sum();
+        let made: u64 = result.sessions.iter().map(|s| s.ok_requests as u64).sum();
+        assert!(sent <= made && sent > 0, "{sent} {made}");
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! The plan file of the live SBAC experiment (`scenarios/proxy/sbac-live.toml`).
 
 use serde::{Deserialize, Serialize};
+use vantage_core::admission::session::overhead::session_capacity;
 use vantage_core::config::Checker;
+
+use super::client::Segment;
+use crate::studies::sbac::warmup_s;
 
 /// One load pattern: loads as percent of the backend's measured capacity,
 /// each held for `segment_s`.
@@ -37,6 +41,14 @@ pub struct ClientsPlan {
     pub drain_s: f64,
     /// Sessions per run at most.
     pub max_sessions: usize,
+    /// Warm-up before the pattern, in session lives (mean length × think
+    /// time, at least 30 s unless 0): sessions arrive at the first
+    /// segment's load so that the pattern starts on a backend already
+    /// serving its steady share of sessions, as in the simulator's runs;
+    /// sessions that arrive in it are run, not counted. 0: the pattern
+    /// starts on an idle backend.
+    #[serde(default)]
+    pub warmup_lives: f64,
 }
 
 /// What `--quick` replaces.
@@ -47,6 +59,8 @@ pub struct QuickPlan {
     pub think_time_s: f64,
     pub drain_s: f64,
     pub capacity_s: f64,
+    #[serde(default)]
+    pub warmup_lives: f64,
     pub pattern: Vec<PatternPlan>,
 }
 
@@ -183,6 +197,13 @@ impl SbacLivePlan {
         range("clients.drain_s", self.clients.drain_s, 0.0, 3600.0)?;
         range("quick.drain_s", self.quick.drain_s, 0.0, 3600.0)?;
         range(
+            "clients.warmup_lives",
+            self.clients.warmup_lives,
+            0.0,
+            100.0,
+        )?;
+        range("quick.warmup_lives", self.quick.warmup_lives, 0.0, 100.0)?;
+        range(
             "clients.max_sessions",
             self.clients.max_sessions as f64,
             1.0,
@@ -261,6 +282,7 @@ impl SbacLivePlan {
                 think_time_s: self.quick.think_time_s,
                 drain_s: self.quick.drain_s,
                 capacity_s: self.quick.capacity_s,
+                warmup_lives: self.quick.warmup_lives,
             }
         } else {
             Mode {
@@ -269,6 +291,7 @@ impl SbacLivePlan {
                 think_time_s: self.clients.think_time_s,
                 drain_s: self.clients.drain_s,
                 capacity_s: self.backend.capacity_s,
+                warmup_lives: self.clients.warmup_lives,
             }
         }
     }
@@ -282,6 +305,45 @@ pub struct Mode {
     pub think_time_s: f64,
     pub drain_s: f64,
     pub capacity_s: f64,
+    /// Warm-up before each pattern, in session lives.
+    #[serde(default)]
+    pub warmup_lives: f64,
+}
+
+/// What the clients offer in one run: a warm-up at the first load (its
+/// sessions are not counted), then the pattern's segments. The live
+/// clients and the simulator both run it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// `seconds` is 0 without a warm-up.
+    pub warmup: Segment,
+    pub segments: Vec<Segment>,
+}
+
+impl Mode {
+    /// The schedule of `pattern` for sessions of mean length `mean` on a
+    /// backend of `capacity_rps`: a load of x % offers x % of the capacity
+    /// in sessions (Eq. 1, S_s = S_r / SesLength) as new sessions per
+    /// second.
+    pub fn schedule(&self, pattern: &PatternPlan, mean: f64, capacity_rps: f64) -> Schedule {
+        let sessions_per_s =
+            |load_pct: f64| load_pct / 100.0 * session_capacity(capacity_rps, mean);
+        let first = pattern.loads_pct.first().copied().unwrap_or(0.0);
+        Schedule {
+            warmup: Segment {
+                sessions_per_s: sessions_per_s(first),
+                seconds: warmup_s(self.warmup_lives, mean * self.think_time_s),
+            },
+            segments: pattern
+                .loads_pct
+                .iter()
+                .map(|&load| Segment {
+                    sessions_per_s: sessions_per_s(load),
+                    seconds: pattern.segment_s,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -294,6 +356,7 @@ mod tests {
             include_str!("../../../../scenarios/proxy/sbac-live.toml"),
             include_str!("../../../../scenarios/proxy/sbac-live-busy-day.toml"),
             include_str!("../../../../scenarios/proxy/sbac-live-usual-day.toml"),
+            include_str!("../../../../scenarios/proxy/sbac-live-busy-day-l50.toml"),
         ] {
             SbacLivePlan::from_toml(text, "s.toml").unwrap();
         }

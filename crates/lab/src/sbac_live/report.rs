@@ -11,6 +11,7 @@ use super::plan::{Mode, PatternPlan, SbacLivePlan, VariantKind, VariantPlan};
 use crate::provenance::RunRecord;
 use crate::studies::sbac::{SbacRow, NEGLIGIBLE_ABORTS_PCT, TABLE2};
 use crate::{Check, Criterion, LabError, ScenarioFile};
+use vantage_sim::sessions::SegmentTrace;
 
 /// Sessions by outcome, over some arrivals.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -77,9 +78,66 @@ pub struct RunSummary {
     pub response_p50_ms: Option<f64>,
     pub response_p99_ms: Option<f64>,
     pub by_load: Vec<LoadRow>,
+    /// The load offered in the warm-up (if any) and each segment.
+    pub traffic: Vec<TrafficRow>,
 }
 
 pub type LiveRow = RunSummary;
+
+/// What the clients offered the backend in one stretch of the schedule,
+/// live (sent by the clients) or simulated (sent by the simulated clients,
+/// with the simulated server's busy time).
+#[derive(Clone, Debug, Serialize)]
+pub struct TrafficRow {
+    /// `None` for the warm-up, else the pattern's segment index.
+    pub segment: Option<usize>,
+    pub load_pct: f64,
+    pub seconds: f64,
+    pub sessions_per_s: f64,
+    /// Request attempts sent per second, retries included.
+    pub requests_sent_per_s: f64,
+    /// Live: attempts answered 2xx per second; simulated: requests the
+    /// server finished per second.
+    pub replies_per_s: f64,
+    /// Simulated server's busy time over the segment, percent.
+    pub utilization_pct: Option<f64>,
+    /// Live: arrivals the generator started more than
+    /// `client::LATE_ARRIVAL_S` late, and the largest delay.
+    pub late_arrivals: Option<u64>,
+    pub max_lateness_s: Option<f64>,
+}
+
+fn live_traffic(
+    segment: Option<usize>,
+    load_pct: f64,
+    t: &super::client::SegmentTraffic,
+) -> TrafficRow {
+    TrafficRow {
+        segment,
+        load_pct,
+        seconds: t.seconds,
+        sessions_per_s: t.sessions_per_s(),
+        requests_sent_per_s: t.requests_sent_per_s(),
+        replies_per_s: t.requests_ok_per_s(),
+        utilization_pct: None,
+        late_arrivals: Some(t.late_arrivals),
+        max_lateness_s: Some(t.max_lateness_s),
+    }
+}
+
+fn simulated_traffic(segment: Option<usize>, t: &SegmentTrace) -> TrafficRow {
+    TrafficRow {
+        segment,
+        load_pct: t.load * 100.0,
+        seconds: t.seconds,
+        sessions_per_s: t.sessions_per_s(),
+        requests_sent_per_s: t.requests_sent_per_s(),
+        replies_per_s: t.requests_served_per_s(),
+        utilization_pct: Some(t.utilization_pct()),
+        late_arrivals: None,
+        max_lateness_s: None,
+    }
+}
 
 fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
@@ -109,9 +167,14 @@ pub(super) fn summarize(
     let mut counts = Counts::default();
     let mut useful_requests = 0u64;
     let mut by_segment = vec![Counts::default(); pattern.loads_pct.len()];
+    // The warm-up's sessions (no segment) loaded the backend; they are
+    // not counted.
     for s in &result.sessions {
+        let Some(segment) = s.segment else {
+            continue;
+        };
         add(&mut counts, s.outcome);
-        if let Some(c) = by_segment.get_mut(s.segment) {
+        if let Some(c) = by_segment.get_mut(segment) {
             add(c, s.outcome);
         }
         if s.outcome == SessionOutcome::Completed {
@@ -160,13 +223,34 @@ pub(super) fn summarize(
         // rates are over the whole run, arrivals to the last session's end.
         completed_sessions_per_s: counts.completed as f64 / result.elapsed_s.max(1e-9),
         useful_utilization_pct: pct(useful_requests as f64, capacity_rps * result.elapsed_s),
-        backend_cpu_pct: Some(100.0 * backend_cpu_s / result.elapsed_s.max(1e-9)),
+        // The CPU time is the whole client run's, the warm-up included.
+        backend_cpu_pct: Some(
+            100.0 * backend_cpu_s / (result.elapsed_s + result.warmup_traffic.seconds).max(1e-9),
+        ),
         response_p50_ms: quantile(&times, 0.5).map(|t| t * 1e3),
         response_p99_ms: quantile(&times, 0.99).map(|t| t * 1e3),
         counts,
         not_started: result.not_started,
         window_s: result.elapsed_s,
         by_load,
+        traffic: (result.warmup_traffic.seconds > 0.0)
+            .then(|| {
+                live_traffic(
+                    None,
+                    pattern.loads_pct.first().copied().unwrap_or(0.0),
+                    &result.warmup_traffic,
+                )
+            })
+            .into_iter()
+            .chain(
+                result
+                    .traffic
+                    .iter()
+                    .zip(&pattern.loads_pct)
+                    .enumerate()
+                    .map(|(i, (t, load))| live_traffic(Some(i), *load, t)),
+            )
+            .collect(),
     }
 }
 
@@ -181,8 +265,10 @@ fn add(c: &mut Counts, outcome: SessionOutcome) {
     }
 }
 
-/// A simulator row in the same shape.
-pub(super) fn from_simulator(row: &SbacRow) -> RunSummary {
+/// A simulator row in the same shape; `segments` is the number of the
+/// pattern's segments (the simulator's pattern is the warm-up, the
+/// segments, and a tail).
+pub(super) fn from_simulator(row: &SbacRow, segments: usize) -> RunSummary {
     let o = &row.outcome;
     let counts = Counts {
         attempted: o.offered_sessions,
@@ -214,6 +300,14 @@ pub(super) fn from_simulator(row: &SbacRow) -> RunSummary {
         response_p50_ms: None,
         response_p99_ms: None,
         by_load: Vec::new(),
+        traffic: o
+            .segments
+            .iter()
+            .take(segments + 1)
+            .enumerate()
+            .filter(|(i, t)| *i > 0 || t.seconds > 0.0)
+            .map(|(i, t)| simulated_traffic(i.checked_sub(1), t))
+            .collect(),
     }
 }
 
@@ -560,6 +654,7 @@ pub fn render(report: &LiveReport) -> String {
             }
         }
         let _ = writeln!(s);
+        render_traffic(&mut s, report, pattern);
     }
     let _ = writeln!(s, "### The paper's orderings\n");
     let _ = writeln!(s, "| pattern | L | claim | paper | live | holds (live) | simulator | holds (sim.) | criterion | why they differ |");
@@ -583,6 +678,51 @@ pub fn render(report: &LiveReport) -> String {
         );
     }
     s
+}
+
+/// The offered load by segment, the live clients beside the simulator's:
+/// sessions and request attempts sent per second, replies per second, the
+/// simulated server's utilization, and the live generator's lateness.
+fn render_traffic(s: &mut String, report: &LiveReport, pattern: &str) {
+    let _ = writeln!(
+        s,
+        "Offered load by segment (live: sent by the clients; sim.: the simulator's clients and server; \
+         w = the warm-up, not counted; late = arrivals started > {} s after their time):\n",
+        super::client::LATE_ARRIVAL_S
+    );
+    let _ = writeln!(s, "| L | variant | segment | load % | s | sessions/s | sim. sessions/s | requests sent/s | sim. requests sent/s | 2xx/s | sim. served/s | sim. util. % | late | max late s |");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in report.live.iter().filter(|r| r.pattern == pattern) {
+        let sim = r
+            .strategy
+            .as_deref()
+            .and_then(|st| find(&report.simulator, pattern, r.session_length_mean, st));
+        for t in &r.traffic {
+            let other = sim.and_then(|x| x.traffic.iter().find(|o| o.segment == t.segment));
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:.2} | {} | {:.1} | {} | {:.1} | {} | {} | {} | {} |",
+                r.session_length_mean,
+                r.variant,
+                t.segment.map_or("w".to_string(), |i| (i + 1).to_string()),
+                t.load_pct,
+                t.seconds,
+                t.sessions_per_s,
+                num(other.map(|o| o.sessions_per_s), 2),
+                t.requests_sent_per_s,
+                num(other.map(|o| o.requests_sent_per_s), 1),
+                t.replies_per_s,
+                num(other.map(|o| o.replies_per_s), 1),
+                num(other.and_then(|o| o.utilization_pct), 1),
+                t.late_arrivals.map_or("–".into(), |n| n.to_string()),
+                num(t.max_lateness_s, 3),
+            );
+        }
+    }
+    let _ = writeln!(s);
 }
 
 /// Writes `report.json`, `table.md` and `manifest.json` into `dir`.

@@ -11,7 +11,7 @@ use vantage_testbed::server::haproxy::{Haproxy, HaproxyConfig, HaproxyError};
 use vantage_testbed::server::nginx::{Nginx, NginxConfig, NginxError, NginxFront, StaticFile};
 use vantage_testbed::topology::{Topology, TopologyError, TopologySpec, SERVER_ADDR};
 
-use super::client::{self, ClientPlan, ClientResult, Segment};
+use super::client::{self, ClientPlan, ClientResult};
 use super::plan::{SbacLivePlan, UtilizationInput, VariantKind, VariantPlan};
 use super::report::{self, LiveReport, RunSummary};
 
@@ -270,18 +270,12 @@ fn run_on(
                     &backend_pids,
                     &run_dir,
                 )?;
-                let segments: Vec<Segment> = pattern
-                    .loads_pct
-                    .iter()
-                    .map(|load| Segment {
-                        sessions_per_s: load / 100.0 * capacity_rps / mean,
-                        seconds: pattern.segment_s,
-                    })
-                    .collect();
+                let schedule = mode.schedule(pattern, mean, capacity_rps);
                 let client_plan = ClientPlan {
                     target,
                     uri: PAGE.into(),
-                    segments,
+                    warmup: schedule.warmup,
+                    segments: schedule.segments,
                     session_length_mean: mean,
                     think_time_s: mode.think_time_s,
                     timeout_s: plan.clients.timeout_s,
@@ -329,10 +323,30 @@ fn simulate(
     mode: &super::plan::Mode,
     capacity_rps: f64,
 ) -> Result<Vec<RunSummary>, LiveError> {
-    use crate::studies::sbac::{run as sim_run, SbacScenario};
+    use crate::studies::sbac::run as sim_run;
     use vantage_sim::syn::Effort;
     let mut rows = Vec::new();
     for pattern in &mode.patterns {
+        let scenario = simulator_scenario(plan, mode, pattern, capacity_rps)?;
+        for row in sim_run(&[scenario], Effort { quick: true }, &|| {}) {
+            rows.push(report::from_simulator(&row, pattern.loads_pct.len()));
+        }
+    }
+    Ok(rows)
+}
+
+/// The simulator's scenario for one pattern of the plan.
+fn simulator_scenario(
+    plan: &SbacLivePlan,
+    mode: &super::plan::Mode,
+    pattern: &super::plan::PatternPlan,
+    capacity_rps: f64,
+) -> Result<crate::studies::sbac::SbacScenario, LiveError> {
+    use crate::studies::sbac::SbacScenario;
+    {
+        // The simulator runs the whole schedule, the warm-up included: it
+        // takes the warm-up from the same rule (`studies::sbac::warmup_s`)
+        // and its arrivals from the same Eq. 1.
         let means: Vec<String> = mode
             .session_length_means
             .iter()
@@ -342,6 +356,7 @@ fn simulate(
         let text = format!(
             "[scenario]\nstudy = \"sbac\"\nname = \"live-{name}\"\nfigure = \"live\"\n\
              title = \"live workload\"\nkind = \"pattern\"\nrepetitions = 3\nquick_repetitions = 3\n\
+             quick_warmup_lives = {warmup:?}\n\
              [workload]\nsession_length_means = [{means}]\n\
              [clients]\nthink_time_s = [{think:?}]\ntimeout_s = {timeout:?}\nretries = [{retries}]\n\
              [server]\ncapacity_rps = {capacity:?}\n\
@@ -350,6 +365,7 @@ fn simulate(
              [[pattern]]\nname = \"{name}\"\nloads_pct = [{loads}]\nsegment_s = {segment:?}\n\
              quick_segment_s = {segment:?}\n",
             name = pattern.name,
+            warmup = mode.warmup_lives,
             means = means.join(", "),
             think = mode.think_time_s.max(0.001),
             timeout = plan.clients.timeout_s,
@@ -360,11 +376,65 @@ fn simulate(
             loads = loads.join(", "),
             segment = pattern.segment_s,
         );
-        let scenario = SbacScenario::from_toml(&text, "sbac-live (simulator)")
-            .map_err(|e| LiveError::Simulator(e.to_string()))?;
-        for row in sim_run(&[scenario], Effort { quick: true }, &|| {}) {
-            rows.push(report::from_simulator(&row));
+        SbacScenario::from_toml(&text, "sbac-live (simulator)")
+            .map_err(|e| LiveError::Simulator(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client::Segment;
+    use super::*;
+    use vantage_sim::syn::Effort;
+
+    /// The live clients and the simulator offer the same sessions per
+    /// second over the same stretches of time, from the same start: the
+    /// simulator's whole load pattern (warm-up included) is the live
+    /// schedule.
+    #[test]
+    fn the_simulator_runs_the_live_schedule() {
+        let text = include_str!("../../../../scenarios/proxy/sbac-live-busy-day-l50.toml");
+        let mut plan = SbacLivePlan::from_toml(text, "busy.toml").unwrap();
+        let capacity = 412.7;
+        for (quick, warmup_lives) in [(false, 2.0), (false, 0.0), (true, 0.0), (true, 1.0)] {
+            plan.clients.warmup_lives = warmup_lives;
+            plan.quick.warmup_lives = warmup_lives;
+            let mode = plan.mode(quick);
+            for pattern in &mode.patterns {
+                for &mean in &mode.session_length_means {
+                    let schedule = mode.schedule(pattern, mean, capacity);
+                    let live: Vec<Segment> = std::iter::once(schedule.warmup)
+                        .chain(schedule.segments)
+                        .collect();
+                    let mut scenario = simulator_scenario(&plan, &mode, pattern, capacity).unwrap();
+                    scenario.session_length_means = vec![mean];
+                    let jobs = scenario.jobs(Effort { quick: true });
+                    let sim: Vec<(f64, f64)> = jobs[0]
+                        .config
+                        .pattern
+                        .segments
+                        .iter()
+                        .filter(|s| s.duration.0 > 0)
+                        .map(|s| (s.duration.as_secs_f64(), s.load * capacity / mean))
+                        .collect();
+                    let live: Vec<(f64, f64)> = live
+                        .iter()
+                        .filter(|s| s.seconds > 0.0)
+                        .map(|s| (s.seconds, s.sessions_per_s))
+                        .collect();
+                    assert_eq!(
+                        sim.len(),
+                        live.len(),
+                        "quick {quick}: sim {sim:?}, live {live:?}"
+                    );
+                    for (a, b) in sim.iter().zip(&live) {
+                        assert!(
+                            (a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6,
+                            "quick {quick}: sim {sim:?}, live {live:?}"
+                        );
+                    }
+                }
+            }
         }
     }
-    Ok(rows)
 }

@@ -48,12 +48,15 @@
 //!   measurement window, followed to their end (arrivals continue past the
 //!   window for a tail, then stop and the server drains). Per-second
 //!   figures divide by the window's length. In steady state this equals the
-//!   time average and avoids counting sessions cut by the horizon.
+//!   time average and avoids counting sessions cut by the horizon. Beside
+//!   it, [`SegmentTrace`] counts every session's arrivals, requests and the
+//!   server's busy time per segment of the load pattern (what the server
+//!   was offered over time).
 
 pub mod filemix;
 mod model;
 
-pub use model::{run, LengthBins, RunOutcome};
+pub use model::{run, LengthBins, RunOutcome, SegmentTrace};
 
 use serde::Serialize;
 use vantage_core::admission::session::{EwmaConfig, HybridConfig, PredictiveConfig};
@@ -124,6 +127,18 @@ impl LoadPattern {
         self.segments
             .iter()
             .fold(Nanos::ZERO, |t, s| t + s.duration)
+    }
+
+    /// The index of the segment holding `t`; `None` past the end.
+    pub fn index_at(&self, t: Nanos) -> Option<usize> {
+        let mut start = Nanos::ZERO;
+        for (index, s) in self.segments.iter().enumerate() {
+            start += s.duration;
+            if t < start {
+                return Some(index);
+            }
+        }
+        None
     }
 
     /// The load at `t` and when its segment ends; `None` past the end.

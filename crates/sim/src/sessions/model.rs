@@ -9,6 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 use std::collections::VecDeque;
+use vantage_core::admission::session::overhead::session_capacity;
 use vantage_core::admission::session::{
     EwmaController, HybridController, IntervalMeasurement, PredictiveController, SessionAdmission,
 };
@@ -108,6 +109,77 @@ impl LengthBins {
     }
 }
 
+/// What happened in one segment of the load pattern (warm-up and tail
+/// included), over every session, not only the measured cohort: the
+/// traffic the server was offered and the work it did while the segment
+/// lasted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SegmentTrace {
+    pub seconds: f64,
+    /// Offered load as a multiple of the capacity in sessions.
+    pub load: f64,
+    pub session_arrivals: u64,
+    /// Requests that left their clients (first sends and retries).
+    pub requests_sent: u64,
+    /// Requests the server finished (replies, wanted or not).
+    pub requests_served: u64,
+    /// Server busy time, seconds.
+    pub busy_s: f64,
+}
+
+impl SegmentTrace {
+    fn per_s(&self, n: f64) -> f64 {
+        if self.seconds > 0.0 {
+            n / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    pub fn sessions_per_s(&self) -> f64 {
+        self.per_s(self.session_arrivals as f64)
+    }
+
+    pub fn requests_sent_per_s(&self) -> f64 {
+        self.per_s(self.requests_sent as f64)
+    }
+
+    pub fn requests_served_per_s(&self) -> f64 {
+        self.per_s(self.requests_served as f64)
+    }
+
+    /// Busy time over the segment's length, percent.
+    pub fn utilization_pct(&self) -> f64 {
+        100.0 * self.per_s(self.busy_s)
+    }
+
+    /// The same segments of several runs, as one: counts and times add up.
+    pub fn pool(runs: &[&[SegmentTrace]]) -> Vec<SegmentTrace> {
+        let Some(first) = runs.first() else {
+            return Vec::new();
+        };
+        if runs.iter().any(|r| r.len() != first.len()) {
+            return Vec::new();
+        }
+        (0..first.len())
+            .map(|i| {
+                let mut t = SegmentTrace {
+                    load: first[i].load,
+                    ..SegmentTrace::default()
+                };
+                for r in runs {
+                    t.seconds += r[i].seconds;
+                    t.session_arrivals += r[i].session_arrivals;
+                    t.requests_sent += r[i].requests_sent;
+                    t.requests_served += r[i].requests_served;
+                    t.busy_s += r[i].busy_s;
+                }
+                t
+            })
+            .collect()
+    }
+}
+
 /// What one run measured (over the cohort of sessions arriving in the
 /// measurement window, and the server's work inside that window).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -158,6 +230,9 @@ pub struct RunOutcome {
     /// Events processed and virtual time simulated.
     pub events: u64,
     pub simulated_s: f64,
+    /// Each segment of the load pattern, in order (repetitions pooled by
+    /// [`SegmentTrace::pool`]; empty when the runs' patterns differ).
+    pub segments: Vec<SegmentTrace>,
 }
 
 impl RunOutcome {
@@ -229,6 +304,8 @@ impl RunOutcome {
         o.admitting_intervals_pct = weighted(|r| r.admitting_intervals_pct, window);
         o.time_to_first_rejection_s = mean_of(|r| r.time_to_first_rejection_s);
         o.admitted_rate_cv = mean_of(|r| r.admitted_rate_cv);
+        let traces: Vec<&[SegmentTrace]> = runs.iter().map(|r| r.segments.as_slice()).collect();
+        o.segments = SegmentTrace::pool(&traces);
         o
     }
 }
@@ -280,6 +357,8 @@ struct Sim<'a> {
     weight_samples: u64,
     first_rejection_after_step: Option<Nanos>,
     admitted_per_second: Vec<u32>,
+    /// Per pattern segment: arrivals, requests, busy time.
+    segments: Vec<SegmentTrace>,
 }
 
 impl Sim<'_> {
@@ -287,8 +366,31 @@ impl Sim<'_> {
         t >= self.cfg.measure_from && t < self.cfg.measure_to
     }
 
+    /// The trace of the pattern segment holding `t`; `None` past the end.
+    fn trace_at(&mut self, t: Nanos) -> Option<&mut SegmentTrace> {
+        let index = self.cfg.pattern.index_at(t)?;
+        self.segments.get_mut(index)
+    }
+
+    /// Adds the busy span [from, to) to the segments it overlaps.
+    fn trace_busy(&mut self, from: Nanos, to: Nanos) {
+        let cfg = self.cfg;
+        let mut start = Nanos::ZERO;
+        for (segment, trace) in cfg.pattern.segments.iter().zip(&mut self.segments) {
+            let end = start + segment.duration;
+            let (a, b) = (from.max(start), to.min(end));
+            if b > a {
+                trace.busy_s += (b - a).as_secs_f64();
+            }
+            start = end;
+        }
+    }
+
     fn next_arrival(&mut self, mut t: Nanos) -> Option<Nanos> {
-        let capacity_sessions = self.cfg.capacity_requests_per_s / self.cfg.session_length_mean;
+        let capacity_sessions = session_capacity(
+            self.cfg.capacity_requests_per_s,
+            self.cfg.session_length_mean,
+        );
         loop {
             let (load, end) = self.cfg.pattern.at(t)?;
             let rate = load * capacity_sessions;
@@ -308,6 +410,7 @@ impl Sim<'_> {
         if let Some(since) = self.busy_since {
             let from = since.max(self.interval_busy_from);
             self.interval.busy += now - from;
+            self.trace_busy(from, now);
             let w_from = from.max(self.cfg.measure_from);
             let w_to = now.min(self.cfg.measure_to);
             if w_to > w_from {
@@ -431,6 +534,9 @@ impl Sim<'_> {
 
     /// A request (first, next or retry) of session `s` leaves its client.
     fn send(&mut self, now: Nanos, s: u32, retry: bool) {
+        if let Some(trace) = self.trace_at(now) {
+            trace.requests_sent += 1;
+        }
         let timeout = self.cfg.timeout;
         let first = {
             let session = &mut self.sessions[s as usize];
@@ -540,6 +646,9 @@ impl Sim<'_> {
                 if in_window {
                     self.window_requests += 1;
                 }
+                if let Some(trace) = self.trace_at(now) {
+                    trace.requests_served += 1;
+                }
                 self.interval.session_requests += 1;
                 let think = Nanos::from_secs_f64(self.think.sample(&mut self.rng));
                 let wanted = self.wanted(&job);
@@ -631,6 +740,16 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         weight_samples: 0,
         first_rejection_after_step: None,
         admitted_per_second: Vec::new(),
+        segments: cfg
+            .pattern
+            .segments
+            .iter()
+            .map(|s| SegmentTrace {
+                seconds: s.duration.as_secs_f64(),
+                load: s.load,
+                ..SegmentTrace::default()
+            })
+            .collect(),
     };
     let pattern_end = cfg.pattern.end();
     if let Some(t) = sim.next_arrival(Nanos::ZERO) {
@@ -646,6 +765,9 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             Event::SessionArrival => {
                 if let Some(t) = sim.next_arrival(now) {
                     sim.queue.schedule(t, Event::SessionArrival);
+                }
+                if let Some(trace) = sim.trace_at(now) {
+                    trace.session_arrivals += 1;
                 }
                 let length = draw_length(&mut sim.rng, cfg.session_length_mean);
                 let id = sim.sessions.len() as u32;
@@ -713,6 +835,7 @@ fn summarize(sim: &Sim<'_>, events: u64, last: Nanos) -> RunOutcome {
         window_s,
         events,
         simulated_s: last.as_secs_f64(),
+        segments: sim.segments.clone(),
         ..RunOutcome::default()
     };
     let mut completed_bins = [0u64; 3];
@@ -844,6 +967,55 @@ mod tests {
         assert!((o.utilization_pct - 50.0).abs() < 4.0, "{o:?}");
         assert!((o.useful_utilization_pct - o.utilization_pct).abs() < 4.0);
         assert!((o.mean_completed_length / 5.0 - 1.0).abs() < 0.05);
+    }
+
+    /// The per-segment trace sees every arrival and request of the run,
+    /// splits busy time at segment boundaries, and follows the load: a
+    /// segment from an empty server offers fewer requests than the same
+    /// load after the sessions have built up.
+    #[test]
+    fn segment_trace_follows_the_pattern() {
+        let mut cfg = config(0.5, 5.0, Strategy::None);
+        cfg.pattern = LoadPattern {
+            segments: vec![
+                Segment {
+                    duration: Nanos::from_secs(10),
+                    load: 0.5,
+                },
+                Segment {
+                    duration: Nanos::from_secs(190),
+                    load: 0.5,
+                },
+                Segment {
+                    duration: Nanos::from_secs(200),
+                    load: 1.0,
+                },
+            ],
+        };
+        let o = run(&cfg);
+        let t = &o.segments;
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[1].load, 0.5);
+        // Arrivals at Load · capacity / mean: 100 and 200 sessions/s.
+        assert!((t[1].sessions_per_s() / 100.0 - 1.0).abs() < 0.05, "{t:?}");
+        assert!((t[2].sessions_per_s() / 200.0 - 1.0).abs() < 0.05, "{t:?}");
+        // Sessions of about 25 s: the first 10 s offer well under half the
+        // capacity, later segments about their load.
+        assert!(t[0].requests_sent_per_s() < 400.0, "{t:?}");
+        assert!((t[1].utilization_pct() - 50.0).abs() < 5.0, "{t:?}");
+        assert!(
+            t[2].utilization_pct() > 90.0 && t[2].utilization_pct() <= 100.0,
+            "{t:?}"
+        );
+        let served: u64 = t.iter().map(|s| s.requests_served).sum();
+        let sent: u64 = t.iter().map(|s| s.requests_sent).sum();
+        assert!(served <= sent && served > 0);
+        let pooled = RunOutcome::pool(&[o.clone(), o.clone()]);
+        assert_eq!(
+            pooled.segments[2].session_arrivals,
+            2 * t[2].session_arrivals
+        );
+        assert_eq!(pooled.segments[2].sessions_per_s(), t[2].sessions_per_s());
     }
 
     #[test]

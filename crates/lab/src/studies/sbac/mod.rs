@@ -53,7 +53,7 @@ mod scenario;
 
 pub use checks::{checks, table2, Table2Cell};
 pub use run::{run, scenarios, steps, SbacRow, Spread};
-pub use scenario::{Job, JobMeta, Kind, Pattern, SbacScenario, Step};
+pub use scenario::{warmup_s, Job, JobMeta, Kind, Pattern, SbacScenario, Step};
 
 /// The study's name on the command line.
 pub const NAME: &str = "sbac";

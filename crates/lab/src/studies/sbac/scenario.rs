@@ -709,7 +709,7 @@ impl SbacScenario {
                     for &retries in &self.retries {
                         for (pattern, load_pct, segs, step) in &shapes {
                             let life = mean * think;
-                            let warmup = (lives * life).max(if lives > 0.0 { 30.0 } else { 0.0 });
+                            let warmup = warmup_s(lives, life);
                             let window: f64 = segs.iter().map(|s| s.0).sum();
                             // Steady runs keep their load for two lives past
                             // the window, so the cohort ends under it.
@@ -793,6 +793,18 @@ impl SbacScenario {
             }
         }
         jobs
+    }
+}
+
+/// The warm-up before a run's measured load: `lives` session lives
+/// (mean length × think time, `life_s`) at the first load, at least 30 s
+/// unless there is none. Both drivers of the live SBAC experiment take it
+/// from here (`sbac_live::plan`).
+pub fn warmup_s(lives: f64, life_s: f64) -> f64 {
+    if lives > 0.0 {
+        (lives * life_s).max(30.0)
+    } else {
+        0.0
     }
 }
 
