@@ -621,9 +621,10 @@ fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
 }
 
 /// The time of the first later departure (by capture time and position)
-/// overlapping each departure's sequence space, for those re-sent.
-fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Nanos> {
-    let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
+/// overlapping each departure's sequence space, for those re-sent: indexed
+/// by record (`None` for a record with no later copy or no departure).
+fn first_later_copies(records: &[Record], departures: &[u32]) -> Vec<Option<Nanos>> {
+    let mut later_copy: Vec<Option<Nanos>> = vec![None; records.len()];
     let (by_start, longest) = sorted_by_first_byte(records, departures, Record::has_space);
     let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
     for &(start, d) in &by_start {
@@ -636,7 +637,7 @@ fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Na
             .filter(|&r| r != d && key(r) > key(d) && records[r as usize].end > departure.seq)
             .min_by_key(|&r| key(r));
         if let Some(r) = first_later {
-            later_copy.insert(d, records[r as usize].time);
+            later_copy[d as usize] = Some(records[r as usize].time);
         }
     }
     later_copy
@@ -645,12 +646,8 @@ fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Na
 /// Departures that re-send bytes sent before and not yet acknowledged
 /// when they left: retransmissions, whose ACK may answer either copy
 /// (Karn's rule). A re-send of bytes all acknowledged before it left is
-/// stale, not a retransmission.
-fn retransmissions(
-    records: &[Record],
-    departures: &[u32],
-    acks: &AckIndex,
-) -> foldhash::HashSet<u32> {
+/// stale, not a retransmission. Indexed by record.
+fn retransmissions(records: &[Record], departures: &[u32], acks: &AckIndex) -> Vec<bool> {
     let mut in_time: Vec<u32> = Vec::with_capacity(departures.len());
     in_time.extend(
         departures
@@ -666,11 +663,11 @@ fn retransmissions(
         )
     });
     let mut sent = SentRanges::default();
-    let mut found = foldhash::HashSet::default();
+    let mut found = vec![false; records.len()];
     for i in in_time {
         let record = &records[i as usize];
         if sent.overlaps(record.seq, record.end) && record.end > acks.highest_by(record.time) {
-            found.insert(i);
+            found[i as usize] = true;
         }
         sent.insert(record.seq, record.end);
     }
@@ -1016,14 +1013,22 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     // ACK arrived. Bytes re-sent after their ACK (a stale re-send, as when
     // copies of a trace are merged) leave the earlier sample valid and
     // give none themselves (their ACK came before they left).
+    // The first ACK reaching each departure's end, looked up once.
+    let acked_at: Vec<Option<Nanos>> = departures
+        .iter()
+        .map(|&d| {
+            acks.first_reaching(view.records[d as usize].end)
+                .map(|(at, _)| at)
+        })
+        .collect();
     let mut round_trip: Option<Nanos> = None;
-    for &d in &departures {
+    for (&d, &acked) in departures.iter().zip(&acked_at) {
         let departure = &view.records[d as usize];
-        if !departure.has_space() || retransmissions.contains(&d) {
+        if !departure.has_space() || retransmissions[d as usize] {
             continue;
         }
-        if let Some((at, _)) = acks.first_reaching(departure.end) {
-            let copied_before = later_copy.get(&d).is_some_and(|&resent_at| resent_at < at);
+        if let Some(at) = acked {
+            let copied_before = later_copy[d as usize].is_some_and(|resent_at| resent_at < at);
             if at >= departure.time && !copied_before {
                 let sample = at - departure.time;
                 round_trip = Some(round_trip.map_or(sample, |m| m.min(sample)));
@@ -1058,12 +1063,10 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     }
 
     // Arrivals at the unobserved side, unless presumed lost.
-    for &d in &departures {
+    for (&d, &acked) in departures.iter().zip(&acked_at) {
         let departure = view.records[d as usize];
-        if let Some(&resent_at) = later_copy.get(&d) {
-            let acknowledged_in_time = acks
-                .first_reaching(departure.end)
-                .is_some_and(|(at, _)| signed(at) < signed(resent_at) + rtt);
+        if let Some(resent_at) = later_copy[d as usize] {
+            let acknowledged_in_time = acked.is_some_and(|at| signed(at) < signed(resent_at) + rtt);
             if !acknowledged_in_time {
                 continue;
             }
@@ -1072,7 +1075,7 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
         // than the minimum (an ACK sooner than any Karn-valid sample)
         // must not put the arrival after the ACK it caused.
         let mut arrival = signed(departure.time) + outgoing;
-        if let Some((acked_at, _)) = acks.first_reaching(departure.end) {
+        if let Some(acked_at) = acked {
             if acked_at >= departure.time && departure.has_space() {
                 let answered = signed(acked_at) - rtt / 2;
                 arrival = arrival.min(answered.max(signed(departure.time)));
