@@ -286,6 +286,10 @@ pub(crate) struct ConnectionView {
     /// (0 with one capture).
     pub clock_offset: i64,
     pub artefacts: Artefacts,
+    /// By side, when the placement built it: the side's departures with
+    /// sequence space as (first byte, record), sorted, and the longest span
+    /// among them (what [`crate::graph`] searches for copies).
+    pub departures_by_first_byte: [Option<(Vec<(i64, u32)>, i64)>; 2],
 }
 
 impl ConnectionView {
@@ -439,6 +443,7 @@ pub(crate) fn build(
         placement_delay: [0; 2],
         clock_offset: 0,
         artefacts,
+        departures_by_first_byte: [None, None],
     };
     for sender in [Side::Client, Side::Server] {
         let largest = view
@@ -639,11 +644,14 @@ fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
 /// The time of the first later departure (by capture time and position)
 /// overlapping each departure's sequence space, for those re-sent: indexed
 /// by record (`None` for a record with no later copy or no departure).
-fn first_later_copies(records: &[Record], departures: &[u32]) -> Vec<Option<Nanos>> {
+fn first_later_copies(
+    records: &[Record],
+    by_start: &[(i64, u32)],
+    longest: i64,
+) -> Vec<Option<Nanos>> {
     let mut later_copy: Vec<Option<Nanos>> = vec![None; records.len()];
-    let (by_start, longest) = sorted_by_first_byte(records, departures, Record::has_space);
     let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
-    for &(start, d) in &by_start {
+    for &(start, d) in by_start {
         let departure = &records[d as usize];
         let from = by_start.partition_point(|&(s, _)| s < start - longest);
         let to = by_start.partition_point(|&(s, _)| s < departure.end);
@@ -1041,7 +1049,9 @@ fn place_unobserved(
     }));
     // The first later copy of each departure's bytes, found through the
     // departures sorted by first byte.
-    let later_copy = first_later_copies(&view.records, &departures);
+    let (by_first_byte, longest) =
+        sorted_by_first_byte(&view.records, &departures, Record::has_space);
+    let later_copy = first_later_copies(&view.records, &by_first_byte, longest);
     let retransmissions = retransmissions(&view.records, &departures, &acks, in_time_order);
 
     // Karn-valid round-trip samples: a first transmission of its bytes, to
@@ -1125,6 +1135,7 @@ fn place_unobserved(
             ..departure
         });
     }
+    view.departures_by_first_byte[observed.index()] = Some((by_first_byte, longest));
 }
 
 /// Orders each side's records by its clock. At one instant, captured
