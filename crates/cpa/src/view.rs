@@ -257,6 +257,10 @@ pub(crate) struct Fallback {
     pub clock_offset: Option<i64>,
 }
 
+/// Departures as (first byte, record), sorted, and the longest sequence
+/// span among them: what an overlap search scans.
+pub(crate) type ByFirstByte = (Vec<(i64, u32)>, i64);
+
 /// A connection's packets at both endpoints.
 #[derive(Clone, Debug)]
 pub(crate) struct ConnectionView {
@@ -289,7 +293,7 @@ pub(crate) struct ConnectionView {
     /// By side, when the placement built it: the side's departures with
     /// sequence space as (first byte, record), sorted, and the longest span
     /// among them (what [`crate::graph`] searches for copies).
-    pub departures_by_first_byte: [Option<(Vec<(i64, u32)>, i64)>; 2],
+    pub departures_by_first_byte: [Option<ByFirstByte>; 2],
 }
 
 impl ConnectionView {
@@ -642,14 +646,13 @@ fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
 }
 
 /// The time of the first later departure (by capture time and position)
-/// overlapping each departure's sequence space, for those re-sent: indexed
-/// by record (`None` for a record with no later copy or no departure).
+/// overlapping each departure's sequence space, for those re-sent.
 fn first_later_copies(
     records: &[Record],
     by_start: &[(i64, u32)],
     longest: i64,
-) -> Vec<Option<Nanos>> {
-    let mut later_copy: Vec<Option<Nanos>> = vec![None; records.len()];
+) -> HashMap<u32, Nanos> {
+    let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
     let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
     for &(start, d) in by_start {
         let departure = &records[d as usize];
@@ -661,7 +664,7 @@ fn first_later_copies(
             .filter(|&r| r != d && key(r) > key(d) && records[r as usize].end > departure.seq)
             .min_by_key(|&r| key(r));
         if let Some(r) = first_later {
-            later_copy[d as usize] = Some(records[r as usize].time);
+            later_copy.insert(d, records[r as usize].time);
         }
     }
     later_copy
@@ -670,7 +673,7 @@ fn first_later_copies(
 /// Departures that re-send bytes sent before and not yet acknowledged
 /// when they left: retransmissions, whose ACK may answer either copy
 /// (Karn's rule). A re-send of bytes all acknowledged before it left is
-/// stale, not a retransmission. Indexed by record.
+/// stale, not a retransmission.
 /// `in_time_order`: the departures are captured ones, listed in capture
 /// order at times that never decrease.
 fn retransmissions(
@@ -678,7 +681,7 @@ fn retransmissions(
     departures: &[u32],
     acks: &AckIndex,
     in_time_order: bool,
-) -> Vec<bool> {
+) -> foldhash::HashSet<u32> {
     let mut in_time: Vec<u32> = Vec::with_capacity(departures.len());
     in_time.extend(
         departures
@@ -696,11 +699,11 @@ fn retransmissions(
         });
     }
     let mut sent = SentRanges::default();
-    let mut found = vec![false; records.len()];
+    let mut found = foldhash::HashSet::default();
     for i in in_time {
         let record = &records[i as usize];
         if sent.overlaps(record.seq, record.end) && record.end > acks.highest_by(record.time) {
-            found[i as usize] = true;
+            found.insert(i);
         }
         sent.insert(record.seq, record.end);
     }
@@ -1059,22 +1062,14 @@ fn place_unobserved(
     // ACK arrived. Bytes re-sent after their ACK (a stale re-send, as when
     // copies of a trace are merged) leave the earlier sample valid and
     // give none themselves (their ACK came before they left).
-    // The first ACK reaching each departure's end, looked up once.
-    let acked_at: Vec<Option<Nanos>> = departures
-        .iter()
-        .map(|&d| {
-            acks.first_reaching(view.records[d as usize].end)
-                .map(|(at, _)| at)
-        })
-        .collect();
     let mut round_trip: Option<Nanos> = None;
-    for (&d, &acked) in departures.iter().zip(&acked_at) {
+    for &d in &departures {
         let departure = &view.records[d as usize];
-        if !departure.has_space() || retransmissions[d as usize] {
+        if !departure.has_space() || retransmissions.contains(&d) {
             continue;
         }
-        if let Some(at) = acked {
-            let copied_before = later_copy[d as usize].is_some_and(|resent_at| resent_at < at);
+        if let Some((at, _)) = acks.first_reaching(departure.end) {
+            let copied_before = later_copy.get(&d).is_some_and(|&resent_at| resent_at < at);
             if at >= departure.time && !copied_before {
                 let sample = at - departure.time;
                 round_trip = Some(round_trip.map_or(sample, |m| m.min(sample)));
@@ -1109,10 +1104,12 @@ fn place_unobserved(
     }
 
     // Arrivals at the unobserved side, unless presumed lost.
-    for (&d, &acked) in departures.iter().zip(&acked_at) {
+    for &d in &departures {
         let departure = view.records[d as usize];
-        if let Some(resent_at) = later_copy[d as usize] {
-            let acknowledged_in_time = acked.is_some_and(|at| signed(at) < signed(resent_at) + rtt);
+        if let Some(&resent_at) = later_copy.get(&d) {
+            let acknowledged_in_time = acks
+                .first_reaching(departure.end)
+                .is_some_and(|(at, _)| signed(at) < signed(resent_at) + rtt);
             if !acknowledged_in_time {
                 continue;
             }
@@ -1121,7 +1118,7 @@ fn place_unobserved(
         // than the minimum (an ACK sooner than any Karn-valid sample)
         // must not put the arrival after the ACK it caused.
         let mut arrival = signed(departure.time) + outgoing;
-        if let Some(acked_at) = acked {
+        if let Some((acked_at, _)) = acks.first_reaching(departure.end) {
             if acked_at >= departure.time && departure.has_space() {
                 let answered = signed(acked_at) - rtt / 2;
                 arrival = arrival.min(answered.max(signed(departure.time)));
