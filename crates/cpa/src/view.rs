@@ -1088,10 +1088,11 @@ fn place_unobserved(
     let count = view.records.len();
     view.records.reserve(count);
     for a in 0..count {
-        let arrival = view.records[a];
-        if arrival.side != observed || arrival.is_departure() {
+        let candidate = &view.records[a];
+        if candidate.side != observed || candidate.is_departure() {
             continue;
         }
+        let arrival = *candidate;
         view.records.push(Record {
             side: unobserved,
             time: unsigned(signed(arrival.time) - rtt / 2),
