@@ -34,6 +34,8 @@
 //! where the paper's choice would skip the retransmission that released
 //! the ACK.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::reno::Liberator;
@@ -255,13 +257,20 @@ impl Completion {
 }
 
 /// Departures of one sender sorted by first sequence number.
-struct Copies {
-    by_start: Vec<(i64, u32)>,
+struct Copies<'a> {
+    by_start: Cow<'a, [(i64, u32)]>,
     longest: i64,
 }
 
-impl Copies {
-    fn build(view: &ConnectionView, sender: Side) -> Copies {
+impl<'a> Copies<'a> {
+    fn build(view: &'a ConnectionView, sender: Side) -> Copies<'a> {
+        // The placement sorted the observed side's departures already.
+        if let Some((by_start, longest)) = &view.departures_by_first_byte[sender.index()] {
+            return Copies {
+                by_start: Cow::Borrowed(by_start),
+                longest: *longest,
+            };
+        }
         let order = view.side_order(sender);
         // Room for every record of the side: no copy as it grows.
         let mut by_start: Vec<(i64, u32)> = Vec::with_capacity(order.len());
@@ -281,7 +290,10 @@ impl Copies {
             .map(|&(_, i)| view.record(i).end - view.record(i).seq)
             .max()
             .unwrap_or(0);
-        Copies { by_start, longest }
+        Copies {
+            by_start: Cow::Owned(by_start),
+            longest,
+        }
     }
 
     /// The earliest departure carrying data in `[start, end)`.
@@ -321,7 +333,7 @@ pub(crate) struct Graph<'a> {
     latest: [Latest; 2],
     /// Completion at each receiver (index: receiver side).
     completion: [Completion; 2],
-    copies: [Copies; 2],
+    copies: [Copies<'a>; 2],
     /// (first data byte, transaction) of transactions with data, by sender.
     owners: [Vec<(i64, usize)>; 2],
     last_transaction: usize,

@@ -257,6 +257,10 @@ pub(crate) struct Fallback {
     pub clock_offset: Option<i64>,
 }
 
+/// Departures as (first byte, record), sorted, and the longest sequence
+/// span among them: what an overlap search scans.
+pub(crate) type ByFirstByte = (Vec<(i64, u32)>, i64);
+
 /// A connection's packets at both endpoints.
 #[derive(Clone, Debug)]
 pub(crate) struct ConnectionView {
@@ -286,6 +290,10 @@ pub(crate) struct ConnectionView {
     /// (0 with one capture).
     pub clock_offset: i64,
     pub artefacts: Artefacts,
+    /// By side, when the placement built it: the side's departures with
+    /// sequence space as (first byte, record), sorted, and the longest span
+    /// among them (what [`crate::graph`] searches for copies).
+    pub departures_by_first_byte: [Option<ByFirstByte>; 2],
 }
 
 impl ConnectionView {
@@ -400,6 +408,10 @@ pub(crate) fn build(
         captured
     };
     let mut records = Vec::with_capacity(captured + placed);
+    // By side: its records are all captured, in capture order, at times
+    // that never decrease; lists of them taken in record order are then
+    // already in time order and are not sorted again.
+    let mut in_time_order = [false; 2];
     let mut artefacts = Artefacts::default();
     let mut mss = [None::<u16>; 2];
     for capture in [client, server].into_iter().flatten() {
@@ -412,7 +424,8 @@ pub(crate) fn build(
             ));
             mss[sender.index()] = mss[sender.index()].or(announced);
         }
-        convert(capture, client_endpoint, bases, &mut records);
+        in_time_order[capture.side.index()] =
+            convert(capture, client_endpoint, bases, &mut records);
     }
     if records.is_empty() {
         return None;
@@ -434,6 +447,7 @@ pub(crate) fn build(
         placement_delay: [0; 2],
         clock_offset: 0,
         artefacts,
+        departures_by_first_byte: [None, None],
     };
     for sender in [Side::Client, Side::Server] {
         let largest = view
@@ -472,11 +486,15 @@ pub(crate) fn build(
     }
 
     match vantage {
-        Vantage::Both => match_captures(&mut view, fallback),
-        Vantage::Server => place_unobserved(&mut view, Side::Server, fallback),
-        Vantage::Client => place_unobserved(&mut view, Side::Client, fallback),
+        Vantage::Both => {
+            // Matching places records at either side: both sorted.
+            in_time_order = [false; 2];
+            match_captures(&mut view, fallback);
+        }
+        Vantage::Server => place_unobserved(&mut view, Side::Server, fallback, in_time_order),
+        Vantage::Client => place_unobserved(&mut view, Side::Client, fallback, in_time_order),
     }
-    sort_sides(&mut view);
+    sort_sides(&mut view, in_time_order);
     Some(view)
 }
 
@@ -490,22 +508,28 @@ fn direction_from(connection: &Connection, sender: Side, client: Endpoint) -> Di
     }
 }
 
+/// Appends a capture's records; returns whether their times never
+/// decrease (in capture order).
 fn convert(
     capture: &CapturedConnection,
     client: Endpoint,
     bases: [Option<u32>; 2],
     out: &mut Vec<Record>,
-) {
+) -> bool {
     let connection = &capture.connection;
     let scaling = connection.window_scaling();
     let mut spaces = [Side::Client, Side::Server].map(|side| Unwrap {
         base: bases[side.index()].unwrap_or(0),
         highest: 0,
     });
+    let mut in_time_order = true;
+    let mut latest = Nanos::ZERO;
     for (index, segment) in connection.segments.iter().enumerate() {
         if segment.notes.contains(SegmentNotes::OUT_OF_WINDOW) {
             continue;
         }
+        in_time_order &= segment.timestamp >= latest;
+        latest = segment.timestamp;
         let source = match segment.direction() {
             Direction::FromInitiator => connection.initiator,
             Direction::FromResponder => connection.responder,
@@ -561,6 +585,7 @@ fn convert(
             capture_index: index as u32,
         });
     }
+    in_time_order
 }
 
 fn signed(time: Nanos) -> i64 {
@@ -622,11 +647,14 @@ fn overlapped(records: &[Record], departures: &[u32]) -> HashMap<u32, bool> {
 
 /// The time of the first later departure (by capture time and position)
 /// overlapping each departure's sequence space, for those re-sent.
-fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Nanos> {
+fn first_later_copies(
+    records: &[Record],
+    by_start: &[(i64, u32)],
+    longest: i64,
+) -> HashMap<u32, Nanos> {
     let mut later_copy: HashMap<u32, Nanos> = HashMap::default();
-    let (by_start, longest) = sorted_by_first_byte(records, departures, Record::has_space);
     let key = |i: u32| (records[i as usize].time, records[i as usize].capture_index);
-    for &(start, d) in &by_start {
+    for &(start, d) in by_start {
         let departure = &records[d as usize];
         let from = by_start.partition_point(|&(s, _)| s < start - longest);
         let to = by_start.partition_point(|&(s, _)| s < departure.end);
@@ -646,10 +674,13 @@ fn first_later_copies(records: &[Record], departures: &[u32]) -> HashMap<u32, Na
 /// when they left: retransmissions, whose ACK may answer either copy
 /// (Karn's rule). A re-send of bytes all acknowledged before it left is
 /// stale, not a retransmission.
+/// `in_time_order`: the departures are captured ones, listed in capture
+/// order at times that never decrease.
 fn retransmissions(
     records: &[Record],
     departures: &[u32],
     acks: &AckIndex,
+    in_time_order: bool,
 ) -> foldhash::HashSet<u32> {
     let mut in_time: Vec<u32> = Vec::with_capacity(departures.len());
     in_time.extend(
@@ -658,13 +689,15 @@ fn retransmissions(
             .copied()
             .filter(|&i| records[i as usize].has_space()),
     );
-    in_time.sort_by_key(|&i| {
-        (
-            records[i as usize].time,
-            records[i as usize].capture_index,
-            i,
-        )
-    });
+    if !in_time_order {
+        in_time.sort_by_key(|&i| {
+            (
+                records[i as usize].time,
+                records[i as usize].capture_index,
+                i,
+            )
+        });
+    }
     let mut sent = SentRanges::default();
     let mut found = foldhash::HashSet::default();
     for i in in_time {
@@ -957,13 +990,18 @@ pub(crate) struct AckIndex {
 }
 
 impl AckIndex {
-    fn new(records: &[Record], side: Side) -> AckIndex {
+    /// `in_time_order`: `side`'s records are captured ones, in capture
+    /// order at times that never decrease.
+    fn new(records: &[Record], side: Side, in_time_order: bool) -> AckIndex {
         let mut arrivals: Vec<u32> = Vec::with_capacity(records.len());
         arrivals.extend((0..records.len() as u32).filter(|&i| {
             let r = &records[i as usize];
             r.side == side && !r.is_departure() && r.flags.ack() && !r.flags.rst()
         }));
-        arrivals.sort_by_key(|&i| (records[i as usize].time, records[i as usize].capture_index));
+        if !in_time_order {
+            arrivals
+                .sort_by_key(|&i| (records[i as usize].time, records[i as usize].capture_index));
+        }
         let mut highest = i64::MIN;
         let entries = arrivals
             .into_iter()
@@ -998,9 +1036,15 @@ impl AckIndex {
 }
 
 /// Single vantage: places the unobserved endpoint's events.
-fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallback) {
+fn place_unobserved(
+    view: &mut ConnectionView,
+    observed: Side,
+    fallback: &Fallback,
+    in_time_order: [bool; 2],
+) {
     let unobserved = observed.other();
-    let acks = AckIndex::new(&view.records, observed);
+    let in_time_order = in_time_order[observed.index()];
+    let acks = AckIndex::new(&view.records, observed, in_time_order);
     let mut departures: Vec<u32> = Vec::with_capacity(view.records.len());
     departures.extend((0..view.records.len() as u32).filter(|&i| {
         let r = &view.records[i as usize];
@@ -1008,8 +1052,10 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     }));
     // The first later copy of each departure's bytes, found through the
     // departures sorted by first byte.
-    let later_copy = first_later_copies(&view.records, &departures);
-    let retransmissions = retransmissions(&view.records, &departures, &acks);
+    let (by_first_byte, longest) =
+        sorted_by_first_byte(&view.records, &departures, Record::has_space);
+    let later_copy = first_later_copies(&view.records, &by_first_byte, longest);
+    let retransmissions = retransmissions(&view.records, &departures, &acks, in_time_order);
 
     // Karn-valid round-trip samples: a first transmission of its bytes, to
     // the first ACK covering it, when no copy of them left before that
@@ -1042,10 +1088,11 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
     let count = view.records.len();
     view.records.reserve(count);
     for a in 0..count {
-        let arrival = view.records[a];
-        if arrival.side != observed || arrival.is_departure() {
+        let candidate = &view.records[a];
+        if candidate.side != observed || candidate.is_departure() {
             continue;
         }
+        let arrival = *candidate;
         view.records.push(Record {
             side: unobserved,
             time: unsigned(signed(arrival.time) - rtt / 2),
@@ -1086,24 +1133,28 @@ fn place_unobserved(view: &mut ConnectionView, observed: Side, fallback: &Fallba
             ..departure
         });
     }
+    view.departures_by_first_byte[observed.index()] = Some((by_first_byte, longest));
 }
 
 /// Orders each side's records by its clock. At one instant, captured
 /// records keep their capture order and come before placed ones; placed
 /// records keep the order in which their counterparts were captured (the
 /// other endpoint saw them in causal order; with coarse timestamps or a
-/// zero round trip many share an instant).
-fn sort_sides(view: &mut ConnectionView) {
+/// zero round trip many share an instant). A side whose records are all
+/// captured in time order (`in_time_order`) is in that order already.
+fn sort_sides(view: &mut ConnectionView, in_time_order: [bool; 2]) {
     let records = &view.records;
     let mut position = vec![0u32; records.len()];
     let mut order = [Vec::new(), Vec::new()];
     for side in [Side::Client, Side::Server] {
         let mut indices: Vec<u32> = Vec::with_capacity(records.len());
         indices.extend((0..records.len() as u32).filter(|&i| records[i as usize].side == side));
-        indices.sort_by_key(|&i| {
-            let r = &records[i as usize];
-            (r.time, !r.observed, r.capture_index, i)
-        });
+        if !in_time_order[side.index()] {
+            indices.sort_by_key(|&i| {
+                let r = &records[i as usize];
+                (r.time, !r.observed, r.capture_index, i)
+            });
+        }
         for (n, &i) in indices.iter().enumerate() {
             position[i as usize] = n as u32;
         }
