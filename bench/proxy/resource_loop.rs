@@ -38,23 +38,37 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, intervals: usize) {
-    let limits = KernelLimits::read().expect("kernel limits");
+/// A failed set-up or read, with what failed.
+type BenchResult<T> = Result<T, String>;
+
+fn run(
+    label: &str,
+    config: ResourcesConfig,
+    clients: usize,
+    upstreams: usize,
+    intervals: usize,
+) -> BenchResult<()> {
+    let limits = KernelLimits::read().map_err(|e| format!("kernel limits: {e}"))?;
     let resources = Arc::new(
-        Resources::new(config, limits, clients + 1, ResourceMetrics::default()).expect("resources"),
+        Resources::new(config, limits, clients + 1, ResourceMetrics::default())
+            .map_err(|e| format!("resources: {e}"))?,
     );
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let address = listener.local_addr().expect("address");
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let address = listener.local_addr().map_err(|e| format!("address: {e}"))?;
     let mut peers = Vec::with_capacity(clients + upstreams);
     let mut tracked: Vec<TrackedStream<TcpStream>> = Vec::with_capacity(clients + upstreams);
     for i in 0..clients + upstreams {
-        let mut peer = TcpStream::connect(address).expect("connect");
-        let (mut accepted, _) = listener.accept().expect("accept");
+        let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+        let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
         // Some data both ways so that TCP_INFO has an RTT and counters.
-        accepted.write_all(&[0u8; 1000]).expect("write");
+        accepted
+            .write_all(&[0u8; 1000])
+            .map_err(|e| format!("write: {e}"))?;
         let mut sink = [0u8; 1000];
-        peer.read_exact(&mut sink).expect("read");
-        peer.write_all(&[0u8; 1000]).expect("write");
+        peer.read_exact(&mut sink)
+            .map_err(|e| format!("read: {e}"))?;
+        peer.write_all(&[0u8; 1000])
+            .map_err(|e| format!("write: {e}"))?;
         let stream = if i < clients {
             let t = resources.track_client(accepted, Arc::new(tokio::sync::Notify::new()));
             if let Some(events) = t.events() {
@@ -97,7 +111,7 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
     // What re-setting every buffer would add (two sizes in turn): as the
     // loop sets them (`setsockopt`, the held size computed by the
     // kernel's rule), and set then read back (`getsockopt`).
-    let send_max = 2 * vantage_sys::tcp_info::wmem_max().expect("wmem_max");
+    let send_max = 2 * vantage_sys::tcp_info::wmem_max().map_err(|e| format!("wmem_max: {e}"))?;
     let time_sets = |read_back: bool| {
         let start = thread_cpu_seconds();
         for (i, t) in tracked.iter().enumerate() {
@@ -123,9 +137,10 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
         per_set * 1e6,
         per_set_read_back * 1e6
     );
-    time_reads(&tracked, address.port());
-    time_uring(&tracked);
+    time_reads(&tracked, address.port())?;
+    time_uring(&tracked)?;
     drop(tracked);
+    Ok(())
 }
 
 /// The reads alone, per connection: a `TCP_INFO` `getsockopt` each (as
@@ -133,7 +148,7 @@ fn run(label: &str, config: ResourcesConfig, clients: usize, upstreams: usize, i
 /// the listening port, and what a dump costs when its filter matches
 /// nothing (the walk over the namespace's sockets, paid whatever the
 /// filter). Why the loop does not dump: bench/proxy/README-resources.md.
-fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
+fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) -> BenchResult<()> {
     use vantage_sys::sock_diag::{self, Family, PortFilter, SockDiag};
     const ROUNDS: usize = 10;
     let start = thread_cpu_seconds();
@@ -143,8 +158,8 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
         }
     }
     let per_getsockopt = (thread_cpu_seconds() - start) / (ROUNDS * tracked.len()) as f64;
-    let mut diag = SockDiag::open().expect("sock_diag socket");
-    let mut time_dump = |filter: &PortFilter| {
+    let mut diag = SockDiag::open().map_err(|e| format!("sock_diag socket: {e}"))?;
+    let mut time_dump = |filter: &PortFilter| -> BenchResult<(f64, usize)> {
         let mut replies = 0;
         let start = thread_cpu_seconds();
         for _ in 0..ROUNDS {
@@ -152,32 +167,33 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
                 .dump(Family::V4, sock_diag::CONNECTED_STATES, Some(filter), |m| {
                     m.decode().map(|_| ())
                 })
-                .expect("dump");
+                .map_err(|e| format!("sock_diag dump: {e}"))?;
         }
-        ((thread_cpu_seconds() - start) / ROUNDS as f64, replies)
+        Ok(((thread_cpu_seconds() - start) / ROUNDS as f64, replies))
     };
     let (dump, replies) = time_dump(&PortFilter {
         local_ports: vec![port],
         remote_ports: Vec::new(),
-    });
+    })?;
     let (walk, _) = time_dump(&PortFilter {
         local_ports: Vec::new(),
         remote_ports: vec![1],
-    });
+    })?;
     // The descriptor count of the connection manager (every tenth
     // interval): one poll over the descriptor table, as the loop counts,
     // against listing /proc/self/fd.
     let start = thread_cpu_seconds();
     let mut polled = 0;
     for _ in 0..ROUNDS {
-        polled = vantage_sys::process::open_descriptors().expect("descriptor count");
+        polled = vantage_sys::process::open_descriptors()
+            .map_err(|e| format!("descriptor count: {e}"))?;
     }
     let poll = (thread_cpu_seconds() - start) / ROUNDS as f64;
     let start = thread_cpu_seconds();
     let mut listed = 0;
     for _ in 0..ROUNDS {
         listed = std::fs::read_dir("/proc/self/fd")
-            .expect("/proc/self/fd")
+            .map_err(|e| format!("/proc/self/fd: {e}"))?
             .count()
             - 1;
     }
@@ -196,6 +212,7 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
         dump / replies.max(1) as f64 * 1e6,
         walk * 1e3,
     );
+    Ok(())
 }
 
 /// Sets and reads batched through io_uring (`IORING_OP_URING_CMD` with
@@ -204,7 +221,7 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) {
 /// `SO_MEMINFO` but not `TCP_INFO`), [`URING_BATCH`] per
 /// `submit_and_wait`, against one system call each, in turns. Why the
 /// loop does not use it: bench/proxy/README-resources.md.
-fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
+fn time_uring(tracked: &[TrackedStream<TcpStream>]) -> BenchResult<()> {
     use io_uring::{opcode, types, IoUring};
     use std::os::fd::AsRawFd;
     const ROUNDS: usize = 4;
@@ -213,24 +230,25 @@ fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
         Ok(ring) => ring,
         Err(e) => {
             println!("  io_uring: not available here ({e})");
-            return;
+            return Ok(());
         }
     };
     let fds: Vec<i32> = tracked.iter().map(|t| t.get_ref().as_raw_fd()).collect();
     let int_len = std::mem::size_of::<libc::c_int>() as u32;
     let meminfo_len = std::mem::size_of::<[u32; 9]>() as u32;
     // Submits one batch and counts the failed completions.
-    let mut run_batch = |entries: Vec<io_uring::squeue::Entry>| -> usize {
+    let mut run_batch = |entries: Vec<io_uring::squeue::Entry>| -> BenchResult<usize> {
         let n = entries.len();
         // SAFETY: every entry points at memory (a value, an output slot)
         // that outlives this call, which waits for all completions.
         unsafe {
             ring.submission()
                 .push_multiple(&entries)
-                .expect("room for a batch")
+                .map_err(|e| format!("io_uring submission queue: {e}"))?
         };
-        ring.submit_and_wait(n).expect("io_uring_enter");
-        ring.completion().filter(|c| c.result() < 0).count()
+        ring.submit_and_wait(n)
+            .map_err(|e| format!("io_uring_enter: {e}"))?;
+        Ok(ring.completion().filter(|c| c.result() < 0).count())
     };
     let (mut plain_set, mut uring_set, mut plain_read, mut uring_read) = (0.0, 0.0, 0.0, 0.0);
     let mut failed = 0;
@@ -275,7 +293,7 @@ fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
                     .build()
                 })
                 .collect();
-            failed += run_batch(entries);
+            failed += run_batch(entries)?;
         }
         uring_set += thread_cpu_seconds() - start;
         let start = thread_cpu_seconds();
@@ -299,7 +317,7 @@ fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
                     .build()
                 })
                 .collect();
-            failed += run_batch(entries);
+            failed += run_batch(entries)?;
         }
         uring_read += thread_cpu_seconds() - start;
     }
@@ -312,9 +330,17 @@ fn time_uring(tracked: &[TrackedStream<TcpStream>]) {
         each(uring_read),
         each(plain_read),
     );
+    Ok(())
 }
 
 fn main() {
+    if let Err(e) = bench() {
+        eprintln!("resource_loop: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench() -> BenchResult<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -343,14 +369,14 @@ fn main() {
         connections,
         0,
         intervals,
-    );
+    )?;
     run(
         "ssbt+conn, half upstream, far from the descriptor marks",
         far,
         connections / 2,
         connections - connections / 2,
         intervals,
-    );
+    )?;
     // Default marks (90 %/80 % of the limit), which this many connections
     // exceed: /proc/self/fd counted every interval, idle ones reclaimed.
     run(
@@ -359,5 +385,6 @@ fn main() {
         connections,
         0,
         intervals,
-    );
+    )?;
+    Ok(())
 }
