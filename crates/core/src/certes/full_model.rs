@@ -29,7 +29,9 @@
 //!   FTO) class, initial SYNs split by the classes' weights; the paper's
 //!   3/6/12 s and k give the paper's equations. Network SYN loss
 //!   (Section 3.2.1) as in the fast model: a SYN fails with probability
-//!   1 − (1 − q)(1 − DR_p).
+//!   1 − (1 − q)(1 − DR_p). Refused SYNs (REFUSED_p) as in the fast
+//!   model: in OFFERED_p and DR_p's denominator, neither retried nor in
+//!   the accepted mix.
 //! * Eq. 23 adds 3 s to χ_0 and 9 s to χ_1; Eq. 22 integrates over the
 //!   intervals 2–4 and 5–7 after p (m = 3), i.e. the 3 s and 6 s *gaps*. We
 //!   follow Eq. 22 and Eq. 13: the shift is the gap to the next SYN.
@@ -171,7 +173,9 @@ struct Slot {
     sent_total: f64,
     /// f_p: probability that a SYN sent in p fails (dropped or lost).
     failure: f64,
-    /// (1 − q)(1 − DR_p): probability that it is accepted.
+    /// (1 − q)(1 − DR_p − RR_p): probability that it is accepted (a
+    /// SYN-ACK); a refused SYN (RR_p, the rule in [`super::counters`])
+    /// neither fails nor is accepted: its client leaves as a failure.
     success: f64,
     /// W per retry group.
     weights: Vec<Landing>,
@@ -468,7 +472,7 @@ impl FullCertes {
         self.slots.push_back(Slot {
             sent_total: counters.offered() as f64 / arrive,
             failure: 1.0 - arrive * (1.0 - drop_rate),
-            success: arrive * (1.0 - drop_rate),
+            success: arrive * (1.0 - drop_rate - counters.refusal_rate()).max(0.0),
             weights,
             initial: 0.0,
             clamped: false,
