@@ -1032,6 +1032,37 @@ mod tests {
         (a - b).abs() < 1e-6
     }
 
+    /// Refused SYNs by hand (one retry 3 s after the first SYN): interval
+    /// 0 has 100 initial SYNs, 40 dropped, 40 accepted, 20 refused —
+    /// DR = 0.4, the refused ones arrived; interval 3 the 40 retries, 30
+    /// accepted, 10 refused. The 30 completions are retries (3 s each),
+    /// and nobody is left to give up: 100 = 70 completed + 30 refused.
+    #[test]
+    fn refused_syns_arrive_and_leave_as_failures() {
+        let mut full = FullCertes::new(one_retry_config(), FullModelConfig::default()).unwrap();
+        let refused = |dropped, accepted, refused| IntervalCounters {
+            refused,
+            ..counters(dropped, accepted, accepted, 0)
+        };
+        let mut estimates = Vec::new();
+        for i in 0..15 {
+            let c = match i {
+                0 => refused(40, 40, 20),
+                3 => refused(0, 30, 10),
+                _ => IntervalCounters::default(),
+            };
+            estimates.push(full.on_interval(&c));
+        }
+        assert!(close(estimates[0].drop_rate, 0.4));
+        assert!(close(estimates[0].initial_syns, 100.0));
+        let e3 = &estimates[3];
+        assert!(close(e3.retried_syns, 40.0) && close(e3.initial_syns, 0.0));
+        assert!(close(e3.completed_by_attempt[1], 30.0));
+        assert_eq!(e3.mean, Some(Nanos::from_secs(3)));
+        let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+        assert!(close(gave_up, 0.0), "{gave_up}");
+    }
+
     /// Case 1: without drops every transaction is a first attempt; the full
     /// model, the fast one and SYN-to-END + RTT agree.
     #[test]
