@@ -731,6 +731,8 @@ fn resets_refusals_and_aborts_are_failures_not_fast_completions() {
     assert!(close(&exact["mean_s"], 2.57), "{summary}");
     // The server's counters: three accepted, two completed.
     assert_eq!(summary["accepted"], 3);
+    // The refused SYN: REFUSED, in the offered SYNs.
+    assert_eq!(summary["refused"], 1);
     assert_eq!(summary["completed"], 2);
     assert!(close(&summary["syn_to_end_mean_s"], (0.1 + 5.0) / 2.0));
 

@@ -520,9 +520,11 @@ fn certes_reads_a_gate_log() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let s = &summary["summary"];
-    // DROPPED = dropped; ACCEPTED = accepted + rejected (a RST answers).
+    // DROPPED = dropped; ACCEPTED = accepted; REFUSED = rejected (a RST
+    // answers: in the offered SYNs, not accepted).
     assert_eq!(s["dropped"], 10, "{s}");
-    assert_eq!(s["accepted"], 85, "{s}");
+    assert_eq!(s["accepted"], 80, "{s}");
+    assert_eq!(s["refused"], 5, "{s}");
     assert_eq!(s["offered"], 95, "{s}");
     assert_eq!(s["intervals"], 3, "{s}");
 
@@ -625,8 +627,21 @@ fn tbf_reject_accepts_the_bucket_then_refuses_with_a_reset() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    assert_eq!(summary["summary"]["dropped"], 0, "{summary}");
-    assert_eq!(summary["summary"]["accepted"], 3, "{summary}");
+    // The two served SYNs are ACCEPTED; the refused one is REFUSED (in the
+    // offered SYNs, not accepted).
+    let s = &summary["summary"];
+    assert_eq!(s["dropped"], 0, "{summary}");
+    assert_eq!(s["accepted"], 2, "{summary}");
+    assert_eq!(
+        s["refused"].as_f64(),
+        Some(syns(&metrics, "reject")),
+        "{summary}"
+    );
+    assert_eq!(
+        s["offered"].as_u64(),
+        Some(2 + s["refused"].as_u64().unwrap_or(0)),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -129,6 +129,7 @@ fn the_dashboard_queries_the_daemons_metrics() {
             "vantage_certes_gave_up_estimated_total",
             "vantage_certes_syns_dropped_total",
             "vantage_certes_syns_accepted_total",
+            "vantage_certes_syns_refused_total",
         ] {
             for (at, _) in expr.match_indices(family) {
                 let selector = &expr[at..];
@@ -157,6 +158,7 @@ fn the_dashboard_queries_the_daemons_metrics() {
     for name in [
         "vantage_certes_gave_up_estimated_total",
         "vantage_certes_syns_dropped_total",
+        "vantage_certes_syns_refused_total",
         "vantage_certes_ring_drops_total",
         "vantage_certes_learned_profile_share",
         "vantage_certes_learned_give_up_share",

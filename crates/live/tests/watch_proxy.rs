@@ -375,9 +375,10 @@ fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
         )
     };
     // The proxy's own 2 drops (the kernel's) and the gate's 3; its 32
-    // accepted and the gate's 1 refusal.
+    // accepted, and the gate's 1 refusal counted apart (REFUSED).
     assert_eq!(series("vantage_certes_syns_dropped_total"), Some(5.0));
-    assert_eq!(series("vantage_certes_syns_accepted_total"), Some(33.0));
+    assert_eq!(series("vantage_certes_syns_accepted_total"), Some(32.0));
+    assert_eq!(series("vantage_certes_syns_refused_total"), Some(1.0));
     assert_eq!(series("vantage_certes_completed_total"), Some(32.0));
     for (coverage, count) in [("covered", ROWS - 1), ("not_covered", 1)] {
         let name = format!("vantage_certes_proxy_gate_intervals_total{{coverage=\"{coverage}\"}}");
@@ -395,7 +396,11 @@ fn a_gate_in_front_of_the_proxy_adds_its_drops_to_the_proxy_stream() {
     assert_eq!(lines[1]["gate"]["dropped"], 3);
     assert_eq!(lines[1]["dropped"], 3);
     assert_eq!(lines[2]["dropped"], 2);
-    assert_eq!(lines[4]["accepted"], 5);
+    // The fifth interval's refusal is REFUSED, not ACCEPTED.
+    assert_eq!(
+        (lines[4]["accepted"].clone(), lines[4]["refused"].clone()),
+        (4.into(), 1.into())
+    );
     assert_eq!(lines[7]["gate"]["covered"], false);
     assert_eq!(lines[7]["gate"]["dropped"], serde_json::Value::Null);
 }

@@ -679,7 +679,8 @@ impl CaptureStream {
                 if interval.index < next {
                     let c = &interval.counters;
                     let x = &interval.exact;
-                    self.late_counts += c.dropped + c.accepted + c.completed + x.gave_up;
+                    self.late_counts +=
+                        c.dropped + c.accepted + c.refused + c.completed + x.gave_up;
                     continue;
                 }
                 taken

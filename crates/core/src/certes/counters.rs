@@ -5,6 +5,26 @@
 //! not drop) and COMPLETED_i (connections that ended), and sums the
 //! SYN-to-END time and the RTT (SYN-ACK to its ACK) of the completed ones.
 //!
+//! **Refused SYNs (REFUSED_i, ours).** The paper's server answers every SYN
+//! it does not drop with a SYN-ACK. Ours may answer with a RST instead (an
+//! admission gate's "reject", a closed port): the client learns at once,
+//! does not retransmit, and fails. Such a SYN is counted once, in
+//! REFUSED_i, the one rule for every source (capture, gate, proxy, files):
+//! * it arrived, so it is in OFFERED_i (Eq. 2) and in the drop rate's
+//!   denominator (Eq. 5): the chance that a SYN — initial or retried —
+//!   is dropped is DROPPED_i over every SYN that arrived;
+//! * it is not in ACCEPTED_i: ACCEPTED_i feeds the accepted mix that
+//!   splits COMPLETED_i over the retry classes (Eq. 12, 31), and a refused
+//!   SYN opens no connection that will complete;
+//! * in the model's conservation of initial SYNs its client leaves as a
+//!   failure (initial SYNs = completions + give-ups + refusals), counted
+//!   apart from Eq. 4's mean as the server's other failures are — never as
+//!   a fast success.
+//!
+//! Counting a refusal in ACCEPTED_i (a RST is an answer) gets the drop rate
+//! right but makes a failure a connection to complete; leaving it out of
+//! both overstates the drop rate by the refused share of the SYNs.
+//!
 //! Additions beyond the paper, all optional:
 //! * a histogram of the completed connections' SYN-to-END times, from which
 //!   the estimator derives the distribution of client-perceived time
@@ -26,8 +46,12 @@ use serde::{Deserialize, Serialize};
 pub struct IntervalCounters {
     /// DROPPED_i: SYNs the server dropped.
     pub dropped: u64,
-    /// ACCEPTED_i: SYNs the server answered (did not drop).
+    /// ACCEPTED_i: SYNs the server answered with a SYN-ACK.
     pub accepted: u64,
+    /// REFUSED_i: SYNs the server answered with a RST (see the module
+    /// documentation); 0 when the source does not say.
+    #[serde(default)]
+    pub refused: u64,
     /// COMPLETED_i: connections that ended (last data sent, or first FIN/RST).
     pub completed: u64,
     /// Σ SYN-to-END over the completed connections: from the accepted SYN's
@@ -77,12 +101,22 @@ impl IntervalCounters {
         }
     }
 
-    /// OFFERED_LOAD_i = ACCEPTED_i + DROPPED_i (Eq. 2).
+    /// OFFERED_LOAD_i = ACCEPTED_i + DROPPED_i (Eq. 2), plus REFUSED_i:
+    /// every SYN that arrived.
     pub fn offered(&self) -> u64 {
-        self.accepted + self.dropped
+        self.accepted + self.dropped + self.refused
     }
 
-    /// DR_i = DROPPED_i / OFFERED_LOAD_i (Eq. 5); zero when nothing arrived.
+    /// The share of the arrived SYNs answered with a RST.
+    pub fn refusal_rate(&self) -> f64 {
+        match self.offered() {
+            0 => 0.0,
+            offered => self.refused as f64 / offered as f64,
+        }
+    }
+
+    /// DR_i = DROPPED_i / OFFERED_LOAD_i (Eq. 5), refused SYNs included in
+    /// the offered ones; zero when nothing arrived.
     pub fn drop_rate(&self) -> f64 {
         match self.offered() {
             0 => 0.0,
@@ -118,6 +152,8 @@ pub fn syn_before_accept(queue_wait_ms: u32, rtt_us: u32) -> Nanos {
 pub struct CumulativeCounters {
     pub dropped: u64,
     pub accepted: u64,
+    #[serde(default)]
+    pub refused: u64,
     pub completed: u64,
     pub syn_to_end_sum: Nanos,
     pub rtt_sum: Nanos,
@@ -156,6 +192,7 @@ impl CumulativeCounters {
         Ok(IntervalCounters {
             dropped: delta("dropped", previous.dropped, self.dropped)?,
             accepted: delta("accepted", previous.accepted, self.accepted)?,
+            refused: delta("refused", previous.refused, self.refused)?,
             completed: delta("completed", previous.completed, self.completed)?,
             syn_to_end_sum: Nanos(delta(
                 "syn_to_end_sum",
@@ -188,6 +225,26 @@ mod tests {
         assert_eq!(c.offered(), 100);
         assert_eq!(c.drop_rate(), 0.25);
         assert_eq!(IntervalCounters::default().drop_rate(), 0.0);
+    }
+
+    #[test]
+    fn refused_syns_arrived_but_were_not_accepted() {
+        // 20 dropped, 60 accepted, 20 refused: 100 arrived, 20 % dropped.
+        let c = IntervalCounters {
+            dropped: 20,
+            accepted: 60,
+            refused: 20,
+            ..Default::default()
+        };
+        assert_eq!(c.offered(), 100);
+        assert_eq!(c.drop_rate(), 0.2);
+        assert_eq!(c.refusal_rate(), 0.2);
+        // Without the field (older files and streams) it reads as 0.
+        let old: IntervalCounters = serde_json::from_str(
+            r#"{"dropped":1,"accepted":2,"completed":0,"syn_to_end_sum":0,"rtt_sum":0}"#,
+        )
+        .unwrap();
+        assert_eq!((old.refused, old.offered()), (0, 3));
     }
 
     #[test]

@@ -29,7 +29,9 @@
 //!   FTO) class, initial SYNs split by the classes' weights; the paper's
 //!   3/6/12 s and k give the paper's equations. Network SYN loss
 //!   (Section 3.2.1) as in the fast model: a SYN fails with probability
-//!   1 − (1 − q)(1 − DR_p).
+//!   1 − (1 − q)(1 − DR_p). Refused SYNs (REFUSED_p) as in the fast
+//!   model: in OFFERED_p and DR_p's denominator, neither retried nor in
+//!   the accepted mix.
 //! * Eq. 23 adds 3 s to χ_0 and 9 s to χ_1; Eq. 22 integrates over the
 //!   intervals 2–4 and 5–7 after p (m = 3), i.e. the 3 s and 6 s *gaps*. We
 //!   follow Eq. 22 and Eq. 13: the shift is the gap to the next SYN.
@@ -171,7 +173,9 @@ struct Slot {
     sent_total: f64,
     /// f_p: probability that a SYN sent in p fails (dropped or lost).
     failure: f64,
-    /// (1 − q)(1 − DR_p): probability that it is accepted.
+    /// (1 − q)(1 − DR_p − RR_p): probability that it is accepted (a
+    /// SYN-ACK); a refused SYN (RR_p, the rule in [`super::counters`])
+    /// neither fails nor is accepted: its client leaves as a failure.
     success: f64,
     /// W per retry group.
     weights: Vec<Landing>,
@@ -468,7 +472,7 @@ impl FullCertes {
         self.slots.push_back(Slot {
             sent_total: counters.offered() as f64 / arrive,
             failure: 1.0 - arrive * (1.0 - drop_rate),
-            success: arrive * (1.0 - drop_rate),
+            success: arrive * (1.0 - drop_rate - counters.refusal_rate()).max(0.0),
             weights,
             initial: 0.0,
             clamped: false,
@@ -1026,6 +1030,37 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-6
+    }
+
+    /// Refused SYNs by hand (one retry 3 s after the first SYN): interval
+    /// 0 has 100 initial SYNs, 40 dropped, 40 accepted, 20 refused —
+    /// DR = 0.4, the refused ones arrived; interval 3 the 40 retries, 30
+    /// accepted, 10 refused. The 30 completions are retries (3 s each),
+    /// and nobody is left to give up: 100 = 70 completed + 30 refused.
+    #[test]
+    fn refused_syns_arrive_and_leave_as_failures() {
+        let mut full = FullCertes::new(one_retry_config(), FullModelConfig::default()).unwrap();
+        let refused = |dropped, accepted, refused| IntervalCounters {
+            refused,
+            ..counters(dropped, accepted, accepted, 0)
+        };
+        let mut estimates = Vec::new();
+        for i in 0..15 {
+            let c = match i {
+                0 => refused(40, 40, 20),
+                3 => refused(0, 30, 10),
+                _ => IntervalCounters::default(),
+            };
+            estimates.push(full.on_interval(&c));
+        }
+        assert!(close(estimates[0].drop_rate, 0.4));
+        assert!(close(estimates[0].initial_syns, 100.0));
+        let e3 = &estimates[3];
+        assert!(close(e3.retried_syns, 40.0) && close(e3.initial_syns, 0.0));
+        assert!(close(e3.completed_by_attempt[1], 30.0));
+        assert_eq!(e3.mean, Some(Nanos::from_secs(3)));
+        let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+        assert!(close(gave_up, 0.0), "{gave_up}");
     }
 
     /// Case 1: without drops every transaction is a first attempt; the full

@@ -1,5 +1,7 @@
 //! Counters files: the per-interval DROPPED/ACCEPTED/COMPLETED counts and
-//! SYN-to-END and RTT sums of Eq. 2–4 (Section 4), as CSV or JSON Lines
+//! SYN-to-END and RTT sums of Eq. 2–4 (Section 4), with the optional
+//! REFUSED count (SYNs answered with a RST, the rule in
+//! [`super::counters`]; a file or stream without it has none), as CSV or JSON Lines
 //! (columns in `docs/certes.md`), per interval or as cumulative readings
 //! differenced with [`CumulativeCounters::since`]; a `vantage gate` log is
 //! such a file too ([`gate_log_row`]). Rows are aligned on one grid of
@@ -39,6 +41,7 @@ pub const COLUMNS: &[&str] = &[
     "interval",
     "dropped",
     "accepted",
+    "refused",
     "completed",
     "syn_to_end_sum_s",
     "rtt_sum_s",
@@ -328,6 +331,7 @@ fn raw_row<'a>(
             }
             "dropped" => row.values.dropped = at.count(column, &value)?,
             "accepted" => row.values.accepted = at.count(column, &value)?,
+            "refused" => row.values.refused = at.count(column, &value)?,
             "cumulative" => row.cumulative = Some(at.boolean(column, &value)?),
             "interval_s" => at.check_interval(column, &value)?,
             other => {
@@ -490,6 +494,11 @@ pub fn counters_jsonl_line(row: &CountersRow) -> String {
     }
     object.insert("dropped".into(), c.dropped.into());
     object.insert("accepted".into(), c.accepted.into());
+    // Written only when some SYN was refused: a stream without refusals
+    // stays readable by readers that predate the column.
+    if c.refused > 0 {
+        object.insert("refused".into(), c.refused.into());
+    }
     object.insert("completed".into(), c.completed.into());
     object.insert(
         "syn_to_end_sum_s".into(),
@@ -564,6 +573,7 @@ fn interval_counters(v: &CumulativeCounters) -> IntervalCounters {
     IntervalCounters {
         dropped: v.dropped,
         accepted: v.accepted,
+        refused: v.refused,
         completed: v.completed,
         syn_to_end_sum: v.syn_to_end_sum,
         rtt_sum: v.rtt_sum,
@@ -579,21 +589,22 @@ fn is_gate_record(object: &serde_json::Map<String, Value>) -> bool {
     object.contains_key("filter") && object.contains_key("rejected")
 }
 
-/// DROPPED_i and ACCEPTED_i of the verdicts of `vantage gate`'s log — the one
-/// rule, for `certes estimate --counters` and `certes watch`'s `[gate]`
-/// input: DROPPED_i is `dropped`; ACCEPTED_i, the SYNs answered, is
-/// `accepted + rejected` (a RST is an answer: the client does not
-/// retransmit); in a dry run every SYN was accepted. The other counters
-/// are zero: the gate sees no connection end.
+/// DROPPED_i, ACCEPTED_i and REFUSED_i of the verdicts of `vantage gate`'s
+/// log — for `certes estimate --counters` and `certes watch`'s `[gate]`
+/// input: DROPPED_i is `dropped`, ACCEPTED_i `accepted`, REFUSED_i
+/// `rejected` (answered with a RST: the client does not retransmit, and
+/// fails — the rule of [`super::counters`]); in a dry run every SYN was
+/// accepted. The other counters are zero: the gate sees no connection end.
 pub fn gate_syn_counts(counts: &GateCounts, dry_run: bool) -> IntervalCounters {
-    let (dropped, accepted) = if dry_run {
-        (0, counts.syns())
+    let (dropped, accepted, refused) = if dry_run {
+        (0, counts.syns(), 0)
     } else {
-        (counts.dropped, counts.accepted + counts.rejected)
+        (counts.dropped, counts.accepted, counts.rejected)
     };
     IntervalCounters {
         dropped,
         accepted,
+        refused,
         ..IntervalCounters::default()
     }
 }
@@ -603,28 +614,26 @@ pub fn gate_syn_counts(counts: &GateCounts, dry_run: bool) -> IntervalCounters {
 /// `certes watch` with `[proxy]` and `[gate]`. The gate decides before the
 /// kernel sees a SYN, so the proxy's DROPPED_i (the kernel's `ListenDrops`)
 /// never holds the gate's drops: DROPPED_i is the sum of both. The SYNs
-/// the gate rejected were answered (a RST) and never reached the proxy:
-/// ACCEPTED_i is the proxy's plus those. In a dry run the gate let every
-/// SYN through, so the proxy's row stands. COMPLETED_i and the sums are
-/// the proxy's.
+/// the gate rejected were answered with a RST and never reached the proxy:
+/// REFUSED_i is the proxy's plus those ([`gate_syn_counts`]' rule). In a
+/// dry run the gate let every SYN through, so the proxy's row stands.
+/// ACCEPTED_i, COMPLETED_i and the sums are the proxy's.
 pub fn proxy_counters_with_gate(
     proxy: &IntervalCounters,
     gate: &GateCounts,
     dry_run: bool,
 ) -> IntervalCounters {
     let mut merged = proxy.clone();
-    if !dry_run {
-        merged.dropped += gate.dropped;
-        merged.accepted += gate.rejected;
-    }
+    let syns = gate_syn_counts(gate, dry_run);
+    merged.dropped += syns.dropped;
+    merged.refused += syns.refused;
     merged
 }
 
 /// One record of `vantage gate`'s log as a counters row. The gate counts
-/// the filter's verdicts on SYNs: DROPPED_i is `dropped`; ACCEPTED_i, the
-/// SYNs the server answered, is `accepted + rejected` (a RST is an answer:
-/// the client does not retransmit); in a dry run every SYN was accepted.
-/// The gate sees no connection end: `completed` and the sums are zero
+/// the filter's verdicts on SYNs, read by [`gate_syn_counts`]: DROPPED_i
+/// is `dropped`, ACCEPTED_i `accepted`, REFUSED_i `rejected`; in a dry run
+/// every SYN was accepted. The gate sees no connection end: `completed` and the sums are zero
 /// unless the record carries them (a log merged with the server's). The
 /// record's `interval_s` must be Δ; its other keys are ignored.
 fn gate_log_row(
@@ -666,6 +675,7 @@ fn gate_log_row(
     let syns = gate_syn_counts(&record.counts, record.dry_run);
     row.values.accepted = syns.accepted;
     row.values.dropped = syns.dropped;
+    row.values.refused = syns.refused;
     for (column, value) in object {
         let value = CellValue::Json(value);
         if value.is_empty() {
@@ -880,6 +890,7 @@ fn align(
 struct Totals {
     dropped: u64,
     accepted: u64,
+    refused: u64,
     offered: u64,
     completed: u64,
     syn_to_end_sum: u64,
@@ -920,8 +931,12 @@ impl Totals {
             .dropped
             .checked_add(c.accepted)
             .ok_or_else(|| too_large("accepted", c.dropped, c.accepted.to_string()))?;
+        let offered = offered
+            .checked_add(c.refused)
+            .ok_or_else(|| too_large("refused", offered, c.refused.to_string()))?;
         count("dropped", &mut self.dropped, c.dropped)?;
         count("accepted", &mut self.accepted, c.accepted)?;
+        count("refused", &mut self.refused, c.refused)?;
         count("accepted", &mut self.offered, offered)?;
         count("completed", &mut self.completed, c.completed)?;
         seconds(
@@ -1000,7 +1015,13 @@ mod tests {
             ..GateCounts::default()
         };
         let merged = proxy_counters_with_gate(&proxy, &gate, false);
-        assert_eq!((merged.dropped, merged.accepted), (7, 13));
+        // The gate's 3 rejects are refusals, not accepts: ACCEPTED stays
+        // the proxy's.
+        assert_eq!(
+            (merged.dropped, merged.accepted, merged.refused),
+            (7, 10, 3)
+        );
+        assert_eq!(merged.offered(), 20);
         assert_eq!(
             (merged.completed, merged.syn_to_end_sum, merged.rtt_sum),
             (9, Nanos::from_millis(900), Nanos::from_millis(9))
@@ -1045,8 +1066,104 @@ mod tests {
                     {\"time_s\":5.25,\"interval_s\":0.25,\"accepted\":10,\"dropped\":3,\"rejected\":1,\"filter\":{},\"dry_run\":true}\n";
         let input = read(text, CountersFormat::Jsonl, false).unwrap();
         let class = &input.classes[0];
-        assert_eq!((class.at(0).dropped, class.at(0).accepted), (3, 11));
-        assert_eq!((class.at(1).dropped, class.at(1).accepted), (0, 14));
+        let first = class.at(0);
+        assert_eq!((first.dropped, first.accepted, first.refused), (3, 10, 1));
+        let dry = class.at(1);
+        assert_eq!((dry.dropped, dry.accepted, dry.refused), (0, 14, 0));
+    }
+
+    /// The one rule for a refused SYN, whoever counts it: a client whose
+    /// first SYN was dropped and whose retry was refused, beside one
+    /// accepted at once, gives the same counters from a capture's
+    /// observations as from the gate's record of the same verdicts (and
+    /// from a proxy row merged with that record).
+    #[test]
+    fn a_refused_connection_counts_alike_from_a_capture_and_a_gate_record() {
+        use crate::certes::observed::{bucket, ConnectionObservation, IntervalGrid};
+        let ms = Nanos::from_millis;
+        let refused = ConnectionObservation {
+            syn_arrivals: vec![ms(10), ms(100)],
+            refused: true,
+            ..Default::default()
+        };
+        let accepted = ConnectionObservation {
+            syn_arrivals: vec![ms(20)],
+            answered: Some(0),
+            ..Default::default()
+        };
+        let grid = IntervalGrid::new(Nanos::ZERO, ms(250)).unwrap();
+        let captured = bucket(&[refused, accepted], grid, ms(240)).unwrap();
+        assert_eq!(captured.intervals.len(), 1);
+        let from_capture = &captured.intervals[0];
+        assert_eq!(captured.stats.refused, 1);
+
+        let gate = GateCounts {
+            accepted: 1,
+            dropped: 1,
+            rejected: 1,
+            ..GateCounts::default()
+        };
+        let from_gate = gate_syn_counts(&gate, false);
+        let syns = |c: &IntervalCounters| (c.dropped, c.accepted, c.refused);
+        assert_eq!(syns(from_capture), (1, 1, 1));
+        assert_eq!(syns(&from_gate), syns(from_capture));
+        assert_eq!(from_gate.drop_rate(), from_capture.drop_rate());
+        assert_eq!(from_capture.drop_rate(), 1.0 / 3.0);
+
+        // The gate's log read as a counters file says the same.
+        let text = "{\"time_s\":0,\"interval_s\":0.25,\"accepted\":1,\"dropped\":1,\"rejected\":1,\"filter\":{}}\n";
+        let input = read(text, CountersFormat::Jsonl, false).unwrap();
+        assert_eq!(syns(input.classes[0].at(0)), syns(from_capture));
+
+        // A proxy behind the gate sees only the accepted SYN.
+        let proxy = IntervalCounters {
+            accepted: 1,
+            ..IntervalCounters::default()
+        };
+        let merged = proxy_counters_with_gate(&proxy, &gate, false);
+        assert_eq!(syns(&merged), syns(from_capture));
+    }
+
+    #[test]
+    fn the_refused_column_is_read_written_and_optional() {
+        let row = CountersRow {
+            t_start_s: 2.0,
+            interval: Nanos::from_millis(250),
+            class: String::new(),
+            counters: IntervalCounters {
+                dropped: 2,
+                accepted: 5,
+                refused: 3,
+                ..IntervalCounters::default()
+            },
+        };
+        let line = counters_jsonl_line(&row);
+        assert!(line.contains("\"refused\":3"), "{line}");
+        let back = parse_counters_line(&line, "s", 1, Nanos::from_millis(250)).unwrap();
+        assert_eq!(back, row);
+        // Without refusals the column is not written, and a row without it
+        // reads as none refused.
+        let none = CountersRow {
+            counters: IntervalCounters {
+                refused: 0,
+                ..row.counters.clone()
+            },
+            ..row.clone()
+        };
+        let line = counters_jsonl_line(&none);
+        assert!(!line.contains("refused"), "{line}");
+        let back = parse_counters_line(&line, "s", 1, Nanos::from_millis(250)).unwrap();
+        assert_eq!(back.counters.refused, 0);
+        // CSV, cumulative: differenced like the other counts.
+        let input = read(
+            "t_start_s,dropped,accepted,refused,completed,syn_to_end_sum_s\n0,1,4,2,4,0.4\n0.25,3,8,7,8,0.8\n",
+            CountersFormat::Csv,
+            true,
+        )
+        .unwrap();
+        let c = input.classes[0].at(0);
+        assert_eq!((c.dropped, c.accepted, c.refused), (2, 4, 5));
+        assert_eq!(c.offered(), 11);
     }
 
     #[test]
@@ -1149,6 +1266,7 @@ mod tests {
                 counters: IntervalCounters {
                     dropped: 7 * i,
                     accepted: 40 + i,
+                    refused: i % 3,
                     completed: 38 + 2 * i,
                     syn_to_end_sum: Nanos(1_234_567_891 * (i + 1) + 7),
                     rtt_sum: Nanos(987_654 * (i + 3)),

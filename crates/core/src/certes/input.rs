@@ -28,6 +28,7 @@ pub struct ClassInput {
 pub static EMPTY_INTERVAL: IntervalCounters = IntervalCounters {
     dropped: 0,
     accepted: 0,
+    refused: 0,
     completed: 0,
     syn_to_end_sum: Nanos::ZERO,
     rtt_sum: Nanos::ZERO,

@@ -42,6 +42,14 @@
 //!   probability 1 − (1 − q)(1 − DR_i). q is given, or estimated from the
 //!   server's retransmitted share of data segments (the paper's "another
 //!   approach", assuming symmetric loss).
+//! * **Refused SYNs** (REFUSED_i, the rule in [`super::counters`]): a SYN
+//!   answered with a RST arrived, so it is in OFFERED_i and DR_i's
+//!   denominator and counts among the initial SYNs and retries like any
+//!   other; it is neither retried nor accepted — its share RR_i of every
+//!   class leaves the model as a failure, outside the accepted mix that
+//!   splits COMPLETED_i (Eq. 12, 31) and outside Eq. 4's transactions
+//!   ([`Estimate::refused`]). Initial SYNs are conserved as completions,
+//!   give-ups and refusals. The paper's server never refuses.
 //! * **Distribution** (Conclusions): the interval's SYN-to-END distribution
 //!   (its histogram when measured, else its mean) shifted by each retry
 //!   class's wait plus the mean RTT, mixed with the give-ups' point masses;
@@ -264,6 +272,10 @@ pub struct Estimate {
     pub completed: u64,
     /// Σ_c G_i^c = R_i^{k+1}: clients estimated to give up in this interval.
     pub gave_up: f64,
+    /// REFUSED_i: clients whose SYN was answered with a RST in this
+    /// interval — failures, counted apart from Eq. 4's mean (they are not
+    /// among its transactions), as the server's other failures are.
+    pub refused: u64,
     /// DR_i (Eq. 5).
     pub drop_rate: f64,
     /// q: SYN loss rate in the network used for this interval.
@@ -294,6 +306,15 @@ pub struct Estimate {
     /// (wait, count) of the give-ups, by class.
     give_up_waits: Vec<(Nanos, f64)>,
     syn_to_end_histogram: Option<LatencyHistogram>,
+}
+
+/// The probabilities that a SYN sent in an interval is answered: with a
+/// SYN-ACK (`accepted`) or with either a SYN-ACK or a RST (`answered`);
+/// the rest are dropped or lost and retried.
+#[derive(Clone, Copy, Debug)]
+struct Answered {
+    accepted: f64,
+    answered: f64,
 }
 
 /// Number of points over which a spread timeout is integrated (Eq. 22).
@@ -613,7 +634,11 @@ impl Certes {
         let (due_arrivals, initial_arrivals) =
             self.damp(offered, arrive, drop_rate, due_arrivals, initial_arrivals);
         let initial_sent = initial_arrivals / arrive;
-        self.send_and_fail(slot, initial_sent, arrive * (1.0 - drop_rate));
+        let answered = Answered {
+            accepted: arrive * (1.0 - drop_rate - counters.refusal_rate()).max(0.0),
+            answered: arrive * (1.0 - drop_rate),
+        };
+        self.send_and_fail(slot, initial_sent, answered);
         let (gave_up, give_up_waits) = self.take_give_ups(slot);
         let unattributed = self.attribute_completions(counters);
         let (completed_waits, completed_by_attempt, mut conn_fail_nanos) =
@@ -631,6 +656,7 @@ impl Certes {
             interval_index: self.index,
             completed: counters.completed,
             gave_up,
+            refused: counters.refused,
             drop_rate,
             network_loss: loss,
             initial_syns: initial_arrivals,
@@ -780,10 +806,12 @@ impl Certes {
         (due_arrivals, (offered - due_arrivals).max(0.0))
     }
 
-    /// Eq. 6 and 11: every SYN sent now fails alike, with probability
-    /// 1 − `success`; the accepted ones are recorded for Eq. 12 and the
-    /// failed ones move on to their next attempt (Eq. 13).
-    fn send_and_fail(&mut self, slot: usize, initial_sent: f64, success: f64) {
+    /// Eq. 6 and 11: every SYN sent now is answered alike, with
+    /// probability `answered.answered`; the accepted ones (a SYN-ACK) are
+    /// recorded for Eq. 12, the refused ones (a RST) leave the model as
+    /// failures, and the unanswered ones move on to their next attempt
+    /// (Eq. 13).
+    fn send_and_fail(&mut self, slot: usize, initial_sent: f64, answered: Answered) {
         let h = self.horizon;
         let accepted_row = (self.index % self.lookback as u64) as usize * self.columns;
         let mut accepted_total = 0.0;
@@ -791,10 +819,10 @@ impl Certes {
             self.sent[class.column] = initial_sent * class.weight;
             for j in 0..=class.retries() {
                 let sent = self.sent[class.column + j];
-                let accepted = sent * success;
+                let accepted = sent * answered.accepted;
                 self.accepted_mix[accepted_row + class.column + j] = accepted;
                 accepted_total += accepted;
-                let failed = sent - accepted;
+                let failed = sent * (1.0 - answered.answered);
                 if failed <= 0.0 {
                     continue;
                 }
@@ -1173,6 +1201,63 @@ mod tests {
         }
         assert!(gave_up_total > 0.0);
         assert!((initial - accepted_total - gave_up_total).abs() < 1e-6);
+    }
+
+    /// Refused SYNs by hand, on the paper's clients (retries 3 and 9 s
+    /// after the first SYN, give-up at 21 s), 1-s intervals, SYN-to-END 0
+    /// and RTT 100 ms:
+    /// * interval 0: 100 initial SYNs; 40 dropped, 40 accepted, 20
+    ///   refused. DR = 40 / 100 (not 40 / 80: the refused SYNs arrived).
+    ///   The 40 accepts complete at once: 40 first attempts, 0.1 s each.
+    /// * interval 3: the 40 first retries; 10 dropped, 20 accepted, 10
+    ///   refused: DR = 0.25, every SYN a retry. The 20 completions waited
+    ///   3 s: (20 × 3 s + 20 × 0.1 s) / 20 = 3.1 s; the 10 refused are not
+    ///   transactions.
+    /// * interval 9: the 10 second retries, all dropped: they give up in
+    ///   interval 21 (21 s after their first SYN), a mean of 21 s.
+    ///
+    /// Initial SYNs: 100 = 60 completed + 30 refused + 10 given up.
+    #[test]
+    fn refused_syns_leave_as_failures_by_hand() {
+        let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+        let refused = |dropped, accepted, refused| IntervalCounters {
+            refused,
+            ..counters(dropped, accepted, accepted, 0)
+        };
+        let mut estimates = Vec::new();
+        for i in 0..25 {
+            let c = match i {
+                0 => refused(40, 40, 20),
+                3 => refused(10, 20, 10),
+                9 => refused(10, 0, 0),
+                _ => IntervalCounters::default(),
+            };
+            estimates.push(certes.on_interval(&c));
+        }
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let e0 = &estimates[0];
+        assert!(close(e0.drop_rate, 0.4), "{}", e0.drop_rate);
+        assert!(close(e0.initial_syns, 100.0));
+        assert_eq!((e0.refused, e0.completed), (20, 40));
+        assert!(close(e0.transactions(), 40.0));
+        assert_eq!(e0.mean, Some(Nanos::from_millis(100)));
+        let e3 = &estimates[3];
+        assert!(close(e3.drop_rate, 0.25));
+        assert!(close(e3.initial_syns, 0.0) && close(e3.retried_syns, 40.0));
+        assert!(close(e3.completed_by_attempt[1], 20.0));
+        assert!(close(e3.transactions(), 20.0));
+        assert_eq!(e3.mean, Some(Nanos::from_millis(3100)));
+        assert_eq!(e3.refused, 10);
+        assert!(close(estimates[9].retried_syns, 10.0));
+        let e21 = &estimates[21];
+        assert!(close(e21.gave_up, 10.0), "{}", e21.gave_up);
+        assert_eq!(e21.mean, Some(Nanos::from_secs(21)));
+        let initial: f64 = estimates.iter().map(|e| e.initial_syns).sum();
+        let completed: u64 = estimates.iter().map(|e| e.completed).sum();
+        let refused: u64 = estimates.iter().map(|e| e.refused).sum();
+        let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+        assert_eq!((completed, refused), (60, 30));
+        assert!(close(initial, completed as f64 + refused as f64 + gave_up));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!
 //! * [`bucket`]: the per-interval counters the model consumes (Eq. 2–3,
 //!   Section 3.1): every unanswered SYN is one DROPPED in the interval it
-//!   arrived in; the answered SYN is one ACCEPTED in its interval; the
+//!   arrived in; the answered SYN is one ACCEPTED in its interval (one
+//!   REFUSED if the answer was a RST, below); the
 //!   connection is one COMPLETED in the interval of its END, adding its
 //!   SYN-to-END (END − answered SYN) and RTT (SYN-ACK to its ACK) to the
 //!   sums and its SYN-to-END to the interval's histogram;
@@ -45,8 +46,11 @@
 //!   up. Their SYNs are still counted by [`bucket`] — the server saw them.
 //! * **Refused** connections (the server answered a SYN with a RST) are not
 //!   Certes transactions: the client learns at once and does not retry. The
-//!   SYNs before the refused one count as drops; the connection is left out
-//!   of the exact figures and counted.
+//!   SYNs before the refused one count as drops, the refused SYN as one
+//!   REFUSED in its interval — the rule of [`super::counters`], the same a
+//!   gate's or a proxy's counts follow: it arrived (it is in the drop
+//!   rate's denominator) but was not accepted. The connection is left out
+//!   of the exact figures and counted as a failure.
 //! * **Failures** of accepted connections ([`Failure`]), ended by a RST
 //!   before the server sent any response. **Reset** by the server (an
 //!   overloaded server accepting and shedding): the client got no
@@ -291,7 +295,7 @@ pub struct BucketStats {
     pub completed: u64,
     /// SYNs after the answered one (neither dropped nor accepted).
     pub syns_after_answer: u64,
-    /// Connections refused with a RST.
+    /// Connections refused with a RST: their last SYN counted as REFUSED.
     pub refused: u64,
     /// Connections accepted whose END was not seen.
     pub accepted_without_end: u64,
@@ -420,6 +424,11 @@ pub fn bucket_one(
         stats.dropped += 1;
     }
     if o.refused {
+        // validate(): a refused connection has no answered SYN, so the
+        // refused one is its last.
+        if let Some(&refused_at) = o.syn_arrivals.last() {
+            intervals.at(refused_at).refused += 1;
+        }
         stats.refused += 1;
     }
     let Some(answered) = o.answered else {

@@ -487,10 +487,15 @@ mod tests {
                 })
                 .unwrap();
         }
+        // Refused after one SYN: nothing dropped, one REFUSED in the
+        // interval of the SYN.
         let first = stream.take_through(2);
-        assert!(first.is_empty());
-        // Refused after one SYN: nothing dropped, nothing counted per interval.
-        assert_eq!(stream.open_intervals(), 0);
+        let refused: Vec<_> = first
+            .iter()
+            .map(|t| (t.index, t.counters.dropped, t.counters.refused))
+            .collect();
+        assert_eq!(refused, vec![(1, 0, 1), (2, 0, 1)]);
+        assert_eq!(stream.open_intervals(), 1);
         stream
             .add(ConnectionObservation {
                 syn_arrivals: vec![s(3.6), s(4.6)],
@@ -502,7 +507,10 @@ mod tests {
         assert!(taken.is_empty());
         let taken = stream.take_through(3);
         assert_eq!(taken.len(), 1);
-        assert_eq!((taken[0].index, taken[0].counters.dropped), (3, 1));
+        let c = &taken[0].counters;
+        assert_eq!((taken[0].index, c.dropped, c.refused), (3, 1, 1));
+        let last = stream.take_through(4);
+        assert_eq!((last[0].index, last[0].counters.refused), (4, 1));
         assert_eq!(stream.stats().refused, 4);
     }
 }

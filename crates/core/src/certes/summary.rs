@@ -28,6 +28,8 @@ pub struct IntervalRow {
     pub class: Option<String>,
     pub dropped: u64,
     pub accepted: u64,
+    /// REFUSED_i: SYNs answered with a RST (failures, not in the mean).
+    pub refused: u64,
     pub completed: u64,
     pub drop_rate: f64,
     /// Clients the model estimates gave up in this interval.
@@ -54,7 +56,7 @@ pub struct IntervalRow {
 impl IntervalRow {
     /// Nothing arrived, completed or gave up in the interval.
     pub fn idle(&self) -> bool {
-        self.dropped + self.accepted + self.completed == 0
+        self.dropped + self.accepted + self.refused + self.completed == 0
             && self.gave_up < 0.005
             && self.exact_gave_up.unwrap_or(0) == 0
     }
@@ -68,6 +70,8 @@ pub struct ClassSummary {
     pub offered: u64,
     pub dropped: u64,
     pub accepted: u64,
+    /// SYNs answered with a RST: failures, not in the mean.
+    pub refused: u64,
     pub drop_rate: f64,
     pub completed: u64,
     /// Clients the model estimates gave up.
@@ -231,6 +235,7 @@ fn interval_row(
         class,
         dropped: c.dropped,
         accepted: c.accepted,
+        refused: c.refused,
         completed: c.completed,
         drop_rate: c.drop_rate(),
         gave_up: e.gave_up,
@@ -473,6 +478,7 @@ impl Tally {
         let total = &mut self.counters;
         total.dropped += c.dropped;
         total.accepted += c.accepted;
+        total.refused += c.refused;
         total.completed += c.completed;
         total.syn_to_end_sum += c.syn_to_end_sum;
         total.rtt_sum += c.rtt_sum;
@@ -497,6 +503,7 @@ impl Tally {
         let total = &mut self.counters;
         total.dropped += other.counters.dropped;
         total.accepted += other.counters.accepted;
+        total.refused += other.counters.refused;
         total.completed += other.counters.completed;
         total.syn_to_end_sum += other.counters.syn_to_end_sum;
         total.rtt_sum += other.counters.rtt_sum;
@@ -566,6 +573,7 @@ fn class_summary(class: Option<String>, exacts: &[&ExactFigures], tally: &Tally)
         offered: total.offered(),
         dropped: total.dropped,
         accepted: total.accepted,
+        refused: total.refused,
         drop_rate: total.drop_rate(),
         completed: total.completed,
         gave_up: (tally.gave_up * 100.0).round() / 100.0,

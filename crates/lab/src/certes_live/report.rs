@@ -59,6 +59,8 @@ pub struct DaemonFigures {
     pub completed: u64,
     pub dropped: u64,
     pub accepted: u64,
+    /// SYNs answered with a RST (REFUSED): failures, not in the mean.
+    pub refused: u64,
     pub gave_up: f64,
     /// Σ SYN-to-END / completed.
     pub syn_to_end_mean_s: Option<f64>,
@@ -206,6 +208,7 @@ fn figures(lines: &[WatchLine]) -> DaemonFigures {
         f.completed += l.completed;
         f.dropped += l.dropped;
         f.accepted += l.accepted;
+        f.refused += l.refused;
         f.gave_up += l.gave_up;
         f.ring_drops = f.ring_drops.max(l.ring_drops_total);
         if let Some(k) = &l.kernel {
@@ -564,12 +567,12 @@ pub fn render(report: &CertesLiveReport) -> String {
         out.push_str(
             "\nThe proxy's Certes stream (`front = \"proxy\"`: a third daemon fed by the proxy's `[certes]` log, with the gate's log when a gate drops; no capture), against the same clients' record\n\n",
         );
-        out.push_str("| configuration | drops | truth mean s | capture's estimate s (error) | proxy stream's estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | accepted/dropped/completed (proxy rows) | intervals |\n");
+        out.push_str("| configuration | drops | truth mean s | capture's estimate s (error) | proxy stream's estimate s | error | ≤ 2.5 % | 10-s tracking mean/max | SYN-to-END s (error) | p90 true/Prom. (error) | p99 true/Prom. (error) | accepted/dropped/refused/completed (proxy rows) | intervals |\n");
         out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (r, p) in proxied {
             let d = &p.daemon;
             out.push_str(&format!(
-                "| {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{}/{} | {} |\n",
+                "| {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} | {} ({}) | {}/{} ({}) | {}/{} ({}) | {}/{}/{}/{} | {} |\n",
                 r.name,
                 r.drops,
                 secs(r.truth_mean_s),
@@ -584,7 +587,7 @@ pub fn render(report: &CertesLiveReport) -> String {
                 pct(p.syn_to_end_relative_error),
                 secs(r.truth_p90_s), secs(p.scraped.p90_s), pct(p.p90_relative_error),
                 secs(r.truth_p99_s), secs(p.scraped.p99_s), pct(p.p99_relative_error),
-                d.accepted, d.dropped, d.completed,
+                d.accepted, d.dropped, d.refused, d.completed,
                 d.intervals,
             ));
         }

@@ -38,6 +38,7 @@ impl CsvRows {
             "class",
             "dropped",
             "accepted",
+            "refused",
             "completed",
             "drop_rate",
             "gave_up",
@@ -72,6 +73,7 @@ impl CsvRows {
             r.class.clone().unwrap_or_default(),
             r.dropped.to_string(),
             r.accepted.to_string(),
+            r.refused.to_string(),
             r.completed.to_string(),
             r.drop_rate.to_string(),
             r.gave_up.to_string(),
@@ -122,6 +124,7 @@ pub fn render_table(rows: &[IntervalRow], idle: usize, classed: bool, trace: boo
     header.extend([
         "dropped",
         "accepted",
+        "refused",
         "completed",
         "drop %",
         "gave up",
@@ -145,6 +148,7 @@ pub fn render_table(rows: &[IntervalRow], idle: usize, classed: bool, trace: boo
         cells.extend([
             right(r.dropped.to_string()),
             right(r.accepted.to_string()),
+            right(r.refused.to_string()),
             right(r.completed.to_string()),
             right(format!("{:.1}", 100.0 * r.drop_rate)),
             right(format!("{:.2}", r.gave_up)),
@@ -177,11 +181,12 @@ fn render_class_summary(out: &mut String, s: &ClassSummary, indent: &str) {
     let pct = |x: f64| format!("{:.2} %", 100.0 * x);
     outln!(
         out,
-        "{indent}SYNs: {} offered, {} dropped (drop rate {}), {} accepted",
+        "{indent}SYNs: {} offered, {} dropped (drop rate {}), {} accepted, {} refused",
         s.offered,
         s.dropped,
         pct(s.drop_rate),
-        s.accepted
+        s.accepted,
+        s.refused
     );
     outln!(
         out,

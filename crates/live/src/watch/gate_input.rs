@@ -274,7 +274,7 @@ impl GateEstimate {
 
 /// COMPLETED_i, the SYN-to-END and RTT sums (and histogram, when every
 /// class that completed has one) and the data segments of every class,
-/// with DROPPED_i and ACCEPTED_i from the gate when it covered the
+/// with DROPPED_i, ACCEPTED_i and REFUSED_i from the gate when it covered the
 /// interval, else from the capture.
 pub fn merged_counters(
     capture: &[ClassInterval<'_>],
@@ -286,6 +286,7 @@ pub fn merged_counters(
         let c = one.counters;
         sum.dropped += c.dropped;
         sum.accepted += c.accepted;
+        sum.refused += c.refused;
         sum.completed += c.completed;
         sum.syn_to_end_sum += c.syn_to_end_sum;
         sum.rtt_sum += c.rtt_sum;
@@ -304,6 +305,7 @@ pub fn merged_counters(
         let syns = gate_syn_counts(&gate.counts, gate.dry_run);
         sum.dropped = syns.dropped;
         sum.accepted = syns.accepted;
+        sum.refused = syns.refused;
     }
     sum
 }

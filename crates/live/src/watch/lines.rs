@@ -26,6 +26,9 @@ pub struct WatchLine {
     pub class: Option<String>,
     pub dropped: u64,
     pub accepted: u64,
+    /// REFUSED_i; absent (0) in lines written before it was counted.
+    #[serde(default)]
+    pub refused: u64,
     pub completed: u64,
     pub drop_rate: f64,
     /// Clients the model estimates gave up in the interval.

@@ -186,6 +186,7 @@ pub struct WatchMetrics {
     exact_mean: Family<Labels, FloatGauge>,
     syns_dropped: Family<Labels, Counter>,
     syns_accepted: Family<Labels, Counter>,
+    syns_refused: Family<Labels, Counter>,
     completed: Family<Labels, Counter>,
     gave_up_estimated: Family<Labels, FloatCounter>,
     syn_to_end_seconds: Family<Labels, FloatCounter>,
@@ -259,6 +260,7 @@ impl WatchMetrics {
             exact_mean: Family::default(),
             syns_dropped: Family::default(),
             syns_accepted: Family::default(),
+            syns_refused: Family::default(),
             completed: Family::default(),
             gave_up_estimated: Family::default(),
             syn_to_end_seconds: Family::default(),
@@ -355,8 +357,13 @@ impl WatchMetrics {
         );
         registry.register(
             "vantage_certes_syns_accepted",
-            "SYNs the server answered (ACCEPTED)",
+            "SYNs the server answered with a SYN-ACK (ACCEPTED)",
             m.syns_accepted.clone(),
+        );
+        registry.register(
+            "vantage_certes_syns_refused",
+            "SYNs the server answered with a RST (REFUSED): failures, in the drop rate's denominator",
+            m.syns_refused.clone(),
         );
         registry.register(
             "vantage_certes_completed",
@@ -599,6 +606,7 @@ impl WatchMetrics {
         self.syns_accepted
             .get_or_create(&labels)
             .inc_by(row.accepted);
+        self.syns_refused.get_or_create(&labels).inc_by(row.refused);
         self.completed.get_or_create(&labels).inc_by(row.completed);
         self.gave_up_estimated
             .get_or_create(&labels)
