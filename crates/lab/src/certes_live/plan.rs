@@ -425,7 +425,7 @@ mod tests {
     use super::*;
     use vantage_testbed::spec::TestbedSpec;
 
-    const FILES: [(&str, &str); 4] = [
+    const FILES: [(&str, &str); 5] = [
         (
             "configurations.toml",
             include_str!("../../../../scenarios/certes-live/configurations.toml"),
@@ -441,6 +441,10 @@ mod tests {
         (
             "proxy.toml",
             include_str!("../../../../scenarios/certes-live/proxy.toml"),
+        ),
+        (
+            "abacus.toml",
+            include_str!("../../../../scenarios/certes-live/abacus.toml"),
         ),
     ];
 
