@@ -115,6 +115,14 @@ impl IntervalCounters {
         }
     }
 
+    /// The share of the arrived SYNs accepted (answered with a SYN-ACK):
+    /// 1 − DR_i − the refusal rate, the chance a SYN that arrives opens a
+    /// connection (Eq. 6's 1 − DR_i when nothing is refused). Both models
+    /// take it from here.
+    pub fn accepted_share(&self) -> f64 {
+        (1.0 - self.drop_rate() - self.refusal_rate()).max(0.0)
+    }
+
     /// DR_i = DROPPED_i / OFFERED_LOAD_i (Eq. 5), refused SYNs included in
     /// the offered ones; zero when nothing arrived.
     pub fn drop_rate(&self) -> f64 {
@@ -239,6 +247,8 @@ mod tests {
         assert_eq!(c.offered(), 100);
         assert_eq!(c.drop_rate(), 0.2);
         assert_eq!(c.refusal_rate(), 0.2);
+        assert!((c.accepted_share() - 0.6).abs() < 1e-12);
+        assert_eq!(IntervalCounters::default().accepted_share(), 1.0);
         // Without the field (older files and streams) it reads as 0.
         let old: IntervalCounters = serde_json::from_str(
             r#"{"dropped":1,"accepted":2,"completed":0,"syn_to_end_sum":0,"rtt_sum":0}"#,

@@ -472,7 +472,7 @@ impl FullCertes {
         self.slots.push_back(Slot {
             sent_total: counters.offered() as f64 / arrive,
             failure: 1.0 - arrive * (1.0 - drop_rate),
-            success: arrive * (1.0 - drop_rate - counters.refusal_rate()).max(0.0),
+            success: arrive * counters.accepted_share(),
             weights,
             initial: 0.0,
             clamped: false,

@@ -635,7 +635,7 @@ impl Certes {
             self.damp(offered, arrive, drop_rate, due_arrivals, initial_arrivals);
         let initial_sent = initial_arrivals / arrive;
         let answered = Answered {
-            accepted: arrive * (1.0 - drop_rate - counters.refusal_rate()).max(0.0),
+            accepted: arrive * counters.accepted_share(),
             answered: arrive * (1.0 - drop_rate),
         };
         self.send_and_fail(slot, initial_sent, answered);
