@@ -77,10 +77,19 @@ pub struct SbacPlan {
     /// With `occupancy`: requests the backend serves at once.
     #[serde(default = "one")]
     pub concurrency: u32,
+    /// T: the proxy ends a session idle this long, and only then counts it
+    /// ended (predictive's C_e). The simulator is told the same
+    /// (`[model] session_end_seen_after_s`), so both learn ends alike.
+    #[serde(default = "default_session_timeout_s")]
+    pub session_timeout_s: u64,
 }
 
 fn one() -> u32 {
     1
+}
+
+fn default_session_timeout_s() -> u64 {
+    vantage_live::proxy::config::DEFAULT_SESSION_TIMEOUT_S
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +219,12 @@ impl SbacLivePlan {
             1e6,
         )?;
         range("sbac.interval_s", self.sbac.interval_s, 0.05, 60.0)?;
+        range(
+            "sbac.session_timeout_s",
+            self.sbac.session_timeout_s as f64,
+            1.0,
+            86_400.0,
+        )?;
         range(
             "sbac.target_utilization",
             self.sbac.target_utilization,

@@ -135,9 +135,10 @@ fn start_front(
                 "listen = \"{front_addr}\"\nupstreams = [\"{upstream}\"]\n\
                  [utilization]\n{utilization}\n\
                  [sbac]\nstrategy = \"{strategy}\"\ninterval_s = {}\ntarget_utilization = {}\n\
-                 cookie = \"{COOKIE}\"\nkeys = [\"{}\"]\n",
+                 session_timeout_s = {}\ncookie = \"{COOKIE}\"\nkeys = [\"{}\"]\n",
                 plan.sbac.interval_s,
                 plan.sbac.target_utilization,
+                plan.sbac.session_timeout_s,
                 key(plan.experiment.seed),
             );
             std::fs::write(dir.join("proxy.toml"), &text)
@@ -346,7 +347,8 @@ fn simulator_scenario(
     {
         // The simulator runs the whole schedule, the warm-up included: it
         // takes the warm-up from the same rule (`studies::sbac::warmup_s`)
-        // and its arrivals from the same Eq. 1.
+        // and its arrivals from the same Eq. 1; its server learns that a
+        // session ended after the proxy's idle timeout T, as the proxy does.
         let means: Vec<String> = mode
             .session_length_means
             .iter()
@@ -360,6 +362,7 @@ fn simulator_scenario(
              [workload]\nsession_length_means = [{means}]\n\
              [clients]\nthink_time_s = [{think:?}]\ntimeout_s = {timeout:?}\nretries = [{retries}]\n\
              [server]\ncapacity_rps = {capacity:?}\n\
+             [model]\nsession_end_seen_after_s = {session_timeout}\n\
              [admission]\nstrategies = [\"none\", \"stable\", \"responsive\", \"hybrid\", \"predictive\"]\n\
              threshold = {threshold:?}\ninterval_s = {interval:?}\n\
              [[pattern]]\nname = \"{name}\"\nloads_pct = [{loads}]\nsegment_s = {segment:?}\n\
@@ -371,6 +374,7 @@ fn simulator_scenario(
             timeout = plan.clients.timeout_s,
             retries = plan.clients.retries,
             capacity = capacity_rps.max(1.0),
+            session_timeout = plan.sbac.session_timeout_s,
             threshold = plan.sbac.target_utilization,
             interval = plan.sbac.interval_s,
             loads = loads.join(", "),
@@ -435,6 +439,29 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The simulated server learns that a session ended when the proxy
+    /// does: after the proxy's idle timeout T.
+    #[test]
+    fn the_simulator_learns_session_ends_after_the_proxy_timeout() {
+        let text = include_str!("../../../../scenarios/proxy/sbac-live-busy-day-l50.toml");
+        let mut plan = SbacLivePlan::from_toml(text, "busy.toml").unwrap();
+        assert_eq!(
+            plan.sbac.session_timeout_s,
+            vantage_live::proxy::config::DEFAULT_SESSION_TIMEOUT_S
+        );
+        plan.sbac.session_timeout_s = 42;
+        let mode = plan.mode(true);
+        let scenario = simulator_scenario(&plan, &mode, &mode.patterns[0], 412.7).unwrap();
+        let jobs = scenario.jobs(Effort { quick: true });
+        assert!(!jobs.is_empty());
+        for job in &jobs {
+            assert_eq!(
+                job.config.reading.session_end_seen_after,
+                Some(vantage_core::Nanos::from_secs(42))
+            );
         }
     }
 }

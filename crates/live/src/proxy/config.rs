@@ -77,6 +77,8 @@ pub const MAX_WORKERS: u64 = 256;
 /// `limits.listen_backlog` when not given: `net.core.somaxconn`'s default
 /// since Linux 5.4.
 pub const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+/// `sbac.session_timeout_s` when not given: T, seconds.
+pub const DEFAULT_SESSION_TIMEOUT_S: u64 = 300;
 /// The default rejection page.
 pub const DEFAULT_REJECT_PAGE: &str = "<!doctype html><title>Busy</title><h1>The site is busy</h1><p>Please come back in a little while.</p>\n";
 /// Largest rejection page accepted (it is sent for every rejection).
@@ -811,7 +813,7 @@ fn sbac(c: &Checker, s: &RawSbac) -> Result<SbacConfig, ConfigError> {
     };
     let session_timeout_s = match s.session_timeout_s {
         Some(v) => c.whole("sbac.session_timeout_s", v, 1.0, 86_400.0)?,
-        None => 300,
+        None => DEFAULT_SESSION_TIMEOUT_S,
     };
     let max_session_age_s = match s.max_session_age_s {
         Some(v) => c.whole("sbac.max_session_age_s", v, 1.0, 30.0 * 86_400.0)?,

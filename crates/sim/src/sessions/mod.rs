@@ -220,4 +220,9 @@ pub struct ModelReading {
     /// Sessions in progress at most (Section 4's N clients); a new session
     /// that finds no free client counts as refused. `None`: unbounded.
     pub client_limit: Option<u64>,
+    /// The server learns that a session ended only once it has been idle
+    /// this long after its last reply (footnote 3: the cookie's expiry T,
+    /// as HP WebQoS and `vantage proxy` learn it), so predictive's C_e
+    /// (Section 12) lags. `None`: at its last reply, as the simulator knows.
+    pub session_end_seen_after: Option<Nanos>,
 }

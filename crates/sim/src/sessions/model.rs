@@ -83,11 +83,21 @@ impl Job {
 
 enum Event {
     SessionArrival,
-    Send { session: u32 },
-    Timeout { session: u32, attempt: u32 },
+    Send {
+        session: u32,
+    },
+    Timeout {
+        session: u32,
+        attempt: u32,
+    },
     ServiceDone,
-    SharedDone { generation: u64 },
+    SharedDone {
+        generation: u64,
+    },
     Tick,
+    /// The server learns that a session ended (see
+    /// [`super::ModelReading::session_end_seen_after`]).
+    SessionEndSeen,
 }
 
 /// Completed sessions by length: ≤ m, (m, 2m], > 2m (Figure 4b), percent.
@@ -657,7 +667,10 @@ impl Sim<'_> {
                 if wanted {
                     session.served += 1;
                     if session.served >= session.length {
-                        self.interval.ended_sessions += 1;
+                        match self.cfg.reading.session_end_seen_after {
+                            None => self.interval.ended_sessions += 1,
+                            Some(idle) => self.queue.schedule(now + idle, Event::SessionEndSeen),
+                        }
                         self.end_session(s, State::Completed);
                     } else {
                         session.state = State::Thinking;
@@ -759,8 +772,12 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut events = 0u64;
     let mut last = Nanos::ZERO;
     while let Some((now, event)) = sim.queue.pop() {
-        events += 1;
-        last = now;
+        // A late-seen end is bookkeeping only: it neither counts as an
+        // event nor extends the simulated time past the drain.
+        if !matches!(event, Event::SessionEndSeen) {
+            events += 1;
+            last = now;
+        }
         match event {
             Event::SessionArrival => {
                 if let Some(t) = sim.next_arrival(now) {
@@ -803,6 +820,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             Event::Timeout { session, attempt } => sim.timeout(now, session, attempt),
             Event::ServiceDone => sim.service_done(now),
             Event::SharedDone { generation } => sim.shared_done(now, generation),
+            Event::SessionEndSeen => sim.interval.ended_sessions += 1,
             Event::Tick => {
                 sim.tick(now);
                 let busy =
@@ -1172,6 +1190,30 @@ mod tests {
         assert!(o.refused_sessions > 0);
         let free = with(ModelReading::default(), 1.0, 5.0);
         assert!(free.max_in_progress > 200);
+    }
+
+    /// Predictive's SesLength is C_r / C_e once a session has ended, and
+    /// C_r / C_s (too short while sessions are in progress: more admitted)
+    /// before. A server that learns ends only after T idle (the live
+    /// proxy) has no C_e during a 200-s overload of 250-s sessions, so it
+    /// admits more than one told of each end at once.
+    #[test]
+    fn ends_seen_after_the_idle_timeout_leave_predictive_less_cautious() {
+        let day = |seen_after| {
+            let mut c = config(3.0, 50.0, Strategy::Predictive(Default::default()));
+            c.pattern.segments[0].duration = Nanos::from_secs(200);
+            (c.measure_from, c.measure_to) = (Nanos::ZERO, Nanos::from_secs(200));
+            c.reading.session_end_seen_after = seen_after;
+            run(&c)
+        };
+        let at_once = day(None);
+        let late = day(Some(Nanos::from_secs(300)));
+        assert!(
+            2.0 * late.rejected_pct < at_once.rejected_pct,
+            "rejected: {:.1} % seen late, {:.1} % seen at once",
+            late.rejected_pct,
+            at_once.rejected_pct
+        );
     }
 
     #[test]

@@ -213,6 +213,7 @@ struct ModelSection {
     #[serde(default)]
     processor_sharing: bool,
     client_limit: Option<f64>,
+    session_end_seen_after_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -486,6 +487,15 @@ impl SbacScenario {
             processor_sharing: md.processor_sharing,
             client_limit: match md.client_limit {
                 Some(n) => Some(c.whole("model.client_limit", n, 1.0, 1e7)?),
+                None => None,
+            },
+            session_end_seen_after: match md.session_end_seen_after_s {
+                Some(t) => Some(Nanos::from_secs_f64(c.range(
+                    "model.session_end_seen_after_s",
+                    t,
+                    0.0,
+                    86_400.0,
+                )?)),
                 None => None,
             },
         };
