@@ -65,6 +65,8 @@ impl Controller {
                 Controller::Predictive(PredictiveController::new(PredictiveConfig {
                     threshold,
                     capacity_requests_per_s: config.capacity_requests_per_s,
+                    // The table below counts a session ended once idle for T.
+                    end_seen_after: Some(Nanos::from_secs(config.session_timeout_s)),
                     ..PredictiveConfig::default()
                 })?)
             }

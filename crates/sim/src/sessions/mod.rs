@@ -223,6 +223,8 @@ pub struct ModelReading {
     /// The server learns that a session ended only once it has been idle
     /// this long after its last reply (footnote 3: the cookie's expiry T,
     /// as HP WebQoS and `vantage proxy` learn it), so predictive's C_e
-    /// (Section 12) lags. `None`: at its last reply, as the simulator knows.
+    /// (Section 12) lags; the predictive controller is told the lag
+    /// (`PredictiveConfig::end_seen_after`). `None`: at its last reply, as
+    /// the simulator knows.
     pub session_end_seen_after: Option<Nanos>,
 }

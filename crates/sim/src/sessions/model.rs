@@ -11,7 +11,8 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use vantage_core::admission::session::overhead::session_capacity;
 use vantage_core::admission::session::{
-    EwmaController, HybridController, IntervalMeasurement, PredictiveController, SessionAdmission,
+    EwmaController, HybridController, IntervalMeasurement, PredictiveConfig, PredictiveController,
+    SessionAdmission,
 };
 use vantage_core::Nanos;
 
@@ -320,7 +321,12 @@ impl RunOutcome {
     }
 }
 
-fn controller(strategy: &Strategy) -> Option<Box<dyn SessionAdmission>> {
+/// The run's controller; predictive is told when its server learns of a
+/// session's end ([`super::ModelReading::session_end_seen_after`]).
+fn controller(
+    strategy: &Strategy,
+    reading: &super::ModelReading,
+) -> Option<Box<dyn SessionAdmission>> {
     // Configurations are validated when scenarios load (`studies::sbac`);
     // an invalid one reaching here is a bug in the caller.
     match strategy {
@@ -332,7 +338,11 @@ fn controller(strategy: &Strategy) -> Option<Box<dyn SessionAdmission>> {
             HybridController::new(*c).expect("validated hybrid configuration"),
         )),
         Strategy::Predictive(c) => Some(Box::new(
-            PredictiveController::new(*c).expect("validated predictive configuration"),
+            PredictiveController::new(PredictiveConfig {
+                end_seen_after: reading.session_end_seen_after,
+                ..*c
+            })
+            .expect("validated predictive configuration"),
         )),
     }
 }
@@ -736,7 +746,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         shared: Vec::new(),
         shared_at: Nanos::ZERO,
         shared_generation: 0,
-        controller: controller(&cfg.strategy),
+        controller: controller(&cfg.strategy, &cfg.reading),
         interval: IntervalMeasurement::default(),
         interval_busy_from: Nanos::ZERO,
         think: Exp::new(1.0 / cfg.think_time_mean.as_secs_f64().max(1e-9)).expect("positive"),

@@ -46,6 +46,16 @@
 //! default) is taken off the next quota, and banked credits are dropped.
 //! The Load is that of the last interval (the paper's
 //! prediction), not a smoothed one.
+//!
+//! Ends seen late ([`PredictiveConfig::end_seen_after`]): a live server
+//! learns that a session ended only when it has been idle for T (footnote
+//! 3), so at time t it knows the ends of the sessions whose last request
+//! came before t − T. C_r / C_e then overstates SesLength by C_r(t) /
+//! C_r(t − T) — twice at t = 2T, still 9 % an hour after a start with T =
+//! 300 s — and the quota rejects too many. With the lag configured,
+//! SesLength is C_r(t − T) / C_e(t): the requests that could have been a
+//! known last one, over the known ends. C_r is sampled at interval ends at
+//! most every T/1024, so the history holds at most about 1,024 samples.
 
 use super::overhead::{rejection_overhead_pct, session_capacity, session_quota_per_s};
 use super::{
@@ -68,6 +78,11 @@ pub struct PredictiveConfig {
     /// is taken off the next quota, in sessions of SesLength requests.
     /// `None` is the paper's strategy without the guard.
     pub backlog_allowance: Option<Nanos>,
+    /// How long after its last request a session's end is reported in
+    /// [`IntervalMeasurement::ended_sessions`] (the idle timeout T);
+    /// `None`: at once.
+    #[serde(default)]
+    pub end_seen_after: Option<Nanos>,
 }
 
 impl Default for PredictiveConfig {
@@ -77,6 +92,7 @@ impl Default for PredictiveConfig {
             carry_intervals: 3,
             capacity_requests_per_s: None,
             backlog_allowance: Some(Nanos::from_millis(250)),
+            end_seen_after: None,
         }
     }
 }
@@ -90,6 +106,14 @@ impl PredictiveConfig {
             "at most 1000",
             self.carry_intervals,
         )?;
+        if let Some(lag) = self.end_seen_after {
+            check(
+                lag <= Nanos::from_secs(30 * 86_400),
+                "end_seen_after",
+                "at most 30 days",
+                lag.as_secs_f64(),
+            )?;
+        }
         if let Some(c) = self.capacity_requests_per_s {
             check(
                 c.is_finite() && c > 0.0,
@@ -120,6 +144,10 @@ pub struct PredictiveController {
     load: Option<f64>,
     session_length: Option<f64>,
     capacity: Option<f64>,
+    /// (interval end, C_r then), oldest first, with
+    /// [`PredictiveConfig::end_seen_after`]: the first entry is the newest
+    /// one at least T old once there is one.
+    requests_before: VecDeque<(Nanos, u64)>,
 }
 
 impl PredictiveController {
@@ -137,6 +165,7 @@ impl PredictiveController {
             load: None,
             session_length: None,
             capacity: None,
+            requests_before: VecDeque::new(),
         })
     }
 
@@ -150,6 +179,34 @@ impl PredictiveController {
         self.quota_left.max(0.0) + self.credits.iter().sum::<f64>()
     }
 
+    /// SesLength: C_r / C_e, or C_r(t − T) / C_e(t) when ends are seen T
+    /// late; C_r / C_s until an end is known (see the module doc).
+    fn measure_session_length(&mut self, now: Nanos) -> Option<f64> {
+        let Some(lag) = self.config.end_seen_after else {
+            return self.counters.ended_session_length();
+        };
+        let requests = self.counters.session_requests;
+        let step = Nanos(lag.0 / 1024);
+        match self.requests_before.back() {
+            Some(&(at, _)) if now.saturating_sub(at) < step => {}
+            _ => self.requests_before.push_back((now, requests)),
+        }
+        let horizon = now.saturating_sub(lag);
+        while self.requests_before.len() > 1 && self.requests_before[1].0 <= horizon {
+            self.requests_before.pop_front();
+        }
+        let lagged = match self.requests_before.front() {
+            Some(&(at, requests)) if at <= horizon => requests,
+            _ => 0,
+        };
+        let ended = self.counters.ended_sessions;
+        if ended > 0 && lagged > 0 {
+            Some(lagged as f64 / ended as f64)
+        } else {
+            self.counters.session_length()
+        }
+    }
+
     fn measure_capacity(&self) -> Option<f64> {
         if let Some(c) = self.config.capacity_requests_per_s {
             return Some(c);
@@ -160,12 +217,12 @@ impl PredictiveController {
 }
 
 impl SessionAdmission for PredictiveController {
-    fn on_interval(&mut self, _now: Nanos, measured: &IntervalMeasurement) {
+    fn on_interval(&mut self, now: Nanos, measured: &IntervalMeasurement) {
         self.counters.add(measured);
         self.served_requests += measured.session_requests + measured.rejections;
         self.busy += measured.busy.0 as u128;
         self.capacity = self.measure_capacity();
-        self.session_length = self.counters.ended_session_length();
+        self.session_length = self.measure_session_length(now);
         let (Some(capacity), Some(length)) = (self.capacity, self.session_length) else {
             return;
         };
@@ -288,6 +345,7 @@ mod tests {
             carry_intervals: 0,
             capacity_requests_per_s: None,
             backlog_allowance: None,
+            end_seen_after: None,
         })
         .unwrap();
         assert!(c.admit_new_session(Nanos::ZERO)); // nothing measured yet
@@ -313,6 +371,7 @@ mod tests {
             carry_intervals: 2,
             capacity_requests_per_s: Some(1000.0),
             backlog_allowance: None,
+            end_seen_after: None,
         };
         let mut c = PredictiveController::new(config).unwrap();
         // Load 1 with SesLength 10: quota 100 per second.
@@ -349,6 +408,7 @@ mod tests {
             carry_intervals: 2,
             capacity_requests_per_s: Some(1000.0),
             backlog_allowance: Some(Nanos::from_millis(250)),
+            end_seen_after: None,
         };
         let mut calm = PredictiveController::new(config).unwrap();
         let mut queued = PredictiveController::new(config).unwrap();
@@ -372,5 +432,56 @@ mod tests {
         c.on_interval(Nanos::from_secs(2), &second(2000, 0, 5));
         assert_eq!(admit_all(&mut c, 100), 0);
         assert!(!c.decision().admitting);
+    }
+
+    /// 1,000 requests a second, one in ten the last of its session
+    /// (SesLength 10), each end reported 300 s after it happened: at t =
+    /// 600 s C_r / C_e is 20, twice the truth; C_r(t − T) / C_e is 10.
+    #[test]
+    fn ends_seen_late_are_matched_with_the_requests_before_them() {
+        let controller = |end_seen_after| {
+            PredictiveController::new(PredictiveConfig {
+                capacity_requests_per_s: Some(2000.0),
+                end_seen_after,
+                ..PredictiveConfig::default()
+            })
+            .unwrap()
+        };
+        let mut late = controller(Some(Nanos::from_secs(300)));
+        let mut plain = controller(None);
+        for second in 1..=600u64 {
+            let m = IntervalMeasurement {
+                elapsed: Nanos::from_secs(1),
+                busy: Nanos::from_millis(500),
+                new_sessions: 100,
+                admitted_sessions: 100,
+                session_requests: 1000,
+                ended_sessions: if second > 300 { 100 } else { 0 },
+                ..Default::default()
+            };
+            late.on_interval(Nanos::from_secs(second), &m);
+            plain.on_interval(Nanos::from_secs(second), &m);
+            if second == 300 {
+                // No end known yet: C_r / C_s.
+                assert_eq!(late.decision().session_length, Some(10.0));
+            }
+        }
+        let length = |c: &PredictiveController| c.decision().session_length.unwrap();
+        assert!((length(&late) - 10.0).abs() < 0.05, "{}", length(&late));
+        assert!((length(&plain) - 20.0).abs() < 0.05, "{}", length(&plain));
+        assert!(
+            late.requests_before.len() <= 302,
+            "{}",
+            late.requests_before.len()
+        );
+    }
+
+    #[test]
+    fn the_end_lag_is_bounded() {
+        let config = PredictiveConfig {
+            end_seen_after: Some(Nanos::from_secs(31 * 86_400)),
+            ..PredictiveConfig::default()
+        };
+        assert!(PredictiveController::new(config).is_err());
     }
 }
