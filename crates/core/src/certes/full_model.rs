@@ -209,9 +209,9 @@ impl Slot {
         let shares = self.syns.accepted_shares_by_attempt(&arrivals);
         let mut accepted = vec![0.0; self.sent.len()];
         for class in classes {
-            for j in 0..=class.retries() {
+            for (j, share) in shares.iter().enumerate().take(class.retries() + 1) {
                 let column = class.column + j;
-                accepted[column] = self.sent[column] * self.arrive * shares[j];
+                accepted[column] = self.sent[column] * self.arrive * share;
             }
         }
         accepted
