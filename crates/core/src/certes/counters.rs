@@ -25,6 +25,23 @@
 //! right but makes a failure a connection to complete; leaving it out of
 //! both overstates the drop rate by the refused share of the SYNs.
 //!
+//! **Refusals by attempt (REFUSED_i^j, ours).** The paper's Eq. 6 fails
+//! every retry class alike. A gate that refuses does not: the Abacus filter
+//! (Abacus paper, Section 5; its assumption A4, "only new requests may be
+//! rejected", relaxed in ours) rejects a SYN when no future bucket has a
+//! token for its client's next retries, which falls more often on clients
+//! it already dropped — behind it retries are refused at a higher rate
+//! than initial SYNs in the same interval. Where the source knows each
+//! refused SYN's attempt (0 the initial SYN, j its j-th retransmission; a
+//! capture sees every SYN of a connection), it fills
+//! `refused_by_attempt`, and the models refuse attempt j at REFUSED_i^j
+//! over their own estimate of attempt j's arrivals
+//! ([`IntervalCounters::accepted_shares_by_attempt`]). Where only the total
+//! is known (counters files, the gate's log, a stream that predates the
+//! field, a sum that does not match `refused`), every attempt is refused at
+//! the interval's one rate, as before. The split changes only who is
+//! accepted: drops stay Eq. 6's, one rate for every class.
+//!
 //! Additions beyond the paper, all optional:
 //! * a histogram of the completed connections' SYN-to-END times, from which
 //!   the estimator derives the distribution of client-perceived time
@@ -41,6 +58,11 @@ use super::histogram::LatencyHistogram;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
+/// Most entries of [`IntervalCounters::refused_by_attempt`]: attempts from
+/// the last one on share its entry (a Linux client sends at most
+/// `tcp_syn_retries` + 1 = 7 SYNs by default).
+pub const REFUSED_ATTEMPTS_CAP: usize = 16;
+
 /// One interval's measurements at the server.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalCounters {
@@ -52,6 +74,14 @@ pub struct IntervalCounters {
     /// documentation); 0 when the source does not say.
     #[serde(default)]
     pub refused: u64,
+    /// REFUSED_i^j: of `refused`, those that were their connection's
+    /// attempt j (0 the initial SYN, j its j-th retransmission), the last
+    /// entry also counting every later attempt; at most
+    /// [`REFUSED_ATTEMPTS_CAP`] entries. Empty when the source does not
+    /// know; used only when it sums to `refused` (see the module
+    /// documentation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_by_attempt: Vec<u64>,
     /// COMPLETED_i: connections that ended (last data sent, or first FIN/RST).
     pub completed: u64,
     /// Σ SYN-to-END over the completed connections: from the accepted SYN's
@@ -121,6 +151,101 @@ impl IntervalCounters {
     /// take it from here.
     pub fn accepted_share(&self) -> f64 {
         (1.0 - self.drop_rate() - self.refusal_rate()).max(0.0)
+    }
+
+    /// Counts one refused SYN that was its connection's attempt `attempt`
+    /// (0 the initial SYN) in REFUSED_i and REFUSED_i^j.
+    pub fn count_refused(&mut self, attempt: usize) {
+        let entry = attempt.min(REFUSED_ATTEMPTS_CAP - 1);
+        if self.refused_by_attempt.len() <= entry {
+            self.refused_by_attempt.resize(entry + 1, 0);
+        }
+        self.refused_by_attempt[entry] += 1;
+        self.refused += 1;
+    }
+
+    /// REFUSED_i^j when it accounts for every refused SYN; `None` when only
+    /// the total is known (the uniform rule then applies).
+    pub fn refused_split(&self) -> Option<&[u64]> {
+        let split = &self.refused_by_attempt;
+        (!split.is_empty() && split.iter().sum::<u64>() == self.refused).then_some(split)
+    }
+
+    /// Adds `other`'s refused SYNs to this interval's: REFUSED_i always,
+    /// REFUSED_i^j only while both sides know it for every refusal (a side
+    /// that refused nothing knows it); otherwise the split is dropped and
+    /// the sum reads as a total only.
+    pub fn add_refused(&mut self, other: &IntervalCounters) {
+        let known = |c: &IntervalCounters| c.refused == 0 || c.refused_split().is_some();
+        if known(self) && known(other) {
+            if self.refused_by_attempt.len() < other.refused_by_attempt.len() {
+                self.refused_by_attempt
+                    .resize(other.refused_by_attempt.len(), 0);
+            }
+            for (mine, theirs) in self
+                .refused_by_attempt
+                .iter_mut()
+                .zip(&other.refused_by_attempt)
+            {
+                *mine += theirs;
+            }
+        } else {
+            self.refused_by_attempt.clear();
+        }
+        self.refused += other.refused;
+    }
+
+    /// The chance that an arrived SYN of attempt j is accepted, for each
+    /// attempt j of `arrivals` (a model's estimate of this interval's
+    /// arrived SYNs by attempt, 0 the initial ones; the last entry also
+    /// holds later attempts). Both models take the accepted mix from here.
+    ///
+    /// Without [`Self::refused_split`]: [`Self::accepted_share`] for every
+    /// attempt, Eq. 6 with the one refusal rate. With it: attempt j keeps
+    /// 1 − DR_i of its arrivals answered, of which REFUSED_i^j are refused
+    /// (at most all of them); refusals of an attempt the model expected
+    /// fewer arrivals of are taken from every attempt's accepted ones in
+    /// proportion, so that the accepted total stays the interval's
+    /// answered SYNs less its refusals. Refusals spread over the attempts
+    /// in proportion to their arrivals give back the uniform share.
+    pub fn accepted_shares_by_attempt(&self, arrivals: &[f64]) -> Vec<f64> {
+        let uniform = self.accepted_share();
+        let (Some(split), Some(last)) = (self.refused_split(), arrivals.len().checked_sub(1))
+        else {
+            return vec![uniform; arrivals.len()];
+        };
+        let mut refused = vec![0.0; arrivals.len()];
+        for (attempt, &count) in split.iter().enumerate() {
+            refused[attempt.min(last)] += count as f64;
+        }
+        let answered = 1.0 - self.drop_rate();
+        let mut unplaced = 0.0;
+        let mut accepted: Vec<f64> = arrivals
+            .iter()
+            .zip(&refused)
+            .map(|(&arrived, &refused)| {
+                let answered = answered * arrived.max(0.0);
+                let placed = refused.min(answered);
+                unplaced += refused - placed;
+                answered - placed
+            })
+            .collect();
+        let accepted_total: f64 = accepted.iter().sum();
+        if unplaced > 0.0 && accepted_total > 0.0 {
+            let keep = (accepted_total - unplaced).max(0.0) / accepted_total;
+            accepted.iter_mut().for_each(|a| *a *= keep);
+        }
+        accepted
+            .iter()
+            .zip(arrivals)
+            .map(|(&accepted, &arrived)| {
+                if arrived > 0.0 {
+                    accepted / arrived
+                } else {
+                    uniform
+                }
+            })
+            .collect()
     }
 
     /// DR_i = DROPPED_i / OFFERED_LOAD_i (Eq. 5), refused SYNs included in
@@ -201,6 +326,7 @@ impl CumulativeCounters {
             dropped: delta("dropped", previous.dropped, self.dropped)?,
             accepted: delta("accepted", previous.accepted, self.accepted)?,
             refused: delta("refused", previous.refused, self.refused)?,
+            refused_by_attempt: Vec::new(),
             completed: delta("completed", previous.completed, self.completed)?,
             syn_to_end_sum: Nanos(delta(
                 "syn_to_end_sum",
@@ -255,6 +381,81 @@ mod tests {
         )
         .unwrap();
         assert_eq!((old.refused, old.offered()), (0, 3));
+    }
+
+    /// REFUSED_i^j by hand: 10 dropped, 60 accepted, 30 refused of 100
+    /// SYNs, a model expecting 60 initial SYNs and 40 retries. Both
+    /// attempts keep 1 − DR = 0.9 answered.
+    #[test]
+    fn refusals_by_attempt_by_hand() {
+        let with = |split: Vec<u64>| IntervalCounters {
+            dropped: 10,
+            accepted: 60,
+            refused: 30,
+            refused_by_attempt: split,
+            ..Default::default()
+        };
+        let shares = |c: &IntervalCounters| c.accepted_shares_by_attempt(&[60.0, 40.0]);
+        let near = |got: Vec<f64>, want: [f64; 2]| {
+            assert!(
+                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12),
+                "{got:?} vs {want:?}"
+            )
+        };
+        // The total only, or a split that does not add up: 0.6 each.
+        near(shares(&with(Vec::new())), [0.6, 0.6]);
+        near(shares(&with(vec![5, 5])), [0.6, 0.6]);
+        // In proportion to the arrivals (18 and 12): the same.
+        near(shares(&with(vec![18, 12])), [0.6, 0.6]);
+        // Every refusal a retry: 54 of 60 initial accepted, 36 − 30 of 40.
+        near(shares(&with(vec![0, 30])), [0.9, 0.15]);
+        // Every refusal an initial SYN: 54 − 30 of 60, 36 of 40.
+        near(shares(&with(vec![30])), [0.4, 0.9]);
+        // Later attempts count as the last one modelled.
+        near(shares(&with(vec![0, 10, 20])), [0.9, 0.15]);
+        // 40 refused retries where 36 answered ones were expected: the 4
+        // left over come out of every attempt's accepted (54 → 50).
+        let more = IntervalCounters {
+            dropped: 10,
+            accepted: 50,
+            refused: 40,
+            refused_by_attempt: vec![0, 40],
+            ..Default::default()
+        };
+        near(shares(&more), [50.0 / 60.0, 0.0]);
+        // No attempt modelled: nothing to share.
+        assert!(with(vec![0, 30]).accepted_shares_by_attempt(&[]).is_empty());
+    }
+
+    #[test]
+    fn refusals_by_attempt_are_counted_capped_and_added() {
+        let mut c = IntervalCounters::default();
+        c.count_refused(0);
+        c.count_refused(2);
+        c.count_refused(99);
+        assert_eq!(c.refused, 3);
+        assert_eq!(c.refused_by_attempt.len(), REFUSED_ATTEMPTS_CAP);
+        assert_eq!(c.refused_by_attempt[..3], [1, 0, 1]);
+        assert_eq!(c.refused_by_attempt[REFUSED_ATTEMPTS_CAP - 1], 1);
+        assert!(c.refused_split().is_some());
+        // Adding a side that knows the split keeps it; one that does not
+        // (a gate's total) drops it, and the total still adds.
+        let mut sum = IntervalCounters::default();
+        sum.add_refused(&c);
+        sum.add_refused(&IntervalCounters::default());
+        assert_eq!(sum.refused_split(), c.refused_split());
+        sum.add_refused(&IntervalCounters {
+            refused: 2,
+            ..Default::default()
+        });
+        assert_eq!((sum.refused, sum.refused_split()), (5, None));
+        // Serialized only when known; older records read as no split.
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"refused_by_attempt\":[1,0,1,"), "{json}");
+        let back: IntervalCounters = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        let plain = serde_json::to_string(&IntervalCounters::default()).unwrap();
+        assert!(!plain.contains("refused_by_attempt"), "{plain}");
     }
 
     #[test]

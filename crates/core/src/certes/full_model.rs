@@ -31,7 +31,8 @@
 //!   (Section 3.2.1) as in the fast model: a SYN fails with probability
 //!   1 − (1 − q)(1 − DR_p). Refused SYNs (REFUSED_p) as in the fast
 //!   model: in OFFERED_p and DR_p's denominator, neither retried nor in
-//!   the accepted mix.
+//!   the accepted mix; with REFUSED_p^j known, each attempt refused at its
+//!   own rate over the solved R_p^j ([`super::counters`]).
 //! * Eq. 23 adds 3 s to χ_0 and 9 s to χ_1; Eq. 22 integrates over the
 //!   intervals 2–4 and 5–7 after p (m = 3), i.e. the 3 s and 6 s *gaps*. We
 //!   follow Eq. 22 and Eq. 13: the shift is the gap to the next SYN.
@@ -173,10 +174,14 @@ struct Slot {
     sent_total: f64,
     /// f_p: probability that a SYN sent in p fails (dropped or lost).
     failure: f64,
-    /// (1 − q)(1 − DR_p − RR_p): probability that it is accepted (a
-    /// SYN-ACK); a refused SYN (RR_p, the rule in [`super::counters`])
-    /// neither fails nor is accepted: its client leaves as a failure.
-    success: f64,
+    /// 1 − q: the share of the sent SYNs that arrive.
+    arrive: f64,
+    /// DROPPED_p, ACCEPTED_p, REFUSED_p (and REFUSED_p^j): with `arrive`,
+    /// the probability that a SYN of attempt j is accepted (a SYN-ACK),
+    /// (1 − q)(1 − DR_p − RR_p^j) ([`Slot::accepted`]); a refused SYN (the
+    /// rule in [`super::counters`]) neither fails nor is accepted: its
+    /// client leaves as a failure.
+    syns: IntervalCounters,
     /// W per retry group.
     weights: Vec<Landing>,
     /// R^0 over (1 − q), as solved (may be negative before Step 3 ends).
@@ -186,6 +191,31 @@ struct Slot {
     clamped: bool,
     /// SYNs sent per (class, attempt).
     sent: Vec<f64>,
+}
+
+impl Slot {
+    /// Accepted SYNs per (class, attempt) column: R_p^{c,j} arrived times
+    /// attempt j's accepted share
+    /// ([`IntervalCounters::accepted_shares_by_attempt`] over the solved
+    /// arrivals by attempt).
+    fn accepted(&self, classes: &[Class]) -> Vec<f64> {
+        let attempts = classes.iter().map(|c| c.retries() + 1).max().unwrap_or(0);
+        let mut arrivals = vec![0.0; attempts];
+        for class in classes {
+            for (j, arrived) in arrivals.iter_mut().enumerate().take(class.retries() + 1) {
+                *arrived += self.sent[class.column + j] * self.arrive;
+            }
+        }
+        let shares = self.syns.accepted_shares_by_attempt(&arrivals);
+        let mut accepted = vec![0.0; self.sent.len()];
+        for class in classes {
+            for (j, share) in shares.iter().enumerate().take(class.retries() + 1) {
+                let column = class.column + j;
+                accepted[column] = self.sent[column] * self.arrive * share;
+            }
+        }
+        accepted
+    }
 }
 
 /// The full model's account of one interval.
@@ -472,7 +502,14 @@ impl FullCertes {
         self.slots.push_back(Slot {
             sent_total: counters.offered() as f64 / arrive,
             failure: 1.0 - arrive * (1.0 - drop_rate),
-            success: arrive * counters.accepted_share(),
+            arrive,
+            syns: IntervalCounters {
+                dropped: counters.dropped,
+                accepted: counters.accepted,
+                refused: counters.refused,
+                refused_by_attempt: counters.refused_by_attempt.clone(),
+                ..IntervalCounters::default()
+            },
             weights,
             initial: 0.0,
             clamped: false,
@@ -584,12 +621,12 @@ impl FullCertes {
             .iter_mut()
             .for_each(|v| *v = 0.0);
         let accepted_row = (index % self.lookback as u64) as usize * self.columns;
-        self.accepted_sums[accepted_row / self.columns.max(1)] =
-            slot.sent.iter().sum::<f64>() * slot.success;
+        let accepted = slot.accepted(&self.classes);
+        self.accepted_sums[accepted_row / self.columns.max(1)] = accepted.iter().sum();
+        self.accepted[accepted_row..accepted_row + self.columns].copy_from_slice(&accepted);
         for class in &self.classes {
             for j in 0..=class.retries() {
                 let sent = slot.sent[class.column + j];
-                self.accepted[accepted_row + class.column + j] = sent * slot.success;
                 let failed = sent * slot.failure;
                 if failed <= 0.0 {
                     continue;
@@ -677,7 +714,7 @@ impl FullCertes {
         let at = index.checked_sub(back)?;
         if at >= self.first_index {
             let slot = &self.slots[(at - self.first_index) as usize];
-            return Some(slot.sent.iter().map(|s| s * slot.success).collect());
+            return Some(slot.accepted(&self.classes));
         }
         if index - at >= self.lookback as u64 {
             return None;
@@ -693,7 +730,7 @@ impl FullCertes {
         };
         if at >= self.first_index {
             let slot = &self.slots[(at - self.first_index) as usize];
-            return slot.sent.iter().sum::<f64>() * slot.success;
+            return slot.accepted(&self.classes).iter().sum();
         }
         if index - at >= self.lookback as u64 {
             return 0.0;
@@ -1061,6 +1098,46 @@ mod tests {
         assert_eq!(e3.mean, Some(Nanos::from_secs(3)));
         let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
         assert!(close(gave_up, 0.0), "{gave_up}");
+    }
+
+    /// Refusals by attempt by hand (one retry 3 s after the first SYN, 1-s
+    /// intervals, SYN-to-END and RTT 0): interval 0 has 100 initial SYNs,
+    /// 50 dropped, 50 accepted; interval 3 the 50 retries and 100 new
+    /// initial SYNs, none dropped, 50 refused, 100 accepted and completed.
+    /// The total alone (RR = 1/3 for both attempts): 33.3 completions are
+    /// retries, mean 33.3 × 3 s / 100 = 1 s. Every retry refused
+    /// (REFUSED^1 = 50): none, 0 s. Only initial SYNs refused
+    /// (REFUSED^0 = 50): 50 retries, 1.5 s.
+    #[test]
+    fn refusals_by_attempt_by_hand() {
+        let run = |refused_by_attempt: Vec<u64>| {
+            let mut full = FullCertes::new(one_retry_config(), FullModelConfig::default()).unwrap();
+            let mut estimates = Vec::new();
+            for i in 0..15 {
+                let c = match i {
+                    0 => counters(50, 50, 50, 0),
+                    3 => IntervalCounters {
+                        refused: 50,
+                        refused_by_attempt: refused_by_attempt.clone(),
+                        ..counters(0, 100, 100, 0)
+                    },
+                    _ => IntervalCounters::default(),
+                };
+                estimates.push(full.on_interval(&c));
+            }
+            let e3 = estimates.swap_remove(3);
+            assert!(close(e3.retried_syns, 50.0) && close(e3.initial_syns, 100.0));
+            (e3.completed_by_attempt, e3.mean)
+        };
+        let (uniform, mean) = run(Vec::new());
+        assert!(close(uniform[1], 100.0 / 3.0), "{uniform:?}");
+        assert_eq!(mean, Some(Nanos::from_secs(1)));
+        let (retries_refused, mean) = run(vec![0, 50]);
+        assert!(close(retries_refused[0], 100.0) && close(retries_refused[1], 0.0));
+        assert_eq!(mean, Some(Nanos::ZERO));
+        let (initial_refused, mean) = run(vec![50]);
+        assert!(close(initial_refused[1], 50.0), "{initial_refused:?}");
+        assert_eq!(mean, Some(Nanos::from_millis(1500)));
     }
 
     /// Case 1: without drops every transaction is a first attempt; the full

@@ -574,6 +574,7 @@ fn interval_counters(v: &CumulativeCounters) -> IntervalCounters {
         dropped: v.dropped,
         accepted: v.accepted,
         refused: v.refused,
+        refused_by_attempt: Vec::new(),
         completed: v.completed,
         syn_to_end_sum: v.syn_to_end_sum,
         rtt_sum: v.rtt_sum,
@@ -1109,6 +1110,10 @@ mod tests {
         assert_eq!(syns(&from_gate), syns(from_capture));
         assert_eq!(from_gate.drop_rate(), from_capture.drop_rate());
         assert_eq!(from_capture.drop_rate(), 1.0 / 3.0);
+        // Only the capture knows the refused SYN was attempt 1 (REFUSED^1);
+        // the gate's total reads as the uniform rule.
+        assert_eq!(from_capture.refused_split(), Some(&[0, 1][..]));
+        assert_eq!(from_gate.refused_split(), None);
 
         // The gate's log read as a counters file says the same.
         let text = "{\"time_s\":0,\"interval_s\":0.25,\"accepted\":1,\"dropped\":1,\"rejected\":1,\"filter\":{}}\n";
@@ -1267,6 +1272,8 @@ mod tests {
                     dropped: 7 * i,
                     accepted: 40 + i,
                     refused: i % 3,
+                    // A counters file carries REFUSED_i only.
+                    refused_by_attempt: Vec::new(),
                     completed: 38 + 2 * i,
                     syn_to_end_sum: Nanos(1_234_567_891 * (i + 1) + 7),
                     rtt_sum: Nanos(987_654 * (i + 3)),

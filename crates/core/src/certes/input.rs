@@ -29,6 +29,7 @@ pub static EMPTY_INTERVAL: IntervalCounters = IntervalCounters {
     dropped: 0,
     accepted: 0,
     refused: 0,
+    refused_by_attempt: Vec::new(),
     completed: 0,
     syn_to_end_sum: Nanos::ZERO,
     rtt_sum: Nanos::ZERO,

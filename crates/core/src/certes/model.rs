@@ -49,7 +49,14 @@
 //!   class leaves the model as a failure, outside the accepted mix that
 //!   splits COMPLETED_i (Eq. 12, 31) and outside Eq. 4's transactions
 //!   ([`Estimate::refused`]). Initial SYNs are conserved as completions,
-//!   give-ups and refusals. The paper's server never refuses.
+//!   give-ups and refusals. The paper's server never refuses. When the
+//!   counters say which attempt each refused SYN was (REFUSED_i^j, a
+//!   capture), attempt j is refused at REFUSED_i^j over the model's own
+//!   count of attempt j's arrivals, not at the one rate: the Abacus gate
+//!   refuses retries more often than initial SYNs (it rejects when no
+//!   future bucket holds a token for the client's next retries, Abacus
+//!   paper Section 5), and the uniform rate credits too many completions
+//!   to retries. Drops stay Eq. 6's, alike for every class.
 //! * **Distribution** (Conclusions): the interval's SYN-to-END distribution
 //!   (its histogram when measured, else its mean) shifted by each retry
 //!   class's wait plus the mean RTT, mixed with the give-ups' point masses;
@@ -311,9 +318,10 @@ pub struct Estimate {
 /// The probabilities that a SYN sent in an interval is answered: with a
 /// SYN-ACK (`accepted`) or with either a SYN-ACK or a RST (`answered`);
 /// the rest are dropped or lost and retried.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Answered {
-    accepted: f64,
+    /// By attempt j.
+    accepted: Vec<f64>,
     answered: f64,
 }
 
@@ -635,7 +643,7 @@ impl Certes {
             self.damp(offered, arrive, drop_rate, due_arrivals, initial_arrivals);
         let initial_sent = initial_arrivals / arrive;
         let answered = Answered {
-            accepted: arrive * counters.accepted_share(),
+            accepted: self.accepted_shares(counters, initial_sent, arrive),
             answered: arrive * (1.0 - drop_rate),
         };
         self.send_and_fail(slot, initial_sent, answered);
@@ -806,8 +814,38 @@ impl Certes {
         (due_arrivals, (offered - due_arrivals).max(0.0))
     }
 
+    /// The chance that a SYN sent now as attempt j is accepted, by j: the
+    /// interval's SYNs by attempt as the model expects them (initial ones
+    /// and the retries due in `sent`), refused per
+    /// [`IntervalCounters::accepted_shares_by_attempt`].
+    fn accepted_shares(
+        &self,
+        counters: &IntervalCounters,
+        initial_sent: f64,
+        arrive: f64,
+    ) -> Vec<f64> {
+        let mut arrivals = vec![0.0; self.max_retries() + 1];
+        for class in &self.classes {
+            arrivals[0] += initial_sent * class.weight * arrive;
+            for (j, arrived) in arrivals
+                .iter_mut()
+                .enumerate()
+                .take(class.retries() + 1)
+                .skip(1)
+            {
+                *arrived += self.sent[class.column + j] * arrive;
+            }
+        }
+        counters
+            .accepted_shares_by_attempt(&arrivals)
+            .into_iter()
+            .map(|share| arrive * share)
+            .collect()
+    }
+
     /// Eq. 6 and 11: every SYN sent now is answered alike, with
-    /// probability `answered.answered`; the accepted ones (a SYN-ACK) are
+    /// probability `answered.answered`; the accepted ones (a SYN-ACK, at
+    /// attempt j's own share when the refusals' attempts are known) are
     /// recorded for Eq. 12, the refused ones (a RST) leave the model as
     /// failures, and the unanswered ones move on to their next attempt
     /// (Eq. 13).
@@ -819,7 +857,7 @@ impl Certes {
             self.sent[class.column] = initial_sent * class.weight;
             for j in 0..=class.retries() {
                 let sent = self.sent[class.column + j];
-                let accepted = sent * answered.accepted;
+                let accepted = sent * answered.accepted[j];
                 self.accepted_mix[accepted_row + class.column + j] = accepted;
                 accepted_total += accepted;
                 let failed = sent * (1.0 - answered.answered);
@@ -1258,6 +1296,62 @@ mod tests {
         let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
         assert_eq!((completed, refused), (60, 30));
         assert!(close(initial, completed as f64 + refused as f64 + gave_up));
+    }
+
+    /// Refusals by attempt by hand (the paper's clients, 1-s intervals,
+    /// SYN-to-END 0, RTT 100 ms): interval 0 has 100 initial SYNs, 50
+    /// dropped, 50 accepted; interval 3 the 50 retries and 100 new initial
+    /// SYNs, none dropped, 50 refused, 100 accepted and completed at once.
+    /// * Only the total known (today's rule): RR = 50 / 150 for both
+    ///   attempts, 100 × 50 / 150 = 33.3 completions are retries, mean
+    ///   (33.3 × 3 s + 100 × 0.1 s) / 100 = 1.1 s.
+    /// * Every retry refused (REFUSED^1 = 50): the 100 completions are
+    ///   initial SYNs, mean 0.1 s.
+    /// * Only initial SYNs refused (REFUSED^0 = 50): 50 retries and 50
+    ///   initial SYNs accepted, mean (50 × 3 s + 100 × 0.1 s) / 100 = 1.6 s.
+    /// * A split that does not add up to REFUSED_i: as the first.
+    ///
+    /// In every case 200 initial SYNs = 150 completed + 50 refused.
+    #[test]
+    fn refusals_by_attempt_by_hand() {
+        let run = |refused_by_attempt: Vec<u64>| {
+            let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+            let mut estimates = Vec::new();
+            for i in 0..25 {
+                let c = match i {
+                    0 => counters(50, 50, 50, 0),
+                    3 => IntervalCounters {
+                        refused: 50,
+                        refused_by_attempt: refused_by_attempt.clone(),
+                        ..counters(0, 100, 100, 0)
+                    },
+                    _ => IntervalCounters::default(),
+                };
+                estimates.push(certes.on_interval(&c));
+            }
+            let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+            let initial: f64 = estimates.iter().map(|e| e.initial_syns).sum();
+            let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+            assert!(
+                close(initial, 200.0) && close(gave_up, 0.0),
+                "{initial} {gave_up}"
+            );
+            let e3 = estimates.swap_remove(3);
+            assert!(close(e3.retried_syns, 50.0) && close(e3.initial_syns, 100.0));
+            (e3.completed_by_attempt, e3.mean)
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let (uniform, mean) = run(Vec::new());
+        assert!(close(uniform[1], 100.0 / 3.0), "{uniform:?}");
+        assert_eq!(mean, Some(Nanos::from_millis(1100)));
+        // A split that does not add up to REFUSED_i reads as the total only.
+        assert_eq!(run(vec![0, 20]), (uniform, mean));
+        let (retries_refused, mean) = run(vec![0, 50]);
+        assert!(close(retries_refused[0], 100.0) && close(retries_refused[1], 0.0));
+        assert_eq!(mean, Some(Nanos::from_millis(100)));
+        let (initial_refused, mean) = run(vec![50]);
+        assert!(close(initial_refused[0], 50.0) && close(initial_refused[1], 50.0));
+        assert_eq!(mean, Some(Nanos::from_millis(1600)));
     }
 
     #[test]

@@ -49,8 +49,10 @@
 //!   SYNs before the refused one count as drops, the refused SYN as one
 //!   REFUSED in its interval — the rule of [`super::counters`], the same a
 //!   gate's or a proxy's counts follow: it arrived (it is in the drop
-//!   rate's denominator) but was not accepted. The connection is left out
-//!   of the exact figures and counted as a failure.
+//!   rate's denominator) but was not accepted, and in REFUSED_i^j by its
+//!   attempt j, the number of SYNs before it (the capture sees them all;
+//!   the models refuse each attempt at its own rate). The connection is
+//!   left out of the exact figures and counted as a failure.
 //! * **Failures** of accepted connections ([`Failure`]), ended by a RST
 //!   before the server sent any response. **Reset** by the server (an
 //!   overloaded server accepting and shedding): the client got no
@@ -426,8 +428,11 @@ pub fn bucket_one(
     if o.refused {
         // validate(): a refused connection has no answered SYN, so the
         // refused one is its last.
+        // its attempt index is the number of SYNs before it (REFUSED_i^j).
         if let Some(&refused_at) = o.syn_arrivals.last() {
-            intervals.at(refused_at).refused += 1;
+            intervals
+                .at(refused_at)
+                .count_refused(o.syn_arrivals.len() - 1);
         }
         stats.refused += 1;
     }

@@ -286,7 +286,7 @@ pub fn merged_counters(
         let c = one.counters;
         sum.dropped += c.dropped;
         sum.accepted += c.accepted;
-        sum.refused += c.refused;
+        sum.add_refused(c);
         sum.completed += c.completed;
         sum.syn_to_end_sum += c.syn_to_end_sum;
         sum.rtt_sum += c.rtt_sum;
@@ -306,6 +306,8 @@ pub fn merged_counters(
         sum.dropped = syns.dropped;
         sum.accepted = syns.accepted;
         sum.refused = syns.refused;
+        // The gate's log counts refusals, not their attempts.
+        sum.refused_by_attempt.clear();
     }
     sum
 }
