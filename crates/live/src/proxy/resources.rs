@@ -87,9 +87,22 @@
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
 //! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
 //! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
-//! quarter every interval until the pressure ends, then regrows by an
-//! eighth of its configured size per interval. The allocator's MSS is the first
+//! quarter, then regrows by an eighth of its configured size per interval
+//! once the pressure ends. The allocator's MSS is the first
 //! connection's default (1448); per-connection MSS enters W_max only.
+//!
+//! The loop's own cost ([`vantage_core::resources::interval`], which
+//! decides; this driver reads and sets what it says): an interval that
+//! cuts the pool reads no connection — the cut scales the current
+//! assignments — and sets the shrinks; under lasting pressure the next
+//! interval reads and holds the pool, the one after cuts again. An
+//! interval that reads sets at most an eighth of the connections' buffers
+//! (shrinks first, then growths, most moved first; buffers never set and
+//! a cut's shrinks are not bounded); the rest wait for the next interval
+//! and are counted (`vantage_proxy_buffer_sets_deferred_total`). A
+//! closed client connection frees its send share at once
+//! ([`SendBufferAllocator::release`]); the others keep theirs until the
+//! next interval re-divides the pool.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
