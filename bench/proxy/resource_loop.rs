@@ -484,6 +484,59 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
     Ok(())
 }
 
+/// Closing every client connection one at a time, as the proxy's
+/// teardown does, in the send allocator alone: `remove` (the share
+/// re-divided over the others at each close, as a close did before)
+/// against `release` (the share freed, the others left to the next
+/// interval), `connections` connections whose demands exceed the pool.
+fn time_teardown(connections: usize) -> BenchResult<()> {
+    use vantage_core::resources::{CouplingParams, SendBufferAllocator};
+    use vantage_core::tcp::throughput::PathEstimate;
+    let full = || -> BenchResult<SendBufferAllocator> {
+        let mut allocator = SendBufferAllocator::new(
+            connections as u64 * (16 << 10),
+            1448,
+            connections,
+            CouplingParams::default(),
+        )
+        .map_err(|e| format!("allocator: {e}"))?;
+        let paths: Vec<(u64, PathEstimate)> = (0..connections as u64)
+            .map(|id| {
+                let path = PathEstimate {
+                    rtt_secs: 0.01 + (id % 100) as f64 * 0.002,
+                    rto_secs: 0.2,
+                    loss: 0.001,
+                    max_window_segments: 1e4,
+                };
+                (id, path)
+            })
+            .collect();
+        allocator
+            .set_paths(&paths)
+            .map_err(|e| format!("allocator: {e}"))?;
+        Ok(allocator)
+    };
+    let mut removing = full()?;
+    let start = thread_cpu_seconds();
+    for id in 0..connections as u64 {
+        removing.remove(id);
+    }
+    let remove = thread_cpu_seconds() - start;
+    let mut releasing = full()?;
+    let start = thread_cpu_seconds();
+    for id in 0..connections as u64 {
+        releasing.release(id);
+    }
+    let release = thread_cpu_seconds() - start;
+    println!(
+        "closing {connections} client connections one at a time, send allocator alone: \
+         re-dividing at each close {:.1} ms, freeing the share {:.3} ms",
+        remove * 1e3,
+        release * 1e3
+    );
+    Ok(())
+}
+
 fn main() {
     if let Err(e) = bench() {
         eprintln!("resource_loop: {e}");
@@ -538,5 +591,6 @@ fn bench() -> BenchResult<()> {
         intervals,
     )?;
     run_worst(connections, intervals, 5)?;
+    time_teardown(connections)?;
     Ok(())
 }
