@@ -3,6 +3,11 @@
 //! the receive tuners, the connection manager, re-sizing), measured with
 //! the thread's CPU clock. See bench/proxy/README-resources.md.
 //!
+//! The worst intervals are timed end to end over upstream connections
+//! whose receive pool binds: one that cuts the pool for memory pressure
+//! (every buffer set smaller), and the two after it, where the pool
+//! regrows and every buffer moves (bounded, the rest deferred).
+//!
 //! Usage: cargo bench -p vantage-bench --bench resource_loop [-- CONNECTIONS INTERVALS]
 
 use std::io::{Read, Write};
@@ -333,6 +338,205 @@ fn time_uring(tracked: &[TrackedStream<TcpStream>]) -> BenchResult<()> {
     Ok(())
 }
 
+/// CPU per interval, as the first line of each case prints it.
+fn summary(cpu: &mut [f64]) -> String {
+    cpu.sort_by(f64::total_cmp);
+    let mean = cpu.iter().sum::<f64>() / cpu.len().max(1) as f64;
+    format!(
+        "CPU per interval mean {:.2} ms, p50 {:.2} ms, max {:.2} ms = {:.2} % of one core at 1 interval/s \
+         (max {:.2} %)",
+        mean * 1e3,
+        percentile(cpu, 0.5) * 1e3,
+        percentile(cpu, 1.0) * 1e3,
+        mean * 100.0,
+        percentile(cpu, 1.0) * 100.0,
+    )
+}
+
+/// The worst intervals, end to end: `connections` upstream connections
+/// whose receive share of the pool binds (40 KiB each, below the
+/// kernel's initial buffer their tuners start from), memory pressure
+/// reported through a stand-in for the proxy's memory cgroup (a usage
+/// file the loop reads, as `sys::cgroup` reads the kernel's), `rounds`
+/// times: a pressure cut, then the intervals where the pool regrows and
+/// every buffer moves, until no move waits. Client connections cannot
+/// show it over loopback: their E-ATBT demand (ρ̄·rtt at a loopback RTT)
+/// is below the two-segment floor, which no cut moves.
+fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()> {
+    use vantage_sys::cgroup::{CgroupMemorySource, CgroupTcpMemory};
+    let dir = std::env::temp_dir().join(format!("vantage-resource-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let usage = dir.join("memory.kmem.tcp.usage_in_bytes");
+    let report_usage = |bytes: u64| {
+        std::fs::write(&usage, format!("{bytes}\n"))
+            .map_err(|e| format!("{}: {e}", usage.display()))
+    };
+    report_usage(0)?;
+    let limit: u64 = 1 << 50;
+    let mut limits = KernelLimits::read().map_err(|e| format!("kernel limits: {e}"))?;
+    limits.cgroup = Some(CgroupTcpMemory {
+        source: CgroupMemorySource::V1Tcp,
+        dir: dir.clone(),
+        limit_bytes: limit,
+    });
+    let never = Marks {
+        high: u64::MAX,
+        low: u64::MAX,
+    };
+    let config = ResourcesConfig {
+        mode: ResourceMode::SsbtWithConnections,
+        // Half for receive buffers: 40 KiB each.
+        pool_bytes: Some(connections as u64 * (80 << 10)),
+        descriptors: Some(never),
+        tcp_memory_bytes: Some(never),
+        connections: Some(never),
+        ..ResourcesConfig::default()
+    };
+    let resources = Arc::new(
+        Resources::new(config, limits, connections + 1, ResourceMetrics::default())
+            .map_err(|e| format!("resources: {e}"))?,
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let address = listener.local_addr().map_err(|e| format!("address: {e}"))?;
+    let mut peers = Vec::with_capacity(connections);
+    let mut tracked = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+        let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+        accepted
+            .write_all(&[0u8; 1000])
+            .map_err(|e| format!("write: {e}"))?;
+        let mut sink = [0u8; 1000];
+        peer.read_exact(&mut sink)
+            .map_err(|e| format!("read: {e}"))?;
+        peer.write_all(&[0u8; 1000])
+            .map_err(|e| format!("write: {e}"))?;
+        tracked.push(resources.track_upstream(accepted));
+        peers.push(peer);
+    }
+    let timed = |resources: &Resources| {
+        let start = thread_cpu_seconds();
+        let report = resources.run_interval();
+        (thread_cpu_seconds() - start, report)
+    };
+    resources.run_interval();
+    let mut steady_cpu = Vec::new();
+    let mut steady_sets = 0;
+    for _ in 0..steady {
+        let (cpu, report) = timed(&resources);
+        steady_cpu.push(cpu);
+        steady_sets += report.buffers_set;
+    }
+    let (mut cut_cpu, mut cut_sets, mut cut_reads) = (Vec::new(), 0, 0);
+    let (mut moving_cpu, mut moving_sets, mut moving_deferred) = (Vec::new(), 0, 0);
+    let (mut errors, mut all_cpu) = (0, steady_cpu.clone());
+    for _ in 0..rounds {
+        report_usage(limit)?;
+        let (cpu, report) = timed(&resources);
+        if !report.pressure {
+            return Err("the stand-in cgroup's pressure was not seen".into());
+        }
+        cut_cpu.push(cpu);
+        cut_sets += report.buffers_set;
+        cut_reads += usize::from(report.read);
+        errors += report.read_errors;
+        report_usage(0)?;
+        // The pool regrows by an eighth per interval: every buffer moves;
+        // then the deferred ones, until none waits.
+        for i in 0..32 {
+            let (cpu, report) = timed(&resources);
+            errors += report.read_errors;
+            all_cpu.push(cpu);
+            if i >= 2 && report.buffers_deferred == 0 && report.buffers_set == 0 {
+                break;
+            }
+            moving_cpu.push(cpu);
+            moving_sets += report.buffers_set;
+            moving_deferred += report.buffers_deferred;
+        }
+    }
+    all_cpu.extend(&cut_cpu);
+    let per = |n: usize, of: usize| n as f64 / of.max(1) as f64;
+    println!(
+        "ssbt+conn, all upstream, receive pool binding: {connections} upstream connections, {steady} steady intervals: \
+         {}; {steady_sets} buffers re-set",
+        summary(&mut steady_cpu)
+    );
+    println!(
+        "  pressure cut, {rounds} intervals: {}; {:.0} buffers set per interval, read in {cut_reads}",
+        summary(&mut cut_cpu),
+        per(cut_sets, rounds),
+    );
+    println!(
+        "  after the cut, pool regrowing (every buffer moves), {} intervals: {}; {:.0} buffers set, {:.0} deferred per interval",
+        moving_cpu.len(),
+        summary(&mut moving_cpu),
+        per(moving_sets, moving_cpu.len()),
+        per(moving_deferred, moving_cpu.len()),
+    );
+    println!(
+        "  worst interval of all {}: {}; {errors} read errors",
+        all_cpu.len(),
+        summary(&mut all_cpu)
+    );
+    drop(tracked);
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(())
+}
+
+/// Closing every client connection one at a time, as the proxy's
+/// teardown does, in the send allocator alone: `remove` (the share
+/// re-divided over the others at each close, as a close did before)
+/// against `release` (the share freed, the others left to the next
+/// interval), `connections` connections whose demands exceed the pool.
+fn time_teardown(connections: usize) -> BenchResult<()> {
+    use vantage_core::resources::{CouplingParams, SendBufferAllocator};
+    use vantage_core::tcp::throughput::PathEstimate;
+    let full = || -> BenchResult<SendBufferAllocator> {
+        let mut allocator = SendBufferAllocator::new(
+            connections as u64 * (16 << 10),
+            1448,
+            connections,
+            CouplingParams::default(),
+        )
+        .map_err(|e| format!("allocator: {e}"))?;
+        let paths: Vec<(u64, PathEstimate)> = (0..connections as u64)
+            .map(|id| {
+                let path = PathEstimate {
+                    rtt_secs: 0.01 + (id % 100) as f64 * 0.002,
+                    rto_secs: 0.2,
+                    loss: 0.001,
+                    max_window_segments: 1e4,
+                };
+                (id, path)
+            })
+            .collect();
+        allocator
+            .set_paths(&paths)
+            .map_err(|e| format!("allocator: {e}"))?;
+        Ok(allocator)
+    };
+    let mut removing = full()?;
+    let start = thread_cpu_seconds();
+    for id in 0..connections as u64 {
+        removing.remove(id);
+    }
+    let remove = thread_cpu_seconds() - start;
+    let mut releasing = full()?;
+    let start = thread_cpu_seconds();
+    for id in 0..connections as u64 {
+        releasing.release(id);
+    }
+    let release = thread_cpu_seconds() - start;
+    println!(
+        "closing {connections} client connections one at a time, send allocator alone: \
+         re-dividing at each close {:.1} ms, freeing the share {:.3} ms",
+        remove * 1e3,
+        release * 1e3
+    );
+    Ok(())
+}
+
 fn main() {
     if let Err(e) = bench() {
         eprintln!("resource_loop: {e}");
@@ -386,5 +590,7 @@ fn bench() -> BenchResult<()> {
         0,
         intervals,
     )?;
+    run_worst(connections, intervals, 5)?;
+    time_teardown(connections)?;
     Ok(())
 }

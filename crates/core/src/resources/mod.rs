@@ -11,14 +11,20 @@
 //!   sender's counters.
 //! * [`connections`] — the persistent-connection list, thresholds over
 //!   several resources, idle-buffer shrinking (Section 3.2).
+//! * [`interval`] — what one interval of a live loop reads and sets: the
+//!   pool cut under memory pressure, and a bound on buffer sets.
 
 pub mod connections;
+pub mod interval;
 pub mod loss;
 pub mod receive_buffer;
 pub mod send_buffer;
 
 pub use connections::{
     ConnectionManager, ConnectionManagerParams, Resource, ResourceUsage, Threshold,
+};
+pub use interval::{
+    needs_set, next_pool, plan_sets, set_budget, BufferMove, IntervalPlan, PoolSchedule, SetPlan,
 };
 pub use loss::{LossEstimator, LossEstimatorParams};
 pub use receive_buffer::{

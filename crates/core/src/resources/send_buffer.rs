@@ -258,16 +258,19 @@ impl SendBufferAllocator {
         Ok(refused)
     }
 
-    /// Forgets many connections and re-assigns once; how many were held.
-    pub fn remove_many(&mut self, ids: &[u64]) -> usize {
-        let removed = ids
-            .iter()
-            .filter(|id| self.connections.remove(id).is_some())
-            .count();
-        if removed > 0 {
-            self.reassign();
+    /// Forgets a connection (closed) and frees its share, O(log n): the
+    /// others keep their assignments until the next re-assignment (the
+    /// next `set_paths`, `update_paths`, `observe_peak_occupancy` or
+    /// `set_pool_bytes`), so that closing many connections one at a time
+    /// does not re-divide the pool once per close. True if it was held.
+    pub fn release(&mut self, id: u64) -> bool {
+        match self.connections.remove(&id) {
+            Some(connection) => {
+                self.total_assigned -= connection.assigned;
+                true
+            }
+            None => false,
         }
-        removed
     }
 
     /// Changes the pool (e.g. cut under memory pressure) and re-assigns.
@@ -390,12 +393,45 @@ mod tests {
         one.remove(0);
         one.remove(1);
         let mut two = batch.clone();
-        assert_eq!(two.remove_many(&[0, 1, 7]), 2);
+        assert!(two.release(0) && two.release(1) && !two.release(7));
+        two.update_paths(&[]).unwrap();
         assert_eq!(one.assigned(2), two.assigned(2));
         let before = batch.total_assigned();
         batch.set_pool_bytes(before / 4);
         assert!(batch.total_assigned() <= before / 4);
         assert_eq!(batch.pool_bytes(), before / 4);
+    }
+
+    #[test]
+    fn a_release_frees_its_share_and_leaves_the_others_until_the_next_reassignment() {
+        let path = PathEstimate {
+            rtt_secs: 0.2,
+            rto_secs: 1.0,
+            loss: 0.0001,
+            max_window_segments: 1e6,
+        };
+        // The pool binds: three equal shares of 90,000.
+        let mut allocator =
+            SendBufferAllocator::new(90_000, 1460, 16, CouplingParams::default()).unwrap();
+        let paths: Vec<(u64, PathEstimate)> = (1..=3).map(|id| (id, path)).collect();
+        allocator.set_paths(&paths).unwrap();
+        assert_eq!(allocator.total_assigned(), 90_000);
+        assert!(allocator.release(2));
+        assert!(!allocator.release(2), "already gone");
+        assert_eq!(allocator.assigned(2), None);
+        // The others are untouched; the freed share is unassigned.
+        assert_eq!(allocator.assigned(1), Some(30_000));
+        assert_eq!(allocator.assigned(3), Some(30_000));
+        assert_eq!(allocator.total_assigned(), 60_000);
+        assert_eq!(allocator.resume_bound(u64::MAX), 30_000);
+        // The next re-assignment divides it.
+        allocator.update_paths(&[]).unwrap();
+        assert_eq!(allocator.assigned(1), Some(45_000));
+        assert_eq!(allocator.total_assigned(), 90_000);
+        // Releasing everything leaves nothing assigned.
+        assert!(allocator.release(1) && allocator.release(3));
+        assert_eq!(allocator.total_assigned(), 0);
+        assert!(allocator.is_empty());
     }
 
     #[test]

@@ -33,6 +33,8 @@
 //! | `vantage_proxy_send_pool_used_bytes`, `vantage_proxy_receive_pool_used_bytes` | gauge | held bytes assigned from each share of the pool |
 //! | `vantage_proxy_kernel_tcp_memory_bytes` | gauge | `/proc/net/sockstat` TCP `mem`, in bytes |
 //! | `vantage_proxy_pool_pressure_cuts_total` | counter | intervals that cut the pool for `tcp_mem` pressure |
+//! | `vantage_proxy_resource_unread_intervals_total` | counter | intervals that read no connection (a pressure cut: the shrinks only) |
+//! | `vantage_proxy_buffer_sets_deferred_total` | counter | buffer moves beyond an interval's bound on sets, left to the next interval |
 //! | `vantage_proxy_idle_closes_total{reason}` | counter | idle client connections the manager closed: `descriptors`, `tcp_memory`, `connections`, `idle_list_full` |
 //! | `vantage_proxy_idle_closes_skipped_total` | counter | connections the manager chose that kept a request already arrived and not yet read (`FIONREAD`): not closed |
 //! | `vantage_proxy_idle_upstream_connections` | gauge | upstream connections idle in the pool whose receive buffer shrinks (ssbt* with `idle_buffer_half_life_ms`) |
@@ -141,6 +143,8 @@ pub struct ResourceMetrics {
     pub receive_pool_used: Gauge,
     pub kernel_tcp_bytes: Gauge,
     pub pressure_cuts: Counter,
+    pub unread_intervals: Counter,
+    pub buffer_sets_deferred: Counter,
     pub closes: Family<ReasonLabel, Counter>,
     /// Idle connections chosen to close that kept a request not yet read.
     pub reclaims_skipped_for_request: Counter,
@@ -165,6 +169,8 @@ impl Default for ResourceMetrics {
             receive_pool_used: Gauge::default(),
             kernel_tcp_bytes: Gauge::default(),
             pressure_cuts: Counter::default(),
+            unread_intervals: Counter::default(),
+            buffer_sets_deferred: Counter::default(),
             closes: Family::default(),
             reclaims_skipped_for_request: Counter::default(),
             idle_upstreams: Gauge::default(),
@@ -222,6 +228,16 @@ impl ResourceMetrics {
             "vantage_proxy_pool_pressure_cuts",
             "Intervals that cut the pool for tcp_mem pressure",
             self.pressure_cuts.clone(),
+        );
+        registry.register(
+            "vantage_proxy_resource_unread_intervals",
+            "Intervals that read no connection (a pressure cut sets the shrinks only)",
+            self.unread_intervals.clone(),
+        );
+        registry.register(
+            "vantage_proxy_buffer_sets_deferred",
+            "Buffer moves beyond an interval's bound on sets, left to the next interval",
+            self.buffer_sets_deferred.clone(),
         );
         registry.register(
             "vantage_proxy_idle_closes",

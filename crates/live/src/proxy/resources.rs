@@ -87,9 +87,22 @@
 //! [`SKB_OVERHEAD`] each). Under kernel memory pressure (sockstat TCP
 //! `mem` ≥ `tcp_mem`'s pressure mark, or the proxy's memory cgroup's TCP
 //! usage ≥ 90 % of its limit: [`MemorySource`]) the pool is cut by a
-//! quarter every interval until the pressure ends, then regrows by an
-//! eighth of its configured size per interval. The allocator's MSS is the first
+//! quarter, then regrows by an eighth of its configured size per interval
+//! once the pressure ends. The allocator's MSS is the first
 //! connection's default (1448); per-connection MSS enters W_max only.
+//!
+//! The loop's own cost ([`vantage_core::resources::interval`], which
+//! decides; this driver reads and sets what it says): an interval that
+//! cuts the pool reads no connection — the cut scales the current
+//! assignments — and sets the shrinks; under lasting pressure the next
+//! interval reads and holds the pool, the one after cuts again. An
+//! interval that reads sets at most an eighth of the connections' buffers
+//! (shrinks first, then growths, most moved first; buffers never set and
+//! a cut's shrinks are not bounded); the rest wait for the next interval
+//! and are counted (`vantage_proxy_buffer_sets_deferred_total`). A
+//! closed client connection frees its send share at once
+//! ([`SendBufferAllocator::release`]); the others keep theirs until the
+//! next interval re-divides the pool.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
@@ -101,9 +114,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use vantage_core::resources::{
-    max_min_proportional, ConnectionManager, ConnectionManagerParams, CouplingParams,
-    IntervalObservation, LossEstimator, LossEstimatorParams, Occupancy, ReceiveBufferTuner,
-    ReceiveTunerParams, ResourceUsage, SendBufferAllocator, Threshold,
+    max_min_proportional, plan_sets, set_budget, BufferMove, ConnectionManager,
+    ConnectionManagerParams, CouplingParams, IntervalObservation, IntervalPlan, LossEstimator,
+    LossEstimatorParams, Occupancy, PoolSchedule, ReceiveBufferTuner, ReceiveTunerParams,
+    ResourceUsage, SendBufferAllocator, Threshold,
 };
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
@@ -129,8 +143,6 @@ const CHUNK: usize = 128;
 /// descriptors are the last count moved by the change in the sockets the
 /// proxy holds, which it counts exactly).
 const DESCRIPTOR_RECOUNT: u32 = 10;
-/// A buffer is set again only when it moves by more than 1/16.
-const CHANGE_DIVISOR: u64 = 16;
 
 /// Why an idle connection was closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +192,13 @@ pub struct IntervalReport {
     /// Receive buffers of upstream connections idle in the pool set
     /// smaller.
     pub idle_upstream_shrinks: usize,
+    /// The connections were read (an interval that cuts the pool for
+    /// pressure reads none: `core::resources::interval`).
+    pub read: bool,
+    /// The pool was cut for pressure.
+    pub cut: bool,
+    /// Buffer moves beyond the interval's bound, left to the next one.
+    pub buffers_deferred: usize,
 }
 
 /// The kernel limits the loop respects, read once.
@@ -315,7 +334,11 @@ struct State {
     clients: HashMap<u64, ClientState>,
     upstreams: HashMap<u64, UpstreamState>,
     next_id: u64,
-    pool: u64,
+    /// The pool, and whether the last interval read.
+    schedule: PoolSchedule,
+    /// Client connections with no request in progress whose send buffer
+    /// still held data at the last read: sized as in use.
+    draining: HashSet<u64>,
     /// Closes the idle list's cap forced, not yet counted.
     evicted: Vec<(u64, Nanos)>,
     audit: VecDeque<Reclaim>,
@@ -334,7 +357,6 @@ pub struct Resources {
     /// Upstream sockets being connected, not yet registered: with the
     /// registered connections, every socket the proxy holds.
     connecting: AtomicU64,
-    base_pool: u64,
     thresholds: [Threshold; 3],
     /// A client connection's loss estimator before its first interval.
     fresh_loss: LossEstimator,
@@ -468,7 +490,6 @@ impl Resources {
             limits,
             memory_source,
             connecting: AtomicU64::new(0),
-            base_pool,
             thresholds,
             fresh_loss: LossEstimator::new(LossEstimatorParams::default())?,
             epoch: Instant::now(),
@@ -479,7 +500,8 @@ impl Resources {
                 clients: HashMap::new(),
                 upstreams: HashMap::new(),
                 next_id: 0,
-                pool: base_pool,
+                schedule: PoolSchedule::new(base_pool),
+                draining: HashSet::new(),
                 evicted: Vec::new(),
                 audit: VecDeque::new(),
                 descriptors: None,
@@ -494,6 +516,11 @@ impl Resources {
 
     pub fn interval(&self) -> Duration {
         Duration::from_millis(self.config.interval_ms)
+    }
+
+    /// The pool configured (or derived from the TCP memory limits).
+    pub fn configured_pool(&self) -> u64 {
+        self.lock().schedule.configured()
     }
 
     fn tuned(&self) -> bool {
@@ -651,7 +678,11 @@ impl Resources {
                 }
             }
         } else if state.clients.remove(&id).is_some() {
-            state.allocator.remove_many(&[id]);
+            // Its share is freed; the others keep theirs until the next
+            // interval re-divides the pool (a re-division per close would
+            // be O(n) on the data path, O(n²) to close them all).
+            state.allocator.release(id);
+            state.draining.remove(&id);
             if let Some(manager) = state.manager.as_mut() {
                 manager.remove(id);
             }
@@ -683,7 +714,7 @@ impl Resources {
         if c.applied.is_some_and(|applied| applied >= target) {
             return;
         }
-        // SAFETY: as in `send_side` (the lock is held: `state`).
+        // SAFETY: as in `read_clients` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
         match tcp_info::set_buffer_computed(fd, SocketBuffer::Send, target, self.limits.send_max) {
             Ok(held) => {
@@ -775,7 +806,7 @@ impl Resources {
         if u.applied.is_none_or(|applied| applied >= target) {
             return;
         }
-        // SAFETY: as in `send_side` (the lock is held: `state`).
+        // SAFETY: as in `read_clients` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(u.fd) };
         match tcp_info::set_buffer_computed(
             fd,
@@ -878,15 +909,22 @@ impl Resources {
         } else {
             None
         };
+        let plan: IntervalPlan;
         {
             let mut state = self.lock();
             let state = &mut *state;
-            if report.pressure {
+            let before = state.schedule.pool();
+            plan = state.schedule.begin_interval(report.pressure);
+            if plan.cut {
                 self.metrics.pressure_cuts.inc();
             }
-            let pool = next_pool(state.pool, self.base_pool, report.pressure);
-            if pool != state.pool {
-                state.pool = pool;
+            if !plan.read {
+                self.metrics.unread_intervals.inc();
+            }
+            report.read = plan.read;
+            report.cut = plan.cut;
+            let pool = plan.pool;
+            if pool != before {
                 state
                     .allocator
                     .set_pool_bytes((pool as f64 * self.config.send_fraction) as u64 / 2);
@@ -925,8 +963,11 @@ impl Resources {
                 }
             }
         }
-        self.send_side(now, &mut report);
-        self.receive_side(now, &mut report);
+        self.send_side(now, plan, &mut report);
+        self.receive_side(now, plan, &mut report);
+        self.metrics
+            .buffer_sets_deferred
+            .inc_by(report.buffers_deferred as u64);
         let state = self.lock();
         report.clients = state.clients.len();
         report.upstreams = state.upstreams.len();
@@ -961,7 +1002,7 @@ impl Resources {
         let Some(c) = state.clients.get(&id) else {
             return false;
         };
-        // SAFETY: as in `send_side` (the lock is held: `state`).
+        // SAFETY: as in `read_clients` (the lock is held: `state`).
         let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
         if tcp_info::unread_bytes(fd).is_ok_and(|n| n > 0) {
             self.metrics.reclaims_skipped_for_request.inc();
@@ -992,11 +1033,72 @@ impl Resources {
         true
     }
 
-    /// The send side. Socket calls run under the lock in chunks of
-    /// [`CHUNK`] connections, each checked still registered (one
-    /// unregistered meanwhile may have closed its descriptor): accepts,
-    /// requests and closes wait for one chunk at most, not the interval.
-    fn send_side(&self, now: Nanos, report: &mut IntervalReport) {
+    /// The send side: in an interval that reads, each client connection's
+    /// `TCP_INFO` ([`Self::read_clients`]) updates E-ATBT; then every
+    /// connection's target is weighed and the buffers
+    /// [`plan_sets`] chooses are set. Socket calls run under the lock in
+    /// chunks of [`CHUNK`] connections, each checked still registered
+    /// (one unregistered meanwhile may have closed its descriptor):
+    /// accepts, requests and closes wait for one chunk at most, not the
+    /// interval.
+    fn send_side(&self, now: Nanos, plan: IntervalPlan, report: &mut IntervalReport) {
+        if plan.read {
+            self.read_clients(report);
+        }
+        let (moves, tracked) = {
+            let state = self.lock();
+            let manager = state.manager.as_ref();
+            let mut moves = Vec::new();
+            for (&id, c) in &state.clients {
+                let decayed = match state.draining.contains(&id) {
+                    true => None,
+                    false => manager.and_then(|m| m.idle_buffer_bytes(id, now)),
+                };
+                let held = match decayed {
+                    Some(decayed) => decayed,
+                    None => match state.allocator.assigned(id) {
+                        Some(data) => 2 * data,
+                        None => continue,
+                    },
+                };
+                let held = held.clamp(min_held(c.mss), self.limits.send_max);
+                self.metrics.send_assigned.observe(held as f64);
+                moves.push(BufferMove {
+                    id,
+                    applied: c.applied,
+                    target: held,
+                });
+            }
+            (moves, state.clients.len())
+        };
+        let chosen = plan_sets(moves, set_budget(tracked), plan.cut);
+        report.buffers_deferred += chosen.deferred;
+        self.apply_buffers(&chosen.set, Side::Send, &HashSet::new(), report);
+        // A connection still draining its last response is on the idle
+        // list since the response was handed to the socket, and the loop
+        // sized it as in use: what it gets back on reuse, and what its
+        // decay starts from, is that size, not the one it had when the
+        // response was handed over.
+        let mut state = self.lock();
+        let State {
+            clients,
+            manager,
+            draining,
+            ..
+        } = &mut *state;
+        if let Some(manager) = manager.as_mut() {
+            for id in draining.iter() {
+                if let Some(applied) = clients.get(id).and_then(|c| c.applied) {
+                    manager.update_idle_buffer(*id, applied);
+                }
+            }
+        }
+    }
+
+    /// Reads every client connection's `TCP_INFO` and updates the
+    /// allocator: path estimates, peak occupancy, and the connections that
+    /// went idle leave it.
+    fn read_clients(&self, report: &mut IntervalReport) {
         // Every client connection is read, those with no request in
         // progress too: a response is complete once written into the send
         // buffer, and a large buffer may take seconds to drain. One whose
@@ -1071,80 +1173,118 @@ impl Resources {
                 }
             }
         }
-        let targets: Vec<(u64, RawFd, u64)> = {
-            let mut state = self.lock();
-            let state = &mut *state;
-            state.allocator.remove_many(&idle);
-            match state.allocator.set_paths(&paths) {
-                Ok(refused) => report.read_errors += refused,
-                Err(_) => report.read_errors += paths.len(),
-            }
-            state.allocator.observe_peak_occupancy(&occupancy);
-            self.metrics
-                .send_pool_used
-                .set(2 * state.allocator.total_assigned() as i64);
-            let manager = state.manager.as_ref();
-            let mut targets = Vec::new();
-            for (&id, c) in &state.clients {
-                let decayed = match draining.contains(&id) {
-                    true => None,
-                    false => manager.and_then(|m| m.idle_buffer_bytes(id, now)),
-                };
-                let held = match decayed {
-                    Some(decayed) => decayed,
-                    None => match state.allocator.assigned(id) {
-                        Some(data) => 2 * data,
-                        None => continue,
-                    },
-                };
-                let held = held.clamp(min_held(c.mss), self.limits.send_max);
-                self.metrics.send_assigned.observe(held as f64);
-                if changed(c.applied, held) {
-                    targets.push((id, c.fd, held));
-                }
-            }
-            targets
-        };
-        self.apply_buffers(&targets, Side::Send, &HashSet::new(), report);
-        // A connection still draining its last response is on the idle
-        // list since the response was handed to the socket, and the loop
-        // sized it as in use: what it gets back on reuse, and what its
-        // decay starts from, is that size, not the one it had when the
-        // response was handed over.
-        if !draining.is_empty() {
-            let mut state = self.lock();
-            let State {
-                clients, manager, ..
-            } = &mut *state;
-            if let Some(manager) = manager.as_mut() {
-                for id in &draining {
-                    if let Some(applied) = clients.get(id).and_then(|c| c.applied) {
-                        manager.update_idle_buffer(*id, applied);
-                    }
-                }
-            }
+        let mut state = self.lock();
+        let state = &mut *state;
+        for id in &idle {
+            state.allocator.release(*id);
         }
+        // One re-division for the interval (it also re-divides the shares
+        // of the connections closed since the last one).
+        match state.allocator.set_paths(&paths) {
+            Ok(refused) => report.read_errors += refused,
+            Err(_) => report.read_errors += paths.len(),
+        }
+        state.allocator.observe_peak_occupancy(&occupancy);
+        self.metrics
+            .send_pool_used
+            .set(2 * state.allocator.total_assigned() as i64);
+        // Only those still registered.
+        draining.retain(|id| state.clients.contains_key(id));
+        state.draining = draining;
     }
 
-    /// The receive side, chunked as [`Self::send_side`].
-    fn receive_side(&self, now: Nanos, report: &mut IntervalReport) {
+    /// The receive side, chunked as [`Self::send_side`]: in an interval
+    /// that reads, each upstream connection's tuner takes its interval's
+    /// observation; then the receive pool is divided over what the tuners
+    /// hold (an idle pooled one: its decay) and the buffers
+    /// [`plan_sets`] chooses are set.
+    fn receive_side(&self, now: Nanos, plan: IntervalPlan, report: &mut IntervalReport) {
+        let ids: Vec<u64> = if plan.read {
+            self.read_upstreams(now, report)
+        } else {
+            self.lock().upstreams.keys().copied().collect()
+        };
+        if ids.is_empty() {
+            return;
+        }
+        let mut shrinking = HashSet::new();
+        let (moves, tracked) = {
+            let state = self.lock();
+            let mut live_ids = Vec::with_capacity(ids.len());
+            let mut demands = Vec::with_capacity(ids.len());
+            let mut idle_ids = HashSet::new();
+            for id in ids {
+                let Some(u) = state.upstreams.get(&id) else {
+                    continue;
+                };
+                live_ids.push(id);
+                // Idle in the pool: what the decay leaves it (Section 3.2).
+                match state
+                    .pooled
+                    .as_ref()
+                    .and_then(|m| m.idle_buffer_bytes(id, now))
+                {
+                    Some(decayed) => {
+                        idle_ids.insert(id);
+                        demands.push(decayed);
+                    }
+                    None => demands.push(u.tuner.held_bytes()),
+                }
+            }
+            let pool = state.schedule.pool();
+            let receive_pool = pool - (pool as f64 * self.config.send_fraction) as u64;
+            let grants = max_min_proportional(&demands, receive_pool);
+            let mut used = 0u64;
+            let mut moves = Vec::new();
+            for (id, grant) in live_ids.into_iter().zip(grants) {
+                let Some(u) = state.upstreams.get(&id) else {
+                    continue;
+                };
+                let idle = idle_ids.contains(&id);
+                // An idle one's grant is at most its decayed demand.
+                let wanted = if idle {
+                    grant
+                } else {
+                    grant.min(u.tuner.advertised_bytes())
+                };
+                let held = wanted.clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
+                used += held;
+                self.metrics.receive_assigned.observe(held as f64);
+                // Never set before (still autotuned): whether this is a
+                // shrink is known only against the socket's current
+                // buffer, read when it is set.
+                if idle && u.applied.is_none_or(|a| held < a) {
+                    shrinking.insert(id);
+                }
+                moves.push(BufferMove {
+                    id,
+                    applied: u.applied,
+                    target: held,
+                });
+            }
+            self.metrics.receive_pool_used.set(used as i64);
+            (moves, state.upstreams.len())
+        };
+        let chosen = plan_sets(moves, set_budget(tracked), plan.cut);
+        report.buffers_deferred += chosen.deferred;
+        self.apply_buffers(&chosen.set, Side::Receive, &shrinking, report);
+    }
+
+    /// Reads every upstream connection's `TCP_INFO` and `SO_MEMINFO` into
+    /// its tuner; the ids read.
+    fn read_upstreams(&self, now: Nanos, report: &mut IntervalReport) -> Vec<u64> {
         let registered: Vec<(u64, RawFd)> = {
             let state = self.lock();
             state.upstreams.iter().map(|(&id, u)| (id, u.fd)).collect()
         };
-        if registered.is_empty() {
-            return;
-        }
         let mut ids = Vec::with_capacity(registered.len());
-        let mut demands = Vec::with_capacity(registered.len());
-        let mut idle_ids = HashSet::new();
         for chunk in registered.chunks(CHUNK) {
             let mut state = self.lock();
             for &(id, fd) in chunk {
                 let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
                     continue;
                 };
-                // SAFETY: as in `send_side`.
+                // SAFETY: as in `read_clients`.
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
                     (Ok(info), Ok(memory)) => (info, memory),
@@ -1172,96 +1312,41 @@ impl Resources {
                         loss,
                     },
                 );
-                let held = u.tuner.held_bytes();
                 ids.push(id);
-                // Idle in the pool: what the decay leaves it (Section 3.2).
-                match state
-                    .pooled
-                    .as_ref()
-                    .and_then(|m| m.idle_buffer_bytes(id, now))
-                {
-                    Some(decayed) => {
-                        idle_ids.insert(id);
-                        demands.push(decayed);
-                    }
-                    None => demands.push(held),
-                }
             }
         }
-        let mut shrinking = HashSet::new();
-        let targets: Vec<(u64, RawFd, u64)> = {
-            let state = self.lock();
-            let receive_pool = state.pool - (state.pool as f64 * self.config.send_fraction) as u64;
-            let grants = max_min_proportional(&demands, receive_pool);
-            let mut used = 0u64;
-            let mut targets = Vec::new();
-            for (id, grant) in ids.into_iter().zip(grants) {
-                let Some(u) = state.upstreams.get(&id) else {
-                    continue;
-                };
-                let idle = idle_ids.contains(&id);
-                // An idle one's grant is at most its decayed demand.
-                let wanted = if idle {
-                    grant
-                } else {
-                    grant.min(u.tuner.advertised_bytes())
-                };
-                let held = wanted.clamp(min_held(ALLOCATOR_MSS), self.limits.receive_max);
-                used += held;
-                self.metrics.receive_assigned.observe(held as f64);
-                if changed(u.applied, held) {
-                    targets.push((id, u.fd, held));
-                    // Never set before (still autotuned): whether this
-                    // is a shrink is known only against the socket's
-                    // current buffer, read when it is set.
-                    if idle && u.applied.is_none_or(|a| held < a) {
-                        shrinking.insert(id);
-                    }
-                }
-            }
-            self.metrics.receive_pool_used.set(used as i64);
-            targets
-        };
-        self.apply_buffers(&targets, Side::Receive, &shrinking, report);
+        ids
     }
 
-    /// Sets each `(id, descriptor, held bytes)` of `targets` on its side,
-    /// under the lock [`CHUNK`] connections at a time, each checked still
-    /// registered with the same descriptor (one unregistered meanwhile may
-    /// have closed it). `shrinking`: pooled upstream connections whose
-    /// target is their idle decay, set only if still idle (one taken from
-    /// the pool meanwhile has its buffer back) and counted.
+    /// Sets each of `moves` on its side, under the lock [`CHUNK`]
+    /// connections at a time, each only if still registered (one
+    /// unregistered meanwhile may have closed its descriptor).
+    /// `shrinking`: pooled upstream connections whose target is their
+    /// idle decay, set only if still idle (one taken from the pool
+    /// meanwhile has its buffer back) and counted.
     fn apply_buffers(
         &self,
-        targets: &[(u64, RawFd, u64)],
+        moves: &[BufferMove],
         side: Side,
         shrinking: &HashSet<u64>,
         report: &mut IntervalReport,
     ) {
-        for chunk in targets.chunks(CHUNK) {
+        for chunk in moves.chunks(CHUNK) {
             let mut state = self.lock();
-            for &(id, fd, held) in chunk {
+            for &BufferMove { id, target, .. } in chunk {
                 let idle_shrink = shrinking.contains(&id);
                 if idle_shrink && !state.pooled.as_ref().is_some_and(|m| m.is_idle(id)) {
                     continue;
                 }
-                let applied = match side {
-                    Side::Send => state
-                        .clients
-                        .get_mut(&id)
-                        .filter(|c| c.fd == fd)
-                        .map(|c| &mut c.applied),
-                    Side::Receive => state
-                        .upstreams
-                        .get_mut(&id)
-                        .filter(|u| u.fd == fd)
-                        .map(|u| &mut u.applied),
+                let registered = match side {
+                    Side::Send => state.clients.get_mut(&id).map(|c| (c.fd, &mut c.applied)),
+                    Side::Receive => state.upstreams.get_mut(&id).map(|u| (u.fd, &mut u.applied)),
                 };
-                let Some(applied) = applied else {
+                let Some((fd, applied)) = registered else {
                     continue;
                 };
                 // SAFETY: the descriptor stays open while registered (see
-                // `send_side`), and the lock is held.
+                // `read_clients`), and the lock is held.
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 // What an idle upstream connection held before: the value
                 // last set, or the kernel's own if none was.
@@ -1274,13 +1359,13 @@ impl Resources {
                     Side::Send => tcp_info::set_buffer_computed(
                         fd,
                         SocketBuffer::Send,
-                        held,
+                        target,
                         self.limits.send_max,
                     ),
                     Side::Receive => tcp_info::set_buffer_computed(
                         fd,
                         SocketBuffer::Receive,
-                        held,
+                        target,
                         self.limits.receive_max,
                     ),
                 };
@@ -1306,23 +1391,6 @@ impl Resources {
 enum Side {
     Send,
     Receive,
-}
-
-/// The pool for the next interval: a quarter less under kernel memory
-/// pressure, else an eighth of the configured pool more, up to it.
-fn next_pool(pool: u64, configured: u64, pressure: bool) -> u64 {
-    if pressure {
-        pool - pool / 4
-    } else {
-        pool.saturating_add(configured / 8).min(configured)
-    }
-}
-
-fn changed(applied: Option<u64>, target: u64) -> bool {
-    match applied {
-        None => true,
-        Some(a) => a.abs_diff(target) > a / CHANGE_DIVISOR,
-    }
 }
 
 /// Whether the descriptors are to be counted this interval (its cost grows
@@ -1528,25 +1596,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pool_is_cut_by_a_quarter_under_pressure_and_regrows() {
-        let configured = 64 << 20;
-        let cut = next_pool(configured, configured, true);
-        assert!(cut <= configured - configured / 4);
-        let twice = next_pool(cut, configured, true);
-        assert!(twice <= cut - cut / 4);
-        let mut pool = twice;
-        for _ in 0..8 {
-            pool = next_pool(pool, configured, false);
-        }
-        assert_eq!(pool, configured);
-    }
-
-    #[test]
-    fn buffers_are_set_again_only_when_they_move() {
-        assert!(changed(None, 4096));
-        assert!(!changed(Some(65536), 65536 + 4096));
-        assert!(changed(Some(65536), 65536 + 4097));
-        assert!(changed(Some(65536), 32768));
+    fn the_lower_bound_is_two_segments_truesize() {
         assert_eq!(min_held(1448), 2 * (1448 + SKB_OVERHEAD));
         assert_eq!(min_held(0), 2 * (536 + SKB_OVERHEAD));
     }
@@ -1609,7 +1659,7 @@ mod tests {
             ..ResourcesConfig::default()
         };
         let r = Resources::new(config, limits(), 400, ResourceMetrics::default()).unwrap();
-        assert_eq!(r.base_pool, 2000 * 4096 / 2);
+        assert_eq!(r.configured_pool(), 2000 * 4096 / 2);
         assert_eq!(
             r.thresholds[0],
             Threshold {
@@ -1635,7 +1685,7 @@ mod tests {
             ResourceMetrics::default(),
         )
         .unwrap();
-        assert_eq!(ssbt.base_pool, 1 << 20);
+        assert_eq!(ssbt.configured_pool(), 1 << 20);
         assert_eq!(ssbt.thresholds[0].high, u64::MAX, "no closes without +conn");
     }
 
@@ -1666,9 +1716,98 @@ mod tests {
             "{err:?}"
         );
         let managed = with(ResourceMode::SsbtWithConnections, Some(1 << 20)).unwrap();
-        assert_eq!(managed.base_pool, 1 << 20);
+        assert_eq!(managed.configured_pool(), 1 << 20);
         assert_eq!(managed.thresholds[1].high, u64::MAX, "no memory mark");
         assert!(!managed.run_interval().pressure);
+    }
+
+    #[test]
+    fn a_pressure_cut_sets_every_shrink_without_reading_and_the_next_interval_reads() {
+        use std::io::{Read, Write};
+        use vantage_sys::cgroup::CgroupMemorySource;
+        let dir = std::env::temp_dir().join(format!(
+            "vantage-proxy-cut-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let usage = dir.join("memory.kmem.tcp.usage_in_bytes");
+        std::fs::write(&usage, "0\n").unwrap();
+        let limit = 1 << 30;
+        let limits = KernelLimits {
+            tcp_mem: None,
+            cgroup: Some(CgroupTcpMemory {
+                source: CgroupMemorySource::V1Tcp,
+                dir: dir.clone(),
+                limit_bytes: limit,
+            }),
+            ..limits()
+        };
+        // 240 KiB: the receive half, 120 KiB, binds three upstream
+        // connections (their tuners start from the kernel's initial
+        // buffer, larger than 40 KiB each).
+        let r = Arc::new(
+            Resources::new(
+                ResourcesConfig {
+                    mode: ResourceMode::Ssbt,
+                    pool_bytes: Some(240 << 10),
+                    ..ResourcesConfig::default()
+                },
+                limits,
+                400,
+                ResourceMetrics::default(),
+            )
+            .unwrap(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut peers = Vec::new();
+        let mut tracked = Vec::new();
+        for _ in 0..3 {
+            let mut peer = std::net::TcpStream::connect(address).unwrap();
+            let (mut accepted, _) = listener.accept().unwrap();
+            accepted.write_all(&[0u8; 1000]).unwrap();
+            peer.read_exact(&mut [0u8; 1000]).unwrap();
+            // Data back, which acknowledges the first: TCP_INFO has an RTT.
+            peer.write_all(&[0u8; 1000]).unwrap();
+            accepted.read_exact(&mut [0u8; 1000]).unwrap();
+            tracked.push(r.track_upstream(accepted));
+            peers.push(peer);
+        }
+        let ids: Vec<u64> = tracked.iter().map(|t| t.id().unwrap()).collect();
+        let held = |r: &Resources| -> Vec<u64> {
+            let state = r.lock();
+            ids.iter()
+                .map(|id| state.upstreams[id].applied.unwrap())
+                .collect()
+        };
+        let first = r.run_interval();
+        assert!(first.read && !first.cut);
+        assert_eq!(first.buffers_set, 3);
+        let before = held(&r);
+        // Pressure: a quarter off the pool, every buffer set smaller,
+        // nothing read.
+        std::fs::write(&usage, format!("{limit}\n")).unwrap();
+        let cut = r.run_interval();
+        assert!(cut.pressure && cut.cut && !cut.read);
+        assert_eq!(cut.pool_bytes, (240 << 10) / 4 * 3);
+        assert_eq!(cut.buffers_set, 3);
+        let after = held(&r);
+        for (b, a) in before.iter().zip(&after) {
+            assert!(*a <= b - b / 5, "{before:?} → {after:?}");
+        }
+        // Still under pressure: this interval reads and holds the pool.
+        let held_interval = r.run_interval();
+        assert!(held_interval.read && !held_interval.cut);
+        assert_eq!(held_interval.pool_bytes, cut.pool_bytes);
+        assert_eq!(r.metrics.pressure_cuts.get(), 1);
+        assert_eq!(r.metrics.unread_intervals.get(), 1);
+        std::fs::write(&usage, "0\n").unwrap();
+        let over = r.run_interval();
+        assert!(over.read && over.pool_bytes > cut.pool_bytes);
+        drop(tracked);
+        assert_eq!(r.tracked().0, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -1702,7 +1841,7 @@ mod tests {
             ResourceMetrics::default(),
         )
         .unwrap();
-        assert_eq!(r.base_pool, mark / 2);
+        assert_eq!(r.configured_pool(), mark / 2);
         assert_eq!(
             r.thresholds[1],
             Threshold {
@@ -1716,7 +1855,7 @@ mod tests {
         let pressed = r.run_interval();
         assert_eq!(pressed.cgroup_tcp_bytes, Some(mark));
         assert!(pressed.pressure, "usage at 90 % of the cgroup limit");
-        assert!(pressed.pool_bytes <= r.base_pool - r.base_pool / 4);
+        assert!(pressed.pool_bytes <= r.configured_pool() - r.configured_pool() / 4);
         // A cgroup alone (tcp_mem not visible) gives the default pool.
         let alone = Resources::new(
             ResourcesConfig {
@@ -1731,7 +1870,7 @@ mod tests {
             ResourceMetrics::default(),
         )
         .unwrap();
-        assert_eq!(alone.base_pool, mark / 2);
+        assert_eq!(alone.configured_pool(), mark / 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
