@@ -16,7 +16,7 @@
 //!   that cuts sets the shrinks and reads nothing, and the next interval
 //!   reads again. Under pressure that lasts, the intervals alternate: one
 //!   cuts without reading, the next reads and holds the pool, the next
-//!   cuts again — the first cut (a quarter, at least the 25 %)
+//!   cuts again — the first cut (a quarter: at least 25 %)
 //!   still lands within one interval, later ones every second interval
 //!   instead of every interval, so that demands are never more than one
 //!   interval old while the pool keeps falling.
