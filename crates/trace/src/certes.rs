@@ -180,6 +180,9 @@ pub struct CaptureStream {
     /// `None` for a live source, fed by [`push_packet`](Self::push_packet).
     reader: Option<TraceReader>,
     collector: HandshakeCollector,
+    /// The finished connections being routed, kept between packets for
+    /// its capacity ([`HandshakeCollector::swap_finished`]).
+    routing: Vec<Handshake>,
     server: Option<ServerFilter>,
     by: Option<ClassBy>,
     interval: Nanos,
@@ -321,6 +324,7 @@ impl CaptureStream {
             name,
             reader,
             collector: HandshakeCollector::new(handshake_config),
+            routing: Vec::new(),
             server,
             by,
             interval: model.interval,
@@ -382,9 +386,12 @@ impl CaptureStream {
     /// After a packet or a clock step: routes the finished connections
     /// and moves the classes' clocks.
     fn took_input(&mut self) -> Result<(), CaptureInputError> {
-        for handshake in self.collector.take_finished() {
+        let mut finished = std::mem::take(&mut self.routing);
+        self.collector.swap_finished(&mut finished);
+        for handshake in finished.drain(..) {
             self.route(handshake)?;
         }
+        self.routing = finished;
         if let Some(clock) = self.collector.last_timestamp() {
             let index = clock.0 / self.interval.0;
             if self.clock_interval != Some(index) {

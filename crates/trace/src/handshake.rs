@@ -546,6 +546,17 @@ impl HandshakeCollector {
         std::mem::take(&mut self.all)
     }
 
+    /// Like [`take_finished`](Self::take_finished), for a caller that
+    /// reads packet by packet: the finished connections are swapped into
+    /// `buffer` (emptied first), and `buffer`'s capacity takes the next
+    /// ones, so the vector is not grown from nothing after every call.
+    /// Each buffer holds at most the connections one call finishes, at
+    /// most the table's `max_connections`.
+    pub fn swap_finished(&mut self, buffer: &mut Vec<Handshake>) {
+        buffer.clear();
+        std::mem::swap(&mut self.all, buffer);
+    }
+
     /// Reads, decodes and takes in the next packet; false at the end of
     /// the capture (a record cut off is noted in the stats, not an error).
     pub fn read_packet(&mut self, reader: &mut TraceReader) -> Result<bool, TraceError> {
