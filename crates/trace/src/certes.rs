@@ -386,12 +386,15 @@ impl CaptureStream {
     /// After a packet or a clock step: routes the finished connections
     /// and moves the classes' clocks.
     fn took_input(&mut self) -> Result<(), CaptureInputError> {
-        let mut finished = std::mem::take(&mut self.routing);
-        self.collector.swap_finished(&mut finished);
-        for handshake in finished.drain(..) {
-            self.route(handshake)?;
+        // Most packets finish no connection.
+        if self.collector.has_finished() {
+            let mut finished = std::mem::take(&mut self.routing);
+            self.collector.swap_finished(&mut finished);
+            for handshake in finished.drain(..) {
+                self.route(handshake)?;
+            }
+            self.routing = finished;
         }
-        self.routing = finished;
         if let Some(clock) = self.collector.last_timestamp() {
             let index = clock.0 / self.interval.0;
             if self.clock_interval != Some(index) {

@@ -557,6 +557,11 @@ impl HandshakeCollector {
         std::mem::swap(&mut self.all, buffer);
     }
 
+    /// Whether a connection finished since the last take or swap.
+    pub fn has_finished(&self) -> bool {
+        !self.all.is_empty()
+    }
+
     /// Reads, decodes and takes in the next packet; false at the end of
     /// the capture (a record cut off is noted in the stats, not an error).
     pub fn read_packet(&mut self, reader: &mut TraceReader) -> Result<bool, TraceError> {
