@@ -51,13 +51,10 @@
 //! makes time monotonic per connection for what is left. Memory is bounded
 //! by [`TableConfig::max_connections`] too.
 //!
-//! Beyond the paper, for cost: each active connection's state sits in a
-//! slot of one vector, and a finished connection's slot, with its duplicate
-//! rings, goes to the next new connection (there are never more slots than
-//! connections were active at once); its segment buffer, when the reader
-//! gives it back ([`ConnectionTable::recycle`]), goes to a new connection
-//! too (a bounded spare pool), so short connections neither allocate their
-//! state nor grow their vectors from nothing;
+//! Beyond the paper, for cost: a finished connection's duplicate rings, and
+//! its segment buffer when the reader gives it back
+//! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
+//! pool), so short connections do not each grow their vectors from nothing;
 //! each direction counts its remembered segments per bucket of sequence
 //! and acknowledgement numbers, so the duplicate search runs only when a
 //! copy may be among them.
@@ -87,12 +84,11 @@ pub const DUPLICATE_MEMORY: usize = 32;
 /// acknowledgement numbers (a power of two; at most [`DUPLICATE_MEMORY`]
 /// in one, so a `u8` holds the count).
 const RECENT_BUCKETS: usize = 64;
-/// Emptied segment buffers kept for new connections, and the largest
-/// capacity kept, in items (for segment buffers and for the duplicate
-/// rings a freed slot keeps): a short connection takes the buffers an
-/// earlier one grew instead of growing its own from nothing, and a
-/// connection holds no more than it would have grown to itself or
-/// [`SPARE_CAPACITY`] items.
+/// Emptied buffers kept for new connections, per kind (duplicate rings,
+/// segment records), and the largest capacity kept, in items: a short
+/// connection takes the buffers an earlier one grew instead of growing its
+/// own from nothing, and a connection holds no more than it would have
+/// grown to itself or [`SPARE_CAPACITY`] items.
 const SPARE_BUFFERS: usize = 4096;
 const SPARE_CAPACITY: usize = 16;
 
@@ -810,11 +806,11 @@ struct ActiveConnection {
     closed_at: Option<Nanos>,
 }
 
-/// Emptied segment buffers of finished connections, given back by the
-/// reader and reused by new ones (at most [`SPARE_BUFFERS`], none larger
-/// than [`SPARE_CAPACITY`]).
+/// Emptied buffers of finished connections, reused by new ones (at most
+/// [`SPARE_BUFFERS`] of each kind, none larger than [`SPARE_CAPACITY`]).
 #[derive(Default)]
 struct Spares {
+    recent: Vec<Vec<(Fingerprint, Nanos)>>,
     segments: Vec<Vec<SegmentRecord>>,
 }
 
@@ -864,18 +860,15 @@ impl ActiveConnection {
         }
     }
 
-    /// Starts a new connection in a finished one's slot: its duplicate
-    /// rings, emptied, are kept (they hold at most [`SPARE_CAPACITY`]
-    /// items once finished, see [`take_finished`](Self::take_finished)).
-    fn restart(&mut self, id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) {
-        let rings = self
-            .trackers
-            .each_mut()
-            .map(|tracker| std::mem::take(&mut tracker.recent));
-        *self = ActiveConnection::new(id, segment, source_is_low);
-        for (tracker, mut ring) in self.trackers.iter_mut().zip(rings) {
-            ring.clear();
-            tracker.recent = ring;
+    /// Takes spare buffers for its segment records and duplicate rings.
+    fn take_spares(&mut self, spares: &mut Spares) {
+        if let Some(segments) = spares.segments.pop() {
+            self.connection.segments = segments;
+        }
+        for tracker in &mut self.trackers {
+            if let Some(recent) = spares.recent.pop() {
+                tracker.recent = recent;
+            }
         }
     }
 
@@ -1176,7 +1169,7 @@ impl ActiveConnection {
 
     /// Turns the connection into what is emitted: artefacts that are only
     /// known at the end (capture drops) are filled in.
-    fn take_finished(&mut self, cause: FinishCause) -> Connection {
+    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection {
         let closed = self.closed_at.is_some();
         self.connection.finish = match cause {
             FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
@@ -1188,18 +1181,7 @@ impl ActiveConnection {
             artefacts.capture_drops = tracker.unseen.count();
             artefacts.capture_dropped_bytes = tracker.unseen.space();
         }
-        // The slot is reused: its rings stay unless grown beyond what a
-        // spare may hold; the record's vectors leave with it.
-        for tracker in &mut self.trackers {
-            if tracker.recent.capacity() > SPARE_CAPACITY {
-                tracker.recent = Vec::new();
-            }
-        }
-        Connection {
-            segments: std::mem::take(&mut self.connection.segments),
-            sack_blocks: std::mem::take(&mut self.connection.sack_blocks),
-            ..self.connection
-        }
+        self.connection
     }
 
     fn tombstone(&self, now: Nanos) -> Tombstone {
@@ -1253,48 +1235,13 @@ impl Tombstone {
     }
 }
 
-/// The active connections' state, one slot each: a finished connection's
-/// slot (with its duplicate rings) goes to the next new connection, so
-/// opening one allocates nothing. There are never more slots than
-/// connections were active at once (at most
-/// [`TableConfig::max_connections`]); free slots are kept, not returned.
-#[derive(Default)]
-struct Slots {
-    slots: Vec<ActiveConnection>,
-    free: Vec<usize>,
-}
-
-impl Slots {
-    /// The active connection `active` maps `key` to.
-    fn of<'a>(&'a self, active: &FlowMap<usize>, key: &FlowKey) -> Option<&'a ActiveConnection> {
-        active.get(key).map(|&slot| &self.slots[slot])
-    }
-
-    /// A slot for a new connection opened by `segment`.
-    fn claim(&mut self, id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> usize {
-        match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot].restart(id, segment, source_is_low);
-                slot
-            }
-            None => {
-                self.slots
-                    .push(ActiveConnection::new(id, segment, source_is_low));
-                self.slots.len() - 1
-            }
-        }
-    }
-}
-
 /// The streaming connection table. Feed it segments in trace order with
 /// [`observe`](Self::observe); take finished connections with
 /// [`pop_finished`](Self::pop_finished); call
 /// [`finish_all`](Self::finish_all) at the end of the trace.
 pub struct ConnectionTable {
     config: TableConfig,
-    /// Each active connection's slot in `slots`.
-    active: FlowMap<usize>,
-    slots: Slots,
+    active: FlowMap<Box<ActiveConnection>>,
     tombstones: FlowMap<Tombstone>,
     tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
     /// Connections in the order they were opened, and those opened by a
@@ -1324,7 +1271,6 @@ impl ConnectionTable {
             half_open_order: VecDeque::new(),
             finished: VecDeque::new(),
             spares: Spares::default(),
-            slots: Slots::default(),
             now: Nanos::ZERO,
             last_sweep: Nanos::ZERO,
             observed_since_sweep: 0,
@@ -1375,11 +1321,10 @@ impl ConnectionTable {
         // timeout has passed is finished before it could take this segment,
         // however lazily sweeps run.
         let now = self.now;
-        let replaced = match self.active.get(&key) {
-            Some(&slot) => match self.slots.slots[slot].expired(now, &self.config) {
+        let replaced = match self.active.get_mut(&key) {
+            Some(active) => match active.expired(now, &self.config) {
                 Some(cause) => Some(cause),
                 None => {
-                    let active = &mut self.slots.slots[slot];
                     let direction = active.direction_of(source_is_low);
                     if active.superseded_by(segment, direction) {
                         Some(FinishCause::Superseded)
@@ -1417,18 +1362,15 @@ impl ConnectionTable {
         let id = ConnectionId(self.next_id);
         self.next_id += 1;
         self.stats.connections_opened += 1;
-        let slot = self.slots.claim(id, segment, source_is_low);
-        let active = &mut self.slots.slots[slot];
-        if let Some(segments) = self.spares.segments.pop() {
-            active.connection.segments = segments;
-        }
+        let mut active = Box::new(ActiveConnection::new(id, segment, source_is_low));
+        active.take_spares(&mut self.spares);
         let direction = active.direction_of(source_is_low);
         let observation = active.observe(segment, direction, &self.config);
         if active.connection.opening == Opening::Syn {
             self.half_open_order.push_back((key, id));
         }
         self.open_order.push_back((key, id));
-        self.active.insert(key, slot);
+        self.active.insert(key, active);
         self.compact_orders();
         self.stats.peak_active = self.stats.peak_active.max(self.active.len());
         self.maybe_sweep();
@@ -1457,11 +1399,10 @@ impl ConnectionTable {
     /// Finishes every connection still in the table (end of trace), in the
     /// order they were opened.
     pub fn finish_all(&mut self) {
-        let mut remaining: Vec<(FlowKey, usize)> = self.active.drain().collect();
-        let slots = &self.slots.slots;
-        remaining.sort_by_key(|&(_, slot)| slots[slot].connection.id);
-        for (key, slot) in remaining {
-            self.finish(key, slot, FinishCause::EndOfTrace);
+        let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
+        remaining.sort_by_key(|(_, active)| active.connection.id);
+        for (key, active) in remaining {
+            self.finish(key, active, FinishCause::EndOfTrace);
         }
     }
 
@@ -1470,27 +1411,23 @@ impl ConnectionTable {
     fn evict_one(&mut self) -> bool {
         while let Some((key, id)) = self.half_open_order.pop_front() {
             let still_half_open = self
-                .slots
-                .of(&self.active, &key)
+                .active
+                .get(&key)
                 .is_some_and(|a| a.connection.id == id && a.half_open());
             if still_half_open {
-                if let Some(slot) = self.active.remove(&key) {
+                if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
                     self.stats.evicted_half_open += 1;
-                    self.finish(key, slot, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
         }
         while let Some((key, id)) = self.open_order.pop_front() {
-            let still_open = self
-                .slots
-                .of(&self.active, &key)
-                .is_some_and(|a| a.connection.id == id);
-            if still_open {
-                if let Some(slot) = self.active.remove(&key) {
+            if self.active.get(&key).is_some_and(|a| a.connection.id == id) {
+                if let Some(active) = self.active.remove(&key) {
                     self.stats.evicted += 1;
-                    self.finish(key, slot, FinishCause::Evicted);
+                    self.finish(key, active, FinishCause::Evicted);
                     return true;
                 }
             }
@@ -1503,7 +1440,7 @@ impl ConnectionTable {
     /// earlier, unless the capture's timestamps go backwards.
     pub fn oldest_active_since(&mut self) -> Option<Nanos> {
         while let Some((key, id)) = self.open_order.front() {
-            match self.slots.of(&self.active, key) {
+            match self.active.get(key) {
                 Some(a) if a.connection.id == *id => return Some(a.connection.first_timestamp),
                 _ => {
                     self.open_order.pop_front();
@@ -1517,37 +1454,31 @@ impl ConnectionTable {
     /// outnumber the live ones, so the queues follow the table's size.
     fn compact_orders(&mut self) {
         let limit = 2 * self.active.len() + 64;
-        let (active, slots) = (&self.active, &self.slots);
+        let active = &self.active;
         let live = |(key, id): &(FlowKey, ConnectionId)| {
-            slots
-                .of(active, key)
-                .is_some_and(|a| a.connection.id == *id)
+            active.get(key).is_some_and(|a| a.connection.id == *id)
         };
         if self.open_order.len() > limit {
             self.open_order.retain(live);
         }
         if self.half_open_order.len() > limit {
             self.half_open_order.retain(|(key, id)| {
-                slots
-                    .of(active, key)
+                active
+                    .get(key)
                     .is_some_and(|a| a.connection.id == *id && a.half_open())
             });
         }
     }
 
-    /// Finishes the connection in `slot` (already out of `active`) and
-    /// frees the slot.
-    fn finish(&mut self, key: FlowKey, slot: usize, cause: FinishCause) {
-        let active = &mut self.slots.slots[slot];
-        let tombstone = (active.closed_at.is_some() && cause != FinishCause::Superseded)
-            .then(|| active.tombstone(self.now));
-        let connection = active.take_finished(cause);
-        self.slots.free.push(slot);
-        if let Some(tombstone) = tombstone {
-            self.bury(key, tombstone);
+    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection>, cause: FinishCause) {
+        if active.closed_at.is_some() && cause != FinishCause::Superseded {
+            self.bury(key, active.tombstone(self.now));
+        }
+        for tracker in &mut active.trackers {
+            Spares::keep(&mut self.spares.recent, std::mem::take(&mut tracker.recent));
         }
         self.stats.connections_finished += 1;
-        self.finished.push_back(connection);
+        self.finished.push_back(active.into_finished(cause));
     }
 
     fn bury(&mut self, key: FlowKey, tombstone: Tombstone) {
@@ -1596,8 +1527,7 @@ impl ConnectionTable {
         let mut order = std::mem::take(&mut self.expired_order);
         expired.clear();
         order.clear();
-        for (key, &slot) in &self.active {
-            let active = &self.slots.slots[slot];
+        for (key, active) in &self.active {
             if let Some(cause) = active.expired(now, &self.config) {
                 order.push((
                     active.connection.last_timestamp,
@@ -1612,8 +1542,8 @@ impl ConnectionTable {
         order.sort_unstable_by_key(|&(last, id, _)| (last, id));
         for &(_, _, index) in &order {
             let (key, cause) = expired[index];
-            if let Some(slot) = self.active.remove(&key) {
-                self.finish(key, slot, cause);
+            if let Some(active) = self.active.remove(&key) {
+                self.finish(key, active, cause);
             }
         }
         self.expired_keys = expired;
