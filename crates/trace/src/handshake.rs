@@ -56,6 +56,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::Serialize;
+use smallvec::SmallVec;
 use vantage_core::certes::counters::IntervalCounters;
 use vantage_core::certes::input::CaptureNotes;
 use vantage_core::certes::learn::AttemptOutcome;
@@ -193,6 +194,17 @@ pub struct HandshakeConfig {
     pub table: TableConfig,
 }
 
+/// A connection's SYN-ACK times: two inline before it allocates.
+pub type SynAckTimes = SmallVec<[Nanos; 2]>;
+
+/// Times serialized as a sequence, as a `Vec` of them is.
+fn serialize_times<S: serde::Serializer>(
+    times: &SynAckTimes,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(times.iter())
+}
+
 /// One connection attempt to a listener, as the server's capture saw it.
 /// Times are capture timestamps (ns since the UNIX epoch for pcap).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -205,8 +217,10 @@ pub struct Handshake {
     pub syns: Vec<Nanos>,
     /// Index in `syns` of the SYN the first SYN-ACK answered.
     pub answered: Option<usize>,
-    /// Every SYN-ACK the server sent.
-    pub synacks: Vec<Nanos>,
+    /// Every SYN-ACK the server sent (nearly always one or two: held
+    /// inline, no allocation per connection).
+    #[serde(serialize_with = "serialize_times")]
+    pub synacks: SynAckTimes,
     /// The server answered a SYN with a RST.
     pub refused: bool,
     /// The client's first segment acknowledging the SYN-ACK.
@@ -245,7 +259,7 @@ impl Handshake {
             // At most one entry per SYN the table counted: sized once.
             syns: Vec::with_capacity(connection.from_initiator.syns as usize),
             answered: None,
-            synacks: Vec::with_capacity(connection.from_responder.syns as usize),
+            synacks: SynAckTimes::new(),
             refused: false,
             handshake_ack: None,
             rtt: None,
