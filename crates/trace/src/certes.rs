@@ -569,29 +569,29 @@ impl CaptureStream {
 
     fn add(&mut self, observation: ConnectionObservation) -> Result<(), CaptureInputError> {
         self.selected += 1;
-        let class = observation.class.clone().unwrap_or_default();
-        if !self.classes.contains_key(&class) && !self.is_live() {
-            // Every class is a row per interval: refuse before memory grows
-            // (a span beyond MAX_INTERVALS is refused at the end, by name).
-            let mut intervals = self.intervals_so_far();
-            if intervals as u64 > MAX_INTERVALS {
-                intervals = 1;
+        // A known class (nearly every connection): two lookups, no copy
+        // of its name.
+        let class = observation.class.as_deref().unwrap_or_default();
+        if !self.classes.contains_key(class) {
+            if !self.is_live() {
+                // Every class is a row per interval: refuse before memory
+                // grows (a span beyond MAX_INTERVALS is refused at the end,
+                // by name).
+                let mut intervals = self.intervals_so_far();
+                if intervals as u64 > MAX_INTERVALS {
+                    intervals = 1;
+                }
+                check_class_intervals(self.classes.len() + 1, intervals, &self.class_key())
+                    .map_err(|source| CaptureInputError::TooLarge {
+                        path: self.name.clone(),
+                        source,
+                    })?;
             }
-            check_class_intervals(self.classes.len() + 1, intervals, &self.class_key()).map_err(
-                |source| CaptureInputError::TooLarge {
-                    path: self.name.clone(),
-                    source,
-                },
-            )?;
             let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
                 .map_err(CaptureInputError::Setup)?;
-            self.classes.insert(class.clone(), bucketer);
-        } else if !self.classes.contains_key(&class) {
-            let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
-                .map_err(CaptureInputError::Setup)?;
-            self.classes.insert(class.clone(), bucketer);
+            self.classes.insert(class.to_string(), bucketer);
         }
-        if let Some(bucketer) = self.classes.get_mut(&class) {
+        if let Some(bucketer) = self.classes.get_mut(class) {
             bucketer
                 .add(observation)
                 .map_err(|source| CaptureInputError::Observed {
