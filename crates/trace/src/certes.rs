@@ -180,6 +180,9 @@ pub struct CaptureStream {
     /// `None` for a live source, fed by [`push_packet`](Self::push_packet).
     reader: Option<TraceReader>,
     collector: HandshakeCollector,
+    /// The finished connections being routed, kept between packets for
+    /// its capacity ([`HandshakeCollector::swap_finished`]).
+    routing: Vec<Handshake>,
     server: Option<ServerFilter>,
     by: Option<ClassBy>,
     interval: Nanos,
@@ -321,6 +324,7 @@ impl CaptureStream {
             name,
             reader,
             collector: HandshakeCollector::new(handshake_config),
+            routing: Vec::new(),
             server,
             by,
             interval: model.interval,
@@ -382,8 +386,14 @@ impl CaptureStream {
     /// After a packet or a clock step: routes the finished connections
     /// and moves the classes' clocks.
     fn took_input(&mut self) -> Result<(), CaptureInputError> {
-        for handshake in self.collector.take_finished() {
-            self.route(handshake)?;
+        // Most packets finish no connection.
+        if self.collector.has_finished() {
+            let mut finished = std::mem::take(&mut self.routing);
+            self.collector.swap_finished(&mut finished);
+            for handshake in finished.drain(..) {
+                self.route(handshake)?;
+            }
+            self.routing = finished;
         }
         if let Some(clock) = self.collector.last_timestamp() {
             let index = clock.0 / self.interval.0;
@@ -559,29 +569,29 @@ impl CaptureStream {
 
     fn add(&mut self, observation: ConnectionObservation) -> Result<(), CaptureInputError> {
         self.selected += 1;
-        let class = observation.class.clone().unwrap_or_default();
-        if !self.classes.contains_key(&class) && !self.is_live() {
-            // Every class is a row per interval: refuse before memory grows
-            // (a span beyond MAX_INTERVALS is refused at the end, by name).
-            let mut intervals = self.intervals_so_far();
-            if intervals as u64 > MAX_INTERVALS {
-                intervals = 1;
+        // A known class (nearly every connection): two lookups, no copy
+        // of its name.
+        let class = observation.class.as_deref().unwrap_or_default();
+        if !self.classes.contains_key(class) {
+            if !self.is_live() {
+                // Every class is a row per interval: refuse before memory
+                // grows (a span beyond MAX_INTERVALS is refused at the end,
+                // by name).
+                let mut intervals = self.intervals_so_far();
+                if intervals as u64 > MAX_INTERVALS {
+                    intervals = 1;
+                }
+                check_class_intervals(self.classes.len() + 1, intervals, &self.class_key())
+                    .map_err(|source| CaptureInputError::TooLarge {
+                        path: self.name.clone(),
+                        source,
+                    })?;
             }
-            check_class_intervals(self.classes.len() + 1, intervals, &self.class_key()).map_err(
-                |source| CaptureInputError::TooLarge {
-                    path: self.name.clone(),
-                    source,
-                },
-            )?;
             let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
                 .map_err(CaptureInputError::Setup)?;
-            self.classes.insert(class.clone(), bucketer);
-        } else if !self.classes.contains_key(&class) {
-            let bucketer = ClassBucketer::new(self.interval, self.exact_config.clone())
-                .map_err(CaptureInputError::Setup)?;
-            self.classes.insert(class.clone(), bucketer);
+            self.classes.insert(class.to_string(), bucketer);
         }
-        if let Some(bucketer) = self.classes.get_mut(&class) {
+        if let Some(bucketer) = self.classes.get_mut(class) {
             bucketer
                 .add(observation)
                 .map_err(|source| CaptureInputError::Observed {

@@ -56,6 +56,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use serde::Serialize;
+use smallvec::SmallVec;
 use vantage_core::certes::counters::IntervalCounters;
 use vantage_core::certes::input::CaptureNotes;
 use vantage_core::certes::learn::AttemptOutcome;
@@ -193,6 +194,17 @@ pub struct HandshakeConfig {
     pub table: TableConfig,
 }
 
+/// A connection's SYN-ACK times: two inline before it allocates.
+pub type SynAckTimes = SmallVec<[Nanos; 2]>;
+
+/// Times serialized as a sequence, as a `Vec` of them is.
+fn serialize_times<S: serde::Serializer>(
+    times: &SynAckTimes,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(times.iter())
+}
+
 /// One connection attempt to a listener, as the server's capture saw it.
 /// Times are capture timestamps (ns since the UNIX epoch for pcap).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -205,8 +217,10 @@ pub struct Handshake {
     pub syns: Vec<Nanos>,
     /// Index in `syns` of the SYN the first SYN-ACK answered.
     pub answered: Option<usize>,
-    /// Every SYN-ACK the server sent.
-    pub synacks: Vec<Nanos>,
+    /// Every SYN-ACK the server sent (nearly always one or two: held
+    /// inline, no allocation per connection).
+    #[serde(serialize_with = "serialize_times")]
+    pub synacks: SynAckTimes,
     /// The server answered a SYN with a RST.
     pub refused: bool,
     /// The client's first segment acknowledging the SYN-ACK.
@@ -245,7 +259,7 @@ impl Handshake {
             // At most one entry per SYN the table counted: sized once.
             syns: Vec::with_capacity(connection.from_initiator.syns as usize),
             answered: None,
-            synacks: Vec::with_capacity(connection.from_responder.syns as usize),
+            synacks: SynAckTimes::new(),
             refused: false,
             handshake_ack: None,
             rtt: None,
@@ -544,6 +558,22 @@ impl HandshakeCollector {
     /// selecting is the caller's). Taken connections are not kept.
     pub fn take_finished(&mut self) -> Vec<Handshake> {
         std::mem::take(&mut self.all)
+    }
+
+    /// Like [`take_finished`](Self::take_finished), for a caller that
+    /// reads packet by packet: the finished connections are swapped into
+    /// `buffer` (emptied first), and `buffer`'s capacity takes the next
+    /// ones, so the vector is not grown from nothing after every call.
+    /// Each buffer holds at most the connections one call finishes, at
+    /// most the table's `max_connections`.
+    pub fn swap_finished(&mut self, buffer: &mut Vec<Handshake>) {
+        buffer.clear();
+        std::mem::swap(&mut self.all, buffer);
+    }
+
+    /// Whether a connection finished since the last take or swap.
+    pub fn has_finished(&self) -> bool {
+        !self.all.is_empty()
     }
 
     /// Reads, decodes and takes in the next packet; false at the end of

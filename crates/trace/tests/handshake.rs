@@ -368,6 +368,13 @@ fn dropped_handshake_ack_keeps_the_first_rtt() {
     let trace = read_handshakes(&file.path, &HandshakeConfig::default()).unwrap();
     let h = &trace.handshakes[0];
     assert_eq!(h.synacks.len(), 2);
+    // Held inline, serialized as the list of times a vector gives.
+    let json = serde_json::to_value(h).unwrap();
+    assert_eq!(
+        json["synacks"],
+        serde_json::to_value(h.synacks.to_vec()).unwrap()
+    );
+    assert_eq!(json["synacks"].as_array().map(Vec::len), Some(2));
     assert_eq!(h.answered, Some(0));
     assert_eq!(h.rtt, Some(Nanos::from_millis(40)));
     assert_eq!(h.end, Some(at(1100.0)));
