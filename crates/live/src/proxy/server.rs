@@ -632,10 +632,9 @@ async fn connection<I>(
 }
 
 /// Header names that belong to one connection (RFC 9110 §7.6.1), and
-/// `proxy-authenticate`.
-/// The hop-by-hop headers (RFC 9110 §7.6.1, and the common non-standard
-/// ones). A `static`, so a lookup compares against these values instead of
-/// building and dropping a fresh array each time.
+/// `proxy-authenticate`. A `static`: a use does not build and drop a fresh
+/// array of names, as a `const` would. Positions as `hop_by_hop_index`
+/// gives them.
 static HOP_BY_HOP: [HeaderName; 9] = [
     hyper::header::CONNECTION,
     HeaderName::from_static("keep-alive"),
@@ -1223,6 +1222,14 @@ mod tests {
         ]);
         strip_hop_by_hop(&mut map);
         assert_eq!(names(&map), ["cookie", "host", "x-public"]);
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_found_at_its_position() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop_index(name), Some(i), "{name}");
+        }
+        assert_eq!(hop_by_hop_index(&hyper::header::HOST), None);
     }
 
     #[test]
