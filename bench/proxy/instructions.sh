@@ -6,7 +6,7 @@
 # progress), N1 and then N2 requests over one keep-alive connection
 # (h2load --h1 -c1) to a local nginx backend; per request is the
 # difference of the two runs' totals over N2 − N1, so start-up cancels.
-# Also per request: SHA-256 compressions' instructions, the SBAC layer
+# Last, nginx as the same reverse proxy, for comparison. Also per request: SHA-256 compressions' instructions, the SBAC layer
 # (`Sbac::on_request`) and hop-by-hop header stripping.
 #
 # Caveat: valgrind does not emulate the SHA extensions, so under it the
@@ -101,3 +101,36 @@ for binary in "$@"; do
     printf '%-40s %-6s %14s %10s %12s %14s\n' "$binary" $mode "$total" "$sha" "$layer" "$hop"
   done
 done
+
+# nginx as the same reverse proxy (one worker, upstream keepalive), counted
+# the same way, for comparison.
+NGINX_PROXY=127.0.0.1:18097
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+master_process off;
+error_log $work/nginx/error.log;
+pid $work/nginx/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream backend { server $BACKEND; keepalive 64; }
+  server {
+    listen $NGINX_PROXY;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+count_nginx() {
+  local n=$1 out="$work/cg.nginx.$1"
+  valgrind --tool=callgrind --callgrind-out-file="$out" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' 2>"$out.log" &
+  local pid=$!
+  for _ in $(seq 200); do curl -fs "http://$NGINX_PROXY/" >/dev/null 2>&1 && break; sleep 0.1; done
+  h2load --h1 -n "$n" -c 1 "http://$NGINX_PROXY/" | grep -q "$n succeeded" \
+    || { echo "h2load through nginx: not every request succeeded" >&2; exit 1; }
+  kill -QUIT "$pid"; wait "$pid" || true
+  echo "$out"
+}
+a=$(count_nginx "$n1"); b=$(count_nginx "$n2")
+printf '%-40s %-6s %14s\n' nginx proxy "$(awk -v x="$(inclusive "$a" 'PROGRAM TOTALS')" -v y="$(inclusive "$b" 'PROGRAM TOTALS')" -v d=$((n2 - n1)) 'BEGIN { printf "%.0f", (y - x) / d }')"

@@ -632,8 +632,10 @@ async fn connection<I>(
 }
 
 /// Header names that belong to one connection (RFC 9110 §7.6.1), and
-/// `proxy-authenticate`.
-const HOP_BY_HOP: [HeaderName; 9] = [
+/// `proxy-authenticate`. A `static`: a use does not build and drop a fresh
+/// array of names, as a `const` would. Positions as `hop_by_hop_index`
+/// gives them.
+static HOP_BY_HOP: [HeaderName; 9] = [
     hyper::header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -647,31 +649,61 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
+/// The position of `name` in `HOP_BY_HOP`, if it is one: one match on the
+/// (lower-case) name, which the compiler turns into a switch on its length
+/// and a comparison, instead of nine `HeaderName` comparisons.
+fn hop_by_hop_index(name: &HeaderName) -> Option<usize> {
+    match name.as_str() {
+        "connection" => Some(0),
+        "keep-alive" => Some(1),
+        "proxy-connection" => Some(2),
+        "te" => Some(3),
+        "trailer" => Some(4),
+        "transfer-encoding" => Some(5),
+        "upgrade" => Some(6),
+        "proxy-authorization" => Some(7),
+        "proxy-authenticate" => Some(8),
+        _ => None,
+    }
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names; then only the names present, and those the
-    // `Connection` header lists, are removed (a typical response carries
-    // just `Connection`).
-    let mut present: Vec<HeaderName> = headers
-        .keys()
-        .filter(|n| is_hop_by_hop(n))
-        .cloned()
-        .collect();
-    if present.is_empty() {
+    // One pass over the names marks the hop-by-hop ones present (a bit per
+    // entry of `HOP_BY_HOP`); then only those, and the names `Connection`
+    // lists, are removed. A typical response carries just `Connection:
+    // keep-alive`, whose listed name is itself in `HOP_BY_HOP`: no
+    // allocation. Other listed names are collected in a list.
+    let mut present: u16 = 0;
+    for name in headers.keys() {
+        if let Some(i) = hop_by_hop_index(name) {
+            present |= 1 << i;
+        }
+    }
+    if present == 0 {
         return;
     }
-    present.extend(
-        headers
-            .get_all(hyper::header::CONNECTION)
+    let mut listed: Vec<HeaderName> = Vec::new();
+    for token in headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        let token = token.trim();
+        match HOP_BY_HOP
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
-    );
-    for name in present {
+            .position(|h| h.as_str().eq_ignore_ascii_case(token))
+        {
+            Some(i) => present |= 1 << i,
+            None => listed.extend(HeaderName::from_bytes(token.as_bytes()).ok()),
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            headers.remove(name);
+        }
+    }
+    for name in listed {
         headers.remove(name);
     }
 }
@@ -1023,6 +1055,7 @@ async fn handle(
     let retryable = body.is_end_stream() && settings.upstreams.len() > 1;
     let mut body = Some(UpstreamBody::Client(Limited::new(body, max_body as usize)));
     let upstream_timeout = Duration::from_millis(settings.config.timeouts.upstream_response_ms);
+    // The upstreams that failed this request (allocated only on a failure).
     let mut tried: Vec<usize> = Vec::new();
     loop {
         let Some(index) = settings.upstreams.pick(&tried) else {
@@ -1035,7 +1068,6 @@ async fn handle(
                 local(StatusCode::BAD_GATEWAY, "no upstream\n"),
             );
         };
-        tried.push(index);
         let address = settings.upstreams.address(index);
         if logging {
             line.upstream = Some(address.to_string());
@@ -1113,6 +1145,7 @@ async fn handle(
             }
         };
         drop(in_flight);
+        tried.push(index);
         shared.metrics.count_failure(failure);
         if let Some(sbac) = &settings.sbac {
             sbac.counts.aborted_requests.fetch_add(1, Ordering::Relaxed);
@@ -1189,6 +1222,14 @@ mod tests {
         ]);
         strip_hop_by_hop(&mut map);
         assert_eq!(names(&map), ["cookie", "host", "x-public"]);
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_is_found_at_its_position() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop_index(name), Some(i), "{name}");
+        }
+        assert_eq!(hop_by_hop_index(&hyper::header::HOST), None);
     }
 
     #[test]
