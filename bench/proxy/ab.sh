@@ -17,50 +17,22 @@ done
 rounds=${ROUNDS:-3}
 duration=${SECONDS_PER_RUN:-6}
 sbac=${SBAC:-1}
-work=$(mktemp -d /tmp/vantage-proxy-ab.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/peers.sh"
+bench_scratch ab
 
 BACKEND=127.0.0.1:18090
 PROXY=127.0.0.1:18091
-cat > "$work/backend.conf" <<CONF
-worker_processes 1;
-error_log $work/backend-error.log;
-pid $work/backend.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen $BACKEND; location / { return 200 "hello, world\n"; } }
-}
-CONF
-key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-cat > "$work/plain.toml" <<CONF
-listen = "$PROXY"
-upstreams = ["$BACKEND"]
-workers = 1
-[utilization]
-concurrency = 1000
-CONF
-cp "$work/plain.toml" "$work/sbac.toml"
-printf '[sbac]\nstrategy = "hybrid"\nkeys = ["%s"]\n' "$key" >> "$work/sbac.toml"
-taskset -c 1 nginx -c "$work/backend.conf" -p "$work" -g 'daemon off;' & pids+=($!)
-
-cpu_seconds() {
-  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
-}
+write_backend "$work/backend" $BACKEND 'hello, world\n'
+write_vantage "$work/plain.toml" $PROXY $BACKEND
+write_vantage "$work/sbac.toml" $PROXY $BACKEND "$(session_key)"
+taskset -c 1 nginx -c "$work/backend/nginx.conf" -p "$work/backend" -g 'daemon off;' & pids+=($!)
 
 # one BINARY CONFIG: µs of proxy CPU per request and requests per second.
 one() {
   local binary=$1 config=$2
   taskset -c 0 "$binary" proxy run "$config" 2>"$work/proxy.log" &
   local pid=$!
-  for _ in $(seq 50); do curl -fs "http://$PROXY/" >/dev/null && break; sleep 0.1; done
+  wait_for $PROXY
   local header=()
   if [ "$config" = "$work/sbac.toml" ]; then
     local cookie

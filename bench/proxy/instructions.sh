@@ -23,46 +23,16 @@ for tool in nginx valgrind callgrind_annotate h2load curl; do
 done
 n1=${N1:-1000}
 n2=${N2:-3000}
-work=$(mktemp -d /tmp/vantage-proxy-instructions.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/peers.sh"
+bench_scratch instructions
 
 BACKEND=127.0.0.1:18095
 PROXY=127.0.0.1:18096
-mkdir -p "$work/backend"
-cat > "$work/backend/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/backend/error.log;
-pid $work/backend/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen $BACKEND; location / { return 200 "a small response body of 35 bytes\n"; } }
-}
-CONF
+write_backend "$work/backend" $BACKEND 'a small response body of 35 bytes\n'
 nginx -c "$work/backend/nginx.conf" -p "$work/backend" -g 'daemon off;' & pids+=($!)
-key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for name in plain sbac; do
-  extra=""
-  [ "$name" = sbac ] && extra="[sbac]
-strategy = \"hybrid\"
-keys = [\"$key\"]"
-  cat > "$work/$name.toml" <<CONF
-listen = "$PROXY"
-upstreams = ["$BACKEND"]
-workers = 1
-[utilization]
-concurrency = 1000
-$extra
-CONF
-done
-for _ in $(seq 50); do curl -fs "http://$BACKEND/" >/dev/null && break; sleep 0.1; done
+write_vantage "$work/plain.toml" $PROXY $BACKEND
+write_vantage "$work/sbac.toml" $PROXY $BACKEND "$(session_key)"
+wait_for $BACKEND
 
 # count BINARY MODE N: the callgrind output file of one run.
 count() {
@@ -105,23 +75,7 @@ done
 # nginx as the same reverse proxy (one worker, upstream keepalive), counted
 # the same way, for comparison.
 NGINX_PROXY=127.0.0.1:18097
-mkdir -p "$work/nginx"
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-master_process off;
-error_log $work/nginx/error.log;
-pid $work/nginx/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  upstream backend { server $BACKEND; keepalive 64; }
-  server {
-    listen $NGINX_PROXY;
-    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
+write_nginx_proxy "$work/nginx" $NGINX_PROXY $BACKEND 'master_process off;'
 count_nginx() {
   local n=$1 out="$work/cg.nginx.$1"
   valgrind --tool=callgrind --callgrind-out-file="$out" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' 2>"$out.log" &

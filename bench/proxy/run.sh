@@ -31,14 +31,8 @@ else
   vantage="$target/release/vantage"
 fi
 
-work=$(mktemp -d /tmp/vantage-proxy-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. bench/proxy/peers.sh
+bench_scratch bench
 
 BACKEND=127.0.0.1:18080
 VANTAGE=127.0.0.1:18081
@@ -46,71 +40,11 @@ VANTAGE_SBAC=127.0.0.1:18082
 NGINX=127.0.0.1:18083
 HAPROXY=127.0.0.1:18084
 
-mkdir -p "$work/backend" "$work/nginx"
-cat > "$work/backend/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/backend/error.log;
-pid $work/backend/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen $BACKEND; location / { return 200 "hello, world\n"; } }
-}
-CONF
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/nginx/error.log;
-pid $work/nginx/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  upstream backend { server $BACKEND; keepalive 64; }
-  server {
-    listen $NGINX;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-CONF
-cat > "$work/haproxy.cfg" <<CONF
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 30s
-  timeout server 30s
-  http-reuse always
-frontend in
-  bind $HAPROXY
-  default_backend out
-backend out
-  server b1 $BACKEND
-CONF
-key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for name in plain sbac; do
-  listen=$VANTAGE; extra=""
-  if [ "$name" = sbac ]; then
-    listen=$VANTAGE_SBAC
-    extra="[sbac]
-strategy = \"hybrid\"
-keys = [\"$key\"]"
-  fi
-  cat > "$work/vantage-$name.toml" <<CONF
-listen = "$listen"
-upstreams = ["$BACKEND"]
-workers = 1
-[utilization]
-concurrency = 1000
-$extra
-CONF
-done
+write_backend "$work/backend" $BACKEND 'hello, world\n'
+write_nginx_proxy "$work/nginx" $NGINX $BACKEND
+write_haproxy "$work/haproxy.cfg" $HAPROXY $BACKEND
+write_vantage "$work/vantage-plain.toml" $VANTAGE $BACKEND
+write_vantage "$work/vantage-sbac.toml" $VANTAGE_SBAC $BACKEND "$(session_key)"
 
 taskset -c 1 nginx -c "$work/backend/nginx.conf" -p "$work/backend" -g 'daemon off;' & pids+=($!)
 taskset -c 0 nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' & pids+=($!)
@@ -118,8 +52,7 @@ taskset -c 0 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
 taskset -c 0 "$vantage" proxy run "$work/vantage-plain.toml" 2>"$work/vantage-plain.log" & pids+=($!); vantage_plain=$!
 taskset -c 0 "$vantage" proxy run "$work/vantage-sbac.toml" 2>"$work/vantage-sbac.log" & pids+=($!); vantage_sbac=$!
 for address in $BACKEND $VANTAGE $VANTAGE_SBAC $NGINX $HAPROXY; do
-  for _ in $(seq 50); do curl -fs "http://$address/" >/dev/null && break; sleep 0.1; done
-  curl -fs "http://$address/" >/dev/null || { echo "nothing answers on $address" >&2; exit 1; }
+  wait_for "$address"
 done
 # A session cookie, so the SBAC runs measure sessions in progress (a
 # verification per request), not one new session per request. wrk keeps
@@ -131,11 +64,6 @@ fresh_cookie() {
   [ -n "$cookie" ] || { echo "the SBAC proxy set no cookie" >&2; exit 1; }
 }
 fresh_cookie
-
-# cpu_seconds PID: utime + stime so far.
-cpu_seconds() {
-  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
-}
 
 # open_loop NAME ADDRESS RATE [HEADER]: p99 latency in µs of `oha -q
 # RATE` (open loop: requests sent on schedule, latency counted from when

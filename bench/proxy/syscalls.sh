@@ -18,86 +18,19 @@ for tool in nginx haproxy strace h2load wrk curl taskset; do
 done
 n=${N:-5000}
 duration=${D:-3}
-work=$(mktemp -d /tmp/vantage-proxy-syscalls.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/peers.sh"
+bench_scratch syscalls
 
 BACKEND=127.0.0.1:18180
 PROXY=127.0.0.1:18181
 NGINX=127.0.0.1:18183
 HAPROXY=127.0.0.1:18184
-mkdir -p "$work/backend" "$work/nginx"
-cat > "$work/backend/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/backend/error.log;
-pid $work/backend/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server { listen $BACKEND; location / { return 200 "hello, world\n"; } }
-}
-CONF
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/nginx/error.log;
-pid $work/nginx/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  upstream backend { server $BACKEND; keepalive 64; }
-  server {
-    listen $NGINX;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-CONF
-cat > "$work/haproxy.cfg" <<CONF
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 30s
-  timeout server 30s
-  http-reuse always
-frontend in
-  bind $HAPROXY
-  default_backend out
-backend out
-  server b1 $BACKEND
-CONF
-key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-for name in plain sbac; do
-  extra=""
-  [ "$name" = sbac ] && extra="[sbac]
-strategy = \"hybrid\"
-keys = [\"$key\"]"
-  cat > "$work/$name.toml" <<CONF
-listen = "$PROXY"
-upstreams = ["$BACKEND"]
-workers = 1
-[utilization]
-concurrency = 1000
-$extra
-CONF
-done
+write_backend "$work/backend" $BACKEND 'hello, world\n'
+write_nginx_proxy "$work/nginx" $NGINX $BACKEND
+write_haproxy "$work/haproxy.cfg" $HAPROXY $BACKEND
+write_vantage "$work/plain.toml" $PROXY $BACKEND
+write_vantage "$work/sbac.toml" $PROXY $BACKEND "$(session_key)"
 
-wait_for() {
-  for _ in $(seq 100); do curl -fs "http://$1/" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "nothing answers on $1" >&2; exit 1
-}
 taskset -c 1 nginx -c "$work/backend/nginx.conf" -p "$work/backend" -g 'daemon off;' & pids+=($!)
 taskset -c 0 nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' & pids+=($!)
 taskset -c 0 haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
