@@ -63,17 +63,7 @@ fn run(
     let mut peers = Vec::with_capacity(clients + upstreams);
     let mut tracked: Vec<TrackedStream<TcpStream>> = Vec::with_capacity(clients + upstreams);
     for i in 0..clients + upstreams {
-        let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
-        let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-        // Some data both ways so that TCP_INFO has an RTT and counters.
-        accepted
-            .write_all(&[0u8; 1000])
-            .map_err(|e| format!("write: {e}"))?;
-        let mut sink = [0u8; 1000];
-        peer.read_exact(&mut sink)
-            .map_err(|e| format!("read: {e}"))?;
-        peer.write_all(&[0u8; 1000])
-            .map_err(|e| format!("write: {e}"))?;
+        let (accepted, peer) = exchanged_pair(&listener, address)?;
         let stream = if i < clients {
             let t = resources.track_client(accepted, Arc::new(tokio::sync::Notify::new()));
             if let Some(events) = t.events() {
@@ -401,16 +391,7 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
     let mut peers = Vec::with_capacity(connections);
     let mut tracked = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
-        let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-        accepted
-            .write_all(&[0u8; 1000])
-            .map_err(|e| format!("write: {e}"))?;
-        let mut sink = [0u8; 1000];
-        peer.read_exact(&mut sink)
-            .map_err(|e| format!("read: {e}"))?;
-        peer.write_all(&[0u8; 1000])
-            .map_err(|e| format!("write: {e}"))?;
+        let (accepted, peer) = exchanged_pair(&listener, address)?;
         tracked.push(resources.track_upstream(accepted));
         peers.push(peer);
     }
@@ -593,4 +574,23 @@ fn bench() -> BenchResult<()> {
     run_worst(connections, intervals, 5)?;
     time_teardown(connections)?;
     Ok(())
+}
+
+/// A loopback connection (the accepted end, the peer) with 1000 bytes sent
+/// each way, so that `TCP_INFO` has an RTT and counters.
+fn exchanged_pair(
+    listener: &TcpListener,
+    address: std::net::SocketAddr,
+) -> Result<(TcpStream, TcpStream), String> {
+    let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+    let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+    accepted
+        .write_all(&[0u8; 1000])
+        .map_err(|e| format!("write: {e}"))?;
+    let mut sink = [0u8; 1000];
+    peer.read_exact(&mut sink)
+        .map_err(|e| format!("read: {e}"))?;
+    peer.write_all(&[0u8; 1000])
+        .map_err(|e| format!("write: {e}"))?;
+    Ok((accepted, peer))
 }
