@@ -8,8 +8,12 @@
 //! cgroup v2 (`cpu.max`) is used when the unified hierarchy offers the `cpu`
 //! controller; on hybrid hosts, where `cpu` is bound to a v1 hierarchy
 //! (`/sys/fs/cgroup/cpu`), the same cap is written as `cpu.cfs_quota_us` /
-//! `cpu.cfs_period_us`. The cgroup is removed on drop: its processes are
-//! moved back to the parent first, so removal also works while they live.
+//! `cpu.cfs_period_us`. There the cap also makes a cgroup of the same name
+//! in the unified hierarchy, with no controller, only to account the
+//! processes' CPU time (its `cpu.stat` `usage_usec`, in microseconds; the
+//! processes' own `/proc` times count 10 ms ticks, too coarse for a small
+//! cap). The cgroups are removed on drop: their processes are moved back
+//! to the parent first, so removal also works while they live.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -57,7 +61,14 @@ pub struct CpuCap {
     parent: PathBuf,
     version: CgroupVersion,
     cores: f64,
+    /// v1 only: the cgroup in the unified hierarchy that accounts the CPU
+    /// time of the same processes (`None` where there is none).
+    accounting: Option<PathBuf>,
 }
+
+/// The unified hierarchy of a hybrid host, which accounts CPU time
+/// (`cpu.stat` `usage_usec`) without the `cpu` controller.
+const UNIFIED: &str = "/sys/fs/cgroup/unified";
 
 /// Shortest CFS period used for the cap, microseconds: short, so a capped
 /// server is throttled in small slices rather than stalled for 100 ms at a
@@ -108,11 +119,12 @@ impl CpuCap {
             remove(&dir, &parent);
         }
         fs::create_dir(&dir).map_err(io(&dir))?;
-        let cap = CpuCap {
+        let mut cap = CpuCap {
             dir,
             parent,
             version,
             cores,
+            accounting: None,
         };
         match version {
             CgroupVersion::V2 => {
@@ -124,6 +136,15 @@ impl CpuCap {
                 fs::write(&period_file, period.to_string()).map_err(io(&period_file))?;
                 let path = cap.dir.join("cpu.cfs_quota_us");
                 fs::write(&path, quota.to_string()).map_err(io(&path))?;
+                let unified = Path::new(UNIFIED);
+                if unified.join("cpu.stat").exists() {
+                    let accounting = unified.join(name);
+                    if accounting.exists() {
+                        remove(&accounting, unified);
+                    }
+                    fs::create_dir(&accounting).map_err(io(&accounting))?;
+                    cap.accounting = Some(accounting);
+                }
             }
         }
         Ok(cap)
@@ -131,19 +152,37 @@ impl CpuCap {
 
     /// Moves process `pid` (all its threads) into the cgroup.
     pub fn add(&self, pid: u32) -> Result<(), CgroupError> {
-        add_process(&self.dir, pid)
+        add_process(&self.dir, pid)?;
+        if let Some(accounting) = &self.accounting {
+            add_process(accounting, pid)?;
+        }
+        Ok(())
     }
 
     /// Moves `pid` and its direct children (e.g. nginx's workers).
     pub fn add_with_children(&self, pid: u32) -> Result<usize, CgroupError> {
-        add_process_with_children(&self.dir, pid)
+        let moved = add_process_with_children(&self.dir, pid)?;
+        if let Some(accounting) = &self.accounting {
+            add_process_with_children(accounting, pid)?;
+        }
+        Ok(moved)
+    }
+
+    /// A cgroup v2 directory whose `cpu.stat` `usage_usec` is the CPU time
+    /// of the capped processes: the cap itself under v2, the accounting
+    /// cgroup on a hybrid host; `None` where neither exists.
+    pub fn usage_cgroup(&self) -> Option<&Path> {
+        match self.version {
+            CgroupVersion::V2 => Some(&self.dir),
+            CgroupVersion::V1 => self.accounting.as_deref(),
+        }
     }
 
     /// CPU time used by the cgroup's processes so far, microseconds.
     pub fn usage_us(&self) -> Result<u64, CgroupError> {
-        match self.version {
-            CgroupVersion::V2 => {
-                let path = self.dir.join("cpu.stat");
+        match self.usage_cgroup() {
+            Some(dir) => {
+                let path = dir.join("cpu.stat");
                 let text = fs::read_to_string(&path).map_err(io(&path))?;
                 Ok(text
                     .lines()
@@ -151,9 +190,9 @@ impl CpuCap {
                     .and_then(|v| v.trim().parse().ok())
                     .unwrap_or(0))
             }
-            CgroupVersion::V1 => {
-                // cpuacct is a separate v1 hierarchy here: read the
-                // processes' own times instead.
+            None => {
+                // No unified hierarchy (cpuacct is a separate v1 one
+                // here): read the processes' own times instead.
                 let path = self.dir.join("cgroup.procs");
                 let text = fs::read_to_string(&path).map_err(io(&path))?;
                 Ok(text
@@ -182,6 +221,9 @@ impl CpuCap {
 impl Drop for CpuCap {
     fn drop(&mut self) {
         remove(&self.dir, &self.parent);
+        if let Some(accounting) = &self.accounting {
+            remove(accounting, Path::new(UNIFIED));
+        }
     }
 }
 
@@ -452,6 +494,40 @@ mod tests {
         assert_eq!(v1_cgroup_of(text, "memory").as_deref(), Some("/runner/abc"));
         assert_eq!(v1_cgroup_of(text, "cpuacct").as_deref(), Some("/x"));
         assert_eq!(v1_cgroup_of(text, "pids"), None);
+    }
+
+    #[test]
+    fn a_capped_process_is_accounted_in_microseconds_and_the_cgroups_go_away() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: creating cgroups needs root");
+            return;
+        }
+        let name = format!("vantage-test-usage-{}", std::process::id());
+        let cap = CpuCap::create(&name, 0.5).expect("cap");
+        let hybrid = Path::new(UNIFIED).join("cpu.stat").exists();
+        if cap.version() == CgroupVersion::V2 || hybrid {
+            let usage = cap.usage_cgroup().expect("a cgroup v2 directory accounts the CPU");
+            assert!(usage.join("cpu.stat").exists(), "{}", usage.display());
+        }
+        let mut spin = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("spawn sh");
+        cap.add(spin.id()).expect("add");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let used = cap.usage_us().expect("usage");
+        let _ = spin.kill();
+        let _ = spin.wait();
+        // 300 ms at half a core: about 150 ms; with /proc's 10 ms ticks it
+        // could read 0 only when no tick fell in the spin.
+        assert!(used > 0, "no CPU time accounted");
+        let dirs: Vec<PathBuf> = std::iter::once(cap.path().to_path_buf())
+            .chain(cap.usage_cgroup().map(Path::to_path_buf))
+            .collect();
+        drop(cap);
+        for dir in dirs {
+            assert!(!dir.exists(), "{} left behind", dir.display());
+        }
     }
 
     #[test]

@@ -70,9 +70,10 @@ pub struct SbacPlan {
     pub interval_s: f64,
     pub target_utilization: f64,
     /// The proxy's utilization input: `occupancy` (requests in flight at
-    /// the backend over `concurrency`) or `pids` (the backend's CPU time per
-    /// interval over the cap; `/proc` counts it in 10 ms ticks, coarse for
-    /// a small cap).
+    /// the backend over `concurrency`), `cgroup` (the backend's CPU time per
+    /// interval from its cgroup v2 `cpu.stat`, in microseconds, over the
+    /// cap) or `pids` (the same from `/proc`, counted in 10 ms ticks, coarse
+    /// for a small cap).
     pub utilization: UtilizationInput,
     /// With `occupancy`: requests the backend serves at once.
     #[serde(default = "one")]
@@ -96,6 +97,7 @@ fn default_session_timeout_s() -> u64 {
 #[serde(rename_all = "kebab-case")]
 pub enum UtilizationInput {
     Occupancy,
+    Cgroup,
     Pids,
 }
 

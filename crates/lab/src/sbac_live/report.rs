@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::client::{ClientResult, SessionOutcome};
-use super::plan::{Mode, PatternPlan, SbacLivePlan, VariantKind, VariantPlan};
+use super::plan::{Mode, PatternPlan, SbacLivePlan, UtilizationInput, VariantKind, VariantPlan};
 use crate::provenance::RunRecord;
 use crate::studies::sbac::{SbacRow, NEGLIGIBLE_ABORTS_PCT, TABLE2};
 use crate::{Check, Criterion, LabError, ScenarioFile};
@@ -352,7 +352,7 @@ pub(super) fn build(
     live: Vec<RunSummary>,
     simulator: Vec<RunSummary>,
 ) -> LiveReport {
-    let comparisons = compare(&live, &simulator);
+    let comparisons = compare(&live, &simulator, plan.sbac.utilization);
     LiveReport {
         experiment: plan.experiment.name.clone(),
         quick,
@@ -494,7 +494,19 @@ fn noise_pct(row: &RunSummary) -> f64 {
     100.0 * (p * (1.0 - p) / n).sqrt().max(1.0 / n)
 }
 
-fn compare(live: &[RunSummary], simulator: &[RunSummary]) -> Vec<Comparison> {
+fn compare(
+    live: &[RunSummary],
+    simulator: &[RunSummary],
+    input: UtilizationInput,
+) -> Vec<Comparison> {
+    let proxy_input = match input {
+        UtilizationInput::Occupancy => {
+            "the requests in flight at the backend over its concurrency (queued ones included)"
+        }
+        UtilizationInput::Cgroup | UtilizationInput::Pids => {
+            "the backend's CPU time per interval over its cap"
+        }
+    };
     let mut keys: Vec<(String, f64)> = Vec::new();
     for r in live {
         if !keys
@@ -529,8 +541,8 @@ fn compare(live: &[RunSummary], simulator: &[RunSummary]) -> Vec<Comparison> {
                 Some(s) if s.holds != live_check.holds => Some(format!(
                     "live aborted % with one standard error: {}; the live backend is nginx on a \
                      CFS-throttled CPU (service times not exponential, throttled in 10 ms slices) \
-                     and the proxy's utilization is the backend's CPU time per interval, where the \
-                     simulator models exponential service at the measured capacity and exact busy time",
+                     and the proxy's utilization is {proxy_input}, where the simulator models \
+                     exponential service at the measured capacity and exact busy time",
                     noise.join(", ")
                 )),
                 _ => None,

@@ -79,6 +79,7 @@ fn start_front(
     plan: &SbacLivePlan,
     capacity_rps: f64,
     backend_pids: &[u32],
+    backend_cap: &CpuCap,
     dir: &Path,
 ) -> Result<(Front, SocketAddr), LiveError> {
     let front_addr = SocketAddr::from((SERVER_ADDR, FRONT_PORT));
@@ -125,6 +126,19 @@ fn start_front(
                     "source = \"occupancy\"\nconcurrency = {}",
                     plan.sbac.concurrency
                 ),
+                UtilizationInput::Cgroup => match backend_cap.usage_cgroup() {
+                    Some(cgroup) => format!(
+                        "source = \"cgroup\"\ncgroup = \"{}\"\ncores = {}",
+                        cgroup.display(),
+                        backend_cap.cores()
+                    ),
+                    None => return Err(LiveError::Proxy(
+                        "sbac.utilization = \"cgroup\" needs a cgroup v2 hierarchy (cpu.stat's \
+                             usage_usec), unified or hybrid; this host has none: use \"pids\" or \
+                             \"occupancy\""
+                            .into(),
+                    )),
+                },
                 UtilizationInput::Pids => format!(
                     "source = \"pids\"\npids = [{}]\ncores = {}",
                     pids.join(", "),
@@ -269,6 +283,7 @@ fn run_on(
                     plan,
                     capacity_rps,
                     &backend_pids,
+                    &cap,
                     &run_dir,
                 )?;
                 let schedule = mode.schedule(pattern, mean, capacity_rps);
