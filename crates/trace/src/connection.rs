@@ -51,6 +51,12 @@
 //! makes time monotonic per connection for what is left. Memory is bounded
 //! by [`TableConfig::max_connections`] too.
 //!
+//! What a reader keeps of each connection is its choice, made when the
+//! table is made: the segment records ([`TableConfig::record_segments`],
+//! for analyses that walk them), a summary gathered segment by segment
+//! ([`SegmentDigest`], e.g. Certes' handshake), both or neither; the
+//! tracking above is the same in every case.
+//!
 //! Beyond the paper, for cost: a finished connection's duplicate rings, and
 //! its segment buffer when the reader gives it back
 //! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
@@ -353,9 +359,36 @@ impl SegmentRecord {
     }
 }
 
+/// What a table's reader gathers from each connection's segments as they
+/// are recorded, chosen when the table is made
+/// ([`ConnectionTable::with_digest`]): a reader that needs only a summary
+/// of each connection (Certes' handshake) keeps it here and turns
+/// [`TableConfig::record_segments`] off, so no segment records are kept
+/// and read back; `()` gathers nothing.
+pub trait SegmentDigest: Default {
+    /// Whether [`add`](Self::add) is called at all.
+    const GATHERS: bool = true;
+
+    /// Takes in one segment as recorded (duplicates excluded), after the
+    /// connection's summaries took it in. `record.sack_start` is only
+    /// meaningful when segments are recorded.
+    fn add(
+        &mut self,
+        record: &SegmentRecord,
+        from_initiator: &DirectionSummary,
+        from_responder: &DirectionSummary,
+    );
+}
+
+impl SegmentDigest for () {
+    const GATHERS: bool = false;
+
+    fn add(&mut self, _: &SegmentRecord, _: &DirectionSummary, _: &DirectionSummary) {}
+}
+
 /// A finished connection, as emitted by the table.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Connection {
+pub struct Connection<D = ()> {
     pub id: ConnectionId,
     pub initiator: Endpoint,
     pub responder: Endpoint,
@@ -370,9 +403,11 @@ pub struct Connection {
     pub segments: Vec<SegmentRecord>,
     /// SACK blocks of all segments, indexed by [`SegmentRecord::sack_start`].
     pub sack_blocks: Vec<SackBlock>,
+    /// What the table's [`SegmentDigest`] gathered.
+    pub digest: D,
 }
 
-impl Connection {
+impl<D> Connection<D> {
     pub fn direction(&self, direction: Direction) -> &DirectionSummary {
         match direction {
             Direction::FromInitiator => &self.from_initiator,
@@ -798,8 +833,8 @@ impl SequenceTracker {
 }
 
 /// A connection in the table, with its trackers.
-struct ActiveConnection {
-    connection: Connection,
+struct ActiveConnection<D> {
+    connection: Connection<D>,
     /// Whether the initiator is the key's `low` endpoint.
     initiator_is_low: bool,
     trackers: [SequenceTracker; 2],
@@ -823,8 +858,8 @@ impl Spares {
     }
 }
 
-impl ActiveConnection {
-    fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection {
+impl<D: SegmentDigest> ActiveConnection<D> {
+    fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection<D> {
         let flags = segment.flags;
         let (opening, source_initiates) = if flags.syn() && !flags.ack() {
             (Opening::Syn, true)
@@ -853,6 +888,7 @@ impl ActiveConnection {
                 from_responder: DirectionSummary::default(),
                 segments: Vec::new(),
                 sack_blocks: Vec::new(),
+                digest: D::default(),
             },
             initiator_is_low: source_initiates == source_is_low,
             trackers: [SequenceTracker::default(), SequenceTracker::default()],
@@ -1035,7 +1071,12 @@ impl ActiveConnection {
         }
 
         if config.record_segments {
-            self.record(segment, timestamp, notes);
+            let record = self.record(segment, timestamp, notes);
+            if D::GATHERS {
+                self.digest(&record);
+            }
+        } else if D::GATHERS {
+            self.digest(&segment_record(segment, timestamp, notes, 0));
         }
         Observation::Recorded {
             connection: id,
@@ -1141,35 +1182,27 @@ impl ActiveConnection {
         }
     }
 
-    fn record(&mut self, segment: &Segment<'_>, timestamp: Nanos, mut notes: SegmentNotes) {
-        let (ts_value, ts_echo) = match segment.options.timestamps {
-            Some(ts) => {
-                notes.set(SegmentNotes::TIMESTAMPS);
-                (ts.value, ts.echo_reply)
-            }
-            None => (0, 0),
-        };
-        let sack = segment.options.sack_blocks();
+    /// Keeps the segment's record (and its SACK blocks); returns it.
+    fn record(&mut self, segment: &Segment<'_>, timestamp: Nanos, notes: SegmentNotes) -> SegmentRecord {
         let sack_start = self.connection.sack_blocks.len() as u32;
-        self.connection.sack_blocks.extend_from_slice(sack);
-        self.connection.segments.push(SegmentRecord {
-            timestamp,
-            seq: segment.seq,
-            ack: segment.ack,
-            payload_len: segment.payload_len,
-            ts_value,
-            ts_echo,
-            sack_start,
-            window: segment.window,
-            flags: segment.flags,
-            notes,
-            sack_count: sack.len() as u8,
-        });
+        self.connection
+            .sack_blocks
+            .extend_from_slice(segment.options.sack_blocks());
+        let record = segment_record(segment, timestamp, notes, sack_start);
+        self.connection.segments.push(record);
+        record
+    }
+
+    fn digest(&mut self, record: &SegmentRecord) {
+        let connection = &mut self.connection;
+        connection
+            .digest
+            .add(record, &connection.from_initiator, &connection.from_responder);
     }
 
     /// Turns the connection into what is emitted: artefacts that are only
     /// known at the end (capture drops) are filled in.
-    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection {
+    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection<D> {
         let closed = self.closed_at.is_some();
         self.connection.finish = match cause {
             FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
@@ -1207,6 +1240,35 @@ impl ActiveConnection {
     }
 }
 
+/// A segment's compact record; its SACK blocks start at `sack_start`.
+fn segment_record(
+    segment: &Segment<'_>,
+    timestamp: Nanos,
+    mut notes: SegmentNotes,
+    sack_start: u32,
+) -> SegmentRecord {
+    let (ts_value, ts_echo) = match segment.options.timestamps {
+        Some(ts) => {
+            notes.set(SegmentNotes::TIMESTAMPS);
+            (ts.value, ts.echo_reply)
+        }
+        None => (0, 0),
+    };
+    SegmentRecord {
+        timestamp,
+        seq: segment.seq,
+        ack: segment.ack,
+        payload_len: segment.payload_len,
+        ts_value,
+        ts_echo,
+        sack_start,
+        window: segment.window,
+        flags: segment.flags,
+        notes,
+        sack_count: segment.options.sack_blocks().len() as u8,
+    }
+}
+
 /// What remains of a closed connection after it was emitted.
 #[derive(Clone, Copy, Debug)]
 struct Tombstone {
@@ -1238,10 +1300,12 @@ impl Tombstone {
 /// The streaming connection table. Feed it segments in trace order with
 /// [`observe`](Self::observe); take finished connections with
 /// [`pop_finished`](Self::pop_finished); call
-/// [`finish_all`](Self::finish_all) at the end of the trace.
-pub struct ConnectionTable {
+/// [`finish_all`](Self::finish_all) at the end of the trace. `D` is what
+/// the reader gathers per connection beside (or instead of) the segment
+/// records ([`SegmentDigest`]; nothing by default).
+pub struct ConnectionTable<D = ()> {
     config: TableConfig,
-    active: FlowMap<Box<ActiveConnection>>,
+    active: FlowMap<Box<ActiveConnection<D>>>,
     tombstones: FlowMap<Tombstone>,
     tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
     /// Connections in the order they were opened, and those opened by a
@@ -1249,7 +1313,7 @@ pub struct ConnectionTable {
     /// compacted away).
     open_order: VecDeque<(FlowKey, ConnectionId)>,
     half_open_order: VecDeque<(FlowKey, ConnectionId)>,
-    finished: VecDeque<Connection>,
+    finished: VecDeque<Connection<D>>,
     spares: Spares,
     now: Nanos,
     last_sweep: Nanos,
@@ -1261,7 +1325,15 @@ pub struct ConnectionTable {
 }
 
 impl ConnectionTable {
+    /// A table that gathers nothing beside the segment records.
     pub fn new(config: TableConfig) -> ConnectionTable {
+        ConnectionTable::with_digest(config)
+    }
+}
+
+impl<D: SegmentDigest> ConnectionTable<D> {
+    /// A table whose connections each gather a `D` from their segments.
+    pub fn with_digest(config: TableConfig) -> ConnectionTable<D> {
         ConnectionTable {
             config,
             active: FlowMap::default(),
@@ -1378,7 +1450,7 @@ impl ConnectionTable {
     }
 
     /// The next finished connection, oldest first.
-    pub fn pop_finished(&mut self) -> Option<Connection> {
+    pub fn pop_finished(&mut self) -> Option<Connection<D>> {
         self.finished.pop_front()
     }
 
@@ -1399,7 +1471,8 @@ impl ConnectionTable {
     /// Finishes every connection still in the table (end of trace), in the
     /// order they were opened.
     pub fn finish_all(&mut self) {
-        let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
+        let mut remaining: Vec<(FlowKey, Box<ActiveConnection<D>>)> =
+            self.active.drain().collect();
         remaining.sort_by_key(|(_, active)| active.connection.id);
         for (key, active) in remaining {
             self.finish(key, active, FinishCause::EndOfTrace);
@@ -1470,7 +1543,7 @@ impl ConnectionTable {
         }
     }
 
-    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection>, cause: FinishCause) {
+    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection<D>>, cause: FinishCause) {
         if active.closed_at.is_some() && cause != FinishCause::Superseded {
             self.bury(key, active.tombstone(self.now));
         }

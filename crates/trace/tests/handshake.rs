@@ -652,3 +652,46 @@ fn estimate_capture_keeps_the_connection_table_within_its_cap() {
     assert_eq!(syns, 2001);
     assert_eq!(run.exact.completed, 1);
 }
+
+/// The handshake gathered segment by segment while the table tracks the
+/// connection (what the collector keeps, no records) equals the one read
+/// back from the same connection's records, on a scripted retried
+/// connection and on every real trace.
+#[test]
+fn handshake_gathered_as_it_goes_equals_the_one_read_from_records() {
+    use vantage_trace::handshake::{Handshake, HandshakeDigest};
+    use vantage_trace::{decode, ConnectionTable, TableConfig, TraceReader};
+
+    let (_, script) = retried_twice();
+    let scripted = capture("gathered.pcap", &script);
+    let mut files = vec![scripted.path.clone()];
+    files.extend(trace_files("zeek"));
+    files.extend(trace_files("tcptrace"));
+    let mut compared = 0;
+    for path in files {
+        let Ok(mut reader) = TraceReader::open(&path) else {
+            continue;
+        };
+        let mut table = ConnectionTable::<HandshakeDigest>::with_digest(TableConfig::default());
+        while let Ok(Some(packet)) = reader.next_packet() {
+            if let Ok(segment) = decode(&packet) {
+                table.observe(&segment);
+            }
+        }
+        table.finish_all();
+        while let Some(connection) = table.pop_finished() {
+            let from_records = Handshake::from_connection(&connection);
+            compared += usize::from(from_records.is_some());
+            assert_eq!(
+                from_records,
+                Handshake::from_finished(connection),
+                "{}",
+                path.display()
+            );
+        }
+    }
+    assert!(compared >= 1);
+    if shared_traces().is_some() {
+        assert!(compared > 10, "{compared}");
+    }
+}
