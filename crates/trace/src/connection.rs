@@ -168,6 +168,7 @@ pub enum Direction {
 }
 
 impl Direction {
+    #[inline]
     pub fn reverse(self) -> Direction {
         match self {
             Direction::FromInitiator => Direction::FromResponder,
@@ -175,6 +176,7 @@ impl Direction {
         }
     }
 
+    #[inline]
     fn index(self) -> usize {
         match self {
             Direction::FromInitiator => 0,
@@ -237,6 +239,7 @@ pub struct Artefacts {
 }
 
 impl Artefacts {
+    #[inline]
     pub fn add(&mut self, other: &Artefacts) {
         self.capture_drops += other.capture_drops;
         self.capture_dropped_bytes += other.capture_dropped_bytes;
@@ -313,14 +316,17 @@ impl SegmentNotes {
     /// IP length field was zero (offload); length taken from the frame.
     pub const LENGTH_FROM_FRAME: u16 = 1 << 11;
 
+    #[inline]
     pub fn contains(self, note: u16) -> bool {
         self.0 & note == note
     }
 
+    #[inline]
     fn set(&mut self, note: u16) {
         self.0 |= note;
     }
 
+    #[inline]
     pub fn direction(self) -> Direction {
         if self.contains(Self::FROM_RESPONDER) {
             Direction::FromResponder
@@ -529,6 +535,7 @@ struct FlowKey {
 
 impl FlowKey {
     /// The key and whether the source is its `low` endpoint.
+    #[inline]
     fn of(source: Endpoint, destination: Endpoint) -> (FlowKey, bool) {
         if source <= destination {
             (
@@ -561,6 +568,7 @@ struct RangeSet {
 }
 
 impl RangeSet {
+    #[inline]
     fn add(&mut self, start: i64, end: i64) {
         if start >= end {
             return;
@@ -587,12 +595,14 @@ impl RangeSet {
     }
 
     /// Removes `[start, end)`; returns how much space was removed.
+    #[inline]
     fn remove(&mut self, start: i64, end: i64) -> i64 {
         self.remove_with(start, end, |_, _| {})
     }
 
     /// Removes `[start, end)`, handing each removed piece to `f`; returns
     /// how much space was removed.
+    #[inline]
     fn remove_with(&mut self, start: i64, end: i64, mut f: impl FnMut(i64, i64)) -> i64 {
         if start >= end || self.ranges.is_empty() {
             return 0;
@@ -622,6 +632,7 @@ impl RangeSet {
     }
 
     /// Removes everything below `limit`, handing each removed piece to `f`.
+    #[inline]
     fn drain_below(&mut self, limit: i64, mut f: impl FnMut(i64, i64)) {
         if self.ranges.is_empty() {
             return;
@@ -641,10 +652,12 @@ impl RangeSet {
         self.ranges.extend(kept);
     }
 
+    #[inline]
     fn count(&self) -> u64 {
         self.ranges.len() as u64 + self.dropped_ranges
     }
 
+    #[inline]
     fn space(&self) -> u64 {
         self.ranges
             .iter()
@@ -669,6 +682,7 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
+    #[inline]
     fn of(segment: &Segment<'_>) -> Fingerprint {
         Fingerprint {
             seq: segment.seq,
@@ -685,6 +699,7 @@ impl Fingerprint {
 
     /// Which of [`RECENT_BUCKETS`] buckets its sequence and
     /// acknowledgement numbers fall in (equal fingerprints share one).
+    #[inline]
     fn bucket(&self) -> usize {
         let mixed = (self.seq ^ self.ack.rotate_left(16)).wrapping_mul(0x9E37_79B1);
         (mixed >> (32 - RECENT_BUCKETS.trailing_zeros())) as usize
@@ -694,6 +709,7 @@ impl Fingerprint {
     /// within the time window: it carries data or a control flag, or an
     /// IPv4 ID. Pure ACKs without an ID are byte-identical when they are
     /// genuine duplicate ACKs.
+    #[inline]
     fn distinguishable(&self) -> bool {
         self.payload_len > 0
             || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
@@ -740,11 +756,13 @@ struct SequenceTracker {
 }
 
 impl SequenceTracker {
+    #[inline]
     fn relative(&self, base: u32, seq: u32) -> i64 {
         let reference = base.wrapping_add(self.next_relative as u32);
         self.next_relative + i64::from(seq.wrapping_sub(reference) as i32)
     }
 
+    #[inline]
     fn is_duplicate(&self, fingerprint: &Fingerprint, now: Nanos, config: &TableConfig) -> bool {
         let numbered = fingerprint.ip_id != 0 && !self.ip_id_constant;
         let window = if numbered {
@@ -767,6 +785,7 @@ impl SequenceTracker {
         })
     }
 
+    #[inline]
     fn remember(&mut self, fingerprint: Fingerprint, now: Nanos) {
         if self.last_ip_id == Some(fingerprint.ip_id) {
             self.ip_id_constant = true;
@@ -785,6 +804,7 @@ impl SequenceTracker {
 
     /// Records that the peer acknowledged up to `acked` (relative): space
     /// beyond the highest seen, and gaps below it, were never seen.
+    #[inline]
     fn acknowledged(&mut self, acked: i64) -> bool {
         let mut unseen = false;
         let delta = acked - self.next_relative;
@@ -808,6 +828,7 @@ impl SequenceTracker {
 
     /// Records a SACK block `[left, right)` (relative): gaps it covers,
     /// and space beyond the highest seen, were never seen.
+    #[inline]
     fn selectively_acknowledged(&mut self, left: i64, right: i64) -> bool {
         if right <= left || right - left > OUT_OF_WINDOW {
             return false;
@@ -850,6 +871,7 @@ struct Spares {
 }
 
 impl Spares {
+    #[inline]
     fn keep<T>(pool: &mut Vec<Vec<T>>, mut buffer: Vec<T>) {
         if pool.len() < SPARE_BUFFERS && (1..=SPARE_CAPACITY).contains(&buffer.capacity()) {
             buffer.clear();
@@ -1241,6 +1263,7 @@ impl<D: SegmentDigest> ActiveConnection<D> {
 }
 
 /// A segment's compact record; its SACK blocks start at `sack_start`.
+#[inline]
 fn segment_record(
     segment: &Segment<'_>,
     timestamp: Nanos,
@@ -1281,6 +1304,7 @@ struct Tombstone {
 
 impl Tombstone {
     /// Whether `segment` is a late segment of this finished connection.
+    #[inline]
     fn claims(&self, segment: &Segment<'_>, source_is_low: bool) -> bool {
         let direction = if source_is_low == self.initiator_is_low {
             Direction::FromInitiator
