@@ -51,12 +51,6 @@
 //! makes time monotonic per connection for what is left. Memory is bounded
 //! by [`TableConfig::max_connections`] too.
 //!
-//! What a reader keeps of each connection is its choice, made when the
-//! table is made: the segment records ([`TableConfig::record_segments`],
-//! for analyses that walk them), a summary gathered segment by segment
-//! ([`SegmentDigest`], e.g. Certes' handshake), both or neither; the
-//! tracking above is the same in every case.
-//!
 //! Beyond the paper, for cost: a finished connection's duplicate rings, and
 //! its segment buffer when the reader gives it back
 //! ([`ConnectionTable::recycle`]), go to new connections (a bounded spare
@@ -168,7 +162,6 @@ pub enum Direction {
 }
 
 impl Direction {
-    #[inline]
     pub fn reverse(self) -> Direction {
         match self {
             Direction::FromInitiator => Direction::FromResponder,
@@ -176,7 +169,6 @@ impl Direction {
         }
     }
 
-    #[inline]
     fn index(self) -> usize {
         match self {
             Direction::FromInitiator => 0,
@@ -239,7 +231,6 @@ pub struct Artefacts {
 }
 
 impl Artefacts {
-    #[inline]
     pub fn add(&mut self, other: &Artefacts) {
         self.capture_drops += other.capture_drops;
         self.capture_dropped_bytes += other.capture_dropped_bytes;
@@ -316,17 +307,14 @@ impl SegmentNotes {
     /// IP length field was zero (offload); length taken from the frame.
     pub const LENGTH_FROM_FRAME: u16 = 1 << 11;
 
-    #[inline]
     pub fn contains(self, note: u16) -> bool {
         self.0 & note == note
     }
 
-    #[inline]
     fn set(&mut self, note: u16) {
         self.0 |= note;
     }
 
-    #[inline]
     pub fn direction(self) -> Direction {
         if self.contains(Self::FROM_RESPONDER) {
             Direction::FromResponder
@@ -365,36 +353,9 @@ impl SegmentRecord {
     }
 }
 
-/// What a table's reader gathers from each connection's segments as they
-/// are recorded, chosen when the table is made
-/// ([`ConnectionTable::with_digest`]): a reader that needs only a summary
-/// of each connection (Certes' handshake) keeps it here and turns
-/// [`TableConfig::record_segments`] off, so no segment records are kept
-/// and read back; `()` gathers nothing.
-pub trait SegmentDigest: Default {
-    /// Whether [`add`](Self::add) is called at all.
-    const GATHERS: bool = true;
-
-    /// Takes in one segment as recorded (duplicates excluded), after the
-    /// connection's summaries took it in. `record.sack_start` is only
-    /// meaningful when segments are recorded.
-    fn add(
-        &mut self,
-        record: &SegmentRecord,
-        from_initiator: &DirectionSummary,
-        from_responder: &DirectionSummary,
-    );
-}
-
-impl SegmentDigest for () {
-    const GATHERS: bool = false;
-
-    fn add(&mut self, _: &SegmentRecord, _: &DirectionSummary, _: &DirectionSummary) {}
-}
-
 /// A finished connection, as emitted by the table.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Connection<D = ()> {
+pub struct Connection {
     pub id: ConnectionId,
     pub initiator: Endpoint,
     pub responder: Endpoint,
@@ -409,11 +370,9 @@ pub struct Connection<D = ()> {
     pub segments: Vec<SegmentRecord>,
     /// SACK blocks of all segments, indexed by [`SegmentRecord::sack_start`].
     pub sack_blocks: Vec<SackBlock>,
-    /// What the table's [`SegmentDigest`] gathered.
-    pub digest: D,
 }
 
-impl<D> Connection<D> {
+impl Connection {
     pub fn direction(&self, direction: Direction) -> &DirectionSummary {
         match direction {
             Direction::FromInitiator => &self.from_initiator,
@@ -535,7 +494,6 @@ struct FlowKey {
 
 impl FlowKey {
     /// The key and whether the source is its `low` endpoint.
-    #[inline]
     fn of(source: Endpoint, destination: Endpoint) -> (FlowKey, bool) {
         if source <= destination {
             (
@@ -568,7 +526,6 @@ struct RangeSet {
 }
 
 impl RangeSet {
-    #[inline]
     fn add(&mut self, start: i64, end: i64) {
         if start >= end {
             return;
@@ -595,14 +552,12 @@ impl RangeSet {
     }
 
     /// Removes `[start, end)`; returns how much space was removed.
-    #[inline]
     fn remove(&mut self, start: i64, end: i64) -> i64 {
         self.remove_with(start, end, |_, _| {})
     }
 
     /// Removes `[start, end)`, handing each removed piece to `f`; returns
     /// how much space was removed.
-    #[inline]
     fn remove_with(&mut self, start: i64, end: i64, mut f: impl FnMut(i64, i64)) -> i64 {
         if start >= end || self.ranges.is_empty() {
             return 0;
@@ -632,7 +587,6 @@ impl RangeSet {
     }
 
     /// Removes everything below `limit`, handing each removed piece to `f`.
-    #[inline]
     fn drain_below(&mut self, limit: i64, mut f: impl FnMut(i64, i64)) {
         if self.ranges.is_empty() {
             return;
@@ -652,12 +606,10 @@ impl RangeSet {
         self.ranges.extend(kept);
     }
 
-    #[inline]
     fn count(&self) -> u64 {
         self.ranges.len() as u64 + self.dropped_ranges
     }
 
-    #[inline]
     fn space(&self) -> u64 {
         self.ranges
             .iter()
@@ -682,7 +634,6 @@ struct Fingerprint {
 }
 
 impl Fingerprint {
-    #[inline]
     fn of(segment: &Segment<'_>) -> Fingerprint {
         Fingerprint {
             seq: segment.seq,
@@ -699,7 +650,6 @@ impl Fingerprint {
 
     /// Which of [`RECENT_BUCKETS`] buckets its sequence and
     /// acknowledgement numbers fall in (equal fingerprints share one).
-    #[inline]
     fn bucket(&self) -> usize {
         let mixed = (self.seq ^ self.ack.rotate_left(16)).wrapping_mul(0x9E37_79B1);
         (mixed >> (32 - RECENT_BUCKETS.trailing_zeros())) as usize
@@ -709,7 +659,6 @@ impl Fingerprint {
     /// within the time window: it carries data or a control flag, or an
     /// IPv4 ID. Pure ACKs without an ID are byte-identical when they are
     /// genuine duplicate ACKs.
-    #[inline]
     fn distinguishable(&self) -> bool {
         self.payload_len > 0
             || self.flags & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) != 0
@@ -756,13 +705,11 @@ struct SequenceTracker {
 }
 
 impl SequenceTracker {
-    #[inline]
     fn relative(&self, base: u32, seq: u32) -> i64 {
         let reference = base.wrapping_add(self.next_relative as u32);
         self.next_relative + i64::from(seq.wrapping_sub(reference) as i32)
     }
 
-    #[inline]
     fn is_duplicate(&self, fingerprint: &Fingerprint, now: Nanos, config: &TableConfig) -> bool {
         let numbered = fingerprint.ip_id != 0 && !self.ip_id_constant;
         let window = if numbered {
@@ -785,7 +732,6 @@ impl SequenceTracker {
         })
     }
 
-    #[inline]
     fn remember(&mut self, fingerprint: Fingerprint, now: Nanos) {
         if self.last_ip_id == Some(fingerprint.ip_id) {
             self.ip_id_constant = true;
@@ -804,7 +750,6 @@ impl SequenceTracker {
 
     /// Records that the peer acknowledged up to `acked` (relative): space
     /// beyond the highest seen, and gaps below it, were never seen.
-    #[inline]
     fn acknowledged(&mut self, acked: i64) -> bool {
         let mut unseen = false;
         let delta = acked - self.next_relative;
@@ -828,7 +773,6 @@ impl SequenceTracker {
 
     /// Records a SACK block `[left, right)` (relative): gaps it covers,
     /// and space beyond the highest seen, were never seen.
-    #[inline]
     fn selectively_acknowledged(&mut self, left: i64, right: i64) -> bool {
         if right <= left || right - left > OUT_OF_WINDOW {
             return false;
@@ -854,8 +798,8 @@ impl SequenceTracker {
 }
 
 /// A connection in the table, with its trackers.
-struct ActiveConnection<D> {
-    connection: Connection<D>,
+struct ActiveConnection {
+    connection: Connection,
     /// Whether the initiator is the key's `low` endpoint.
     initiator_is_low: bool,
     trackers: [SequenceTracker; 2],
@@ -871,7 +815,6 @@ struct Spares {
 }
 
 impl Spares {
-    #[inline]
     fn keep<T>(pool: &mut Vec<Vec<T>>, mut buffer: Vec<T>) {
         if pool.len() < SPARE_BUFFERS && (1..=SPARE_CAPACITY).contains(&buffer.capacity()) {
             buffer.clear();
@@ -880,8 +823,8 @@ impl Spares {
     }
 }
 
-impl<D: SegmentDigest> ActiveConnection<D> {
-    fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection<D> {
+impl ActiveConnection {
+    fn new(id: ConnectionId, segment: &Segment<'_>, source_is_low: bool) -> ActiveConnection {
         let flags = segment.flags;
         let (opening, source_initiates) = if flags.syn() && !flags.ack() {
             (Opening::Syn, true)
@@ -910,7 +853,6 @@ impl<D: SegmentDigest> ActiveConnection<D> {
                 from_responder: DirectionSummary::default(),
                 segments: Vec::new(),
                 sack_blocks: Vec::new(),
-                digest: D::default(),
             },
             initiator_is_low: source_initiates == source_is_low,
             trackers: [SequenceTracker::default(), SequenceTracker::default()],
@@ -1093,12 +1035,7 @@ impl<D: SegmentDigest> ActiveConnection<D> {
         }
 
         if config.record_segments {
-            let record = self.record(segment, timestamp, notes);
-            if D::GATHERS {
-                self.digest(&record);
-            }
-        } else if D::GATHERS {
-            self.digest(&segment_record(segment, timestamp, notes, 0));
+            self.record(segment, timestamp, notes);
         }
         Observation::Recorded {
             connection: id,
@@ -1204,27 +1141,35 @@ impl<D: SegmentDigest> ActiveConnection<D> {
         }
     }
 
-    /// Keeps the segment's record (and its SACK blocks); returns it.
-    fn record(&mut self, segment: &Segment<'_>, timestamp: Nanos, notes: SegmentNotes) -> SegmentRecord {
+    fn record(&mut self, segment: &Segment<'_>, timestamp: Nanos, mut notes: SegmentNotes) {
+        let (ts_value, ts_echo) = match segment.options.timestamps {
+            Some(ts) => {
+                notes.set(SegmentNotes::TIMESTAMPS);
+                (ts.value, ts.echo_reply)
+            }
+            None => (0, 0),
+        };
+        let sack = segment.options.sack_blocks();
         let sack_start = self.connection.sack_blocks.len() as u32;
-        self.connection
-            .sack_blocks
-            .extend_from_slice(segment.options.sack_blocks());
-        let record = segment_record(segment, timestamp, notes, sack_start);
-        self.connection.segments.push(record);
-        record
-    }
-
-    fn digest(&mut self, record: &SegmentRecord) {
-        let connection = &mut self.connection;
-        connection
-            .digest
-            .add(record, &connection.from_initiator, &connection.from_responder);
+        self.connection.sack_blocks.extend_from_slice(sack);
+        self.connection.segments.push(SegmentRecord {
+            timestamp,
+            seq: segment.seq,
+            ack: segment.ack,
+            payload_len: segment.payload_len,
+            ts_value,
+            ts_echo,
+            sack_start,
+            window: segment.window,
+            flags: segment.flags,
+            notes,
+            sack_count: sack.len() as u8,
+        });
     }
 
     /// Turns the connection into what is emitted: artefacts that are only
     /// known at the end (capture drops) are filled in.
-    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection<D> {
+    fn into_finished(mut self: Box<Self>, cause: FinishCause) -> Connection {
         let closed = self.closed_at.is_some();
         self.connection.finish = match cause {
             FinishCause::Superseded | FinishCause::EndOfTrace if closed => FinishCause::Closed,
@@ -1262,36 +1207,6 @@ impl<D: SegmentDigest> ActiveConnection<D> {
     }
 }
 
-/// A segment's compact record; its SACK blocks start at `sack_start`.
-#[inline]
-fn segment_record(
-    segment: &Segment<'_>,
-    timestamp: Nanos,
-    mut notes: SegmentNotes,
-    sack_start: u32,
-) -> SegmentRecord {
-    let (ts_value, ts_echo) = match segment.options.timestamps {
-        Some(ts) => {
-            notes.set(SegmentNotes::TIMESTAMPS);
-            (ts.value, ts.echo_reply)
-        }
-        None => (0, 0),
-    };
-    SegmentRecord {
-        timestamp,
-        seq: segment.seq,
-        ack: segment.ack,
-        payload_len: segment.payload_len,
-        ts_value,
-        ts_echo,
-        sack_start,
-        window: segment.window,
-        flags: segment.flags,
-        notes,
-        sack_count: segment.options.sack_blocks().len() as u8,
-    }
-}
-
 /// What remains of a closed connection after it was emitted.
 #[derive(Clone, Copy, Debug)]
 struct Tombstone {
@@ -1304,7 +1219,6 @@ struct Tombstone {
 
 impl Tombstone {
     /// Whether `segment` is a late segment of this finished connection.
-    #[inline]
     fn claims(&self, segment: &Segment<'_>, source_is_low: bool) -> bool {
         let direction = if source_is_low == self.initiator_is_low {
             Direction::FromInitiator
@@ -1324,12 +1238,10 @@ impl Tombstone {
 /// The streaming connection table. Feed it segments in trace order with
 /// [`observe`](Self::observe); take finished connections with
 /// [`pop_finished`](Self::pop_finished); call
-/// [`finish_all`](Self::finish_all) at the end of the trace. `D` is what
-/// the reader gathers per connection beside (or instead of) the segment
-/// records ([`SegmentDigest`]; nothing by default).
-pub struct ConnectionTable<D = ()> {
+/// [`finish_all`](Self::finish_all) at the end of the trace.
+pub struct ConnectionTable {
     config: TableConfig,
-    active: FlowMap<Box<ActiveConnection<D>>>,
+    active: FlowMap<Box<ActiveConnection>>,
     tombstones: FlowMap<Tombstone>,
     tombstone_order: VecDeque<(FlowKey, ConnectionId)>,
     /// Connections in the order they were opened, and those opened by a
@@ -1337,7 +1249,7 @@ pub struct ConnectionTable<D = ()> {
     /// compacted away).
     open_order: VecDeque<(FlowKey, ConnectionId)>,
     half_open_order: VecDeque<(FlowKey, ConnectionId)>,
-    finished: VecDeque<Connection<D>>,
+    finished: VecDeque<Connection>,
     spares: Spares,
     now: Nanos,
     last_sweep: Nanos,
@@ -1349,15 +1261,7 @@ pub struct ConnectionTable<D = ()> {
 }
 
 impl ConnectionTable {
-    /// A table that gathers nothing beside the segment records.
     pub fn new(config: TableConfig) -> ConnectionTable {
-        ConnectionTable::with_digest(config)
-    }
-}
-
-impl<D: SegmentDigest> ConnectionTable<D> {
-    /// A table whose connections each gather a `D` from their segments.
-    pub fn with_digest(config: TableConfig) -> ConnectionTable<D> {
         ConnectionTable {
             config,
             active: FlowMap::default(),
@@ -1474,7 +1378,7 @@ impl<D: SegmentDigest> ConnectionTable<D> {
     }
 
     /// The next finished connection, oldest first.
-    pub fn pop_finished(&mut self) -> Option<Connection<D>> {
+    pub fn pop_finished(&mut self) -> Option<Connection> {
         self.finished.pop_front()
     }
 
@@ -1495,8 +1399,7 @@ impl<D: SegmentDigest> ConnectionTable<D> {
     /// Finishes every connection still in the table (end of trace), in the
     /// order they were opened.
     pub fn finish_all(&mut self) {
-        let mut remaining: Vec<(FlowKey, Box<ActiveConnection<D>>)> =
-            self.active.drain().collect();
+        let mut remaining: Vec<(FlowKey, Box<ActiveConnection>)> = self.active.drain().collect();
         remaining.sort_by_key(|(_, active)| active.connection.id);
         for (key, active) in remaining {
             self.finish(key, active, FinishCause::EndOfTrace);
@@ -1567,7 +1470,7 @@ impl<D: SegmentDigest> ConnectionTable<D> {
         }
     }
 
-    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection<D>>, cause: FinishCause) {
+    fn finish(&mut self, key: FlowKey, mut active: Box<ActiveConnection>, cause: FinishCause) {
         if active.closed_at.is_some() && cause != FinishCause::Superseded {
             self.bury(key, active.tombstone(self.now));
         }

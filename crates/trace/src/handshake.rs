@@ -12,9 +12,7 @@
 //! made"). That makes the exact CONN-FAIL available to check the model
 //! against (`vantage_core::certes::observed`).
 //!
-//! Per connection ([`HandshakeDigest`], gathered segment by segment as
-//! the connection table takes them in, or over a connection's records by
-//! [`Handshake::from_connection`]):
+//! Per connection ([`Handshake::from_connection`]):
 //! * the **server** is the responder: the side that received the SYN;
 //! * **SYNs**: every SYN from the client; the **answered** one is the last
 //!   SYN at or before the server's first SYN-ACK; those before it were
@@ -71,7 +69,7 @@ use vantage_core::Nanos;
 
 use crate::certes::{CaptureInputError, CaptureStream};
 use crate::connection::{Connection, ConnectionTable, Direction, FinishCause, SegmentNotes};
-use crate::connection::{DirectionSummary, Opening, SegmentDigest, SegmentRecord, TableConfig};
+use crate::connection::{Opening, TableConfig};
 use crate::decode::{decode, Endpoint, SkipCounts};
 use crate::error::TraceError;
 use crate::file::{Packet, TraceReader};
@@ -192,8 +190,7 @@ impl ClassBy {
 pub struct HandshakeConfig {
     /// The listener; `None`: every responder that answered a SYN.
     pub server: Option<ServerFilter>,
-    /// The connection table's timeouts (segments are never recorded: each
-    /// connection's [`HandshakeDigest`] is gathered as it goes).
+    /// The connection table's timeouts (segments are always recorded).
     pub table: TableConfig,
 }
 
@@ -247,157 +244,97 @@ pub struct Handshake {
     pub finish: FinishCause,
 }
 
-/// A connection's Certes measurements gathered segment by segment
-/// ([`SegmentDigest`]): the connection table of a
-/// [`HandshakeCollector`] keeps this instead of the segment records, and
-/// [`Handshake::from_connection`] runs the same steps over a connection's
-/// records.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HandshakeDigest {
-    syns: Vec<Nanos>,
-    synacks: SynAckTimes,
-    refused: bool,
-    handshake_ack: Option<Nanos>,
-    rtt: Option<Nanos>,
-    last_data: Option<Nanos>,
-    server_fin: Option<Nanos>,
-    client_fin: Option<Nanos>,
-    reset: Option<Nanos>,
-    reset_by_server: bool,
-    data_segments: u64,
-    data_retransmissions: u64,
-}
-
-impl SegmentDigest for HandshakeDigest {
-    /// One segment's step (see the module docs). The server's ISN is read
-    /// once a SYN-ACK was seen: it is set by the server's first SYN and
-    /// never changes after, so a step reads what the finished connection
-    /// holds.
-    fn add(
-        &mut self,
-        record: &SegmentRecord,
-        _from_initiator: &DirectionSummary,
-        from_responder: &DirectionSummary,
-    ) {
-        let h = self;
-        let t = record.timestamp;
-        let flags = record.flags;
-        let answered = !h.synacks.is_empty();
-        match record.direction() {
-            Direction::FromInitiator => {
-                if flags.syn() {
-                    if !flags.ack() {
-                        h.syns.push(t);
-                    }
-                    return;
-                }
-                if !answered {
-                    return;
-                }
-                let acks_synack = flags.ack()
-                    && from_responder
-                        .isn
-                        .is_some_and(|isn| (1..ACK_REACH).contains(&record.ack.wrapping_sub(isn)));
-                if acks_synack && h.handshake_ack.is_none() {
-                    h.handshake_ack = Some(t);
-                    let sent = h.synacks.iter().rev().find(|s| **s <= t);
-                    h.rtt = sent.map(|s| t - *s);
-                }
-                if flags.fin() {
-                    h.client_fin.get_or_insert(t);
-                }
-                if flags.rst() && h.reset.is_none() {
-                    h.reset = Some(t);
-                }
-            }
-            Direction::FromResponder => {
-                if flags.syn() && flags.ack() {
-                    h.synacks.push(t);
-                } else if flags.rst() && !answered {
-                    if !h.syns.is_empty() {
-                        h.refused = true;
-                    }
-                    return;
-                } else if !answered {
-                    return;
-                }
-                if record.payload_len > 0 {
-                    h.data_segments += 1;
-                    if record.notes.contains(SegmentNotes::RETRANSMISSION) {
-                        h.data_retransmissions += 1;
-                    }
-                    h.last_data = Some(t);
-                }
-                if flags.fin() {
-                    h.server_fin.get_or_insert(t);
-                }
-                if flags.rst() && h.reset.is_none() {
-                    h.reset = Some(t);
-                    h.reset_by_server = true;
-                }
-            }
-        }
-    }
-}
-
 impl Handshake {
-    /// The Certes measurements of one connection from its segment
-    /// records; `None` when the client's SYN was not captured.
-    pub fn from_connection<D>(connection: &Connection<D>) -> Option<Handshake> {
+    /// The Certes measurements of one connection; `None` when the
+    /// client's SYN was not captured.
+    pub fn from_connection(connection: &Connection) -> Option<Handshake> {
         if connection.opening == Opening::MidStream || connection.from_initiator.syns == 0 {
             return None;
         }
-        let mut digest = HandshakeDigest {
-            // At most one entry per SYN the table counted: sized once.
-            syns: Vec::with_capacity(connection.from_initiator.syns as usize),
-            ..HandshakeDigest::default()
-        };
-        for record in &connection.segments {
-            digest.add(
-                record,
-                &connection.from_initiator,
-                &connection.from_responder,
-            );
-        }
-        Handshake::from_digest(connection, digest)
-    }
-
-    /// The Certes measurements of a connection whose table gathered them
-    /// as it went (no records kept); `None` when the client's SYN was not
-    /// captured.
-    pub fn from_finished(mut connection: Connection<HandshakeDigest>) -> Option<Handshake> {
-        let digest = std::mem::take(&mut connection.digest);
-        Handshake::from_digest(&connection, digest)
-    }
-
-    /// The measurements once every segment was taken in.
-    fn from_digest<D>(connection: &Connection<D>, digest: HandshakeDigest) -> Option<Handshake> {
-        if connection.opening == Opening::MidStream
-            || connection.from_initiator.syns == 0
-            || digest.syns.is_empty()
-        {
-            return None;
-        }
+        let server_isn = connection.from_responder.isn;
         let mut h = Handshake {
             client: connection.initiator,
             server: connection.responder,
             isn: connection.from_initiator.isn,
-            syns: digest.syns,
+            // At most one entry per SYN the table counted: sized once.
+            syns: Vec::with_capacity(connection.from_initiator.syns as usize),
             answered: None,
-            synacks: digest.synacks,
-            refused: digest.refused,
-            handshake_ack: digest.handshake_ack,
-            rtt: digest.rtt,
-            last_data: digest.last_data,
-            server_fin: digest.server_fin,
-            client_fin: digest.client_fin,
-            reset: digest.reset,
-            reset_by_server: digest.reset_by_server,
+            synacks: SynAckTimes::new(),
+            refused: false,
+            handshake_ack: None,
+            rtt: None,
+            last_data: None,
+            server_fin: None,
+            client_fin: None,
+            reset: None,
+            reset_by_server: false,
             end: None,
-            data_segments: digest.data_segments,
-            data_retransmissions: digest.data_retransmissions,
+            data_segments: 0,
+            data_retransmissions: 0,
             finish: connection.finish,
         };
+        for record in &connection.segments {
+            let t = record.timestamp;
+            let flags = record.flags;
+            let answered = !h.synacks.is_empty();
+            match record.direction() {
+                Direction::FromInitiator => {
+                    if flags.syn() {
+                        if !flags.ack() {
+                            h.syns.push(t);
+                        }
+                        continue;
+                    }
+                    if !answered {
+                        continue;
+                    }
+                    let acks_synack = flags.ack()
+                        && server_isn.is_some_and(|isn| {
+                            (1..ACK_REACH).contains(&record.ack.wrapping_sub(isn))
+                        });
+                    if acks_synack && h.handshake_ack.is_none() {
+                        h.handshake_ack = Some(t);
+                        let sent = h.synacks.iter().rev().find(|s| **s <= t);
+                        h.rtt = sent.map(|s| t - *s);
+                    }
+                    if flags.fin() {
+                        h.client_fin.get_or_insert(t);
+                    }
+                    if flags.rst() && h.reset.is_none() {
+                        h.reset = Some(t);
+                    }
+                }
+                Direction::FromResponder => {
+                    if flags.syn() && flags.ack() {
+                        h.synacks.push(t);
+                    } else if flags.rst() && !answered {
+                        if !h.syns.is_empty() {
+                            h.refused = true;
+                        }
+                        continue;
+                    } else if !answered {
+                        continue;
+                    }
+                    if record.payload_len > 0 {
+                        h.data_segments += 1;
+                        if record.notes.contains(SegmentNotes::RETRANSMISSION) {
+                            h.data_retransmissions += 1;
+                        }
+                        h.last_data = Some(t);
+                    }
+                    if flags.fin() {
+                        h.server_fin.get_or_insert(t);
+                    }
+                    if flags.rst() && h.reset.is_none() {
+                        h.reset = Some(t);
+                        h.reset_by_server = true;
+                    }
+                }
+            }
+        }
+        if h.syns.is_empty() {
+            return None;
+        }
         if let Some(&first_synack) = h.synacks.first() {
             // The last SYN at or before the first SYN-ACK (timestamps are
             // monotonic within a connection; a SYN captured after its
@@ -580,7 +517,7 @@ impl HandshakeTrace {
 /// ([`take_finished`](Self::take_finished)) and keeps none.
 pub struct HandshakeCollector {
     config: HandshakeConfig,
-    table: ConnectionTable<HandshakeDigest>,
+    table: ConnectionTable,
     all: Vec<Handshake>,
     stats: HandshakeStats,
     first_timestamp: Option<Nanos>,
@@ -590,8 +527,8 @@ pub struct HandshakeCollector {
 
 impl HandshakeCollector {
     pub fn new(config: HandshakeConfig) -> HandshakeCollector {
-        let table = ConnectionTable::with_digest(TableConfig {
-            record_segments: false,
+        let table = ConnectionTable::new(TableConfig {
+            record_segments: true,
             ..config.table
         });
         HandshakeCollector {
@@ -738,12 +675,13 @@ impl HandshakeCollector {
     }
 
     fn drain(&mut self) {
-        while let Some(connection) = self.table.pop_finished() {
+        while let Some(mut connection) = self.table.pop_finished() {
             self.stats.connections += 1;
-            match Handshake::from_finished(connection) {
+            match Handshake::from_connection(&connection) {
                 Some(handshake) => self.all.push(handshake),
                 None => self.stats.without_syn += 1,
             }
+            self.table.recycle(std::mem::take(&mut connection.segments));
         }
     }
 

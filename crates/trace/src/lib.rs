@@ -48,7 +48,7 @@ use vantage_core::Nanos;
 
 pub use connection::{
     Artefacts, Connection, ConnectionId, ConnectionTable, Direction, DirectionSummary, FinishCause,
-    Observation, Opening, SegmentDigest, SegmentNotes, SegmentRecord, TableConfig, TableStats,
+    Observation, Opening, SegmentNotes, SegmentRecord, TableConfig, TableStats,
 };
 pub use decode::{
     decode, decode_frame, Endpoint, LinkType, OptionsParse, SackBlock, Segment, SkipCounts,
