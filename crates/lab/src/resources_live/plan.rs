@@ -40,6 +40,22 @@ pub struct PathPlan {
     pub downloads: u32,
 }
 
+/// Bottleneck queue: 200 ms at the link's rate in 1500-byte packets,
+/// within [64, 1000] (the emulator's default 1,000 packets would be 12 s
+/// of queueing at 1 Mbit/s).
+pub fn queue_packets(rate_mbit: f64) -> u32 {
+    ((rate_mbit * 1e6 * 0.2 / (1500.0 * 8.0)).round() as u32).clamp(64, 1000)
+}
+
+impl PathPlan {
+    /// Packets the path holds at once: its bandwidth-delay product plus
+    /// its bottleneck queue, in 1500-byte packets.
+    pub fn packets_held(&self) -> f64 {
+        self.rtt_ms / 1000.0 * self.rate_mbit * 1e6 / (1500.0 * 8.0)
+            + f64::from(queue_packets(self.rate_mbit))
+    }
+}
+
 /// How the proxy sizes socket buffers in one run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
