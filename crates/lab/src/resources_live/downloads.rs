@@ -52,6 +52,12 @@ pub struct ProxyView {
     pub rtt_ms_max: f64,
     pub rtt_max_at_s: f64,
     pub rtt_ms_last: f64,
+    /// Bytes queued and not yet sent at the sample at the gap: 0 means
+    /// nothing new stood behind the segments in flight, so a lost one
+    /// could get no duplicate ACK from new data. Absent in files written
+    /// before it was recorded, or when the kernel does not report it.
+    #[serde(default)]
+    pub notsent_at_gap: Option<u32>,
 }
 
 impl ProxyView {
@@ -146,6 +152,7 @@ pub fn proxy_view(samples: &[ConnectionSample], from_s: f64, gap_s: f64) -> Opti
         rtt_ms_max: ms(rtt_max.rtt_us),
         rtt_max_at_s: rtt_max.t_s,
         rtt_ms_last: ms(samples.last().unwrap_or(first).rtt_us),
+        notsent_at_gap: at.notsent,
     })
 }
 
@@ -276,6 +283,13 @@ pub struct StallSummary {
     /// Median send buffer of the variant's downloads that did not stall,
     /// over their whole connection, bytes.
     pub others_send_buffer_p50: u32,
+    /// Nothing queued unsent at the gap: of the stalled with a reading,
+    /// and of the others (at their own longest gap) with one, and how
+    /// many had a reading in each group.
+    pub nothing_unsent: u32,
+    pub with_unsent_reading: u32,
+    pub others_nothing_unsent: u32,
+    pub others_with_unsent_reading: u32,
 }
 
 pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
@@ -284,6 +298,11 @@ pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
         .filter(|r| r.outcome == Outcome::Stalled)
         .collect();
     let views: Vec<&ProxyView> = stalled.iter().filter_map(|r| r.proxy.as_ref()).collect();
+    let others: Vec<&ProxyView> = rows
+        .iter()
+        .filter(|r| r.outcome != Outcome::Stalled)
+        .filter_map(|r| r.proxy.as_ref())
+        .collect();
     let mut at: Vec<f64> = stalled.iter().map(|r| r.longest_gap_at_s).collect();
     StallSummary {
         stalled: stalled.len() as u32,
@@ -298,14 +317,20 @@ pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
         under_four_unacked: views.iter().filter(|v| v.unacked_at_gap < 4).count() as u32,
         backed_off: views.iter().filter(|v| v.backoffs_in_gap() >= 1).count() as u32,
         backed_off_twice: views.iter().filter(|v| v.backoffs_in_gap() >= 2).count() as u32,
-        others_send_buffer_p50: median(
-            rows.iter()
-                .filter(|r| r.outcome != Outcome::Stalled)
-                .filter_map(|r| r.proxy.as_ref().map(|v| v.send_buffer_median))
-                .collect(),
-        )
+        others_send_buffer_p50: median(others.iter().map(|v| v.send_buffer_median).collect())
         .unwrap_or(0),
+        nothing_unsent: unsent_zero(views.iter().copied()),
+        with_unsent_reading: views.iter().filter(|v| v.notsent_at_gap.is_some()).count() as u32,
+        others_nothing_unsent: unsent_zero(others.iter().copied()),
+        others_with_unsent_reading: others
+            .iter()
+            .filter(|v| v.notsent_at_gap.is_some())
+            .count() as u32,
     }
+}
+
+fn unsent_zero<'a>(views: impl Iterator<Item = &'a ProxyView>) -> u32 {
+    views.filter(|v| v.notsent_at_gap == Some(0)).count() as u32
 }
 
 /// The stalled downloads' table, one line per variant.
@@ -316,16 +341,16 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
     );
     let _ = writeln!(
         out,
-        "| variant | stalled | gap began p10 / p50 / p90 s | never a byte | traced | send buffer at gap p50 KiB | others' send buffer p50 KiB | in flight at gap p50 | < 4 in flight | RTO ≥ 2× | RTO ≥ 4× |"
+        "| variant | stalled | gap began p10 / p50 / p90 s | never a byte | traced | send buffer at gap p50 KiB | others' send buffer p50 KiB | in flight at gap p50 | < 4 in flight | RTO ≥ 2× | RTO ≥ 4× | nothing unsent at gap | others: nothing unsent at their longest gap |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (name, s) in variants {
         let _ = writeln!(
             out,
-            "| {name} | {} | {:.1} / {:.1} / {:.1} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {name} | {} | {:.1} / {:.1} / {:.1} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} of {} | {} of {} |",
             s.stalled,
             s.gap_at_p10_s,
             s.gap_at_p50_s,
@@ -338,6 +363,10 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
             s.under_four_unacked,
             s.backed_off,
             s.backed_off_twice,
+            s.nothing_unsent,
+            s.with_unsent_reading,
+            s.others_nothing_unsent,
+            s.others_with_unsent_reading,
         );
     }
 }
@@ -363,6 +392,7 @@ mod tests {
             rtt_us: 10_000,
             rto_us: rto_ms * 1000,
             total_retrans: retrans,
+            notsent: Some(unacked % 2 * 1448),
         }
     }
 
@@ -513,6 +543,14 @@ mod tests {
         assert_eq!(s.under_four_unacked, 1);
         assert_eq!((s.backed_off, s.backed_off_twice), (1, 1));
         assert_eq!(s.others_send_buffer_p50, 100_000);
+        // At the gap the stalled one had 2 in flight and nothing unsent;
+        // the other, 40 in flight and nothing unsent either.
+        assert_eq!((s.nothing_unsent, s.with_unsent_reading), (1, 1));
+        assert_eq!(
+            (s.others_nothing_unsent, s.others_with_unsent_reading),
+            (1, 1)
+        );
+        assert_eq!(rows[0].proxy.as_ref().unwrap().notsent_at_gap, Some(0));
         assert_eq!((s.gap_at_p10_s, s.gap_at_p90_s), (5.5, 30.0));
 
         let text = to_jsonl(&rows).unwrap();
@@ -524,7 +562,7 @@ mod tests {
         let mut table = String::new();
         render_stalls(&mut table, &[("ssbt", &s)], 20.0);
         assert!(
-            table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 |"),
+            table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 | 1 of 1 | 1 of 1 |"),
             "{table}"
         );
     }

@@ -353,6 +353,45 @@ mod tests {
     }
 
     #[test]
+    fn the_send_buffer_control_has_the_main_plans_load() {
+        let main = ResourcesLivePlan::from_toml(
+            include_str!("../../../../scenarios/proxy/autotune-scale.toml"),
+            "autotune-scale.toml",
+        )
+        .unwrap();
+        let control = ResourcesLivePlan::from_toml(
+            include_str!("../../../../scenarios/proxy/autotune-scale-sndbuf.toml"),
+            "autotune-scale-sndbuf.toml",
+        )
+        .unwrap();
+        let load = |p: &ResourcesLivePlan| {
+            p.mode(false)
+                .paths
+                .iter()
+                .map(|q| (q.rtt_ms, q.loss_pct, q.rate_mbit, q.downloads))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(load(&main), load(&control));
+        let sends: Vec<Option<u64>> = control.variant.iter().map(|v| v.send_bytes).collect();
+        assert_eq!(sends, vec![None, Some(4096), Some(32768), Some(262144)]);
+    }
+
+    #[test]
+    fn a_path_holds_its_bandwidth_delay_product_and_its_queue() {
+        let path = PathPlan {
+            rtt_ms: 5.0,
+            loss_pct: 0.0,
+            rate_mbit: 50.0,
+            downloads: 680,
+        };
+        // 50 Mbit/s: 833 packets queue 200 ms, 20.8 are in flight at 5 ms.
+        assert_eq!(queue_packets(50.0), 833);
+        assert!((path.packets_held() - 853.83).abs() < 0.01);
+        // The queue's bounds.
+        assert_eq!((queue_packets(1.0), queue_packets(100.0)), (64, 1000));
+    }
+
+    #[test]
     fn bad_plans_name_the_key() {
         let text = include_str!("../../../../scenarios/proxy/autotune-scale.toml");
         let bad = text.replacen("mode = \"fixed\"", "mode = \"bsd\"", 1);
