@@ -318,14 +318,12 @@ pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
         backed_off: views.iter().filter(|v| v.backoffs_in_gap() >= 1).count() as u32,
         backed_off_twice: views.iter().filter(|v| v.backoffs_in_gap() >= 2).count() as u32,
         others_send_buffer_p50: median(others.iter().map(|v| v.send_buffer_median).collect())
-        .unwrap_or(0),
+            .unwrap_or(0),
         nothing_unsent: unsent_zero(views.iter().copied()),
         with_unsent_reading: views.iter().filter(|v| v.notsent_at_gap.is_some()).count() as u32,
         others_nothing_unsent: unsent_zero(others.iter().copied()),
-        others_with_unsent_reading: others
-            .iter()
-            .filter(|v| v.notsent_at_gap.is_some())
-            .count() as u32,
+        others_with_unsent_reading: others.iter().filter(|v| v.notsent_at_gap.is_some()).count()
+            as u32,
     }
 }
 
