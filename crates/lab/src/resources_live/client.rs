@@ -25,6 +25,11 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Read buffer per download.
 const READ_BYTES: usize = 16 * 1024;
+/// Width of the slots a download's bytes are counted in, seconds.
+pub const SLOT_S: f64 = 10.0;
+/// Slots kept per download (640 s from the first start); bytes after the
+/// last slot count in it.
+pub const MAX_SLOTS: usize = 64;
 
 /// How a download ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -73,6 +78,20 @@ pub struct DownloadRecord {
     /// failure), and when it began.
     pub longest_gap_s: f64,
     pub longest_gap_at_s: f64,
+    /// Body bytes per [`SLOT_S`] slot, counted from the plan's
+    /// `first_start` (slot k: [k · SLOT_S, (k + 1) · SLOT_S) s), up to the
+    /// slot of the last byte; at most [`MAX_SLOTS`].
+    pub bytes_per_slot: Vec<u64>,
+}
+
+/// Adds `bytes` that arrived at `at_s` (since the first start) to their
+/// slot.
+pub fn add_to_slot(slots: &mut Vec<u64>, at_s: f64, bytes: u64) {
+    let slot = ((at_s.max(0.0) / SLOT_S) as usize).min(MAX_SLOTS - 1);
+    if slots.len() <= slot {
+        slots.resize(slot + 1, 0);
+    }
+    slots[slot] += bytes;
 }
 
 /// The longest span without a byte, fed with each arrival.
@@ -206,6 +225,7 @@ async fn download(
         first_byte_s: None,
         longest_gap_s: 0.0,
         longest_gap_at_s: start_at_s,
+        bytes_per_slot: Vec::new(),
     };
     let stream = match timeout_at(connected_at + plan.stall, TcpStream::connect(plan.target)).await
     {
@@ -284,6 +304,9 @@ impl Progress<'_> {
             self.record.first_byte_s = Some(now_s - self.record.start_at_s);
         }
         self.record.bytes += body;
+        if body > 0 {
+            add_to_slot(&mut self.record.bytes_per_slot, now_s, body);
+        }
         self.counter.fetch_add(body, Ordering::Relaxed);
     }
 }
@@ -433,6 +456,18 @@ mod tests {
         // A stall: the open gap counts up to the failure.
         gaps.close_gap(45.0);
         assert_eq!((gaps.longest_s, gaps.longest_at_s), (24.0, 21.0));
+    }
+
+    #[test]
+    fn bytes_go_to_their_ten_second_slot_up_to_the_cap() {
+        let mut slots = Vec::new();
+        add_to_slot(&mut slots, 0.5, 10);
+        add_to_slot(&mut slots, 9.99, 5);
+        add_to_slot(&mut slots, 30.0, 7);
+        assert_eq!(slots, vec![15, 0, 0, 7]);
+        add_to_slot(&mut slots, 1e6, 1);
+        assert_eq!(slots.len(), MAX_SLOTS);
+        assert_eq!(slots[MAX_SLOTS - 1], 1);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::client::{DownloadRecord, Outcome};
+use super::client::{DownloadRecord, Outcome, MAX_SLOTS, SLOT_S};
 use super::plan::PathPlan;
 use super::report::quantile;
 use super::sampler::{ConnectionSample, ConnectionTraces};
@@ -52,6 +52,12 @@ pub struct ProxyView {
     pub rtt_ms_max: f64,
     pub rtt_max_at_s: f64,
     pub rtt_ms_last: f64,
+    /// Bytes queued and not yet sent at the sample at the gap: 0 means
+    /// nothing new stood behind the segments in flight, so a lost one
+    /// could get no duplicate ACK from new data. Absent in files written
+    /// before it was recorded, or when the kernel does not report it.
+    #[serde(default)]
+    pub notsent_at_gap: Option<u32>,
 }
 
 impl ProxyView {
@@ -89,6 +95,11 @@ pub struct DownloadRow {
     pub first_byte_s: Option<f64>,
     pub longest_gap_s: f64,
     pub longest_gap_at_s: f64,
+    /// Body bytes per 10-s slot from the first download's start (slot k:
+    /// [10 k, 10 k + 10) s), up to the slot of the last byte. Absent in
+    /// files written before it was recorded.
+    #[serde(default)]
+    pub bytes_per_10s: Vec<u64>,
     /// `None` if the proxy's connection was never sampled (closed within
     /// one sampling period, or beyond the trace cap).
     pub proxy: Option<ProxyView>,
@@ -141,6 +152,7 @@ pub fn proxy_view(samples: &[ConnectionSample], from_s: f64, gap_s: f64) -> Opti
         rtt_ms_max: ms(rtt_max.rtt_us),
         rtt_max_at_s: rtt_max.t_s,
         rtt_ms_last: ms(samples.last().unwrap_or(first).rtt_us),
+        notsent_at_gap: at.notsent,
     })
 }
 
@@ -171,6 +183,7 @@ pub fn rows(
                 first_byte_s: d.first_byte_s,
                 longest_gap_s: d.longest_gap_s,
                 longest_gap_at_s: d.longest_gap_at_s,
+                bytes_per_10s: d.bytes_per_slot.clone(),
                 proxy: d
                     .local
                     .and_then(|a| traces.get(&a))
@@ -188,6 +201,61 @@ pub fn to_jsonl(rows: &[DownloadRow]) -> Result<String, serde_json::Error> {
         text.push('\n');
     }
     Ok(text)
+}
+
+/// Jain's fairness index of `values`, (Σx)² / (n · Σx²): 1 when all are
+/// equal, 1/n when one has everything; `None` when there are none or all
+/// are 0.
+pub fn jain_index(values: &[u64]) -> Option<f64> {
+    let sum: f64 = values.iter().map(|&v| v as f64).sum();
+    let squares: f64 = values.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    if values.is_empty() || squares == 0.0 {
+        return None;
+    }
+    Some(sum * sum / (values.len() as f64 * squares))
+}
+
+/// The downloads of one path in one 10-s slot.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SlotProgress {
+    /// The slot's start, seconds from the first download's start.
+    pub from_s: f64,
+    /// Downloads that ran through the whole slot (started at or before its
+    /// start, ended at or after its end, whatever their outcome).
+    pub running: u32,
+    /// Of them, those that received at least one body byte in it.
+    pub moving: u32,
+}
+
+/// For each slot some download ran through whole: how many did, and how
+/// many of them moved. A stalled download counts as running, not moving,
+/// through the slots of its gap until it is given up.
+pub fn progress_per_slot(rows: &[&DownloadRow]) -> Vec<SlotProgress> {
+    let slots = rows
+        .iter()
+        .map(|r| ((r.end_at_s.max(0.0) / SLOT_S) as usize).min(MAX_SLOTS))
+        .max()
+        .unwrap_or(0);
+    (0..slots)
+        .filter_map(|k| {
+            let from_s = k as f64 * SLOT_S;
+            let through: Vec<&&DownloadRow> = rows
+                .iter()
+                .filter(|r| r.start_at_s <= from_s && r.end_at_s >= from_s + SLOT_S)
+                .collect();
+            if through.is_empty() {
+                return None;
+            }
+            Some(SlotProgress {
+                from_s,
+                running: through.len() as u32,
+                moving: through
+                    .iter()
+                    .filter(|r| r.bytes_per_10s.get(k).is_some_and(|&b| b > 0))
+                    .count() as u32,
+            })
+        })
+        .collect()
 }
 
 /// The stalled downloads of one variant, summarized.
@@ -215,6 +283,13 @@ pub struct StallSummary {
     /// Median send buffer of the variant's downloads that did not stall,
     /// over their whole connection, bytes.
     pub others_send_buffer_p50: u32,
+    /// Nothing queued unsent at the gap: of the stalled with a reading,
+    /// and of the others (at their own longest gap) with one, and how
+    /// many had a reading in each group.
+    pub nothing_unsent: u32,
+    pub with_unsent_reading: u32,
+    pub others_nothing_unsent: u32,
+    pub others_with_unsent_reading: u32,
 }
 
 pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
@@ -223,6 +298,11 @@ pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
         .filter(|r| r.outcome == Outcome::Stalled)
         .collect();
     let views: Vec<&ProxyView> = stalled.iter().filter_map(|r| r.proxy.as_ref()).collect();
+    let others: Vec<&ProxyView> = rows
+        .iter()
+        .filter(|r| r.outcome != Outcome::Stalled)
+        .filter_map(|r| r.proxy.as_ref())
+        .collect();
     let mut at: Vec<f64> = stalled.iter().map(|r| r.longest_gap_at_s).collect();
     StallSummary {
         stalled: stalled.len() as u32,
@@ -237,14 +317,18 @@ pub fn stall_summary(rows: &[DownloadRow]) -> StallSummary {
         under_four_unacked: views.iter().filter(|v| v.unacked_at_gap < 4).count() as u32,
         backed_off: views.iter().filter(|v| v.backoffs_in_gap() >= 1).count() as u32,
         backed_off_twice: views.iter().filter(|v| v.backoffs_in_gap() >= 2).count() as u32,
-        others_send_buffer_p50: median(
-            rows.iter()
-                .filter(|r| r.outcome != Outcome::Stalled)
-                .filter_map(|r| r.proxy.as_ref().map(|v| v.send_buffer_median))
-                .collect(),
-        )
-        .unwrap_or(0),
+        others_send_buffer_p50: median(others.iter().map(|v| v.send_buffer_median).collect())
+            .unwrap_or(0),
+        nothing_unsent: unsent_zero(views.iter().copied()),
+        with_unsent_reading: views.iter().filter(|v| v.notsent_at_gap.is_some()).count() as u32,
+        others_nothing_unsent: unsent_zero(others.iter().copied()),
+        others_with_unsent_reading: others.iter().filter(|v| v.notsent_at_gap.is_some()).count()
+            as u32,
     }
+}
+
+fn unsent_zero<'a>(views: impl Iterator<Item = &'a ProxyView>) -> u32 {
+    views.filter(|v| v.notsent_at_gap == Some(0)).count() as u32
 }
 
 /// The stalled downloads' table, one line per variant.
@@ -255,16 +339,16 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
     );
     let _ = writeln!(
         out,
-        "| variant | stalled | gap began p10 / p50 / p90 s | never a byte | traced | send buffer at gap p50 KiB | others' send buffer p50 KiB | in flight at gap p50 | < 4 in flight | RTO ≥ 2× | RTO ≥ 4× |"
+        "| variant | stalled | gap began p10 / p50 / p90 s | never a byte | traced | send buffer at gap p50 KiB | others' send buffer p50 KiB | in flight at gap p50 | < 4 in flight | RTO ≥ 2× | RTO ≥ 4× | nothing unsent at gap | others: nothing unsent at their longest gap |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (name, s) in variants {
         let _ = writeln!(
             out,
-            "| {name} | {} | {:.1} / {:.1} / {:.1} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {name} | {} | {:.1} / {:.1} / {:.1} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} of {} | {} of {} |",
             s.stalled,
             s.gap_at_p10_s,
             s.gap_at_p50_s,
@@ -277,6 +361,10 @@ pub fn render_stalls(out: &mut String, variants: &[(&str, &StallSummary)], stall
             s.under_four_unacked,
             s.backed_off,
             s.backed_off_twice,
+            s.nothing_unsent,
+            s.with_unsent_reading,
+            s.others_nothing_unsent,
+            s.others_with_unsent_reading,
         );
     }
 }
@@ -302,6 +390,7 @@ mod tests {
             rtt_us: 10_000,
             rto_us: rto_ms * 1000,
             total_retrans: retrans,
+            notsent: Some(unacked % 2 * 1448),
         }
     }
 
@@ -317,7 +406,71 @@ mod tests {
             first_byte_s: Some(0.2),
             longest_gap_s: gap,
             longest_gap_at_s: gap_at,
+            bytes_per_slot: vec![600, 400],
         }
+    }
+
+    #[test]
+    fn jain_index_is_one_for_equal_shares_and_one_over_n_for_one_taker() {
+        assert_eq!(jain_index(&[5, 5, 5, 5]), Some(1.0));
+        assert_eq!(jain_index(&[8, 0, 0, 0]), Some(0.25));
+        assert_eq!(jain_index(&[]), None);
+        assert_eq!(jain_index(&[0, 0]), None);
+    }
+
+    #[test]
+    fn a_slot_counts_the_downloads_running_through_it_and_those_that_moved() {
+        let row = |start: f64, end: f64, slots: Vec<u64>| DownloadRow {
+            variant: "ssbt".into(),
+            path: 0,
+            rtt_ms: 5.0,
+            loss_pct: 0.0,
+            rate_mbit: 50.0,
+            client: None,
+            outcome: Outcome::Completed,
+            start_at_s: start,
+            end_at_s: end,
+            bytes: slots.iter().sum(),
+            objects: 0,
+            first_byte_s: None,
+            longest_gap_s: 0.0,
+            longest_gap_at_s: start,
+            bytes_per_10s: slots,
+            proxy: None,
+        };
+        let a = row(0.0, 30.5, vec![10, 10, 10]);
+        // Stalled from 12 s and given up at 32 s: running, not moving, in
+        // slot 2.
+        let b = row(1.0, 32.0, vec![10, 5]);
+        // Started late: only in slot 2.
+        let c = row(19.0, 30.0, vec![0, 1, 2]);
+        let slots = progress_per_slot(&[&a, &b, &c]);
+        let at = |from_s: f64| slots.iter().find(|s| s.from_s == from_s).copied();
+        assert_eq!(
+            at(0.0),
+            Some(SlotProgress {
+                from_s: 0.0,
+                running: 1,
+                moving: 1
+            })
+        );
+        assert_eq!(
+            at(10.0),
+            Some(SlotProgress {
+                from_s: 10.0,
+                running: 2,
+                moving: 2
+            })
+        );
+        assert_eq!(
+            at(20.0),
+            Some(SlotProgress {
+                from_s: 20.0,
+                running: 3,
+                moving: 2
+            })
+        );
+        assert_eq!(slots.len(), 3);
     }
 
     #[test]
@@ -388,6 +541,14 @@ mod tests {
         assert_eq!(s.under_four_unacked, 1);
         assert_eq!((s.backed_off, s.backed_off_twice), (1, 1));
         assert_eq!(s.others_send_buffer_p50, 100_000);
+        // At the gap the stalled one had 2 in flight and nothing unsent;
+        // the other, 40 in flight and nothing unsent either.
+        assert_eq!((s.nothing_unsent, s.with_unsent_reading), (1, 1));
+        assert_eq!(
+            (s.others_nothing_unsent, s.others_with_unsent_reading),
+            (1, 1)
+        );
+        assert_eq!(rows[0].proxy.as_ref().unwrap().notsent_at_gap, Some(0));
         assert_eq!((s.gap_at_p10_s, s.gap_at_p90_s), (5.5, 30.0));
 
         let text = to_jsonl(&rows).unwrap();
@@ -399,7 +560,7 @@ mod tests {
         let mut table = String::new();
         render_stalls(&mut table, &[("ssbt", &s)], 20.0);
         assert!(
-            table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 |"),
+            table.contains("| ssbt | 2 | 5.5 / 5.5 / 30.0 | 0 | 1 | 8 | 98 | 2 | 1 | 1 | 1 | 1 of 1 | 1 of 1 |"),
             "{table}"
         );
     }

@@ -40,6 +40,22 @@ pub struct PathPlan {
     pub downloads: u32,
 }
 
+/// Bottleneck queue: 200 ms at the link's rate in 1500-byte packets,
+/// within [64, 1000] (the emulator's default 1,000 packets would be 12 s
+/// of queueing at 1 Mbit/s).
+pub fn queue_packets(rate_mbit: f64) -> u32 {
+    ((rate_mbit * 1e6 * 0.2 / (1500.0 * 8.0)).round() as u32).clamp(64, 1000)
+}
+
+impl PathPlan {
+    /// Packets the path holds at once: its bandwidth-delay product plus
+    /// its bottleneck queue, in 1500-byte packets.
+    pub fn packets_held(&self) -> f64 {
+        self.rtt_ms / 1000.0 * self.rate_mbit * 1e6 / (1500.0 * 8.0)
+            + f64::from(queue_packets(self.rate_mbit))
+    }
+}
+
 /// How the proxy sizes socket buffers in one run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -334,6 +350,45 @@ mod tests {
         assert!(total(&full) >= 2000, "the issue asks for ≥ 2,000 downloads");
         assert!(total(&quick) < total(&full));
         assert!(quick.paths.iter().all(|p| p.downloads >= 1));
+    }
+
+    #[test]
+    fn the_send_buffer_control_has_the_main_plans_load() {
+        let main = ResourcesLivePlan::from_toml(
+            include_str!("../../../../scenarios/proxy/autotune-scale.toml"),
+            "autotune-scale.toml",
+        )
+        .unwrap();
+        let control = ResourcesLivePlan::from_toml(
+            include_str!("../../../../scenarios/proxy/autotune-scale-sndbuf.toml"),
+            "autotune-scale-sndbuf.toml",
+        )
+        .unwrap();
+        let load = |p: &ResourcesLivePlan| {
+            p.mode(false)
+                .paths
+                .iter()
+                .map(|q| (q.rtt_ms, q.loss_pct, q.rate_mbit, q.downloads))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(load(&main), load(&control));
+        let sends: Vec<Option<u64>> = control.variant.iter().map(|v| v.send_bytes).collect();
+        assert_eq!(sends, vec![None, Some(4096), Some(32768), Some(262144)]);
+    }
+
+    #[test]
+    fn a_path_holds_its_bandwidth_delay_product_and_its_queue() {
+        let path = PathPlan {
+            rtt_ms: 5.0,
+            loss_pct: 0.0,
+            rate_mbit: 50.0,
+            downloads: 680,
+        };
+        // 50 Mbit/s: 833 packets queue 200 ms, 20.8 are in flight at 5 ms.
+        assert_eq!(queue_packets(50.0), 833);
+        assert!((path.packets_held() - 853.83).abs() < 0.01);
+        // The queue's bounds.
+        assert_eq!((queue_packets(1.0), queue_packets(100.0)), (64, 1000));
     }
 
     #[test]

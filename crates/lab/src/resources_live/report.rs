@@ -11,7 +11,7 @@ use vantage_core::tcp::throughput::PathEstimate;
 use vantage_testbed::wan::WanStats;
 
 use super::client::{DownloadRecord, Outcome};
-use super::downloads::{self, DownloadRow, StallSummary};
+use super::downloads::{self, DownloadRow, SlotProgress, StallSummary};
 use super::plan::{Mode, ResourcesLivePlan, StepPlan, VariantPlan};
 use super::sampler::{BufferSample, MemorySample, Sampled};
 use crate::provenance::RunRecord;
@@ -121,6 +121,15 @@ pub struct PathRow {
     pub without_a_byte: u32,
     /// Body bytes over the run's length, Mbit/s.
     pub goodput_mbps: f64,
+    /// Packets the path holds (its bandwidth-delay product plus its
+    /// bottleneck queue, 1500-byte packets) per download: below about 4 a
+    /// flow cannot keep the segments in flight that three duplicate ACKs
+    /// need, and its losses are recovered by time-outs.
+    pub packets_per_download: f64,
+    /// Jain's index over the downloads' body bytes (`None`: no bytes).
+    pub jain_bytes: Option<f64>,
+    /// Per 10-s slot, downloads running through it and moving in it.
+    pub progress: Vec<SlotProgress>,
 }
 
 /// One SSBT variant against autotune.
@@ -288,6 +297,8 @@ pub fn summarize(
             .enumerate()
             .map(|(i, p)| {
                 let mine: Vec<&DownloadRecord> = downloads.iter().filter(|d| d.path == i).collect();
+                let mine_rows: Vec<&DownloadRow> = rows.iter().filter(|d| d.path == i).collect();
+                let bytes: Vec<u64> = mine.iter().map(|d| d.bytes).collect();
                 PathRow {
                     rtt_ms: p.rtt_ms,
                     loss_pct: p.loss_pct,
@@ -298,6 +309,9 @@ pub fn summarize(
                     goodput_mbps: mine.iter().map(|d| d.bytes).sum::<u64>() as f64 * 8.0
                         / run_s.max(1e-9)
                         / 1e6,
+                    packets_per_download: p.packets_held() / f64::from(p.downloads.max(1)),
+                    jain_bytes: downloads::jain_index(&bytes),
+                    progress: downloads::progress_per_slot(&mine_rows),
                 }
             })
             .collect(),
@@ -494,6 +508,40 @@ fn intervals(v: Option<u32>) -> String {
 
 /// The tables, as Markdown.
 /// The server namespace's counters per variant, one column each.
+/// Per path and variant: packets the path holds per download, Jain's index
+/// over the downloads' bytes, and the downloads moving per 10-s slot.
+fn render_progress(out: &mut String, rows: &[RunRow]) {
+    let _ = writeln!(
+        out,
+        "\nProgress per path: packets the path holds (BDP + queue) per download, Jain's index over the downloads' bytes, and per 10-s slot the downloads that received a byte in it / those running through all of it (stalled ones count as running until given up).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| variant | RTT ms | rate Mbit/s | downloads | packets per download | Jain (bytes) | moving / running per 10 s |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---|");
+    for row in rows {
+        for p in &row.paths {
+            let slots: Vec<String> = p
+                .progress
+                .iter()
+                .map(|s| format!("{}/{}", s.moving, s.running))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {:.1} | {} | {} |",
+                row.variant,
+                p.rtt_ms,
+                p.rate_mbit,
+                p.started,
+                p.packets_per_download,
+                p.jain_bytes.map_or("–".to_string(), |j| format!("{j:.2}")),
+                slots.join(", "),
+            );
+        }
+    }
+}
+
 fn render_kernel_counters(out: &mut String, rows: &[RunRow]) {
     if rows.iter().all(|r| r.kernel_counters.is_empty()) {
         return;
@@ -608,6 +656,7 @@ pub fn render(r: &ResourcesReport) -> String {
         .map(|row| (row.variant.as_str(), &row.stalls))
         .collect();
     downloads::render_stalls(&mut out, &stalls, r.stall_s);
+    render_progress(&mut out, &r.rows);
     render_kernel_counters(&mut out, &r.rows);
     let _ = writeln!(
         out,

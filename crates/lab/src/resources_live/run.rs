@@ -15,7 +15,7 @@ use vantage_testbed::topology::{self, Topology, TopologyError, TopologySpec, SER
 use vantage_testbed::wan::{ClientPrefix, LinkConfig, LinkRule, RouterEmulator, WanConfig};
 
 use super::client::{self, DownloadPlan, DownloadRecord};
-use super::plan::{Mode, ResourcesLivePlan, VariantPlan};
+use super::plan::{queue_packets, Mode, ResourcesLivePlan, VariantPlan};
 use super::report::{self, ResourcesReport, RunRow, StepReport, WanSummary};
 use super::sampler::{self, ProxySockets};
 use crate::live_experiment::{join_lists, JoinFailure};
@@ -89,13 +89,6 @@ pub fn run(
     let mut report = result?;
     report.duration_s = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// Bottleneck queue: 200 ms at the link's rate in 1500-byte packets,
-/// within [64, 1000] (the emulator's default 1,000 packets would be 12 s
-/// of queueing at 1 Mbit/s).
-fn queue_packets(rate_mbit: f64) -> u32 {
-    ((rate_mbit * 1e6 * 0.2 / (1500.0 * 8.0)).round() as u32).clamp(64, 1000)
 }
 
 fn link(rtt_ms: f64, loss_pct: f64, rate_mbit: f64) -> LinkConfig {

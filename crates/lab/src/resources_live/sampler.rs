@@ -137,6 +137,9 @@ pub struct ConnectionSample {
     pub rto_us: u32,
     /// `tcpi_total_retrans`: segments retransmitted so far.
     pub total_retrans: u32,
+    /// `tcpi_notsent_bytes`: data queued and not yet sent (`None`: the
+    /// kernel's `tcp_info` is too short to carry it).
+    pub notsent: Option<u32>,
 }
 
 /// The proxy's client connections over a run, by peer (the client's
@@ -245,6 +248,7 @@ fn trace(
         rtt_us: info.rtt_us,
         rto_us: info.rto_us,
         total_retrans: info.total_retrans,
+        notsent: info.notsent_bytes,
     });
 }
 
