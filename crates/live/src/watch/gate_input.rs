@@ -284,7 +284,7 @@ pub fn merged_counters(
     let mut histogram = Some(LatencyHistogram::new());
     for one in capture {
         let c = one.counters;
-        sum.dropped += c.dropped;
+        sum.add_dropped(c);
         sum.accepted += c.accepted;
         sum.add_refused(c);
         sum.completed += c.completed;
@@ -306,7 +306,8 @@ pub fn merged_counters(
         sum.dropped = syns.dropped;
         sum.accepted = syns.accepted;
         sum.refused = syns.refused;
-        // The gate's log counts refusals, not their attempts.
+        // The gate's log counts drops and refusals, not their attempts.
+        sum.dropped_by_attempt.clear();
         sum.refused_by_attempt.clear();
     }
     sum
@@ -553,5 +554,49 @@ mod tests {
             assert_eq!(gate.covered, k < half, "{k}");
         }
         assert!(rows[half..].iter().all(|(g, _)| g.dropped.is_none()));
+    }
+
+    /// The capture's classes add their drops and refusals by attempt; the
+    /// gate's counts, which know totals only, clear both splits.
+    #[test]
+    fn merged_counters_keep_the_capture_splits_and_clear_them_under_the_gate() {
+        let one = |dropped: Vec<u64>, refused: Vec<u64>| IntervalCounters {
+            dropped: dropped.iter().sum(),
+            dropped_by_attempt: dropped,
+            accepted: 5,
+            refused: refused.iter().sum(),
+            refused_by_attempt: refused,
+            ..IntervalCounters::default()
+        };
+        let (a, b) = (one(vec![3, 1], vec![0, 2]), one(vec![2], vec![1]));
+        let classes = [
+            ClassInterval {
+                class: "a",
+                counters: &a,
+                exact: None,
+            },
+            ClassInterval {
+                class: "b",
+                counters: &b,
+                exact: None,
+            },
+        ];
+        let sum = merged_counters(&classes, None);
+        assert_eq!((sum.dropped, sum.accepted, sum.refused), (6, 10, 3));
+        assert_eq!(sum.dropped_split(), Some(&[5, 1][..]));
+        assert_eq!(sum.refused_split(), Some(&[1, 2][..]));
+        let gate = GateInterval {
+            counts: GateCounts {
+                accepted: 9,
+                dropped: 4,
+                rejected: 2,
+                ..Default::default()
+            },
+            dry_run: false,
+            records: 1,
+        };
+        let sum = merged_counters(&classes, Some(&gate));
+        assert_eq!((sum.dropped, sum.accepted, sum.refused), (4, 9, 2));
+        assert!(sum.dropped_by_attempt.is_empty() && sum.refused_by_attempt.is_empty());
     }
 }
