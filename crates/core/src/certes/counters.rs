@@ -313,13 +313,12 @@ impl IntervalCounters {
     pub fn accepted_shares_by_attempt(&self, arrivals: &[f64]) -> Vec<f64> {
         let uniform = self.accepted_share();
         let refused_split = self.refused_split();
-        let last = arrivals.len().checked_sub(1);
-        let (Some(last), true) = (
-            last,
-            refused_split.is_some() || self.dropped_split().is_some(),
-        ) else {
-            return vec![uniform; arrivals.len()];
+        let Some(last) = arrivals.len().checked_sub(1) else {
+            return Vec::new();
         };
+        if refused_split.is_none() && self.dropped_split().is_none() {
+            return vec![uniform; arrivals.len()];
+        }
         let answered: Vec<f64> = self
             .drop_rates_by_attempt(arrivals)
             .iter()
