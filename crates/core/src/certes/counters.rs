@@ -39,8 +39,32 @@
 //! ([`IntervalCounters::accepted_shares_by_attempt`]). Where only the total
 //! is known (counters files, the gate's log, a stream that predates the
 //! field, a sum that does not match `refused`), every attempt is refused at
-//! the interval's one rate, as before. The split changes only who is
-//! accepted: drops stay Eq. 6's, one rate for every class.
+//! the interval's one rate, as before.
+//!
+//! **Drops by attempt (DROPPED_i^j, ours).** Eq. 6 drops every retry
+//! class at the interval's one rate DR_i (Eq. 5): the paper's drops are
+//! independent of the client. Behind the Abacus gate they are not (its
+//! assumption A4 relaxed, as above): a client whose SYN found no token is
+//! likelier to find none at its next retry, and behind a token bucket or
+//! an on/off overload the drops are correlated in time the same way — a
+//! first retry is dropped more often than an initial SYN of the same
+//! interval. Where the source knows each dropped SYN's attempt (a capture:
+//! its position among the connection's SYNs), it fills
+//! `dropped_by_attempt`, and both models drop attempt j at
+//! DR_i^j = DROPPED_i^j over their own estimate of attempt j's arrivals in
+//! the interval ([`IntervalCounters::drop_rates_by_attempt`]): the fast
+//! model's initial SYNs (OFFERED_i less the retries it expects) and the
+//! retries it expects due (Eq. 13), the full model's solved R_i^j (Eq. 16)
+//! — the same estimate the refusal split uses. DR_i^j is capped at 1:
+//! drops of an attempt the model expected fewer arrivals of are taken from
+//! every attempt's remaining arrivals in proportion, so the interval still
+//! drops DROPPED_i in all. The failed SYNs of attempt j return as attempt
+//! j + 1 (Eq. 13, 19) at their own rate, and the answered ones
+//! (1 − DR_i^j of the arrived) are split into accepted and refused as
+//! above. Where only the total is known (counters files, the gate's log,
+//! the proxy's rows, a sum that does not match `dropped`), every attempt
+//! is dropped at DR_i, Eq. 6 as written. A split in proportion to the
+//! model's arrivals gives back Eq. 6's rate.
 //!
 //! Additions beyond the paper, all optional:
 //! * a histogram of the completed connections' SYN-to-END times, from which
@@ -63,11 +87,22 @@ use serde::{Deserialize, Serialize};
 /// `tcp_syn_retries` + 1 = 7 SYNs by default).
 pub const REFUSED_ATTEMPTS_CAP: usize = 16;
 
+/// Most entries of [`IntervalCounters::dropped_by_attempt`]: attempts from
+/// the last one on share its entry, as for refusals.
+pub const DROPPED_ATTEMPTS_CAP: usize = 16;
+
 /// One interval's measurements at the server.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalCounters {
     /// DROPPED_i: SYNs the server dropped.
     pub dropped: u64,
+    /// DROPPED_i^j: of `dropped`, those that were their connection's
+    /// attempt j (0 the initial SYN), the last entry also counting every
+    /// later attempt; at most [`DROPPED_ATTEMPTS_CAP`] entries. Empty when
+    /// the source does not know; used only when it sums to `dropped` (see
+    /// the module documentation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_by_attempt: Vec<u64>,
     /// ACCEPTED_i: SYNs the server answered with a SYN-ACK.
     pub accepted: u64,
     /// REFUSED_i: SYNs the server answered with a RST (see the module
@@ -156,19 +191,27 @@ impl IntervalCounters {
     /// Counts one refused SYN that was its connection's attempt `attempt`
     /// (0 the initial SYN) in REFUSED_i and REFUSED_i^j.
     pub fn count_refused(&mut self, attempt: usize) {
-        let entry = attempt.min(REFUSED_ATTEMPTS_CAP - 1);
-        if self.refused_by_attempt.len() <= entry {
-            self.refused_by_attempt.resize(entry + 1, 0);
-        }
-        self.refused_by_attempt[entry] += 1;
+        count_by_attempt(&mut self.refused_by_attempt, REFUSED_ATTEMPTS_CAP, attempt);
         self.refused += 1;
+    }
+
+    /// Counts one dropped SYN that was its connection's attempt `attempt`
+    /// (0 the initial SYN) in DROPPED_i and DROPPED_i^j.
+    pub fn count_dropped(&mut self, attempt: usize) {
+        count_by_attempt(&mut self.dropped_by_attempt, DROPPED_ATTEMPTS_CAP, attempt);
+        self.dropped += 1;
     }
 
     /// REFUSED_i^j when it accounts for every refused SYN; `None` when only
     /// the total is known (the uniform rule then applies).
     pub fn refused_split(&self) -> Option<&[u64]> {
-        let split = &self.refused_by_attempt;
-        (!split.is_empty() && split.iter().sum::<u64>() == self.refused).then_some(split)
+        complete_split(&self.refused_by_attempt, self.refused)
+    }
+
+    /// DROPPED_i^j when it accounts for every dropped SYN; `None` when only
+    /// the total is known (Eq. 6's one rate then applies).
+    pub fn dropped_split(&self) -> Option<&[u64]> {
+        complete_split(&self.dropped_by_attempt, self.dropped)
     }
 
     /// Adds `other`'s refused SYNs to this interval's: REFUSED_i always,
@@ -177,22 +220,78 @@ impl IntervalCounters {
     /// the sum reads as a total only.
     pub fn add_refused(&mut self, other: &IntervalCounters) {
         let known = |c: &IntervalCounters| c.refused == 0 || c.refused_split().is_some();
-        if known(self) && known(other) {
-            if self.refused_by_attempt.len() < other.refused_by_attempt.len() {
-                self.refused_by_attempt
-                    .resize(other.refused_by_attempt.len(), 0);
-            }
-            for (mine, theirs) in self
-                .refused_by_attempt
-                .iter_mut()
-                .zip(&other.refused_by_attempt)
-            {
-                *mine += theirs;
-            }
-        } else {
-            self.refused_by_attempt.clear();
-        }
+        let both_known = known(self) && known(other);
+        add_split(
+            &mut self.refused_by_attempt,
+            &other.refused_by_attempt,
+            both_known,
+        );
         self.refused += other.refused;
+    }
+
+    /// Adds `other`'s dropped SYNs to this interval's, by the rule of
+    /// [`Self::add_refused`]: DROPPED_i always, DROPPED_i^j only while both
+    /// sides know it for every drop.
+    pub fn add_dropped(&mut self, other: &IntervalCounters) {
+        let known = |c: &IntervalCounters| c.dropped == 0 || c.dropped_split().is_some();
+        let both_known = known(self) && known(other);
+        add_split(
+            &mut self.dropped_by_attempt,
+            &other.dropped_by_attempt,
+            both_known,
+        );
+        self.dropped += other.dropped;
+    }
+
+    /// The chance that an arrived SYN of attempt j is dropped, DR_i^j, for
+    /// each attempt j of `arrivals` (a model's estimate of this interval's
+    /// arrived SYNs by attempt, 0 the initial ones; the last entry also
+    /// holds later attempts). Both models take their drop rates from here.
+    ///
+    /// Without [`Self::dropped_split`]: [`Self::drop_rate`] for every
+    /// attempt, Eq. 6. With it: DROPPED_i^j over attempt j's arrivals, at
+    /// most all of them; drops of an attempt the model expected fewer
+    /// arrivals of are taken from every attempt's remaining arrivals in
+    /// proportion, so that the dropped total stays DROPPED_i (while the
+    /// arrivals hold that many). An attempt with no arrival gets DR_i.
+    pub fn drop_rates_by_attempt(&self, arrivals: &[f64]) -> Vec<f64> {
+        let uniform = self.drop_rate();
+        let (Some(split), Some(last)) = (self.dropped_split(), arrivals.len().checked_sub(1))
+        else {
+            return vec![uniform; arrivals.len()];
+        };
+        let mut dropped = vec![0.0; arrivals.len()];
+        for (attempt, &count) in split.iter().enumerate() {
+            dropped[attempt.min(last)] += count as f64;
+        }
+        let mut unplaced = 0.0;
+        for (dropped, &arrived) in dropped.iter_mut().zip(arrivals) {
+            let placed = dropped.min(arrived.max(0.0));
+            unplaced += *dropped - placed;
+            *dropped = placed;
+        }
+        let spare: f64 = arrivals
+            .iter()
+            .zip(&dropped)
+            .map(|(&arrived, &dropped)| arrived.max(0.0) - dropped)
+            .sum();
+        if unplaced > 0.0 && spare > 0.0 {
+            let take = (unplaced / spare).min(1.0);
+            for (dropped, &arrived) in dropped.iter_mut().zip(arrivals) {
+                *dropped += (arrived.max(0.0) - *dropped) * take;
+            }
+        }
+        dropped
+            .iter()
+            .zip(arrivals)
+            .map(|(&dropped, &arrived)| {
+                if arrived > 0.0 {
+                    (dropped / arrived).min(1.0)
+                } else {
+                    uniform
+                }
+            })
+            .collect()
     }
 
     /// The chance that an arrived SYN of attempt j is accepted, for each
@@ -200,31 +299,54 @@ impl IntervalCounters {
     /// arrived SYNs by attempt, 0 the initial ones; the last entry also
     /// holds later attempts). Both models take the accepted mix from here.
     ///
-    /// Without [`Self::refused_split`]: [`Self::accepted_share`] for every
-    /// attempt, Eq. 6 with the one refusal rate. With it: attempt j keeps
-    /// 1 − DR_i of its arrivals answered, of which REFUSED_i^j are refused
-    /// (at most all of them); refusals of an attempt the model expected
-    /// fewer arrivals of are taken from every attempt's accepted ones in
-    /// proportion, so that the accepted total stays the interval's
+    /// Without [`Self::refused_split`] and [`Self::dropped_split`]:
+    /// [`Self::accepted_share`] for every attempt, Eq. 6 with the one
+    /// refusal rate. Otherwise attempt j keeps 1 − DR_i^j of its arrivals
+    /// answered ([`Self::drop_rates_by_attempt`]), of which REFUSED_i^j
+    /// are refused (at most all of them) — or, with the total only, a
+    /// share of REFUSED_i in proportion to its answered SYNs, the one
+    /// refusal rate of the answered ones; refusals of an attempt the model
+    /// expected fewer arrivals of are taken from every attempt's accepted
+    /// ones in proportion, so that the accepted total stays the interval's
     /// answered SYNs less its refusals. Refusals spread over the attempts
     /// in proportion to their arrivals give back the uniform share.
     pub fn accepted_shares_by_attempt(&self, arrivals: &[f64]) -> Vec<f64> {
         let uniform = self.accepted_share();
-        let (Some(split), Some(last)) = (self.refused_split(), arrivals.len().checked_sub(1))
-        else {
-            return vec![uniform; arrivals.len()];
+        let refused_split = self.refused_split();
+        let Some(last) = arrivals.len().checked_sub(1) else {
+            return Vec::new();
         };
-        let mut refused = vec![0.0; arrivals.len()];
-        for (attempt, &count) in split.iter().enumerate() {
-            refused[attempt.min(last)] += count as f64;
+        if refused_split.is_none() && self.dropped_split().is_none() {
+            return vec![uniform; arrivals.len()];
         }
-        let answered = 1.0 - self.drop_rate();
+        let answered: Vec<f64> = self
+            .drop_rates_by_attempt(arrivals)
+            .iter()
+            .zip(arrivals)
+            .map(|(&drop_rate, &arrived)| (1.0 - drop_rate) * arrived.max(0.0))
+            .collect();
+        let mut refused = vec![0.0; arrivals.len()];
+        match refused_split {
+            Some(split) => {
+                for (attempt, &count) in split.iter().enumerate() {
+                    refused[attempt.min(last)] += count as f64;
+                }
+            }
+            None => {
+                let answered_total: f64 = answered.iter().sum();
+                if answered_total > 0.0 {
+                    let rate = self.refused as f64 / answered_total;
+                    for (refused, &answered) in refused.iter_mut().zip(&answered) {
+                        *refused = rate * answered;
+                    }
+                }
+            }
+        }
         let mut unplaced = 0.0;
-        let mut accepted: Vec<f64> = arrivals
+        let mut accepted: Vec<f64> = answered
             .iter()
             .zip(&refused)
-            .map(|(&arrived, &refused)| {
-                let answered = answered * arrived.max(0.0);
+            .map(|(&answered, &refused)| {
                 let placed = refused.min(answered);
                 unplaced += refused - placed;
                 answered - placed
@@ -265,6 +387,36 @@ impl IntervalCounters {
     /// Mean RTT of the completed connections.
     pub fn rtt_mean(&self) -> Option<Nanos> {
         (self.completed > 0).then(|| Nanos(self.rtt_sum.0 / self.completed))
+    }
+}
+
+/// Counts one SYN of attempt `attempt` in a split by attempt of at most
+/// `cap` entries (later attempts in the last one).
+fn count_by_attempt(split: &mut Vec<u64>, cap: usize, attempt: usize) {
+    let entry = attempt.min(cap - 1);
+    if split.len() <= entry {
+        split.resize(entry + 1, 0);
+    }
+    split[entry] += 1;
+}
+
+/// `split` when it accounts for all `total` SYNs; `None` otherwise.
+fn complete_split(split: &[u64], total: u64) -> Option<&[u64]> {
+    (!split.is_empty() && split.iter().sum::<u64>() == total).then_some(split)
+}
+
+/// Adds `other` to `split` entry by entry when both sides know their
+/// split; otherwise clears it (the sum reads as a total only).
+fn add_split(split: &mut Vec<u64>, other: &[u64], both_known: bool) {
+    if !both_known {
+        split.clear();
+        return;
+    }
+    if split.len() < other.len() {
+        split.resize(other.len(), 0);
+    }
+    for (mine, theirs) in split.iter_mut().zip(other) {
+        *mine += theirs;
     }
 }
 
@@ -324,6 +476,7 @@ impl CumulativeCounters {
         }
         Ok(IntervalCounters {
             dropped: delta("dropped", previous.dropped, self.dropped)?,
+            dropped_by_attempt: Vec::new(),
             accepted: delta("accepted", previous.accepted, self.accepted)?,
             refused: delta("refused", previous.refused, self.refused)?,
             refused_by_attempt: Vec::new(),
@@ -456,6 +609,127 @@ mod tests {
         assert_eq!(back, c);
         let plain = serde_json::to_string(&IntervalCounters::default()).unwrap();
         assert!(!plain.contains("refused_by_attempt"), "{plain}");
+    }
+
+    /// DROPPED_i^j by hand: 30 dropped, 120 accepted, no refusal, of 150
+    /// SYNs, a model expecting 100 initial SYNs and 50 retries.
+    #[test]
+    fn drops_by_attempt_by_hand() {
+        let with = |split: Vec<u64>| IntervalCounters {
+            dropped: 30,
+            dropped_by_attempt: split,
+            accepted: 120,
+            ..Default::default()
+        };
+        let arrivals = [100.0, 50.0];
+        let near = |got: Vec<f64>, want: [f64; 2]| {
+            assert!(
+                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12),
+                "{got:?} vs {want:?}"
+            )
+        };
+        let both = |c: &IntervalCounters| {
+            (
+                c.drop_rates_by_attempt(&arrivals),
+                c.accepted_shares_by_attempt(&arrivals),
+            )
+        };
+        // The total only, or a split that does not add up: Eq. 6, exactly.
+        for split in [vec![], vec![0, 20], vec![10, 10, 20]] {
+            let (drops, accepted) = both(&with(split));
+            assert_eq!(drops, vec![0.2, 0.2]);
+            assert_eq!(accepted, vec![with(vec![]).accepted_share(); 2]);
+        }
+        // In proportion to the arrivals (20 and 10): the same rates.
+        let (drops, accepted) = both(&with(vec![20, 10]));
+        assert_eq!(drops, vec![0.2, 0.2]);
+        near(accepted, [0.8, 0.8]);
+        // Every drop a retry: 30 of 50 retries, none of the initial SYNs.
+        let (drops, accepted) = both(&with(vec![0, 30]));
+        near(drops, [0.0, 0.6]);
+        near(accepted, [1.0, 0.4]);
+        // Every drop an initial SYN; later attempts count as the last one.
+        near(both(&with(vec![30])).0, [0.3, 0.0]);
+        near(both(&with(vec![0, 10, 20])).0, [0.0, 0.6]);
+        // 60 dropped retries where the model expected 50: the 10 left over
+        // come out of the initial SYNs' arrivals (100 of them left).
+        let more = IntervalCounters {
+            dropped: 60,
+            dropped_by_attempt: vec![0, 60],
+            accepted: 90,
+            ..Default::default()
+        };
+        near(more.drop_rates_by_attempt(&arrivals), [0.1, 1.0]);
+        near(more.accepted_shares_by_attempt(&arrivals), [0.9, 0.0]);
+        // More drops than arrivals at all: every rate capped at 1.
+        near(more.drop_rates_by_attempt(&[10.0, 20.0]), [1.0, 1.0]);
+        // No attempt modelled: nothing to share.
+        assert!(with(vec![0, 30]).drop_rates_by_attempt(&[]).is_empty());
+        // Refusals with the total only under a drop split: the answered
+        // SYNs (100 and 20) are refused alike, 20 of 120 — 16.7 and 3.3.
+        let refused = IntervalCounters {
+            dropped: 30,
+            dropped_by_attempt: vec![0, 30],
+            accepted: 100,
+            refused: 20,
+            ..Default::default()
+        };
+        near(
+            refused.accepted_shares_by_attempt(&arrivals),
+            [1.0 - 20.0 / 120.0, 0.4 * (1.0 - 20.0 / 120.0)],
+        );
+        // Both splits: attempt 1 answered 20, of which 20 refused.
+        let both_split = IntervalCounters {
+            refused_by_attempt: vec![0, 20],
+            ..refused
+        };
+        near(both_split.accepted_shares_by_attempt(&arrivals), [1.0, 0.0]);
+    }
+
+    #[test]
+    fn drops_by_attempt_are_counted_capped_added_and_serialized() {
+        let mut c = IntervalCounters::default();
+        c.count_dropped(0);
+        c.count_dropped(1);
+        c.count_dropped(1);
+        c.count_dropped(40);
+        assert_eq!(c.dropped, 4);
+        assert_eq!(c.dropped_by_attempt.len(), DROPPED_ATTEMPTS_CAP);
+        assert_eq!(c.dropped_by_attempt[..3], [1, 2, 0]);
+        assert_eq!(c.dropped_by_attempt[DROPPED_ATTEMPTS_CAP - 1], 1);
+        assert!(c.dropped_split().is_some());
+        // Adding a side that knows the split keeps it; one that does not
+        // (a gate's total) drops it, and the total still adds.
+        let mut sum = IntervalCounters::default();
+        sum.add_dropped(&c);
+        sum.add_dropped(&c);
+        sum.add_dropped(&IntervalCounters::default());
+        assert_eq!(sum.dropped, 8);
+        assert_eq!(sum.dropped_by_attempt[..3], [2, 4, 0]);
+        assert!(sum.dropped_split().is_some());
+        sum.add_dropped(&IntervalCounters {
+            dropped: 3,
+            ..Default::default()
+        });
+        assert_eq!((sum.dropped, sum.dropped_split()), (11, None));
+        // A split that no longer sums (a total added by hand) is ignored.
+        let mut stale = c.clone();
+        stale.dropped += 1;
+        assert_eq!(stale.dropped_split(), None);
+        // Serialized only when known; round trip; older records read as
+        // no split.
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"dropped_by_attempt\":[1,2,0,"), "{json}");
+        let back: IntervalCounters = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        let plain = serde_json::to_string(&IntervalCounters::default()).unwrap();
+        assert!(!plain.contains("dropped_by_attempt"), "{plain}");
+        let old: IntervalCounters = serde_json::from_str(
+            r#"{"dropped":3,"accepted":2,"completed":0,"syn_to_end_sum":0,"rtt_sum":0}"#,
+        )
+        .unwrap();
+        assert!(old.dropped_by_attempt.is_empty());
+        assert_eq!((old.dropped, old.dropped_split()), (3, None));
     }
 
     #[test]

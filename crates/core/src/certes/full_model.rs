@@ -33,6 +33,12 @@
 //!   model: in OFFERED_p and DR_p's denominator, neither retried nor in
 //!   the accepted mix; with REFUSED_p^j known, each attempt refused at its
 //!   own rate over the solved R_p^j ([`super::counters`]).
+//! * Drops by attempt: with DROPPED_p^j known (a capture), attempt j
+//!   fails at 1 − (1 − q)(1 − DR_p^j), DR_p^j = DROPPED_p^j over the
+//!   solved R_p^j (1 − q) ([`super::counters`]), recomputed at each solve
+//!   of Eq. 19 once R_p^0 is known (the retries into p are fixed by then);
+//!   Step 3's derivatives hold those rates fixed. With the total only,
+//!   Eq. 19's one f_p.
 //! * Eq. 23 adds 3 s to χ_0 and 9 s to χ_1; Eq. 22 integrates over the
 //!   intervals 2–4 and 5–7 after p (m = 3), i.e. the 3 s and 6 s *gaps*. We
 //!   follow Eq. 22 and Eq. 13: the shift is the gap to the next SYN.
@@ -172,13 +178,17 @@ impl Landing {
 struct Slot {
     /// OFFERED_p counted, over (1 − q): the SYNs clients sent.
     sent_total: f64,
-    /// f_p: probability that a SYN sent in p fails (dropped or lost).
-    failure: f64,
+    /// f_p^j: probability that a SYN sent in p as attempt j fails (dropped
+    /// or lost), 1 − (1 − q)(1 − DR_p^j): DR_p for every attempt unless
+    /// DROPPED_p^j is known, then over the solved arrivals by attempt
+    /// ([`Slot::update_failures`]).
+    failure: Vec<f64>,
     /// 1 − q: the share of the sent SYNs that arrive.
     arrive: f64,
-    /// DROPPED_p, ACCEPTED_p, REFUSED_p (and REFUSED_p^j): with `arrive`,
-    /// the probability that a SYN of attempt j is accepted (a SYN-ACK),
-    /// (1 − q)(1 − DR_p − RR_p^j) ([`Slot::accepted`]); a refused SYN (the
+    /// DROPPED_p, ACCEPTED_p, REFUSED_p (and DROPPED_p^j, REFUSED_p^j): with
+    /// `arrive`, the probability that a SYN of attempt j is accepted (a
+    /// SYN-ACK), (1 − q)(1 − DR_p^j − RR_p^j) ([`Slot::accepted`]); a
+    /// refused SYN (the
     /// rule in [`super::counters`]) neither fails nor is accepted: its
     /// client leaves as a failure.
     syns: IntervalCounters,
@@ -194,11 +204,9 @@ struct Slot {
 }
 
 impl Slot {
-    /// Accepted SYNs per (class, attempt) column: R_p^{c,j} arrived times
-    /// attempt j's accepted share
-    /// ([`IntervalCounters::accepted_shares_by_attempt`] over the solved
-    /// arrivals by attempt).
-    fn accepted(&self, classes: &[Class]) -> Vec<f64> {
+    /// The solved arrivals by attempt: Σ over the classes of R_p^{c,j}
+    /// times (1 − q).
+    fn arrivals(&self, classes: &[Class]) -> Vec<f64> {
         let attempts = classes.iter().map(|c| c.retries() + 1).max().unwrap_or(0);
         let mut arrivals = vec![0.0; attempts];
         for class in classes {
@@ -206,7 +214,33 @@ impl Slot {
                 *arrived += self.sent[class.column + j] * self.arrive;
             }
         }
-        let shares = self.syns.accepted_shares_by_attempt(&arrivals);
+        arrivals
+    }
+
+    /// f_p^j from DROPPED_p^j over the solved arrivals by attempt
+    /// ([`IntervalCounters::drop_rates_by_attempt`]); left at DR_p's when
+    /// only the total is known.
+    fn update_failures(&mut self, classes: &[Class]) {
+        if self.syns.dropped_split().is_none() {
+            return;
+        }
+        let arrive = self.arrive;
+        self.failure = self
+            .syns
+            .drop_rates_by_attempt(&self.arrivals(classes))
+            .into_iter()
+            .map(|drop_rate| 1.0 - arrive * (1.0 - drop_rate))
+            .collect();
+    }
+
+    /// Accepted SYNs per (class, attempt) column: R_p^{c,j} arrived times
+    /// attempt j's accepted share
+    /// ([`IntervalCounters::accepted_shares_by_attempt`] over the solved
+    /// arrivals by attempt).
+    fn accepted(&self, classes: &[Class]) -> Vec<f64> {
+        let shares = self
+            .syns
+            .accepted_shares_by_attempt(&self.arrivals(classes));
         let mut accepted = vec![0.0; self.sent.len()];
         for class in classes {
             for (j, share) in shares.iter().enumerate().take(class.retries() + 1) {
@@ -501,10 +535,11 @@ impl FullCertes {
         let weights = self.initial_weights();
         self.slots.push_back(Slot {
             sent_total: counters.offered() as f64 / arrive,
-            failure: 1.0 - arrive * (1.0 - drop_rate),
+            failure: vec![1.0 - arrive * (1.0 - drop_rate); self.max_retries() + 1],
             arrive,
             syns: IntervalCounters {
                 dropped: counters.dropped,
+                dropped_by_attempt: counters.dropped_by_attempt.clone(),
                 accepted: counters.accepted,
                 refused: counters.refused,
                 refused_by_attempt: counters.refused_by_attempt.clone(),
@@ -627,7 +662,7 @@ impl FullCertes {
         for class in &self.classes {
             for j in 0..=class.retries() {
                 let sent = slot.sent[class.column + j];
-                let failed = sent * slot.failure;
+                let failed = sent * slot.failure[j];
                 if failed <= 0.0 {
                     continue;
                 }
@@ -641,7 +676,7 @@ impl FullCertes {
             }
         }
         for (c, class) in self.classes.iter().enumerate() {
-            let failed = slot.sent[class.column + class.retries()] * slot.failure;
+            let failed = slot.sent[class.column + class.retries()] * slot.failure[class.retries()];
             if failed > 0.0 {
                 for &(lag, share) in &class.give_up_landing {
                     if lag > 0 {
@@ -680,8 +715,11 @@ impl FullCertes {
             slot.initial = initial;
             for class in &self.classes {
                 slot.sent[class.column] = initial * class.weight;
+            }
+            slot.update_failures(&self.classes);
+            for class in &self.classes {
                 for j in 0..class.retries() {
-                    let failed = slot.sent[class.column + j] * slot.failure;
+                    let failed = slot.sent[class.column + j] * slot.failure[j];
                     let landing = &slot.weights[class.group + j];
                     for (t, share) in landing.shares.iter().enumerate() {
                         let target = landing.first + t; // ≥ 1
@@ -701,7 +739,9 @@ impl FullCertes {
         for (c, class) in self.classes.iter().enumerate() {
             for &(lag, share) in &class.give_up_landing {
                 if let Some(source) = r.checked_sub(lag).map(|p| &self.slots[p]) {
-                    out[c] += source.sent[class.column + class.retries()] * source.failure * share;
+                    out[c] += source.sent[class.column + class.retries()]
+                        * source.failure[class.retries()]
+                        * share;
                 }
             }
         }
@@ -849,10 +889,11 @@ impl FullCertes {
                             if dense[u] == 0.0 {
                                 touched_groups.push(key);
                             }
-                            dense[u] += lambda * source.failure * source.sent[class.column + j - 1];
+                            let failure = source.failure[j - 1];
+                            dense[u] += lambda * failure * source.sent[class.column + j - 1];
                             if j > 1 {
                                 adjoint[p * self.columns + class.column + j - 1] +=
-                                    lambda * w * source.failure;
+                                    lambda * w * failure;
                             }
                         }
                     }
@@ -1138,6 +1179,76 @@ mod tests {
         let (initial_refused, mean) = run(vec![50]);
         assert!(close(initial_refused[1], 50.0), "{initial_refused:?}");
         assert_eq!(mean, Some(Nanos::from_millis(1500)));
+    }
+
+    /// Drops by attempt by hand (one retry 3 s after the first SYN, giving
+    /// up at 9 s; 1-s intervals, SYN-to-END and RTT 0): interval 0 has 100
+    /// initial SYNs, 50 dropped, 50 accepted; interval 3 the 50 retries and
+    /// 100 new initial SYNs, 30 dropped, 120 accepted; interval 6 100
+    /// SYNs, all accepted; every accepted SYN completes at once.
+    /// * The total alone (DR_3 = 0.2): 80 initial SYNs and 40 retries
+    ///   complete in 3, mean 40 × 3 s / 120 = 1 s; 20 first retries in 6
+    ///   (0.6 s); the 10 dropped retries give up (9 s after their first SYN,
+    ///   in interval 9).
+    /// * Every drop a retry (DROPPED_3^1 = 30): 100 and 20, 0.5 s; no retry
+    ///   in 6; 30 give up.
+    /// * Every drop an initial SYN (DROPPED_3^0 = 30): 70 and 50, 1.25 s; 30
+    ///   retries in 6 (0.9 s); none give up.
+    /// * In proportion (20, 10), or not adding up: the first, exactly.
+    #[test]
+    fn drops_by_attempt_by_hand() {
+        let run = |dropped_by_attempt: Vec<u64>| {
+            let mut full = FullCertes::new(one_retry_config(), FullModelConfig::default()).unwrap();
+            let mut estimates = Vec::new();
+            for i in 0..15 {
+                let c = match i {
+                    0 => counters(50, 50, 50, 0),
+                    3 => IntervalCounters {
+                        dropped_by_attempt: dropped_by_attempt.clone(),
+                        ..counters(30, 120, 120, 0)
+                    },
+                    6 => counters(0, 100, 100, 0),
+                    _ => IntervalCounters::default(),
+                };
+                estimates.push(full.on_interval(&c));
+            }
+            let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+            (
+                estimates[3].completed_by_attempt.clone(),
+                [estimates[3].mean, estimates[6].mean],
+                estimates[6].retried_syns,
+                gave_up,
+                estimates[9].gave_up,
+            )
+        };
+        let check = |(e3, means, retried6, gave_up, gave_up9): &(
+            Vec<f64>,
+            [Option<Nanos>; 2],
+            f64,
+            f64,
+            f64,
+        ),
+                     completed: [f64; 2],
+                     want_means: [u64; 2],
+                     retries: f64,
+                     give_ups: f64| {
+            assert!(
+                close(e3[0], completed[0]) && close(e3[1], completed[1]),
+                "{e3:?}"
+            );
+            assert_eq!(*means, want_means.map(|ms| Some(Nanos::from_millis(ms))));
+            assert!(close(*retried6, retries), "{retried6}");
+            assert!(
+                close(*gave_up, give_ups) && close(*gave_up9, give_ups),
+                "{gave_up}"
+            );
+        };
+        let uniform = run(Vec::new());
+        check(&uniform, [80.0, 40.0], [1000, 600], 20.0, 10.0);
+        assert_eq!(run(vec![20, 10]), uniform);
+        assert_eq!(run(vec![0, 20]), uniform);
+        check(&run(vec![0, 30]), [100.0, 20.0], [500, 0], 0.0, 30.0);
+        check(&run(vec![30]), [70.0, 50.0], [1250, 900], 30.0, 0.0);
     }
 
     /// Case 1: without drops every transaction is a first attempt; the full

@@ -572,6 +572,7 @@ pub fn parse_counters_line(
 fn interval_counters(v: &CumulativeCounters) -> IntervalCounters {
     IntervalCounters {
         dropped: v.dropped,
+        dropped_by_attempt: Vec::new(),
         accepted: v.accepted,
         refused: v.refused,
         refused_by_attempt: Vec::new(),
@@ -1270,6 +1271,8 @@ mod tests {
                 class: String::new(),
                 counters: IntervalCounters {
                     dropped: 7 * i,
+                    // A counters file carries DROPPED_i only.
+                    dropped_by_attempt: Vec::new(),
                     accepted: 40 + i,
                     refused: i % 3,
                     // A counters file carries REFUSED_i only.

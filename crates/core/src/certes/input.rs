@@ -27,6 +27,7 @@ pub struct ClassInput {
 /// An interval where nothing happened.
 pub static EMPTY_INTERVAL: IntervalCounters = IntervalCounters {
     dropped: 0,
+    dropped_by_attempt: Vec::new(),
     accepted: 0,
     refused: 0,
     refused_by_attempt: Vec::new(),

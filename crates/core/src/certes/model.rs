@@ -56,7 +56,15 @@
 //!   refuses retries more often than initial SYNs (it rejects when no
 //!   future bucket holds a token for the client's next retries, Abacus
 //!   paper Section 5), and the uniform rate credits too many completions
-//!   to retries. Drops stay Eq. 6's, alike for every class.
+//!   to retries.
+//! * **Drops by attempt** (DROPPED_i^j, the rule in [`super::counters`]):
+//!   when the counters say which attempt each dropped SYN was (a
+//!   capture), attempt j fails at DR_i^j = DROPPED_i^j over the same count
+//!   of attempt j's arrivals instead of Eq. 6's one DR_i, and its failures
+//!   return as attempt j + 1 (Eq. 13) at that rate: behind the Abacus gate
+//!   (A4 relaxed) and other correlated droppers a first retry is dropped
+//!   more often than an initial SYN. With the total only, Eq. 6. The
+//!   damping below watches the interval's one failure rate either way.
 //! * **Distribution** (Conclusions): the interval's SYN-to-END distribution
 //!   (its histogram when measured, else its mean) shifted by each retry
 //!   class's wait plus the mean RTT, mixed with the give-ups' point masses;
@@ -315,14 +323,13 @@ pub struct Estimate {
     syn_to_end_histogram: Option<LatencyHistogram>,
 }
 
-/// The probabilities that a SYN sent in an interval is answered: with a
-/// SYN-ACK (`accepted`) or with either a SYN-ACK or a RST (`answered`);
-/// the rest are dropped or lost and retried.
+/// The probabilities that a SYN sent in an interval is answered, by
+/// attempt j: with a SYN-ACK (`accepted`) or with either a SYN-ACK or a RST
+/// (`answered`); the rest are dropped or lost and retried.
 #[derive(Clone, Debug)]
 struct Answered {
-    /// By attempt j.
     accepted: Vec<f64>,
-    answered: f64,
+    answered: Vec<f64>,
 }
 
 /// Number of points over which a spread timeout is integrated (Eq. 22).
@@ -642,10 +649,7 @@ impl Certes {
         let (due_arrivals, initial_arrivals) =
             self.damp(offered, arrive, drop_rate, due_arrivals, initial_arrivals);
         let initial_sent = initial_arrivals / arrive;
-        let answered = Answered {
-            accepted: self.accepted_shares(counters, initial_sent, arrive),
-            answered: arrive * (1.0 - drop_rate),
-        };
+        let answered = self.answered_by_attempt(counters, initial_sent, arrive);
         self.send_and_fail(slot, initial_sent, answered);
         let (gave_up, give_up_waits) = self.take_give_ups(slot);
         let unattributed = self.attribute_completions(counters);
@@ -814,16 +818,17 @@ impl Certes {
         (due_arrivals, (offered - due_arrivals).max(0.0))
     }
 
-    /// The chance that a SYN sent now as attempt j is accepted, by j: the
-    /// interval's SYNs by attempt as the model expects them (initial ones
-    /// and the retries due in `sent`), refused per
+    /// The chances that a SYN sent now as attempt j is answered and
+    /// accepted, by j: the interval's SYNs by attempt as the model expects
+    /// them (initial ones and the retries due in `sent`), dropped per
+    /// [`IntervalCounters::drop_rates_by_attempt`] and refused per
     /// [`IntervalCounters::accepted_shares_by_attempt`].
-    fn accepted_shares(
+    fn answered_by_attempt(
         &self,
         counters: &IntervalCounters,
         initial_sent: f64,
         arrive: f64,
-    ) -> Vec<f64> {
+    ) -> Answered {
         let mut arrivals = vec![0.0; self.max_retries() + 1];
         for class in &self.classes {
             arrivals[0] += initial_sent * class.weight * arrive;
@@ -836,15 +841,23 @@ impl Certes {
                 *arrived += self.sent[class.column + j] * arrive;
             }
         }
-        counters
-            .accepted_shares_by_attempt(&arrivals)
-            .into_iter()
-            .map(|share| arrive * share)
-            .collect()
+        Answered {
+            accepted: counters
+                .accepted_shares_by_attempt(&arrivals)
+                .into_iter()
+                .map(|share| arrive * share)
+                .collect(),
+            answered: counters
+                .drop_rates_by_attempt(&arrivals)
+                .into_iter()
+                .map(|drop_rate| arrive * (1.0 - drop_rate))
+                .collect(),
+        }
     }
 
-    /// Eq. 6 and 11: every SYN sent now is answered alike, with
-    /// probability `answered.answered`; the accepted ones (a SYN-ACK, at
+    /// Eq. 6 and 11: every SYN sent now as attempt j is answered with
+    /// probability `answered.answered[j]` (alike for every attempt unless
+    /// the drops' attempts are known); the accepted ones (a SYN-ACK, at
     /// attempt j's own share when the refusals' attempts are known) are
     /// recorded for Eq. 12, the refused ones (a RST) leave the model as
     /// failures, and the unanswered ones move on to their next attempt
@@ -860,7 +873,7 @@ impl Certes {
                 let accepted = sent * answered.accepted[j];
                 self.accepted_mix[accepted_row + class.column + j] = accepted;
                 accepted_total += accepted;
-                let failed = sent * (1.0 - answered.answered);
+                let failed = sent * (1.0 - answered.answered[j]);
                 if failed <= 0.0 {
                     continue;
                 }
@@ -1352,6 +1365,98 @@ mod tests {
         let (initial_refused, mean) = run(vec![50]);
         assert!(close(initial_refused[0], 50.0) && close(initial_refused[1], 50.0));
         assert_eq!(mean, Some(Nanos::from_millis(1600)));
+    }
+
+    /// Drops by attempt by hand (the paper's clients: retries 3 s and 9 s
+    /// after the first SYN; 1-s intervals, SYN-to-END 0, RTT 100 ms):
+    /// interval 0 has 100 initial SYNs, 50 dropped, 50 accepted; interval
+    /// 3 the 50 retries and 100 new initial SYNs, 30 dropped, 120 accepted;
+    /// intervals 6 and 9 have 100 SYNs each, all accepted. Every accepted
+    /// SYN completes in its interval.
+    /// * Only the total known (Eq. 6): DR_3 = 0.2 for both attempts, 80
+    ///   initial SYNs and 40 retries accepted, mean (40 × 3 s + 120 ×
+    ///   0.1 s) / 120 = 1.1 s; 20 first retries due in interval 6 (mean
+    ///   (20 × 3 s + 10 s) / 100 = 0.7 s), 10 second retries in interval 9
+    ///   (1.0 s).
+    /// * Every drop a retry (DROPPED_3^1 = 30): 100 and 20 accepted, mean
+    ///   (20 × 3 s + 12 s) / 120 = 0.6 s; no retry in 6 (0.1 s), 30 second
+    ///   retries in 9 ((30 × 9 s + 10 s) / 100 = 2.8 s).
+    /// * Every drop an initial SYN (DROPPED_3^0 = 30): 70 and 50 accepted,
+    ///   (50 × 3 s + 12 s) / 120 = 1.35 s; 30 first retries in 6 (1.0 s),
+    ///   none in 9 (0.1 s).
+    /// * A split in proportion to the arrivals (20, 10), or one that does
+    ///   not add up to DROPPED_3: the first case, exactly.
+    ///
+    /// In every case 400 SYN-sending clients = 370 completed + 30 whose
+    /// SYNs were retries.
+    #[test]
+    fn drops_by_attempt_by_hand() {
+        type Run = (Vec<Vec<f64>>, Vec<f64>, Vec<Option<Nanos>>);
+        let run = |dropped_by_attempt: Vec<u64>| -> Run {
+            let mut certes = Certes::new(exact_paper_config(1000)).unwrap();
+            let mut estimates = Vec::new();
+            for i in 0..25 {
+                let c = match i {
+                    0 => counters(50, 50, 50, 0),
+                    3 => IntervalCounters {
+                        dropped_by_attempt: dropped_by_attempt.clone(),
+                        ..counters(30, 120, 120, 0)
+                    },
+                    6 | 9 => counters(0, 100, 100, 0),
+                    _ => IntervalCounters::default(),
+                };
+                estimates.push(certes.on_interval(&c));
+            }
+            let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+            let initial: f64 = estimates.iter().map(|e| e.initial_syns).sum();
+            let gave_up: f64 = estimates.iter().map(|e| e.gave_up).sum();
+            assert!(
+                close(initial, 370.0) && close(gave_up, 0.0),
+                "{initial} {gave_up}"
+            );
+            let at = [3, 6, 9];
+            (
+                at.iter()
+                    .map(|&i| estimates[i].completed_by_attempt.clone())
+                    .collect(),
+                at.iter().map(|&i| estimates[i].retried_syns).collect(),
+                at.iter().map(|&i| estimates[i].mean).collect(),
+            )
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let ms = |ms: u64| Some(Nanos::from_millis(ms));
+        let check = |(by_attempt, retried, means): &Run, e3: [f64; 2], r: [f64; 3], m: [u64; 3]| {
+            assert!(
+                close(by_attempt[0][0], e3[0]) && close(by_attempt[0][1], e3[1]),
+                "{by_attempt:?}"
+            );
+            assert!(
+                retried.iter().zip(r).all(|(&a, b)| close(a, b)),
+                "{retried:?}"
+            );
+            assert_eq!(*means, m.map(ms).to_vec());
+        };
+        let uniform = run(Vec::new());
+        check(
+            &uniform,
+            [80.0, 40.0],
+            [50.0, 20.0, 10.0],
+            [1100, 700, 1000],
+        );
+        assert_eq!(run(vec![20, 10]), uniform);
+        assert_eq!(run(vec![0, 20]), uniform);
+        check(
+            &run(vec![0, 30]),
+            [100.0, 20.0],
+            [50.0, 0.0, 30.0],
+            [600, 100, 2800],
+        );
+        check(
+            &run(vec![30]),
+            [70.0, 50.0],
+            [50.0, 30.0, 0.0],
+            [1350, 1000, 100],
+        );
     }
 
     #[test]

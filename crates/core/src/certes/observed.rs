@@ -10,7 +10,9 @@
 //!
 //! * [`bucket`]: the per-interval counters the model consumes (Eq. 2–3,
 //!   Section 3.1): every unanswered SYN is one DROPPED in the interval it
-//!   arrived in; the answered SYN is one ACCEPTED in its interval (one
+//!   arrived in, and one DROPPED^j by its attempt j, its position among
+//!   the connection's SYNs (0 the initial one; [`super::counters`]); the
+//!   answered SYN is one ACCEPTED in its interval (one
 //!   REFUSED if the answer was a RST, below); the
 //!   connection is one COMPLETED in the interval of its END, adding its
 //!   SYN-to-END (END − answered SYN) and RTT (SYN-ACK to its ACK) to the
@@ -46,7 +48,8 @@
 //!   up. Their SYNs are still counted by [`bucket`] — the server saw them.
 //! * **Refused** connections (the server answered a SYN with a RST) are not
 //!   Certes transactions: the client learns at once and does not retry. The
-//!   SYNs before the refused one count as drops, the refused SYN as one
+//!   SYNs before the refused one count as drops (each in DROPPED_i^j by
+//!   its attempt j, as every dropped SYN is), the refused SYN as one
 //!   REFUSED in its interval — the rule of [`super::counters`], the same a
 //!   gate's or a proxy's counts follow: it arrived (it is in the drop
 //!   rate's denominator) but was not accepted, and in REFUSED_i^j by its
@@ -421,8 +424,10 @@ pub fn bucket_one(
         (None, true) => o.syn_arrivals.len() - 1,
         (None, false) => o.syn_arrivals.len(),
     };
-    for &t in &o.syn_arrivals[..dropped_until] {
-        intervals.at(t).dropped += 1;
+    // A dropped SYN's attempt index is its position among the
+    // connection's SYNs (DROPPED_i^j).
+    for (attempt, &t) in o.syn_arrivals[..dropped_until].iter().enumerate() {
+        intervals.at(t).count_dropped(attempt);
         stats.dropped += 1;
     }
     if o.refused {

@@ -284,7 +284,7 @@ pub fn merged_counters(
     let mut histogram = Some(LatencyHistogram::new());
     for one in capture {
         let c = one.counters;
-        sum.dropped += c.dropped;
+        sum.add_dropped(c);
         sum.accepted += c.accepted;
         sum.add_refused(c);
         sum.completed += c.completed;
@@ -306,7 +306,8 @@ pub fn merged_counters(
         sum.dropped = syns.dropped;
         sum.accepted = syns.accepted;
         sum.refused = syns.refused;
-        // The gate's log counts refusals, not their attempts.
+        // The gate's log counts drops and refusals, not their attempts.
+        sum.dropped_by_attempt.clear();
         sum.refused_by_attempt.clear();
     }
     sum
@@ -433,11 +434,14 @@ mod tests {
 
     /// Each closed interval through the daemon's two estimates, as
     /// `capture.rs` runs them: (the gate's record, the capture's mean).
+    /// With `totals_only` the capture's model is given its counts without
+    /// DROPPED_i^j, as much as a gate's log knows.
     fn run(
         config: &WatchConfig,
         input: &mut GateInput,
         first: u64,
         closed: &[ClosedInterval],
+        totals_only: bool,
     ) -> Vec<(GateRecord, Option<f64>)> {
         let certes = Certes::new(config.model.clone()).unwrap();
         let mut models = Models::new(config, certes.clone());
@@ -447,9 +451,21 @@ mod tests {
             let given = interval.class_intervals();
             let covered = input.take(first + interval.index as u64);
             let (record, _) = gate.interval(&given, covered.as_ref()).unwrap();
+            let totals: Vec<IntervalCounters> = given
+                .iter()
+                .map(|one| IntervalCounters {
+                    dropped_by_attempt: Vec::new(),
+                    ..one.counters.clone()
+                })
+                .collect();
+            let given_totals: Vec<ClassInterval<'_>> = given
+                .iter()
+                .zip(&totals)
+                .map(|(one, counters)| ClassInterval { counters, ..*one })
+                .collect();
             let mut mean = None;
             models
-                .interval(&given, |one| {
+                .interval(if totals_only { &given_totals } else { &given }, |one| {
                     mean = one.row.estimate_mean_s;
                     Ok::<(), ()>(())
                 })
@@ -460,7 +476,9 @@ mod tests {
     }
 
     /// A gate log that counts what the capture counts gives the capture's
-    /// estimate, interval by interval; one that counts more drops gives a
+    /// estimate from the same totals, interval by interval (the capture
+    /// also knows each drop's attempt, DROPPED_i^j, which moves its own
+    /// estimate); one that counts more drops gives a
     /// longer response time; intervals it does not cover take the
     /// capture's counts and say so; bad lines are counted and named.
     #[test]
@@ -516,7 +534,7 @@ mod tests {
             "{wrong}"
         );
         assert!(wrong.contains("1 s") && wrong.contains("0.25 s"), "{wrong}");
-        let rows = run(&config, &mut input, first, &closed);
+        let rows = run(&config, &mut input, first, &closed, true);
         let mut with_completions = 0;
         for (gate, capture) in &rows {
             assert!(gate.covered);
@@ -524,6 +542,13 @@ mod tests {
             with_completions += usize::from(capture.is_some());
         }
         assert!(with_completions >= 8, "{rows:?}");
+        let capture_means = |rows: &[(GateRecord, Option<f64>)]| -> Vec<Option<f64>> {
+            rows.iter().map(|(_, capture)| *capture).collect()
+        };
+        let mut input = GateInput::new(config.gate.as_ref().unwrap(), config.model.interval);
+        input.poll();
+        let with_split = run(&config, &mut input, first, &closed, false);
+        assert_ne!(capture_means(&with_split), capture_means(&rows));
 
         // Ten more drops in the first interval; the second half not covered.
         std::fs::remove_file(&path).unwrap();
@@ -539,7 +564,7 @@ mod tests {
         }
         std::fs::write(&path, &text).unwrap();
         input.poll();
-        let rows = run(&config, &mut input, first, &closed);
+        let rows = run(&config, &mut input, first, &closed, true);
         let (a0, d0) = counts(&closed[0]);
         assert_eq!(rows[0].0.dropped, Some(d0 + 10));
         let rate = (d0 + 10) as f64 / (a0 + d0 + 10) as f64;
@@ -553,5 +578,49 @@ mod tests {
             assert_eq!(gate.covered, k < half, "{k}");
         }
         assert!(rows[half..].iter().all(|(g, _)| g.dropped.is_none()));
+    }
+
+    /// The capture's classes add their drops and refusals by attempt; the
+    /// gate's counts, which know totals only, clear both splits.
+    #[test]
+    fn merged_counters_keep_the_capture_splits_and_clear_them_under_the_gate() {
+        let one = |dropped: Vec<u64>, refused: Vec<u64>| IntervalCounters {
+            dropped: dropped.iter().sum(),
+            dropped_by_attempt: dropped,
+            accepted: 5,
+            refused: refused.iter().sum(),
+            refused_by_attempt: refused,
+            ..IntervalCounters::default()
+        };
+        let (a, b) = (one(vec![3, 1], vec![0, 2]), one(vec![2], vec![1]));
+        let classes = [
+            ClassInterval {
+                class: "a",
+                counters: &a,
+                exact: None,
+            },
+            ClassInterval {
+                class: "b",
+                counters: &b,
+                exact: None,
+            },
+        ];
+        let sum = merged_counters(&classes, None);
+        assert_eq!((sum.dropped, sum.accepted, sum.refused), (6, 10, 3));
+        assert_eq!(sum.dropped_split(), Some(&[5, 1][..]));
+        assert_eq!(sum.refused_split(), Some(&[1, 2][..]));
+        let gate = GateInterval {
+            counts: GateCounts {
+                accepted: 9,
+                dropped: 4,
+                rejected: 2,
+                ..Default::default()
+            },
+            dry_run: false,
+            records: 1,
+        };
+        let sum = merged_counters(&classes, Some(&gate));
+        assert_eq!((sum.dropped, sum.accepted, sum.refused), (4, 9, 2));
+        assert!(sum.dropped_by_attempt.is_empty() && sum.refused_by_attempt.is_empty());
     }
 }
