@@ -506,7 +506,9 @@ mod tests {
         let cap = CpuCap::create(&name, 0.5).expect("cap");
         let hybrid = Path::new(UNIFIED).join("cpu.stat").exists();
         if cap.version() == CgroupVersion::V2 || hybrid {
-            let usage = cap.usage_cgroup().expect("a cgroup v2 directory accounts the CPU");
+            let usage = cap
+                .usage_cgroup()
+                .expect("a cgroup v2 directory accounts the CPU");
             assert!(usage.join("cpu.stat").exists(), "{}", usage.display());
         }
         let mut spin = std::process::Command::new("sh")
