@@ -321,20 +321,29 @@ impl Sbac {
     /// whole header first.
     pub fn find_cookie<'a>(&self, headers: &'a hyper::HeaderMap) -> Option<&'a str> {
         let name = self.cookie.as_bytes();
-        headers
-            .get_all(hyper::header::COOKIE)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
-            .find_map(|pair| {
-                let pair = pair.trim_ascii();
-                let value = pair.strip_prefix(name)?.strip_prefix(b"=")?;
-                let value = value.trim_ascii();
-                let value = value
-                    .strip_prefix(b"\"")
-                    .and_then(|v| v.strip_suffix(b"\""))
-                    .unwrap_or(value);
-                std::str::from_utf8(value).ok()
-            })
+        for header in headers.get_all(hyper::header::COOKIE) {
+            let mut rest = header.as_bytes();
+            loop {
+                // `memchr` looks for the `;` a word at a time, not a byte.
+                let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+                let pair = rest[..end].trim_ascii();
+                if let Some(value) = pair.strip_prefix(name).and_then(|p| p.strip_prefix(b"=")) {
+                    let value = value.trim_ascii();
+                    let value = value
+                        .strip_prefix(b"\"")
+                        .and_then(|v| v.strip_suffix(b"\""))
+                        .unwrap_or(value);
+                    if let Ok(value) = std::str::from_utf8(value) {
+                        return Some(value);
+                    }
+                }
+                match rest.get(end + 1..) {
+                    Some(after) => rest = after,
+                    None => break,
+                }
+            }
+        }
+        None
     }
 
     /// The verdict for a request carrying `cookie`.
@@ -626,6 +635,24 @@ mod tests {
         let response = rejection(&Reject::Redirect("https://example.org/".into()), 7);
         assert_eq!(response.status(), 302);
         assert_eq!(response.headers()["location"], "https://example.org/");
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let sbac = Sbac::new(&config(Strategy::Stable)).unwrap();
+        let find = |values: &[&str]| {
+            let mut headers = hyper::HeaderMap::new();
+            for v in values {
+                headers.append(hyper::header::COOKIE, v.parse().unwrap());
+            }
+            sbac.find_cookie(&headers).map(str::to_string)
+        };
+        assert_eq!(find(&["s=abc"]), Some("abc".into()));
+        assert_eq!(find(&["ss=no; xs=no;s=yes"]), Some("yes".into()));
+        assert_eq!(find(&["a=b", "c=d;  s=\"q\" ; s=second"]), Some("q".into()));
+        assert_eq!(find(&["a=b; ss=c; s"]), None);
+        assert_eq!(find(&[";;"]), None);
+        assert_eq!(find(&[]), None);
     }
 
     #[test]
