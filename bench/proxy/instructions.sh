@@ -6,8 +6,13 @@
 # progress), N1 and then N2 requests over one keep-alive connection
 # (h2load --h1 -c1) to a local nginx backend; per request is the
 # difference of the two runs' totals over N2 − N1, so start-up cancels.
-# Last, nginx as the same reverse proxy, for comparison. Also per request: SHA-256 compressions' instructions, the SBAC layer
-# (`Sbac::on_request`) and hop-by-hop header stripping.
+# Also "cookie": the proxy without SBAC sent the same `Cookie` header, so
+# SBAC's own cost is told from that of a longer request.
+# Last, nginx as the same reverse proxy, for comparison. Also per request:
+# SHA-256 compressions' instructions, the SBAC layer (`Sbac::on_request`;
+# 0 in builds where it is inlined into the request handler: then the
+# "sbac" line less the "cookie" line is SBAC's own cost) and hop-by-hop
+# header stripping.
 #
 # Caveat: valgrind does not emulate the SHA extensions, so under it the
 # sha2 crate takes its software path; natively a compression is a few
@@ -36,12 +41,16 @@ wait_for $BACKEND
 
 # count BINARY MODE N: the callgrind output file of one run.
 count() {
-  local binary=$1 mode=$2 n=$3 out="$work/cg.$RANDOM$RANDOM"
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" proxy run "$work/$mode.toml" 2>"$out.log" &
+  local binary=$1 mode=$2 n=$3 out="$work/cg.$RANDOM$RANDOM" config=$2
+  [ "$mode" = cookie ] && config=plain
+  valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" proxy run "$work/$config.toml" 2>"$out.log" &
   local pid=$!
   for _ in $(seq 200); do curl -fs "http://$PROXY/" >/dev/null 2>&1 && break; sleep 0.1; done
   local header=()
-  if [ "$mode" = sbac ]; then
+  if [ "$mode" = cookie ]; then
+    # The length of a session cookie: the default name and 76 characters.
+    header=(-H "Cookie: vantage_session=$(head -c 57 /dev/urandom | base64 -w0 | tr '+/' '-_')")
+  elif [ "$mode" = sbac ]; then
     local cookie
     cookie=$(curl -fs -D - -o /dev/null "http://$PROXY/" | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p')
     [ -n "$cookie" ] || { echo "the SBAC proxy set no cookie" >&2; exit 1; }
@@ -61,7 +70,7 @@ inclusive() {
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(valgrind --version), $(date -u '+%Y-%m-%d %H:%M UTC'); requests $n1 and $n2 over one connection"
 printf '%-40s %-6s %14s %10s %12s %14s\n' build mode instr/request "SHA-256" "SBAC layer" "hop-by-hop"
 for binary in "$@"; do
-  for mode in plain sbac; do
+  for mode in plain cookie sbac; do
     a=$(count "$binary" $mode "$n1"); b=$(count "$binary" $mode "$n2")
     per() { awk -v x="$1" -v y="$2" -v d=$((n2 - n1)) 'BEGIN { printf "%.0f", (y - x) / d }'; }
     total=$(per "$(inclusive "$a" 'PROGRAM TOTALS')" "$(inclusive "$b" 'PROGRAM TOTALS')")

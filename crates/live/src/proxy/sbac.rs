@@ -4,7 +4,9 @@
 //!
 //! A request whose cookie verifies ([`SessionGate`], `core`'s
 //! [`TokenSigner`]: keys rotated, maximum age, issue time kept) passes and
-//! its cookie is refreshed once T/16 has passed; any other request is a new session and the
+//! its cookie is refreshed once T/16 has passed (each connection keeps
+//! `core`'s `TokenMemo`, so the same cookie again costs no HMAC); any
+//! other request is a new session and the
 //! configured controller — `core`'s own [`EwmaController`],
 //! [`HybridController`] or [`PredictiveController`], never a copy —
 //! admits it (a `Set-Cookie`) or rejects it (`503` with `Retry-After` and a
@@ -31,7 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use vantage_core::admission::session::{
     Decision, EwmaConfig, EwmaController, GateVerdict, HybridConfig, HybridController,
     IntervalMeasurement, PredictiveConfig, PredictiveController, SessionAdmission,
-    SessionConfigError, SessionGate, TokenError, TokenSigner,
+    SessionConfigError, SessionGate, TokenError, TokenMemo, TokenSigner,
 };
 use vantage_core::Nanos;
 
@@ -115,6 +117,9 @@ pub enum Verdict {
     Pass {
         session_id: u64,
         new_session: bool,
+        /// Whether the session's last request was answered well, as the
+        /// table has it ([`Sbac::on_response`] need not write it again).
+        last_ok: bool,
         set_cookie: Option<String>,
         /// Why a cookie the client sent did not count.
         refused_token: Option<TokenError>,
@@ -162,9 +167,36 @@ pub struct IntervalReport {
     pub decision: Decision,
 }
 
+/// Hashes a session id by one multiplication. Ids are minted by the proxy
+/// (consecutive from a random start, carried in signed tokens), never
+/// chosen by a client, so the table needs no keyed hash against collision
+/// attacks; SipHash cost some hundred instructions per request.
+#[derive(Default)]
+struct SessionIdHasher(u64);
+
+impl std::hash::Hasher for SessionIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // Fibonacci hashing: consecutive ids spread over the high bits
+        // (the table's tag) and the low ones (its bucket).
+        self.0 = (self.0 ^ id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type SessionTable = HashMap<u64, Tracked, std::hash::BuildHasherDefault<SessionIdHasher>>;
+
 struct State {
     gate: SessionGate<Controller>,
-    sessions: HashMap<u64, Tracked>,
+    sessions: SessionTable,
     new_sessions: u64,
     admitted_sessions: u64,
     rejections: u64,
@@ -231,7 +263,7 @@ impl Sbac {
         Ok(Sbac {
             state: Mutex::new(State {
                 gate,
-                sessions: HashMap::new(),
+                sessions: SessionTable::default(),
                 new_sessions: 0,
                 admitted_sessions: 0,
                 rejections: 0,
@@ -284,21 +316,45 @@ impl Sbac {
         now
     }
 
-    /// The cookie value a request carries (the first cookie of our name).
+    /// The cookie value a request carries (the first cookie of our name),
+    /// read from the header's bytes: no allocation, no pass to check the
+    /// whole header first.
     pub fn find_cookie<'a>(&self, headers: &'a hyper::HeaderMap) -> Option<&'a str> {
-        headers
-            .get_all(hyper::header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .find_map(|pair| {
-                let (name, value) = pair.trim().split_once('=')?;
-                (name == self.cookie).then(|| value.trim_matches('"'))
-            })
+        let name = self.cookie.as_bytes();
+        for header in headers.get_all(hyper::header::COOKIE) {
+            let mut rest = header.as_bytes();
+            loop {
+                // `memchr` looks for the `;` a word at a time, not a byte.
+                let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+                let pair = rest[..end].trim_ascii();
+                if let Some(value) = pair.strip_prefix(name).and_then(|p| p.strip_prefix(b"=")) {
+                    let value = value.trim_ascii();
+                    let value = value
+                        .strip_prefix(b"\"")
+                        .and_then(|v| v.strip_suffix(b"\""))
+                        .unwrap_or(value);
+                    if let Ok(value) = std::str::from_utf8(value) {
+                        return Some(value);
+                    }
+                }
+                match rest.get(end + 1..) {
+                    Some(after) => rest = after,
+                    None => break,
+                }
+            }
+        }
+        None
     }
 
     /// The verdict for a request carrying `cookie`.
     pub fn on_request(&self, cookie: Option<&str>) -> Verdict {
+        self.on_request_remembering(cookie, &mut TokenMemo::new())
+    }
+
+    /// As [`Sbac::on_request`], with `memo` the last token that
+    /// authenticated on the request's connection (`core`'s [`TokenMemo`]:
+    /// the same cookie again costs no HMAC).
+    pub fn on_request_remembering(&self, cookie: Option<&str>, memo: &mut TokenMemo) -> Verdict {
         // The state stays consistent at every step, so a panic elsewhere
         // while it was held (a poisoned lock) does not stop admission.
         let mut state = self
@@ -306,7 +362,7 @@ impl Sbac {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Sbac::now(&mut state);
-        let verdict = state.gate.on_request(now, cookie);
+        let verdict = state.gate.on_request_remembering(now, cookie, memo);
         let set_cookie = |token: &str| {
             format!(
                 "{}={token}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax",
@@ -321,10 +377,12 @@ impl Sbac {
                 token,
             } => {
                 let tracked_len = state.sessions.len();
+                let mut last_ok = true;
                 match state.sessions.get_mut(&session_id) {
                     Some(t) => {
                         let gap = now.saturating_sub(t.last);
                         t.last = now;
+                        last_ok = t.last_ok;
                         state.inter_request_sum += gap;
                         state.inter_request_samples += 1;
                     }
@@ -344,6 +402,7 @@ impl Sbac {
                 Verdict::Pass {
                     session_id,
                     new_session: false,
+                    last_ok,
                     set_cookie: token.as_deref().map(set_cookie),
                     refused_token: None,
                 }
@@ -370,6 +429,7 @@ impl Sbac {
                 Verdict::Pass {
                     session_id,
                     new_session: true,
+                    last_ok: true,
                     set_cookie: Some(set_cookie(&token)),
                     refused_token: presented,
                 }
@@ -384,10 +444,17 @@ impl Sbac {
         }
     }
 
-    /// The answer to a request of `session_id` ended, well or not.
-    pub fn on_response(&self, session_id: u64, ok: bool) {
+    /// The answer to a request of `session_id` ended, well or not;
+    /// `last_ok` is what its verdict said of the session's answer before.
+    /// The table is written only when that changes (a request of the same
+    /// session answered in between, over another connection, may have
+    /// written it already: then the last to end is not always the one kept).
+    pub fn on_response(&self, session_id: u64, ok: bool, last_ok: bool) {
         if ok {
             self.counts.session_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        if ok == last_ok {
+            return;
         }
         if let Ok(mut state) = self.state.lock() {
             if let Some(t) = state.sessions.get_mut(&session_id) {
@@ -527,7 +594,7 @@ mod tests {
             .and_then(|r| r.split(';').next())
             .unwrap()
             .to_string();
-        sbac.on_response(session_id, true);
+        sbac.on_response(session_id, true, true);
         let report = sbac.end_interval(Duration::from_secs(1), 1.0, 0);
         assert_eq!(report.measurement.new_sessions, 1);
         assert_eq!(report.measurement.admitted_sessions, 1);
@@ -568,6 +635,24 @@ mod tests {
         let response = rejection(&Reject::Redirect("https://example.org/".into()), 7);
         assert_eq!(response.status(), 302);
         assert_eq!(response.headers()["location"], "https://example.org/");
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let sbac = Sbac::new(&config(Strategy::Stable)).unwrap();
+        let find = |values: &[&str]| {
+            let mut headers = hyper::HeaderMap::new();
+            for v in values {
+                headers.append(hyper::header::COOKIE, v.parse().unwrap());
+            }
+            sbac.find_cookie(&headers).map(str::to_string)
+        };
+        assert_eq!(find(&["s=abc"]), Some("abc".into()));
+        assert_eq!(find(&["ss=no; xs=no;s=yes"]), Some("yes".into()));
+        assert_eq!(find(&["a=b", "c=d;  s=\"q\" ; s=second"]), Some("q".into()));
+        assert_eq!(find(&["a=b; ss=c; s"]), None);
+        assert_eq!(find(&[";;"]), None);
+        assert_eq!(find(&[]), None);
     }
 
     #[test]

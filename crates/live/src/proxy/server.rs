@@ -61,6 +61,8 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::Serialize;
 
+use vantage_core::admission::session::TokenMemo;
+
 use super::config::ProxyConfig;
 use super::metrics::{Failure, ProxyMetrics};
 use super::resources::{ConnectionEvents, Resources};
@@ -334,6 +336,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             reclaim,
             events: stream.events(),
             peer_ip: peer_header(peer),
+            token_memo: std::sync::Mutex::new(TokenMemo::new()),
         });
         let stream = Watched {
             stream,
@@ -401,6 +404,8 @@ pub struct Activity {
     opened: Instant,
     /// The client's address, as `X-Forwarded-For` carries it.
     peer_ip: HeaderValue,
+    /// The last session cookie that authenticated on this connection.
+    token_memo: std::sync::Mutex<TokenMemo>,
 }
 
 fn peer_header(peer: SocketAddr) -> HeaderValue {
@@ -724,7 +729,8 @@ struct Completion {
     activity: Arc<Activity>,
     /// Held while the upstream works on the request.
     in_flight: Option<InFlightGuard>,
-    session: Option<u64>,
+    /// The request's session and whether its last answer was ok.
+    session: Option<(u64, bool)>,
     line: AccessLine,
     started: Instant,
     /// A failure already counted (5xx, 502, …): the response is not "ok".
@@ -748,7 +754,7 @@ impl Completion {
         let ok = !self.failed && failure.is_none();
         self.in_flight.take();
         if let (Some(sbac), Some(session)) = (&self.settings.sbac, self.session) {
-            sbac.on_response(session, ok);
+            sbac.on_response(session.0, ok, session.1);
         }
         self.line.duration_us = self.started.elapsed().as_micros() as u64;
         self.shared.log(&self.line);
@@ -947,12 +953,19 @@ async fn handle(
     // Admission.
     let mut set_cookie = None;
     if let Some(sbac) = &settings.sbac {
-        let verdict = sbac.on_request(sbac.find_cookie(request.headers()));
+        let cookie = sbac.find_cookie(request.headers());
+        // The connection's last authenticated cookie; when another request
+        // of the connection holds it (HTTP/2), this one goes without.
+        let verdict = match completion.activity.token_memo.try_lock() {
+            Ok(mut memo) => sbac.on_request_remembering(cookie, &mut memo),
+            Err(_) => sbac.on_request(cookie),
+        };
         line.verdict = verdict.name();
         match verdict {
             Verdict::Pass {
                 session_id,
                 new_session,
+                last_ok,
                 set_cookie: cookie,
                 refused_token,
             } => {
@@ -962,7 +975,7 @@ async fn handle(
                 if let Some(why) = &refused_token {
                     shared.metrics.count_token_refused(why);
                 }
-                completion.session = Some(session_id);
+                completion.session = Some((session_id, last_ok));
                 if logging {
                     line.session = Some(format!("{session_id:016x}"));
                 }

@@ -15,9 +15,11 @@
 //! since it was issued, or at once when an older key signed it, so a
 //! session in progress pays one signature and one `Set-Cookie` per T/16
 //! rather than per request. A session therefore ends after being idle for
-//! between 15T/16 and T.
+//! between 15T/16 and T. A driver may keep a [`TokenMemo`] per connection
+//! ([`SessionGate::on_request_remembering`]): between refreshes a client
+//! presents the same token, whose signature then is not checked again.
 
-use super::token::{TokenError, TokenSigner};
+use super::token::{TokenError, TokenMemo, TokenSigner};
 use super::SessionAdmission;
 use crate::Nanos;
 
@@ -98,7 +100,20 @@ impl<C: SessionAdmission> SessionGate<C> {
 
     /// A request arrives at `now`, carrying the client's token if any.
     pub fn on_request(&mut self, now: Nanos, token: Option<&str>) -> GateVerdict {
-        let presented = match token.map(|t| self.signer.verify_signer(t, now)) {
+        self.on_request_remembering(now, token, &mut TokenMemo::new())
+    }
+
+    /// As [`SessionGate::on_request`], with `memo` holding the last token
+    /// that authenticated on the same connection: the same token again is
+    /// not authenticated again ([`TokenSigner::verify_remembered`]), its
+    /// time rules are.
+    pub fn on_request_remembering(
+        &mut self,
+        now: Nanos,
+        token: Option<&str>,
+        memo: &mut TokenMemo,
+    ) -> GateVerdict {
+        let presented = match token.map(|t| self.signer.verify_remembered(t, now, memo)) {
             Some(Ok((valid, by_signing_key))) => {
                 // `expires` was set to `issued_at + T` at the last refresh.
                 let refresh_every = Nanos(self.idle_timeout.0 / REFRESH_AFTER_FRACTION);
@@ -338,6 +353,71 @@ mod tests {
         // A session whose last request (at 2 s) got no new token ends 30 s
         // after it: idle for 15T/16, the least this gate allows.
         assert!(signer.verify(&token, Nanos::from_millis(31_999)).is_ok());
+    }
+
+    #[test]
+    fn the_refresh_rule_holds_with_a_connection_memo() {
+        // T = 32 s, refreshed after T/16 = 2 s; one connection's memo kept
+        // throughout, as the live proxy keeps it.
+        let mut g = SessionGate::new(
+            EwmaController::new(EwmaConfig::responsive()).unwrap(),
+            TokenSigner::new(b"0123456789abcdef0123456789abcdef").unwrap(),
+            Nanos::from_secs(32),
+            1,
+        );
+        let mut memo = TokenMemo::new();
+        let GateVerdict::Admitted { token, .. } =
+            g.on_request_remembering(Nanos::ZERO, None, &mut memo)
+        else {
+            panic!("an idle server admits");
+        };
+        // Within the refresh window: no new token, however often.
+        for ms in [1, 500, 1_999, 2_000] {
+            assert_eq!(
+                g.on_request_remembering(Nanos::from_millis(ms), Some(&token), &mut memo),
+                GateVerdict::Continue {
+                    session_id: 1,
+                    issued: Nanos::ZERO,
+                    token: None
+                },
+                "at {ms} ms"
+            );
+        }
+        // After it: a new token, expiring T after now.
+        let GateVerdict::Continue {
+            token: Some(next), ..
+        } = g.on_request_remembering(Nanos::from_millis(2_001), Some(&token), &mut memo)
+        else {
+            panic!("re-issued after T/16");
+        };
+        assert_eq!(
+            g.signer().verify(&next, Nanos::ZERO).unwrap().expires,
+            Nanos::from_millis(34_001)
+        );
+        // The client kept the old token and went idle: 30 s after its last
+        // refresh-free request it is past T since the token was issued, so
+        // the remembered token does not keep it alive: a new session.
+        match g.on_request_remembering(Nanos::from_secs(32), Some(&token), &mut memo) {
+            GateVerdict::Admitted {
+                session_id,
+                presented,
+                ..
+            } => {
+                assert_eq!(session_id, 2);
+                assert_eq!(
+                    presented,
+                    Some(TokenError::Expired {
+                        expired: Nanos::from_secs(32)
+                    })
+                );
+            }
+            other => panic!("idle past T must be a new session, got {other:?}"),
+        }
+        // The refreshed one, idle for T after its issue, ends the same way.
+        assert!(matches!(
+            g.on_request_remembering(Nanos::from_millis(34_001), Some(&next), &mut memo),
+            GateVerdict::Admitted { session_id: 3, .. }
+        ));
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub use ewma::{EwmaConfig, EwmaController};
 pub use gate::{GateVerdict, SessionGate};
 pub use hybrid::{HybridConfig, HybridController};
 pub use predictive::{PredictiveConfig, PredictiveController};
-pub use token::{SessionToken, TokenError, TokenSigner};
+pub use token::{SessionToken, TokenError, TokenMemo, TokenSigner};
 
 use crate::Nanos;
 

@@ -30,6 +30,10 @@
 //! Key rotation: a signer holds several keys; the first signs, every one
 //! verifies. Dropping a key from the list ends every session it signed.
 //!
+//! [`TokenMemo`]: the last token that authenticated on one connection; the
+//! same text again (compared in constant time) skips the HMAC, never the
+//! time rules, and a signer with other keys never recalls it.
+//!
 //! Departures: instants are the driver's [`Nanos`] (its clock origin; a
 //! driver whose tokens must survive a restart uses the wall clock). Keys
 //! shorter than 16 bytes are refused.
@@ -39,12 +43,20 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Identities of signers, unique within the process (see [`TokenMemo`]).
+static NEXT_SIGNER_ID: AtomicU64 = AtomicU64::new(1);
 
 type HmacSha256 = Hmac<Sha256>;
 
 const VERSION: u8 = 1;
 const PAYLOAD_LEN: usize = 1 + 8 + 8 + 8;
 const TAG_LEN: usize = 32;
+/// Length of a token's text: base64url of 57 bytes (a multiple of 3, so
+/// no padding is left out).
+const ENCODED_LEN: usize = (PAYLOAD_LEN + TAG_LEN) / 3 * 4;
+const _: () = assert!((PAYLOAD_LEN + TAG_LEN).is_multiple_of(3));
 /// Shortest secret accepted, in bytes.
 pub const MIN_KEY_LEN: usize = 16;
 /// Most keys one signer holds (each verification may try them all).
@@ -86,6 +98,9 @@ pub enum TokenError {
 pub struct TokenSigner {
     macs: Vec<HmacSha256>,
     max_age: Option<Nanos>,
+    /// Unique to this set of keys: a [`TokenMemo`] filled under other keys
+    /// is not recalled (clones share it, having the same keys).
+    id: u64,
 }
 
 impl std::fmt::Debug for TokenSigner {
@@ -125,6 +140,7 @@ impl TokenSigner {
         Ok(TokenSigner {
             macs,
             max_age: None,
+            id: NEXT_SIGNER_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -187,15 +203,46 @@ impl TokenSigner {
         token: &str,
         now: Nanos,
     ) -> Result<(SessionToken, bool), TokenError> {
-        // Reject oversized input before decoding anything.
-        if token.len() > 2 * (PAYLOAD_LEN + TAG_LEN) {
+        let (parsed, by_signing_key) = self.authenticate(token)?;
+        self.check_times(&parsed, now)?;
+        Ok((parsed, by_signing_key))
+    }
+
+    /// As [`TokenSigner::verify_signer`], remembering in `memo` the last
+    /// token that authenticated: when `token` is the same text (compared
+    /// in constant time) and this signer's keys signed it, its signature
+    /// is not checked again. The time rules (expiry, issue time, maximum
+    /// age) are checked on every call.
+    pub fn verify_remembered(
+        &self,
+        token: &str,
+        now: Nanos,
+        memo: &mut TokenMemo,
+    ) -> Result<(SessionToken, bool), TokenError> {
+        let (parsed, by_signing_key) = match memo.recall(self.id, token) {
+            Some(remembered) => remembered,
+            None => {
+                let authenticated = self.authenticate(token)?;
+                memo.remember(self.id, token, authenticated);
+                authenticated
+            }
+        };
+        self.check_times(&parsed, now)?;
+        Ok((parsed, by_signing_key))
+    }
+
+    /// The token's contents if it decodes and one of our keys signed it,
+    /// and whether that key is the first; no time rule is checked.
+    fn authenticate(&self, token: &str) -> Result<(SessionToken, bool), TokenError> {
+        // Anything but the exact length is refused before decoding.
+        if token.len() != ENCODED_LEN {
             return Err(TokenError::Malformed);
         }
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token.as_bytes())
-            .map_err(|_| TokenError::Malformed)?;
-        if bytes.len() != PAYLOAD_LEN + TAG_LEN || bytes[0] != VERSION {
-            return Err(TokenError::Malformed);
+        // Decoded into a buffer of the exact size: no allocation.
+        let mut bytes = [0u8; PAYLOAD_LEN + TAG_LEN];
+        match URL_SAFE_NO_PAD.decode_slice(token.as_bytes(), &mut bytes) {
+            Ok(len) if len == bytes.len() && bytes[0] == VERSION => {}
+            _ => return Err(TokenError::Malformed),
         }
         let Some(signer) = self.macs.iter().position(|mac| {
             let mut mac = mac.clone();
@@ -214,6 +261,12 @@ impl TokenSigner {
             issued: Nanos(field(9)),
             expires: Nanos(field(17)),
         };
+        Ok((parsed, signer == 0))
+    }
+
+    /// The time rules of an authentic token at `now`: not expired, not
+    /// issued in the future, not past the maximum session age.
+    fn check_times(&self, parsed: &SessionToken, now: Nanos) -> Result<(), TokenError> {
         if now >= parsed.expires {
             return Err(TokenError::Expired {
                 expired: parsed.expires,
@@ -231,8 +284,86 @@ impl TokenSigner {
                 });
             }
         }
-        Ok((parsed, signer == 0))
+        Ok(())
     }
+}
+
+/// The last token that authenticated on one connection, so that a client
+/// presenting the same token again (as it does until the gate refreshes
+/// it) costs a constant-time comparison instead of an HMAC.
+///
+/// It remembers the text and what it said, and which signer's keys
+/// authenticated it: a signer with other keys (a rotation, a reload) never
+/// recalls it. It is a cache of the signature check only; what the token
+/// says is checked against the clock each time.
+#[derive(Clone, Debug, Default)]
+pub struct TokenMemo {
+    remembered: Option<Remembered>,
+}
+
+#[derive(Clone, Debug)]
+struct Remembered {
+    signer_id: u64,
+    text: [u8; ENCODED_LEN],
+    token: SessionToken,
+    by_signing_key: bool,
+}
+
+impl TokenMemo {
+    pub fn new() -> TokenMemo {
+        TokenMemo::default()
+    }
+
+    fn recall(&self, signer_id: u64, token: &str) -> Option<(SessionToken, bool)> {
+        let remembered = self.remembered.as_ref()?;
+        if remembered.signer_id != signer_id || token.len() != ENCODED_LEN {
+            return None;
+        }
+        // Constant time: a connection may carry several clients' requests
+        // (an intermediary's), and the time a comparison takes must not
+        // tell one of them how much of another's token it guessed.
+        same_text(&remembered.text, token.as_bytes())
+            .then_some((remembered.token, remembered.by_signing_key))
+    }
+
+    fn remember(&mut self, signer_id: u64, token: &str, authenticated: (SessionToken, bool)) {
+        let mut text = [0u8; ENCODED_LEN];
+        // `authenticate` accepted only tokens of exactly this length.
+        if token.len() != ENCODED_LEN {
+            return;
+        }
+        text.copy_from_slice(token.as_bytes());
+        self.remembered = Some(Remembered {
+            signer_id,
+            text,
+            token: authenticated.0,
+            by_signing_key: authenticated.1,
+        });
+    }
+}
+
+/// Whether `b` is `a`, in time independent of where they differ: eight
+/// bytes at a time, differences gathered without a branch on them.
+fn same_text(a: &[u8; ENCODED_LEN], b: &[u8]) -> bool {
+    if b.len() != ENCODED_LEN {
+        return false;
+    }
+    let mut difference = 0u64;
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let word = |c: &[u8]| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            u64::from_ne_bytes(w)
+        };
+        difference |= word(x) ^ word(y);
+    }
+    for (x, y) in a[ENCODED_LEN / 8 * 8..]
+        .iter()
+        .zip(&b[ENCODED_LEN / 8 * 8..])
+    {
+        difference |= u64::from(x ^ y);
+    }
+    std::hint::black_box(difference) == 0
 }
 
 #[cfg(test)]
@@ -357,6 +488,86 @@ mod tests {
             TokenSigner::with_keys(&[NEW, b"short"]).unwrap_err(),
             TokenError::ShortKey(5)
         );
+    }
+
+    #[test]
+    fn a_remembered_token_still_obeys_every_rule() {
+        const NEW: &[u8] = b"the new key, also thirty-two B!!";
+        let s = TokenSigner::new(KEY)
+            .unwrap()
+            .with_max_age(Nanos::from_secs(100));
+        let mut memo = TokenMemo::new();
+        let t = s.issue(3, Nanos::from_secs(10), Nanos::from_secs(30));
+        let first = s.verify_remembered(&t, Nanos::from_secs(11), &mut memo);
+        assert_eq!(first, s.verify_signer(&t, Nanos::from_secs(11)));
+        // Remembered: recalled without a signature check, same answer.
+        assert_eq!(
+            memo.recall(s.id, &t),
+            Some((first.clone().unwrap().0, true))
+        );
+        assert_eq!(
+            s.verify_remembered(&t, Nanos::from_secs(12), &mut memo),
+            first
+        );
+        // A one-character change is not recalled, and fails its signature.
+        let mut tampered = t.clone().into_bytes();
+        tampered[40] = if tampered[40] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        assert_eq!(memo.recall(s.id, &tampered), None);
+        assert_eq!(
+            s.verify_remembered(&tampered, Nanos::from_secs(12), &mut memo),
+            Err(TokenError::BadSignature)
+        );
+        // The failure did not displace it; time rules are checked anew.
+        assert!(memo.recall(s.id, &t).is_some());
+        assert_eq!(
+            s.verify_remembered(&t, Nanos::from_secs(40), &mut memo),
+            Err(TokenError::Expired {
+                expired: Nanos::from_secs(40)
+            })
+        );
+        let aged = TokenSigner::new(KEY)
+            .unwrap()
+            .with_max_age(Nanos::from_secs(20));
+        // Another signer (other id) never recalls it, even with the same key.
+        assert_eq!(memo.recall(aged.id, &t), None);
+        assert_eq!(
+            aged.verify_remembered(&t, Nanos::from_secs(30), &mut memo),
+            Err(TokenError::TooOld {
+                issued: Nanos::from_secs(10)
+            })
+        );
+        // Rotated out: the keys that signed it are gone, so is the memo's use.
+        let retired = TokenSigner::new(NEW).unwrap();
+        let mut memo = TokenMemo::new();
+        s.verify_remembered(&t, Nanos::from_secs(11), &mut memo)
+            .unwrap();
+        assert_eq!(
+            retired.verify_remembered(&t, Nanos::from_secs(11), &mut memo),
+            Err(TokenError::BadSignature)
+        );
+        // Rotated, old key kept: it verifies, as signed by an older key.
+        let rotated = TokenSigner::with_keys(&[NEW, KEY]).unwrap();
+        assert_eq!(
+            rotated
+                .verify_remembered(&t, Nanos::from_secs(11), &mut memo)
+                .map(|(_, by_signing_key)| by_signing_key),
+            Ok(false)
+        );
+        // A clone has the same keys and recalls it.
+        assert!(memo.recall(rotated.clone().id, &t).is_some());
+    }
+
+    #[test]
+    fn same_text_sees_every_byte() {
+        let a = [b'x'; ENCODED_LEN];
+        assert!(same_text(&a, &a));
+        for i in 0..ENCODED_LEN {
+            let mut b = a;
+            b[i] = b'y';
+            assert!(!same_text(&a, &b), "byte {i}");
+        }
+        assert!(!same_text(&a, &a[1..]));
     }
 
     #[test]
