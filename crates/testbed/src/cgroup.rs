@@ -136,14 +136,17 @@ impl CpuCap {
                 fs::write(&period_file, period.to_string()).map_err(io(&period_file))?;
                 let path = cap.dir.join("cpu.cfs_quota_us");
                 fs::write(&path, quota.to_string()).map_err(io(&path))?;
+                // Best effort: where the unified hierarchy cannot be
+                // written, the CPU time is read from `/proc`, as before.
                 let unified = Path::new(UNIFIED);
                 if unified.join("cpu.stat").exists() {
                     let accounting = unified.join(name);
                     if accounting.exists() {
                         remove(&accounting, unified);
                     }
-                    fs::create_dir(&accounting).map_err(io(&accounting))?;
-                    cap.accounting = Some(accounting);
+                    if fs::create_dir(&accounting).is_ok() {
+                        cap.accounting = Some(accounting);
+                    }
                 }
             }
         }
