@@ -791,12 +791,17 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 fn add_via(headers: &mut HeaderMap, version: hyper::Version) {
+    // Constants: `from_static` checks its bytes when it runs, which a
+    // `const` does once at compile time.
+    const VIA_10: HeaderValue = HeaderValue::from_static("1.0 vantage");
+    const VIA_11: HeaderValue = HeaderValue::from_static("1.1 vantage");
+    const VIA_2: HeaderValue = HeaderValue::from_static("2 vantage");
     let via = match version {
-        hyper::Version::HTTP_10 => "1.0 vantage",
-        hyper::Version::HTTP_2 => "2 vantage",
-        _ => "1.1 vantage",
+        hyper::Version::HTTP_10 => VIA_10,
+        hyper::Version::HTTP_2 => VIA_2,
+        _ => VIA_11,
     };
-    headers.append(hyper::header::VIA, HeaderValue::from_static(via));
+    headers.append(hyper::header::VIA, via);
 }
 
 /// What happens when a response has been sent (or abandoned).
