@@ -148,6 +148,47 @@ fn an_upstream_timeout_is_a_504_and_a_failure() {
     );
 }
 
+#[test]
+fn the_upstream_timeout_runs_from_each_request_sent() {
+    // The time-out is one timer per client connection, re-armed for each
+    // request: on one keep-alive connection, answers that each come
+    // within it pass however long the connection has been in use (three
+    // of 400 ms exceed 600 ms together), a slow one is a 504 no earlier
+    // than 600 ms after it was sent, and after the timer fired the next
+    // request is bounded afresh.
+    let backend = Backend::start("b");
+    let proxy = Proxy::start(config(
+        &[backend.address],
+        "[utilization]\nconcurrency = 4\n[timeouts]\nupstream_response_ms = 600\n",
+    ))
+    .unwrap();
+    let mut client = connect(proxy.address());
+    let request = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: site\r\n\r\n");
+    for _ in 0..3 {
+        let reply = exchange(&mut client, request("/delay?ms=400").as_bytes()).unwrap();
+        assert_eq!(reply.status, 200, "an answer within the time-out passes");
+        assert_eq!(reply.body, b"in time");
+    }
+    let sent = std::time::Instant::now();
+    let reply = exchange(&mut client, request("/slow").as_bytes()).unwrap();
+    let waited = sent.elapsed();
+    assert_eq!(reply.status, 504);
+    assert!(
+        waited >= Duration::from_millis(600),
+        "a 504 before the time-out: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(2900),
+        "not the backend's answer"
+    );
+    let reply = exchange(&mut client, request("/delay?ms=400").as_bytes()).unwrap();
+    assert_eq!(reply.status, 200, "re-armed after it fired");
+    assert_eq!(
+        metric(&proxy, "vantage_proxy_failures_total{kind=\"timeout\"}"),
+        1.0
+    );
+}
+
 /// Sends `request` raw; the proxy must answer 400 (or close) and the
 /// backend must see nothing.
 fn refused_and_not_forwarded(request: &[u8], statuses: &[u16]) {

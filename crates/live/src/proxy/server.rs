@@ -45,6 +45,7 @@
 //! (WebSocket) are not forwarded: `Upgrade` is hop-by-hop and removed.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
@@ -337,6 +338,7 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             events: stream.events(),
             peer_ip: peer_header(peer),
             token_memo: std::sync::Mutex::new(TokenMemo::new()),
+            upstream_timer: Mutex::new(None),
         });
         let stream = Watched {
             stream,
@@ -406,6 +408,9 @@ pub struct Activity {
     peer_ip: HeaderValue,
     /// The last session cookie that authenticated on this connection.
     token_memo: std::sync::Mutex<TokenMemo>,
+    /// The connection's upstream response timer, between requests
+    /// ([`UpstreamDeadline`]); empty until the first request is sent.
+    upstream_timer: Mutex<Option<Pin<Box<tokio::time::Sleep>>>>,
 }
 
 fn peer_header(peer: SocketAddr) -> HeaderValue {
@@ -425,6 +430,12 @@ impl Activity {
 
     fn touch(&self) {
         self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// As [`Activity::touch`], with the caller's clock reading `now`.
+    fn touch_at(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.opened).as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
     }
 
     fn now_ms(&self) -> u64 {
@@ -452,6 +463,69 @@ impl Activity {
                     .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
             },
         )
+    }
+}
+
+/// A request's upstream response time-out (`timeouts.upstream_response_ms`
+/// from the moment the request is sent until its response head): the
+/// connection's one timer, re-armed for the request with `Sleep::reset`
+/// and put back when the request is done with it, so a request adds no
+/// timer entry of its own (tokio moves a deadline later with one atomic
+/// exchange, the entry staying where it is in the timer wheel). A request
+/// that finds the timer taken — another HTTP/2 stream of the connection
+/// waits on it — gets a timer of its own. Either way its deadline is its
+/// own send time plus the time-out, as with `tokio::time::timeout`.
+struct UpstreamDeadline<'a> {
+    slot: &'a Mutex<Option<Pin<Box<tokio::time::Sleep>>>>,
+    /// Always `Some` until dropped (then back in `slot` if it is free).
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<'a> UpstreamDeadline<'a> {
+    fn arm(
+        slot: &'a Mutex<Option<Pin<Box<tokio::time::Sleep>>>>,
+        deadline: tokio::time::Instant,
+    ) -> UpstreamDeadline<'a> {
+        let sleep = match slot.try_lock().ok().and_then(|mut timer| timer.take()) {
+            Some(mut sleep) => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        UpstreamDeadline {
+            slot,
+            sleep: Some(sleep),
+        }
+    }
+
+    /// Polls `work` bounded by the deadline: its output, or `None` once
+    /// the deadline has passed first (`work` is polled first, as
+    /// `tokio::time::timeout` does: an answer ready at the deadline is
+    /// taken).
+    fn poll_bound<F: Future>(
+        &mut self,
+        work: Pin<&mut F>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<F::Output>> {
+        if let Poll::Ready(output) = work.poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        match self.sleep.as_mut() {
+            Some(sleep) => sleep.as_mut().poll(cx).map(|()| None),
+            // Not reached: `sleep` is taken only on drop.
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+impl Drop for UpstreamDeadline<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.slot.try_lock() {
+            if slot.is_none() {
+                *slot = self.sleep.take();
+            }
+        }
     }
 }
 
@@ -548,8 +622,11 @@ async fn connection<I>(
             events.request_started();
         }
         activity.requested.store(true, Ordering::Relaxed);
-        activity.touch();
-        async move { Ok::<_, Infallible>(handle(shared, activity, peer, request).await) }
+        // One clock reading for the request's arrival: the connection's
+        // activity and the request's start.
+        let started = Instant::now();
+        activity.touch_at(started);
+        async move { Ok::<_, Infallible>(handle(shared, activity, peer, request, started).await) }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
@@ -714,12 +791,17 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 fn add_via(headers: &mut HeaderMap, version: hyper::Version) {
+    // Constants: `from_static` checks its bytes when it runs, which a
+    // `const` does once at compile time.
+    const VIA_10: HeaderValue = HeaderValue::from_static("1.0 vantage");
+    const VIA_11: HeaderValue = HeaderValue::from_static("1.1 vantage");
+    const VIA_2: HeaderValue = HeaderValue::from_static("2 vantage");
     let via = match version {
-        hyper::Version::HTTP_10 => "1.0 vantage",
-        hyper::Version::HTTP_2 => "2 vantage",
-        _ => "1.1 vantage",
+        hyper::Version::HTTP_10 => VIA_10,
+        hyper::Version::HTTP_2 => VIA_2,
+        _ => VIA_11,
     };
-    headers.append(hyper::header::VIA, HeaderValue::from_static(via));
+    headers.append(hyper::header::VIA, via);
 }
 
 /// What happens when a response has been sent (or abandoned).
@@ -752,14 +834,19 @@ impl Completion {
             self.line.outcome = failure.name();
         }
         let ok = !self.failed && failure.is_none();
-        self.in_flight.take();
+        // One clock reading for the request's end: the occupancy, the
+        // logged duration and the connection's activity.
+        let now = Instant::now();
+        if let Some(in_flight) = self.in_flight.take() {
+            in_flight.leave(now);
+        }
         if let (Some(sbac), Some(session)) = (&self.settings.sbac, self.session) {
             sbac.on_response(session.0, ok, session.1);
         }
-        self.line.duration_us = self.started.elapsed().as_micros() as u64;
+        self.line.duration_us = now.saturating_duration_since(self.started).as_micros() as u64;
         self.shared.log(&self.line);
         self.activity.active.fetch_sub(1, Ordering::Relaxed);
-        self.activity.touch();
+        self.activity.touch_at(now);
         if let Some(events) = &self.activity.events {
             events.response_completed();
         }
@@ -774,19 +861,29 @@ impl Drop for Completion {
     }
 }
 
-/// One request at the upstreams, for the occupancy; left on drop.
-struct InFlightGuard(Arc<Shared>);
+/// One request at the upstreams, for the occupancy; left at
+/// [`InFlightGuard::leave`], or on drop.
+struct InFlightGuard(Option<Arc<Shared>>);
 
 impl InFlightGuard {
-    fn enter(shared: &Arc<Shared>) -> InFlightGuard {
-        shared.in_flight.enter();
-        InFlightGuard(Arc::clone(shared))
+    fn enter(shared: &Arc<Shared>, now: Instant) -> InFlightGuard {
+        shared.in_flight.enter(now);
+        InFlightGuard(Some(Arc::clone(shared)))
+    }
+
+    /// Leaves at the caller's clock reading `now`.
+    fn leave(mut self, now: Instant) {
+        if let Some(shared) = self.0.take() {
+            shared.in_flight.leave(now);
+        }
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.0.in_flight.leave();
+        if let Some(shared) = self.0.take() {
+            shared.in_flight.leave(Instant::now());
+        }
     }
 }
 
@@ -917,9 +1014,9 @@ async fn handle(
     activity: Arc<Activity>,
     peer: SocketAddr,
     request: Request<Incoming>,
+    started: Instant,
 ) -> Response<Tracked> {
     let settings = shared.settings();
-    let started = Instant::now();
     let target = request
         .uri()
         .path_and_query()
@@ -1071,7 +1168,11 @@ async fn handle(
     // The upstreams that failed this request (allocated only on a failure).
     let mut tried: Vec<usize> = Vec::new();
     loop {
-        let Some(index) = settings.upstreams.pick(&tried) else {
+        // One clock reading for sending: the down-check, the occupancy, the
+        // upstream latency's start, the time-out's deadline, the pool's
+        // expiry of idle connections.
+        let sent = Instant::now();
+        let Some(index) = settings.upstreams.pick(&tried, sent) else {
             shared.metrics.count_failure(Failure::NoUpstream);
             completion.failed = true;
             line.outcome = Failure::NoUpstream.name();
@@ -1101,15 +1202,16 @@ async fn handle(
             .headers_mut()
             .entry(hyper::header::HOST)
             .or_insert_with(|| settings.hosts[index].clone());
-        let in_flight = InFlightGuard::enter(&shared);
-        let sent = Instant::now();
-        let result = tokio::time::timeout(
-            upstream_timeout,
-            settings.pool.send(index, address, upstream_request),
-        )
-        .await;
+        let in_flight = InFlightGuard::enter(&shared, sent);
+        let result = {
+            let deadline = tokio::time::Instant::from_std(sent) + upstream_timeout;
+            let mut deadline = UpstreamDeadline::arm(&completion.activity.upstream_timer, deadline);
+            let mut send =
+                std::pin::pin!(settings.pool.send(index, address, upstream_request, sent));
+            std::future::poll_fn(|cx| deadline.poll_bound(send.as_mut(), cx)).await
+        };
         let failure = match result {
-            Ok(Ok(mut response)) => {
+            Some(Ok(mut response)) => {
                 settings.upstreams.mark_up(index);
                 settings.latency[index].observe(sent.elapsed().as_secs_f64());
                 if let Some(report) = response.headers().get("endpoint-load-metrics") {
@@ -1139,11 +1241,11 @@ async fn handle(
                 completion.in_flight = Some(in_flight);
                 return respond(completion, line, response.map(ResponseBody::Upstream));
             }
-            Ok(Err(SendError::Connect(_))) => {
+            Some(Err(SendError::Connect(_))) => {
                 settings.upstreams.mark_down(index);
                 Failure::Connect
             }
-            Ok(Err(SendError::Request(error))) if is_body_limit(&error) => {
+            Some(Err(SendError::Request(error))) if is_body_limit(&error) => {
                 drop(in_flight);
                 return respond(
                     completion,
@@ -1151,8 +1253,8 @@ async fn handle(
                     local(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
                 );
             }
-            Ok(Err(_)) => Failure::UpstreamError,
-            Err(_elapsed) => {
+            Some(Err(_)) => Failure::UpstreamError,
+            None => {
                 settings.upstreams.mark_down(index);
                 Failure::Timeout
             }

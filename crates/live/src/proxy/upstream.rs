@@ -105,11 +105,10 @@ impl Upstreams {
 
     /// The next upstream in turn that is not marked down (`exclude`: ones
     /// already tried for this request); `None` only when `exclude` covers
-    /// them all.
-    pub fn pick(&self, exclude: &[usize]) -> Option<usize> {
+    /// them all. `now`: the caller's clock reading.
+    pub fn pick(&self, exclude: &[usize], now: Instant) -> Option<usize> {
         let n = self.addresses.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
         let down = self.down_until.lock().ok()?;
         let candidates = (0..n)
             .map(|i| (start + i) % n)
@@ -206,14 +205,15 @@ impl Pool {
     /// Sends `request` (origin-form target) to upstream `index` at
     /// `address` on an idle connection, else on a new one. A request the
     /// idle connection closed before taking (nothing was written) goes on
-    /// a new connection.
+    /// a new connection. `now`: the caller's clock reading as it sends.
     pub async fn send(
         self: &Arc<Self>,
         index: usize,
         address: SocketAddr,
         mut request: Request<UpstreamBody>,
+        now: Instant,
     ) -> Result<Response<PooledBody>, SendError> {
-        if let Some((mut sender, id)) = self.checkout(index) {
+        if let Some((mut sender, id)) = self.checkout(index, now) {
             match sender.try_send_request(request).await {
                 Ok(response) => return Ok(self.wrap(index, (sender, id), response)),
                 Err(mut error) => match error.take_message() {
@@ -229,9 +229,8 @@ impl Pool {
 
     /// The most recently used idle connection that can take a request;
     /// closed and expired ones are dropped on the way.
-    fn checkout(&self, index: usize) -> Option<Connection> {
+    fn checkout(&self, index: usize, now: Instant) -> Option<Connection> {
         let mut idle = self.idle.get(index)?.lock().ok()?;
-        let now = Instant::now();
         while idle
             .front()
             .is_some_and(|oldest| now.duration_since(oldest.since) >= IDLE_TIMEOUT)
@@ -377,20 +376,30 @@ mod tests {
     #[test]
     fn round_robin_skips_the_down_ones() {
         let u = three();
-        let picks: Vec<_> = (0..6).map(|_| u.pick(&[]).unwrap()).collect();
+        let picks: Vec<_> = (0..6)
+            .map(|_| u.pick(&[], Instant::now()).unwrap())
+            .collect();
         assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
         u.mark_down(1);
-        let picks: Vec<_> = (0..4).map(|_| u.pick(&[]).unwrap()).collect();
+        let picks: Vec<_> = (0..4)
+            .map(|_| u.pick(&[], Instant::now()).unwrap())
+            .collect();
         assert!(!picks.contains(&1), "{picks:?}");
-        assert_eq!(u.pick(&[0, 2]), Some(1), "down, but the only one left");
-        assert_eq!(u.pick(&[0, 1, 2]), None);
+        assert_eq!(
+            u.pick(&[0, 2], Instant::now()),
+            Some(1),
+            "down, but the only one left"
+        );
+        assert_eq!(u.pick(&[0, 1, 2], Instant::now()), None);
         u.mark_up(1);
-        let picks: Vec<_> = (0..3).map(|_| u.pick(&[]).unwrap()).collect();
+        let picks: Vec<_> = (0..3)
+            .map(|_| u.pick(&[], Instant::now()).unwrap())
+            .collect();
         assert!(picks.contains(&1), "{picks:?}");
         // All down: the one back first is tried.
         u.mark_down(2);
         u.mark_down(0);
         u.mark_down(1);
-        assert_eq!(u.pick(&[]), Some(2));
+        assert_eq!(u.pick(&[], Instant::now()), Some(2));
     }
 }

@@ -40,9 +40,13 @@ struct InFlightState {
 }
 
 impl InFlightState {
+    /// Integrates up to `now`; a reading older than the last one (taken
+    /// by a caller before another's) adds nothing and keeps `since`.
     fn advance(&mut self, now: Instant) {
-        let dt = now.saturating_duration_since(self.since).as_nanos();
-        self.integral += dt * u128::from(self.in_flight);
+        let Some(dt) = now.checked_duration_since(self.since) else {
+            return;
+        };
+        self.integral += dt.as_nanos() * u128::from(self.in_flight);
         self.since = now;
     }
 }
@@ -60,16 +64,19 @@ impl Default for InFlight {
 }
 
 impl InFlight {
-    pub fn enter(&self) {
+    /// A request entered at `now` (the caller's clock reading, shared with
+    /// its other uses at that moment).
+    pub fn enter(&self, now: Instant) {
         if let Ok(mut s) = self.state.lock() {
-            s.advance(Instant::now());
+            s.advance(now);
             s.in_flight += 1;
         }
     }
 
-    pub fn leave(&self) {
+    /// A request left at `now`.
+    pub fn leave(&self, now: Instant) {
         if let Ok(mut s) = self.state.lock() {
-            s.advance(Instant::now());
+            s.advance(now);
             s.in_flight = s.in_flight.saturating_sub(1);
         }
     }
@@ -341,16 +348,16 @@ mod tests {
     #[test]
     fn occupancy_integrates_in_flight_requests() {
         let f = InFlight::default();
-        f.enter();
-        f.enter();
+        f.enter(Instant::now());
+        f.enter(Instant::now());
         std::thread::sleep(Duration::from_millis(20));
         let (mean, now) = f.take(Duration::from_millis(20));
         assert_eq!(now, 2);
         // Two in flight over (at least) the whole interval.
         assert!(mean >= 2.0 * 0.99, "{mean}");
-        f.leave();
-        f.leave();
-        f.leave(); // one too many: stays at zero
+        f.leave(Instant::now());
+        f.leave(Instant::now());
+        f.leave(Instant::now()); // one too many: stays at zero
         assert_eq!(f.current(), 0);
     }
 

@@ -68,6 +68,15 @@ async fn answer(
             tokio::time::sleep(Duration::from_secs(3)).await;
             Response::new(Full::new(Bytes::from_static(b"late")).boxed())
         }
+        // `/delay?ms=N`: the answer after N milliseconds.
+        "/delay" => {
+            let ms = target
+                .split_once("?ms=")
+                .and_then(|(_, ms)| ms.parse().ok())
+                .unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Response::new(Full::new(Bytes::from_static(b"in time")).boxed())
+        }
         "/busy" => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"busy backend")).boxed());
             r.headers_mut().insert(
