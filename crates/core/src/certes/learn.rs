@@ -119,6 +119,9 @@ pub enum GiveUpPlacement {
     /// when timeouts fall on retransmission times (the paper's 9/21/45 s for
     /// its 3/6/12 s clients).
     End,
+    /// A frustration timeout the operator was told, for the cell that holds
+    /// it (the SYNs seen are consistent with it); the middle elsewhere.
+    Told(Nanos),
 }
 
 impl GiveUpPlacement {
@@ -126,6 +129,8 @@ impl GiveUpPlacement {
         match self {
             GiveUpPlacement::Midpoint => Nanos(after.0 + (by.0 - after.0) / 2),
             GiveUpPlacement::End => by,
+            GiveUpPlacement::Told(told) if after < told && told <= by => told,
+            GiveUpPlacement::Told(_) => GiveUpPlacement::Midpoint.place(after, by),
         }
     }
 }
@@ -982,7 +987,9 @@ mod tests {
         }
         let so_far = learner.learn(GiveUpPlacement::Midpoint).unwrap();
         assert!(weight_of(&so_far, "linux-3.7") < 0.45, "{so_far:?}");
-        let learned = learner.learn_complete(GiveUpPlacement::Midpoint).unwrap();
+        let learned = learner
+            .learn_complete(GiveUpPlacement::Told(Nanos::from_secs(21)))
+            .unwrap();
         assert!(
             (weight_of(&learned, "linux-3.7") - 0.5).abs() < 0.03,
             "{learned:?}"
@@ -995,6 +1002,15 @@ mod tests {
             .find(|c| c.after < Nanos::from_secs(21) && c.by >= Some(Nanos::from_secs(21)))
             .unwrap_or_else(|| panic!("no cell holds 21 s: {learned:?}"));
         assert!(cell.weight > 0.95, "{learned:?}");
+        // The told 21 s is inside that cell, (19, 31]: the give-ups go there.
+        assert_eq!(learned.frustration_timeouts[0].0, Nanos::from_secs(21));
+        let midpoint = learner.learn_complete(GiveUpPlacement::Midpoint).unwrap();
+        assert_eq!(midpoint.frustration_timeouts[0].0, Nanos::from_secs(25));
+        // A told time outside every cell learned: the middles.
+        let outside = learner
+            .learn_complete(GiveUpPlacement::Told(Nanos::from_secs(9)))
+            .unwrap();
+        assert_eq!(outside.frustration_timeouts, midpoint.frustration_timeouts);
         assert!(learner.recent_tallies() > 0);
     }
 

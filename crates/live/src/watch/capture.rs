@@ -427,10 +427,13 @@ impl Models {
                 continue;
             }
             model.attempts_learned = attempts;
+            // Where in a learned cell the clients give up no SYN shows: at
+            // the configured frustration timeout when the cell holds it.
+            let placement = GiveUpPlacement::Told(self.frustration_timeout);
             let learned = if input_ended {
-                learner.learn(GiveUpPlacement::Midpoint)
+                learner.learn(placement)
             } else {
-                learner.learn_complete(GiveUpPlacement::Midpoint)
+                learner.learn_complete(placement)
             };
             let outcome = learned.map_err(|e| e.to_string()).and_then(|learned| {
                 let config: CertesConfig = learned.configure(self.configured.config());
