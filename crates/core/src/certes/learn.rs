@@ -10,7 +10,11 @@
 //! * **Schedule mixture.** The gaps between an attempt's SYNs (relative to
 //!   its first SYN) are matched to the retransmission times T_k of every
 //!   known schedule ([`crate::tcp::SynProfile`]), within the first gap's
-//!   spread (Eq. 1 of the Abacus paper) plus a tolerance for path jitter.
+//!   spread (Eq. 1 of the Abacus paper) plus a tolerance for path jitter,
+//!   and late by up to [`LATE_FRACTION`] of T_k: Linux runs its SYN timer
+//!   on the timer wheel, whose worst case is 12.5 % late (a 4-s or 8-s
+//!   timeout lands up to 256 ms late at HZ = 250), and the lateness adds
+//!   up over the retransmissions.
 //!   An attempt is consistent with a set of schedules; a SYN lost in the
 //!   network shows as a missing point, matched only when no schedule fits
 //!   without one. Attempts with one SYN say nothing about the schedule and
@@ -96,6 +100,9 @@ pub const MAX_SYNS: usize = 32;
 /// Default tolerance on a SYN's arrival time beyond the schedule's own
 /// spread: path jitter and capture timestamps.
 pub const DEFAULT_TOLERANCE: Nanos = Nanos::from_millis(200);
+/// How late, as a fraction of T_k, the SYN at T_k may arrive beyond the
+/// schedule's spread and the tolerance: the kernel timer wheel's worst case.
+pub const LATE_FRACTION: f64 = 0.125;
 /// Schedules learned with less weight than this are dropped from the
 /// mixture (their attempts are explained by the others).
 pub const MIN_WEIGHT: f64 = 0.01;
@@ -198,6 +205,8 @@ struct Schedule {
     points: Vec<Nanos>,
     /// Allowed deviation of the arrival at T_k from T_k.
     slack: Vec<Nanos>,
+    /// Further allowed lateness of the arrival at T_k.
+    late: Vec<Nanos>,
     profiles: Vec<SynProfile>,
 }
 
@@ -334,6 +343,10 @@ impl SynLearner {
                 };
                 slack.push(spread + tolerance);
             }
+            let late = points
+                .iter()
+                .map(|t| Nanos((t.0 as f64 * LATE_FRACTION) as u64))
+                .collect();
             let smallest = *profile.gaps.iter().min().unwrap_or(&Nanos::ZERO);
             if tolerance.0.saturating_mul(2) >= smallest.0 {
                 return Err(LearnError::ToleranceTooWide {
@@ -344,6 +357,7 @@ impl SynLearner {
             schedules.push(Schedule {
                 points,
                 slack,
+                late,
                 profiles: vec![profile.clone()],
             });
         }
@@ -810,7 +824,8 @@ impl Schedule {
             loop {
                 let point = *self.points.get(next)?;
                 let slack = self.slack[next];
-                if offset.0.abs_diff(point.0) <= slack.0 {
+                let early_enough = offset.0 <= point.0 + slack.0 + self.late[next].0;
+                if early_enough && offset.0 + slack.0 >= point.0 {
                     break;
                 }
                 if !allow_missing || *offset < point {
@@ -1070,6 +1085,31 @@ mod tests {
         assert!((weight_of(&learned, "macos") - together / 2.0).abs() < 1e-9);
     }
 
+    /// SYN times as a Linux 6.18 kernel (HZ = 250) sent them in this
+    /// project's testbed namespaces, linear timeouts off (Linux 3.7's
+    /// schedule) and at 4 (Linux ≥ 6.5's): the timer wheel makes each
+    /// SYN later than T_k, by 484 ms at 15 s and 562 ms at 19 s, beyond
+    /// the spread and tolerance alone (250 ms); each still fits its
+    /// schedule and no other (from its third SYN: 0 and 1 s fit both).
+    #[test]
+    fn late_timers_still_fit_their_schedule() {
+        let ms = |v: &[u64]| v.iter().map(|m| Nanos::from_millis(*m)).collect::<Vec<_>>();
+        let linux_3_7 = ms(&[0, 1020, 3036, 7292, 15484]);
+        let linux_6_5 = ms(&[0, 1006, 2026, 3050, 4074, 5098, 7114, 11370, 19562]);
+        for (syns, name) in [(linux_3_7, "linux-3.7"), (linux_6_5, "linux-6.5")] {
+            for cut in 3..=syns.len() {
+                let mut learner = learner();
+                learner.observe(&syns[..cut], AttemptOutcome::Abandoned);
+                let c = learner.counts();
+                assert_eq!(c.classified, 1, "{name} cut at {cut}: {c:?}");
+                let learned = learner.learn(GiveUpPlacement::Midpoint).unwrap();
+                let weight =
+                    weight_of(&learned, name) * if name == "linux-6.5" { 2.0 } else { 1.0 };
+                assert!(weight > 0.99, "{name} {cut}: {learned:?}");
+            }
+        }
+    }
+
     #[test]
     fn single_syns_and_noise_are_counted() {
         let mut learner = learner();
@@ -1077,8 +1117,10 @@ mod tests {
         let ms = Nanos::from_millis;
         learner.observe(&[s(10)], AttemptOutcome::Accepted);
         learner.observe(&[s(20)], AttemptOutcome::Abandoned);
-        // 2.5 s after the first SYN: no schedule retransmits then.
-        learner.observe(&[s(30), ms(32_500)], AttemptOutcome::Accepted);
+        // 2.6 s after the first SYN: no schedule retransmits then (Linux
+        // ≥ 6.5's SYN at 2 s may be up to 0.25 + 0.25 s late, its next at
+        // 3 s 0.25 s early).
+        learner.observe(&[s(30), ms(32_600)], AttemptOutcome::Accepted);
         // Not ascending, empty, too long.
         learner.observe(&[s(40), s(39)], AttemptOutcome::Accepted);
         learner.observe(&[], AttemptOutcome::Accepted);
