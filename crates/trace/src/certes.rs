@@ -727,12 +727,21 @@ impl CaptureStream {
         closed
     }
 
-    /// Ends the capture: every connection is added and decided.
-    fn finish(&mut self) -> Result<Nanos, CaptureInputError> {
+    /// Decides every connection still in flight, as at the end of the
+    /// capture, and adds it (and feeds it to the learners): before a last
+    /// [`learners`](Self::learners) read when the input stops, so that the
+    /// attempts still unanswered are learned from as abandoned.
+    pub fn decide_in_flight(&mut self) -> Result<(), CaptureInputError> {
         self.collector.finish_streaming();
         for handshake in self.collector.take_finished() {
             self.route(handshake)?;
         }
+        Ok(())
+    }
+
+    /// Ends the capture: every connection is added and decided.
+    fn finish(&mut self) -> Result<Nanos, CaptureInputError> {
+        self.decide_in_flight()?;
         let capture_end = self.collector.last_timestamp().unwrap_or(Nanos::ZERO);
         for bucketer in self.classes.values_mut() {
             bucketer.finish(capture_end);

@@ -407,9 +407,14 @@ impl Models {
     /// Learns each class's clients again (from its learner, when fed since
     /// the last time) and puts the model with them in place; what was
     /// learned goes to `learned`, a failure to `log` (once per reason).
+    /// While the capture goes on, only from the attempts whose outcome
+    /// cannot still be pending (`SynLearner::learn_complete`: the ones
+    /// still in flight would be the accepted without the abandoned); once
+    /// `input_ended`, every connection decided, from all.
     pub fn relearn<'a>(
         &mut self,
         learners: impl Iterator<Item = (&'a String, &'a SynLearner)>,
+        input_ended: bool,
         mut learned_to: impl FnMut(&str, &LearnedRecord),
         mut log: impl FnMut(String),
     ) {
@@ -418,19 +423,24 @@ impl Models {
                 continue;
             };
             let attempts = learner.counts().attempts;
-            if attempts == model.attempts_learned {
+            if attempts == model.attempts_learned && !input_ended {
                 continue;
             }
             model.attempts_learned = attempts;
-            let outcome = learner
-                .learn(GiveUpPlacement::Midpoint)
-                .map_err(|e| e.to_string())
-                .and_then(|learned| {
-                    let config: CertesConfig = learned.configure(self.configured.config());
-                    Certes::new(config)
-                        .map(|certes| (learned, certes))
-                        .map_err(|e| format!("the learned clients do not make a model: {e}"))
-                });
+            // Where in a learned cell the clients give up no SYN shows: at
+            // the configured frustration timeout when the cell holds it.
+            let placement = GiveUpPlacement::Told(self.frustration_timeout);
+            let learned = if input_ended {
+                learner.learn(placement)
+            } else {
+                learner.learn_complete(placement)
+            };
+            let outcome = learned.map_err(|e| e.to_string()).and_then(|learned| {
+                let config: CertesConfig = learned.configure(self.configured.config());
+                Certes::new(config)
+                    .map(|certes| (learned, certes))
+                    .map_err(|e| format!("the learned clients do not make a model: {e}"))
+            });
             match outcome {
                 Ok((learned, certes)) => {
                     let first = self.next - model.history.len();
@@ -607,14 +617,22 @@ impl CaptureState {
             return Ok(());
         };
         self.poll_gate();
-        // Learned once more from what was fed, so that the intervals handed
-        // over now use it (relearning is otherwise due only every
-        // `learn_every` of intervals handed over).
+        // Learned once more, with every connection in flight decided (and
+        // fed to the learners) first, so that the intervals handed over now
+        // use what every attempt says (relearning is otherwise due only
+        // every `learn_every` of intervals handed over, and then from the
+        // attempts that cannot still be pending).
         if self.models.learn {
+            if let Err(e) = self.stream.decide_in_flight() {
+                self.log(format!(
+                    "stopping: the connections in flight were not decided: {e}"
+                ));
+            }
             let metrics = &self.metrics;
             let outputs = &self.outputs;
             self.models.relearn(
                 self.stream.learners(),
+                true,
                 |class, record| metrics.set_learned(class, record),
                 |message| Outputs::log(outputs, &message),
             );
@@ -748,6 +766,7 @@ impl CaptureState {
             let outputs = &self.outputs;
             self.models.relearn(
                 self.stream.learners(),
+                false,
                 |class, record| metrics.set_learned(class, record),
                 |message| Outputs::log(outputs, &message),
             );
@@ -842,6 +861,7 @@ mod tests {
         let mut logged = Vec::new();
         learning.relearn(
             [(&class, &learner)].into_iter(),
+            false,
             |c, r| records.push((c.to_string(), r.clone())),
             |m| logged.push(m),
         );
@@ -857,7 +877,12 @@ mod tests {
         assert_ne!(mean, told, "the learned model estimates otherwise");
         // Fed nothing new: not learned again.
         let mut again = 0;
-        learning.relearn([(&class, &learner)].into_iter(), |_, _| again += 1, |_| {});
+        learning.relearn(
+            [(&class, &learner)].into_iter(),
+            false,
+            |_, _| again += 1,
+            |_| {},
+        );
         assert_eq!(again, 0);
         // A learner with nothing to learn from: logged once, model kept.
         let mut empty = SynLearner::with_builtin_profiles().unwrap();
@@ -865,6 +890,7 @@ mod tests {
             empty.observe(&[Nanos::from_secs(i)], AttemptOutcome::Accepted);
             learning.relearn(
                 [(&class, &empty)].into_iter(),
+                false,
                 |_, _| panic!("nothing learned"),
                 |m| logged.push(m),
             );
