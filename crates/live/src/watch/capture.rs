@@ -275,13 +275,15 @@ impl LearnedRecord {
 
 /// Per class, the model its rows come from: the configured one or, with
 /// `learn`, the configured one given the clients learned so far
-/// (`LearnedClients::configure`, the schedule mixture and give-up times,
-/// each cell's give-ups at its midpoint — as the simulator study runs
-/// it). A newly learned model takes over only after it has run over the
-/// class's latest intervals (kept for the longest connection time of the
-/// built-in profiles, within [`MAX_REPLAY_COUNTERS`]), so that the
-/// retries it expects from earlier drops are in it; each relearn starts
-/// from every attempt fed since the capture started.
+/// (`LearnedClients::configure`, the schedule mixture and give-up times;
+/// the give-ups of the cell that holds the configured frustration timeout
+/// placed there, of the others at the cell's midpoint). A newly learned
+/// model takes over only after it has run over the class's latest
+/// intervals (kept for the longest connection time of the built-in
+/// profiles, within [`MAX_REPLAY_COUNTERS`]), so that the retries it
+/// expects from earlier drops are in it; each relearn starts from every
+/// attempt fed since the capture started whose outcome can no longer be
+/// pending (all of them once the input ends).
 pub struct Models {
     configured: Certes,
     frustration_timeout: Nanos,
