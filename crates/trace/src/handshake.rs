@@ -29,11 +29,18 @@
 //!   the server's first FIN and the first RST either way, all after the
 //!   first SYN-ACK.
 //!
-//! Departure from Section 4, with its reason: the paper also ends the
+//! Departures from Section 4, with their reasons: the paper also ends the
 //! transaction at a FIN *from the client*. A client that half-closes after
 //! its request (`shutdown(SHUT_WR)`, as some HTTP/1.0 clients do) is still
 //! waiting for the response, and ending there would cut its response time
 //! short; here the client's FIN is END only when the server sent no data.
+//! Likewise the server's first FIN is END only when no data segment
+//! follows it: data after a FIN is a retransmission of a segment lost on
+//! the way (often the last one, which carries the FIN), and the client
+//! waits for it — Section 3 ends SYN-to-END when "the server sends the
+//! last data packet", and the client's time when it is received. A FIN
+//! re-sent alone (the FIN lost, the data not) ends nothing later: the
+//! client already had the response.
 //!
 //! A connection's END is **unknown** — and its outcome unresolved — when
 //! the capture stopped before it: no FIN or RST from the server, no RST,
@@ -354,6 +361,14 @@ impl Handshake {
             (Some(fin), Some(data)) => fin >= data,
             (None, _) => false,
         };
+        // A data segment after the server's first FIN can only be a
+        // retransmission (no new data follows a FIN): the client is still
+        // waiting for it, so that FIN ends nothing.
+        let server_fin_ends = match (self.server_fin, self.last_data) {
+            (Some(_), None) => true,
+            (Some(fin), Some(data)) => fin >= data,
+            (None, _) => false,
+        };
         let over = self.server_fin.is_some()
             || self.reset.is_some()
             || client_fin_ends
@@ -366,7 +381,8 @@ impl Handshake {
         } else {
             None
         };
-        [self.last_data, self.server_fin, self.reset, client_fin]
+        let server_fin = self.server_fin.filter(|_| server_fin_ends);
+        [self.last_data, server_fin, self.reset, client_fin]
             .into_iter()
             .flatten()
             .min()

@@ -327,8 +327,9 @@ fn client_half_close_before_the_response_does_not_end_it() {
 }
 
 #[test]
-fn server_fin_before_its_last_data_segment_ends_it() {
-    // The server closes at 300 ms; a retransmission of its data follows.
+fn data_retransmitted_after_the_server_fin_is_the_end() {
+    // The server closes at 300 ms; its first data segment was lost and is
+    // retransmitted at 700 ms: the client has its response only then.
     let c = Client::new(40_008, 6_000);
     let script = vec![
         (0.0, c.syn()),
@@ -346,7 +347,61 @@ fn server_fin_before_its_last_data_segment_ends_it() {
     assert_eq!(h.server_fin, Some(at(300.0)));
     assert_eq!(h.last_data, Some(at(700.0)));
     assert_eq!((h.data_segments, h.data_retransmissions), (2, 1));
-    assert_eq!(h.end, Some(at(300.0)));
+    assert_eq!(h.end, Some(at(700.0)));
+}
+
+#[test]
+fn last_segment_with_fin_lost_on_the_way_ends_at_its_retransmission() {
+    // 1500 response bytes: 1000, then 500 with FIN at 210 ms, lost on the
+    // way and re-sent at 430 ms (the retransmission time-out). The client
+    // ACKs the first segment, then everything with its own FIN.
+    let c = Client::new(40_011, 9_700);
+    let script = vec![
+        (0.0, c.syn()),
+        (0.1, c.synack()),
+        (40.1, c.ack(0, 0, 0)),
+        (40.2, c.ack(0, 0, PSH).payload(100)),
+        (200.0, c.data(0, 1000, 0)),
+        (210.0, c.data(1000, 500, FIN)),
+        (240.0, c.ack(100, 1000, 0)),
+        (430.0, c.data(1000, 500, FIN).ip_id(998)),
+        (470.0, c.ack(100, 1501, FIN)),
+    ];
+    let file = capture("fin-segment-lost.pcap", &script);
+    let trace = read_handshakes(&file.path, &HandshakeConfig::default()).unwrap();
+    let h = &trace.handshakes[0];
+    assert_eq!(h.server_fin, Some(at(210.0)));
+    assert_eq!(h.data_retransmissions, 1);
+    assert_eq!(h.end, Some(at(430.0)));
+    let grid = trace.grid(Nanos::from_millis(250)).unwrap();
+    let figures = exact(&trace.observations(), grid, trace.capture_end(), &linux(21)).unwrap();
+    // 430 ms to END plus the 40-ms RTT: the retransmission's wait counts.
+    assert_eq!(
+        figures.connections[0].client_time,
+        Some(Nanos::from_millis(470))
+    );
+}
+
+#[test]
+fn fin_resent_alone_does_not_move_the_end() {
+    // The data arrived; only the bare FIN was lost and is re-sent.
+    let c = Client::new(40_012, 9_900);
+    let script = vec![
+        (0.0, c.syn()),
+        (0.1, c.synack()),
+        (40.1, c.ack(0, 0, 0)),
+        (40.2, c.ack(0, 0, PSH).payload(100)),
+        (200.0, c.data(0, 1000, 0)),
+        (201.0, c.data(1000, 0, FIN)),
+        (240.0, c.ack(100, 1000, 0)),
+        (420.0, c.data(1000, 0, FIN).ip_id(997)),
+        (460.0, c.ack(100, 1001, FIN)),
+    ];
+    let file = capture("fin-alone-lost.pcap", &script);
+    let trace = read_handshakes(&file.path, &HandshakeConfig::default()).unwrap();
+    let h = &trace.handshakes[0];
+    assert_eq!(h.last_data, Some(at(200.0)));
+    assert_eq!(h.end, Some(at(200.0)));
 }
 
 #[test]

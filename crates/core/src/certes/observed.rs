@@ -29,7 +29,8 @@
 //! Definitions and decisions, with reasons:
 //! * **END** is decided by whoever builds the observation; the capture
 //!   reader (`vantage_trace::handshake`) follows Section 4: the first of the
-//!   server's last data segment and the first FIN or RST.
+//!   server's last data segment and the first FIN or RST (a FIN followed by
+//!   a data retransmission ends nothing: see there).
 //! * **Give-ups.** A connection none of whose SYNs was answered is a client
 //!   that gave up. The server cannot see when; its wait is taken as the
 //!   model's (Section 3.2.2, Table I): min(frustration timeout, the
