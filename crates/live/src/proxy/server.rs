@@ -730,37 +730,97 @@ static HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// ORCA's load report (`utilization.rs`).
+const LOAD_REPORT: HeaderName = HeaderName::from_static("endpoint-load-metrics");
 
 /// The position of `name` in `HOP_BY_HOP`, if it is one: one match on the
 /// (lower-case) name, which the compiler turns into a switch on its length
 /// and a comparison, instead of nine `HeaderName` comparisons.
+#[cfg(test)]
 fn hop_by_hop_index(name: &HeaderName) -> Option<usize> {
-    match name.as_str() {
-        "connection" => Some(0),
-        "keep-alive" => Some(1),
-        "proxy-connection" => Some(2),
-        "te" => Some(3),
-        "trailer" => Some(4),
-        "transfer-encoding" => Some(5),
-        "upgrade" => Some(6),
-        "proxy-authorization" => Some(7),
-        "proxy-authenticate" => Some(8),
+    match name_kind(name) {
+        NameKind::HopByHop(i) => Some(i),
         _ => None,
     }
 }
 
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names marks the hop-by-hop ones present (a bit per
-    // entry of `HOP_BY_HOP`); then only those, and the names `Connection`
-    // lists, are removed. A typical response carries just `Connection:
-    // keep-alive`, whose listed name is itself in `HOP_BY_HOP`: no
-    // allocation. Other listed names are collected in a list.
-    let mut present: u16 = 0;
-    for name in headers.keys() {
-        if let Some(i) = hop_by_hop_index(name) {
-            present |= 1 << i;
+/// What the proxy does with a header name: strip it (its position in
+/// `HOP_BY_HOP`), look it up (one of `Names`'s fields), or forward it.
+enum NameKind {
+    HopByHop(usize),
+    Host,
+    ContentLength,
+    XForwardedFor,
+    LoadReport,
+    Other,
+}
+
+/// One match on the (lower-case) name, which the compiler turns into a
+/// switch on its length and a comparison.
+fn name_kind(name: &HeaderName) -> NameKind {
+    match name.as_str() {
+        "connection" => NameKind::HopByHop(0),
+        "keep-alive" => NameKind::HopByHop(1),
+        "proxy-connection" => NameKind::HopByHop(2),
+        "te" => NameKind::HopByHop(3),
+        "trailer" => NameKind::HopByHop(4),
+        "transfer-encoding" => NameKind::HopByHop(5),
+        "upgrade" => NameKind::HopByHop(6),
+        "proxy-authorization" => NameKind::HopByHop(7),
+        "proxy-authenticate" => NameKind::HopByHop(8),
+        "host" => NameKind::Host,
+        "content-length" => NameKind::ContentLength,
+        "x-forwarded-for" => NameKind::XForwardedFor,
+        "endpoint-load-metrics" => NameKind::LoadReport,
+        _ => NameKind::Other,
+    }
+}
+
+/// The names of a message's headers that the proxy acts on, found in one
+/// pass over the names: a name noted absent is not looked up (a lookup
+/// hashes the name and probes the map, some hundreds of instructions).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Names {
+    /// A bit per entry of `HOP_BY_HOP` present.
+    hop_by_hop: u16,
+    host: bool,
+    content_length: bool,
+    x_forwarded_for: bool,
+    /// `endpoint-load-metrics` (ORCA).
+    load_report: bool,
+}
+
+impl Names {
+    fn of(headers: &HeaderMap) -> Names {
+        let mut names = Names::default();
+        for name in headers.keys() {
+            names.note(name, true);
+        }
+        names
+    }
+
+    /// Records `name` as present or (removed) absent.
+    fn note(&mut self, name: &HeaderName, present: bool) {
+        match name_kind(name) {
+            NameKind::HopByHop(i) if present => self.hop_by_hop |= 1 << i,
+            NameKind::HopByHop(i) => self.hop_by_hop &= !(1 << i),
+            NameKind::Host => self.host = present,
+            NameKind::ContentLength => self.content_length = present,
+            NameKind::XForwardedFor => self.x_forwarded_for = present,
+            NameKind::LoadReport => self.load_report = present,
+            NameKind::Other => {}
         }
     }
+}
+
+/// Removes the hop-by-hop headers `names` (from `Names::of`) found, and the
+/// names `Connection` lists; `names` then says what is left.
+fn strip_hop_by_hop(headers: &mut HeaderMap, names: &mut Names) {
+    // Only the hop-by-hop names present, and the names `Connection` lists,
+    // are removed. A typical response carries just `Connection:
+    // keep-alive`, whose listed name is itself in `HOP_BY_HOP`: no
+    // allocation. Other listed names are collected in a list.
+    let mut present = names.hop_by_hop;
     if present == 0 {
         return;
     }
@@ -785,8 +845,10 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
+    names.hop_by_hop = 0;
     for name in listed {
-        headers.remove(name);
+        headers.remove(&name);
+        names.note(&name, false);
     }
 }
 
@@ -1119,28 +1181,36 @@ async fn handle(
     }
 
     let (mut parts, body) = request.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    let mut names = Names::of(&parts.headers);
+    strip_hop_by_hop(&mut parts.headers, &mut names);
     // HTTP/2 carries the host in `:authority`; HTTP/1.1 upstreams need
     // `Host`.
-    if !parts.headers.contains_key(hyper::header::HOST) {
+    if !names.host {
         if let Some(host) = parts
             .uri
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         {
             parts.headers.insert(hyper::header::HOST, host);
+            names.host = true;
         }
     }
     // The upstream request is framed by hyper from the body it streams
     // (its exact length when known, else chunked), never from a header.
-    parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    if names.content_length {
+        parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    }
     add_via(&mut parts.headers, parts.version);
     let peer_ip = &completion.activity.peer_ip;
-    let forwarded = match parts
-        .headers
-        .get(X_FORWARDED_FOR)
-        .and_then(|v| v.to_str().ok())
-    {
+    let earlier = if names.x_forwarded_for {
+        parts
+            .headers
+            .get(X_FORWARDED_FOR)
+            .and_then(|v| v.to_str().ok())
+    } else {
+        None
+    };
+    let forwarded = match earlier {
         Some(earlier) => HeaderValue::from_str(&format!(
             "{earlier}, {}",
             peer_ip.to_str().unwrap_or_default()
@@ -1198,10 +1268,11 @@ async fn handle(
         } else {
             std::mem::take(&mut parts.headers)
         };
-        upstream_request
-            .headers_mut()
-            .entry(hyper::header::HOST)
-            .or_insert_with(|| settings.hosts[index].clone());
+        if !names.host {
+            upstream_request
+                .headers_mut()
+                .insert(hyper::header::HOST, settings.hosts[index].clone());
+        }
         let in_flight = InFlightGuard::enter(&shared, sent);
         let result = {
             let deadline = tokio::time::Instant::from_std(sent) + upstream_timeout;
@@ -1214,8 +1285,10 @@ async fn handle(
             Some(Ok(mut response)) => {
                 settings.upstreams.mark_up(index);
                 settings.latency[index].observe(sent.elapsed().as_secs_f64());
-                if let Some(report) = response.headers().get("endpoint-load-metrics") {
-                    match report.to_str().ok().and_then(parse_orca) {
+                let mut names = Names::of(response.headers());
+                if names.load_report {
+                    let report = response.headers().get(LOAD_REPORT);
+                    match report.and_then(|r| r.to_str().ok()).and_then(parse_orca) {
                         Some(value) => settings.orca.record(index, value),
                         None => {
                             shared.metrics.orca_ignored.inc();
@@ -1230,7 +1303,7 @@ async fn handle(
                     completion.failed = true;
                     line.outcome = Failure::Upstream5xx.name();
                 }
-                strip_hop_by_hop(response.headers_mut());
+                strip_hop_by_hop(response.headers_mut(), &mut names);
                 let version = response.version();
                 add_via(response.headers_mut(), version);
                 if let Some(cookie) = set_cookie {
@@ -1311,6 +1384,43 @@ mod tests {
         map
     }
 
+    /// Strips `map` as the handler does; the names noted then must be
+    /// those the map holds.
+    fn strip(map: &mut HeaderMap) {
+        let mut noted = Names::of(map);
+        strip_hop_by_hop(map, &mut noted);
+        let left = Names::of(map);
+        assert_eq!(left.hop_by_hop, 0, "{map:?}");
+        assert_eq!(noted, left, "{map:?}");
+    }
+
+    #[test]
+    fn the_names_looked_up_are_noted_and_a_listed_one_is_stripped() {
+        let mut map = headers(&[
+            ("host", "site"),
+            ("content-length", "3"),
+            ("endpoint-load-metrics", "TEXT cpu_utilization=0.5"),
+            ("x-forwarded-for", "192.0.2.1"),
+        ]);
+        let noted = Names::of(&map);
+        assert!(noted.host && noted.content_length && noted.load_report && noted.x_forwarded_for);
+        assert_eq!(noted.hop_by_hop, 0);
+        strip(&mut map);
+        // A client that names a header in `Connection` has it removed
+        // before the proxy reads it: it is noted absent.
+        map.append(
+            hyper::header::CONNECTION,
+            HeaderValue::from_static("X-Forwarded-For, host"),
+        );
+        strip(&mut map);
+        assert_eq!(names(&map), ["content-length", "endpoint-load-metrics"]);
+        let mut noted = Names::of(&map);
+        assert!(!noted.host && !noted.x_forwarded_for);
+        map.insert(hyper::header::TE, HeaderValue::from_static("trailers"));
+        noted = Names::of(&map);
+        assert_eq!(noted.hop_by_hop, 1 << 3);
+    }
+
     fn names(map: &HeaderMap) -> Vec<String> {
         let mut names: Vec<String> = map.keys().map(|n| n.as_str().to_string()).collect();
         names.sort();
@@ -1335,7 +1445,7 @@ mod tests {
             ("x-public", "kept"),
             ("cookie", "a=b"),
         ]);
-        strip_hop_by_hop(&mut map);
+        strip(&mut map);
         assert_eq!(names(&map), ["cookie", "host", "x-public"]);
     }
 
@@ -1355,7 +1465,7 @@ mod tests {
             ("via", "1.1 a"),
         ];
         let mut map = headers(&pairs);
-        strip_hop_by_hop(&mut map);
+        strip(&mut map);
         assert_eq!(map, headers(&pairs));
     }
 
@@ -1367,7 +1477,7 @@ mod tests {
             ("x-two", "2"),
             ("x-three", "3"),
         ]);
-        strip_hop_by_hop(&mut map);
+        strip(&mut map);
         assert_eq!(names(&map), ["x-three"]);
     }
 }
