@@ -16,8 +16,10 @@
 //!   W_max from the peer's window — for
 //!   [`SendBufferAllocator`] (E-ATBT); the data in the send buffer
 //!   (unacknowledged segments × MSS plus `notsent_bytes`, from the same
-//!   read) feeds the up/down coupling; the assignment is set with
-//!   `SO_SNDBUF`;
+//!   read) feeds the up/down coupling, with the share of the interval the
+//!   connection had data in flight (Δ`busy_time`) and whether the buffer
+//!   limited it (Δ`sndbuf_limited`): one read is not the interval's peak;
+//!   the assignment is set with `SO_SNDBUF`;
 //! * upstream connections (receive side): `SO_MEMINFO`'s allocated receive
 //!   memory is the stored data (U_i, out-of-order data included),
 //!   Δ`bytes_received` the rate, Δ`rcv_ooopack` the loss, for each
@@ -315,6 +317,10 @@ struct ClientState {
     loss: LossEstimator,
     mss: u32,
     applied: Option<u64>,
+    /// The kernel's cumulative busy and send-buffer-limited times (µs) at
+    /// the last read.
+    busy_us: Option<u64>,
+    sndbuf_limited_us: Option<u64>,
 }
 
 struct UpstreamState {
@@ -575,6 +581,8 @@ impl Resources {
                 loss: self.fresh_loss.clone(),
                 mss: ALLOCATOR_MSS,
                 applied: None,
+                busy_us: None,
+                sndbuf_limited_us: None,
             },
         );
         drop(state);
@@ -1114,6 +1122,7 @@ impl Resources {
                 .map(|(&id, c)| (id, c.fd, c.active == 0 && c.idle_since.is_some()))
                 .collect()
         };
+        let interval_us = self.interval().as_micros().max(1) as f64;
         let mut idle = Vec::new();
         let mut draining = HashSet::new();
         let mut paths = Vec::with_capacity(clients.len());
@@ -1138,6 +1147,9 @@ impl Resources {
                 if let Some(segs) = info.data_segs_out {
                     c.loss.observe_counters(segs, info.total_retrans);
                 }
+                // Since the last read (or since the connection opened).
+                let busy_us = since(info.busy_time_us, &mut c.busy_us);
+                let sndbuf_limited_us = since(info.sndbuf_limited_us, &mut c.sndbuf_limited_us);
                 c.mss = info.snd_mss.max(1);
                 // Data in the send buffer: unacknowledged plus not yet sent.
                 let queued = u64::from(info.unacked) * u64::from(c.mss)
@@ -1169,6 +1181,8 @@ impl Resources {
                         id,
                         peak_bytes: queued,
                         buffer_bytes: held / 2,
+                        busy_fraction: busy_us.map(|busy| busy as f64 / interval_us),
+                        buffer_limited: sndbuf_limited_us.is_some_and(|limited| limited > 0),
                     });
                 }
             }
@@ -1383,6 +1397,15 @@ impl Resources {
             }
         }
     }
+}
+
+/// How much a cumulative kernel counter moved since `last` (which it
+/// then becomes); None if the kernel does not report it.
+fn since(total: Option<u64>, last: &mut Option<u64>) -> Option<u64> {
+    let total = total?;
+    let moved = total.saturating_sub(last.unwrap_or(0));
+    *last = Some(total);
+    Some(moved)
 }
 
 /// Which buffer [`Resources::apply_buffers`] sets: client connections'
