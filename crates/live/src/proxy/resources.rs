@@ -754,7 +754,15 @@ impl Resources {
             return;
         }
         c.idle_since = Some(now);
-        let held = c.applied.unwrap_or(0);
+        // Never set by the loop (it finished its responses between two
+        // reads): the kernel's own buffer is what it held, and what it
+        // gets back on reuse. Counted as 0, it decayed to the floor at
+        // once and was given the floor back on every reuse.
+        let held = c.applied.unwrap_or_else(|| {
+            // SAFETY: as in `read_clients` (the lock is held: `state`).
+            let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
+            tcp_info::send_buffer(fd).map_or(0, u64::from)
+        });
         if let Some(m) = manager.as_mut() {
             if let Some(oldest) = m.mark_idle(id, now, held) {
                 let since = clients
@@ -1053,6 +1061,7 @@ impl Resources {
         if plan.read {
             self.read_clients(report);
         }
+        let mut decaying = HashSet::new();
         let (moves, tracked) = {
             let state = self.lock();
             let manager = state.manager.as_ref();
@@ -1069,6 +1078,9 @@ impl Resources {
                         None => continue,
                     },
                 };
+                if decayed.is_some() {
+                    decaying.insert(id);
+                }
                 let held = held.clamp(min_held(c.mss), self.limits.send_max);
                 self.metrics.send_assigned.observe(held as f64);
                 moves.push(BufferMove {
@@ -1081,7 +1093,7 @@ impl Resources {
         };
         let chosen = plan_sets(moves, set_budget(tracked), plan.cut);
         report.buffers_deferred += chosen.deferred;
-        self.apply_buffers(&chosen.set, Side::Send, &HashSet::new(), report);
+        self.apply_buffers(&chosen.set, Side::Send, &decaying, report);
         // A connection still draining its last response is on the idle
         // list since the response was handed to the socket, and the loop
         // sized it as in use: what it gets back on reuse, and what its
@@ -1335,9 +1347,10 @@ impl Resources {
     /// Sets each of `moves` on its side, under the lock [`CHUNK`]
     /// connections at a time, each only if still registered (one
     /// unregistered meanwhile may have closed its descriptor).
-    /// `shrinking`: pooled upstream connections whose target is their
-    /// idle decay, set only if still idle (one taken from the pool
-    /// meanwhile has its buffer back) and counted.
+    /// `shrinking`: connections whose target is their idle decay (pooled
+    /// upstream ones, idle client ones), set only if still idle (one taken
+    /// back into use meanwhile has its buffer back); the upstream ones
+    /// are counted.
     fn apply_buffers(
         &self,
         moves: &[BufferMove],
@@ -1349,7 +1362,11 @@ impl Resources {
             let mut state = self.lock();
             for &BufferMove { id, target, .. } in chunk {
                 let idle_shrink = shrinking.contains(&id);
-                if idle_shrink && !state.pooled.as_ref().is_some_and(|m| m.is_idle(id)) {
+                let idle_list = match side {
+                    Side::Send => state.manager.as_ref(),
+                    Side::Receive => state.pooled.as_ref(),
+                };
+                if idle_shrink && !idle_list.is_some_and(|m| m.is_idle(id)) {
                     continue;
                 }
                 let registered = match side {
@@ -1364,7 +1381,7 @@ impl Resources {
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 // What an idle upstream connection held before: the value
                 // last set, or the kernel's own if none was.
-                let before = if idle_shrink {
+                let before = if idle_shrink && matches!(side, Side::Receive) {
                     applied.or_else(|| tcp_info::receive_buffer(fd).ok().map(u64::from))
                 } else {
                     None
