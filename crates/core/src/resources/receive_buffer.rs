@@ -35,6 +35,19 @@
 //! probe the buffer shrinks by β when ρ_i falls more than `rate_margin`
 //! below ρ_{i−1}, and otherwise holds.
 //!
+//! A shrink for a falling rate is not undone by the rules above: the
+//! probe is closed, and an interval without loss grows nothing. Where the
+//! rate follows the demand rather than the window — an upstream
+//! connection kept in the proxy's pool carries one document after another,
+//! and what it receives falls about every other interval — the buffer then
+//! only ever shrinks, by β each time, down to `min_bytes`. So the tuner
+//! keeps the size the sender was found to use (where the last probe
+//! closed, or what the last loss rule set: a loss shows the window, as
+//! Section 3.1.2 argues), a shrink for a falling rate does not lower it,
+//! and an interval without loss whose rate does not fall grows a buffer
+//! below it back by α, to at most that size: never above what a probe or
+//! a loss measured, so Figure 7's buffer does not drift.
+//!
 //! An interval in which nothing arrived (an idle keep-alive connection)
 //! says nothing about the sender: the buffer holds and the rate history is
 //! kept.
@@ -149,6 +162,10 @@ pub struct ReceiveBufferTuner {
     probe_baseline: Option<u64>,
     probing: bool,
     previous_received: Option<u64>,
+    /// The buffer the sender was found to use: where the last probe
+    /// closed, or what the last loss rule set. A shrink for a falling rate
+    /// does not lower it, and the buffer grows back to it.
+    settled: Option<u64>,
 }
 
 impl ReceiveBufferTuner {
@@ -163,6 +180,7 @@ impl ReceiveBufferTuner {
             probe_baseline: None,
             probing: true,
             previous_received: None,
+            settled: None,
         })
     }
 
@@ -211,7 +229,9 @@ impl ReceiveBufferTuner {
         self.previous_received = Some(seen.received_bytes);
         // Whatever this interval decides, the open probe (if any) has its
         // answer; only a growth without loss opens the next one.
+        let was_probing = self.probing;
         self.probing = false;
+        let below_settled = self.settled.filter(|&settled| (previous as u64) < settled);
         let target = if seen.loss {
             if utilization > p.high_threshold {
                 p.growth * utilization * previous
@@ -227,6 +247,8 @@ impl ReceiveBufferTuner {
                 p.growth * previous
             } else if rate_falling {
                 p.shrink * previous
+            } else if let Some(settled) = below_settled {
+                (p.growth * previous).min(settled as f64)
             } else {
                 previous
             }
@@ -234,6 +256,11 @@ impl ReceiveBufferTuner {
             previous
         };
         let target = (target.round() as u64).clamp(p.min_bytes, p.max_bytes);
+        if seen.loss {
+            self.settled = Some(target);
+        } else if was_probing && !self.probing {
+            self.settled = Some(self.advertised);
+        }
         if target > self.advertised {
             self.advertised = target;
             self.held = self.held.max(target);
@@ -382,6 +409,28 @@ mod tests {
             ReceiveDecision::Grow
         );
         assert_eq!(t.advertised_bytes(), 360_000);
+    }
+
+    /// An upstream connection kept in the proxy's pool carries one
+    /// document after another: what it receives in an interval follows the
+    /// requests, not its window, and falls about every other interval.
+    #[test]
+    fn a_rate_that_falls_with_the_demand_does_not_ratchet_the_buffer_down() {
+        let mut t = tuner(131_072);
+        // The first interval's probe grows it; the next does not pay.
+        t.end_interval(Nanos::from_secs(1), &seen(0, 1_000_000, false));
+        t.end_interval(Nanos::from_secs(2), &seen(0, 1_000_000, false));
+        let settled = t.advertised_bytes();
+        assert_eq!(settled, 262_144);
+        for second in 3..60 {
+            let received = if second % 2 == 0 { 1_000_000 } else { 300_000 };
+            t.end_interval(Nanos::from_secs(second), &seen(0, received, false));
+            assert!(
+                t.advertised_bytes() as f64 >= 0.9 * settled as f64 - 1.0,
+                "second {second}: {} of {settled}",
+                t.advertised_bytes()
+            );
+        }
     }
 
     #[test]

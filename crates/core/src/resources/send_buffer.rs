@@ -20,6 +20,18 @@
 //! and capping it near what the old one held would let it grow only by
 //! `headroom` per interval.
 //!
+//! Departure: the thesis monitors the peak use inside the kernel; a live
+//! driver reads the send buffer once per interval, and a connection that
+//! sent its responses in a few milliseconds (a fast path) or waited for
+//! its upstream is read empty, although its upstream was not slow. Capped
+//! at `min_bytes` on that evidence, every later response went out through
+//! a 4 KB buffer. So where the driver measures how long the connection
+//! had data in flight ([`Occupancy::busy_fraction`]), an interval is judged
+//! under-used only if it sent for at least `judged_when_busy` (half) of
+//! it — a connection fed by a slow upstream sends all the time with little
+//! queued — and the kernel's report that the buffer limited the sender
+//! ([`Occupancy::buffer_limited`]) lifts a cap as a full buffer does.
+//!
 //! A connection reused after idling (Section 3.2 shrinks idle buffers) may
 //! take back what it held before at once, as far as the pool has room
 //! ([`SendBufferAllocator::resume_bound`]); the next re-assignment evens
@@ -88,13 +100,37 @@ pub fn demand_bytes(path: &PathEstimate, mss: u32) -> Result<u64, OutOfRange> {
 }
 
 /// One connection's send-buffer use over an interval (Section 3.1.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Occupancy {
     pub id: u64,
-    /// The most data it held in its send buffer.
+    /// The most data it held in its send buffer (or, where the peak is not
+    /// tracked, what it held when sampled).
     pub peak_bytes: u64,
     /// The send buffer it had during the interval (data bytes).
     pub buffer_bytes: u64,
+    /// The share of the interval it had data in flight (Linux
+    /// `tcpi_busy_time`), if measured. A connection that sent for less
+    /// than [`CouplingParams::judged_when_busy`] of the interval is not
+    /// judged under-used (see the module doc). None: every interval is
+    /// judged (a driver that tracks the true peak).
+    pub busy_fraction: Option<f64>,
+    /// Whether the buffer limited the sender during the interval (Linux
+    /// `tcpi_sndbuf_limited` grew): it was full, which lifts a cap as an
+    /// occupancy at `lift_at` does.
+    pub buffer_limited: bool,
+}
+
+impl Occupancy {
+    /// An interval whose peak is tracked exactly: judged by it alone.
+    pub fn peak(id: u64, peak_bytes: u64, buffer_bytes: u64) -> Occupancy {
+        Occupancy {
+            id,
+            peak_bytes,
+            buffer_bytes,
+            busy_fraction: None,
+            buffer_limited: false,
+        }
+    }
 }
 
 /// The under-use rule of Section 3.1.3.
@@ -110,6 +146,9 @@ pub struct CouplingParams {
     pub lift_at: f64,
     /// No cap goes below this many bytes.
     pub min_bytes: u64,
+    /// An interval is judged under-used only if the connection had data in
+    /// flight for at least this share of it (when that is measured).
+    pub judged_when_busy: f64,
 }
 
 impl Default for CouplingParams {
@@ -119,6 +158,7 @@ impl Default for CouplingParams {
             headroom: 2.0,
             lift_at: 0.8,
             min_bytes: 4096,
+            judged_when_busy: 0.5,
         }
     }
 }
@@ -169,6 +209,12 @@ impl SendBufferAllocator {
             "coupling thresholds",
             "0 < under_used_below ≤ lift_at ≤ 1",
             format!("{} / {}", coupling.under_used_below, coupling.lift_at),
+        )?;
+        OutOfRange::check(
+            (0.0..=1.0).contains(&coupling.judged_when_busy),
+            "coupling judged_when_busy",
+            "a fraction in [0, 1]",
+            coupling.judged_when_busy,
         )?;
         OutOfRange::check(
             coupling.headroom >= 1.0,
@@ -297,18 +343,21 @@ impl SendBufferAllocator {
             id,
             peak_bytes,
             buffer_bytes,
+            busy_fraction,
+            buffer_limited,
         } in observations
         {
             let Some(connection) = self.connections.get_mut(&id) else {
                 continue;
             };
             let utilization = peak_bytes as f64 / buffer_bytes.max(1) as f64;
-            if utilization < params.under_used_below {
+            let sending = busy_fraction.is_none_or(|busy| busy >= params.judged_when_busy);
+            if buffer_limited || utilization >= params.lift_at {
+                connection.coupling_cap = None;
+            } else if sending && utilization < params.under_used_below {
                 let cap =
                     ((peak_bytes as f64 * params.headroom).ceil() as u64).max(params.min_bytes);
                 connection.coupling_cap = Some(cap);
-            } else if utilization >= params.lift_at {
-                connection.coupling_cap = None;
             }
         }
         self.reassign();
@@ -521,11 +570,7 @@ mod tests {
         allocator.set_path(1, &path).unwrap();
         allocator.set_path(2, &path).unwrap();
         assert_eq!(allocator.assigned(1), Some(50_000));
-        let occupancy = |peak_bytes, buffer_bytes| Occupancy {
-            id: 1,
-            peak_bytes,
-            buffer_bytes,
-        };
+        let occupancy = |peak_bytes, buffer_bytes| Occupancy::peak(1, peak_bytes, buffer_bytes);
         allocator.observe_peak_occupancy(&[occupancy(10_000, 50_000)]);
         assert_eq!(allocator.assigned(1), Some(20_000));
         assert_eq!(allocator.assigned(2), Some(80_000));
@@ -533,6 +578,54 @@ mod tests {
         assert_eq!(allocator.assigned(1), Some(50_000));
         assert!(allocator.remove(1));
         assert_eq!(allocator.assigned(2), Some(100_000));
+    }
+
+    /// A client connection on a 100 Mbit/s, 10 ms path (Experiment 1's
+    /// path 1) as the live loop reads it once per interval: RTT 10 ms, no
+    /// retransmission yet, the client's window 64 KB; SURGE responses
+    /// drain in milliseconds, so the send buffer is empty when read, and
+    /// data was in flight for 2 % of the interval.
+    #[test]
+    fn a_connection_that_sent_only_briefly_is_not_judged_under_used() {
+        let path = PathEstimate {
+            rtt_secs: 0.010,
+            rto_secs: 0.210,
+            loss: 0.0,
+            max_window_segments: (65_536 / 1448) as f64,
+        };
+        let mut allocator =
+            SendBufferAllocator::new(25 << 20, 1448, 16, CouplingParams::default()).unwrap();
+        allocator.set_path(1, &path).unwrap();
+        let demand = allocator.assigned(1).unwrap();
+        assert!(demand >= 60_000, "the window bounds the demand: {demand}");
+        let sampled = |busy_fraction| Occupancy {
+            id: 1,
+            peak_bytes: 0,
+            buffer_bytes: demand,
+            busy_fraction,
+            buffer_limited: false,
+        };
+        allocator.observe_peak_occupancy(&[sampled(Some(0.02))]);
+        assert_eq!(allocator.assigned(1), Some(demand));
+        // Judged by the sample alone (as every interval was before the busy
+        // share was read), the empty buffer caps it at the 4 KB floor:
+        // what Experiment 1 measured on path 1.
+        allocator.observe_peak_occupancy(&[sampled(None)]);
+        assert_eq!(allocator.assigned(1), Some(4096));
+        // The kernel saw the buffer limit the sender: the cap is lifted.
+        allocator.observe_peak_occupancy(&[Occupancy {
+            buffer_bytes: 4096,
+            buffer_limited: true,
+            ..sampled(Some(0.02))
+        }]);
+        assert_eq!(allocator.assigned(1), Some(demand));
+        // Sending all interval with little queued (a slow upstream feeds
+        // it): under-used, capped near what it held (Section 3.1.3).
+        allocator.observe_peak_occupancy(&[Occupancy {
+            peak_bytes: 3_000,
+            ..sampled(Some(0.9))
+        }]);
+        assert_eq!(allocator.assigned(1), Some(6_000));
     }
 
     #[test]
@@ -554,11 +647,7 @@ mod tests {
         allocator.set_path(1, &path(0.001)).unwrap();
         let after = allocator.assigned(1).unwrap();
         assert!(after > 3 * before, "{before} → {after}");
-        allocator.observe_peak_occupancy(&[Occupancy {
-            id: 1,
-            peak_bytes: before,
-            buffer_bytes: before,
-        }]);
+        allocator.observe_peak_occupancy(&[Occupancy::peak(1, before, before)]);
         assert_eq!(allocator.assigned(1), Some(after));
     }
 

@@ -16,8 +16,10 @@
 //!   W_max from the peer's window — for
 //!   [`SendBufferAllocator`] (E-ATBT); the data in the send buffer
 //!   (unacknowledged segments × MSS plus `notsent_bytes`, from the same
-//!   read) feeds the up/down coupling; the assignment is set with
-//!   `SO_SNDBUF`;
+//!   read) feeds the up/down coupling, with the share of the interval the
+//!   connection had data in flight (Δ`busy_time`) and whether the buffer
+//!   limited it (Δ`sndbuf_limited`): one read is not the interval's peak;
+//!   the assignment is set with `SO_SNDBUF`;
 //! * upstream connections (receive side): `SO_MEMINFO`'s allocated receive
 //!   memory is the stored data (U_i, out-of-order data included),
 //!   Δ`bytes_received` the rate, Δ`rcv_ooopack` the loss, for each
@@ -315,6 +317,10 @@ struct ClientState {
     loss: LossEstimator,
     mss: u32,
     applied: Option<u64>,
+    /// The kernel's cumulative busy and send-buffer-limited times (µs) at
+    /// the last read.
+    busy_us: Option<u64>,
+    sndbuf_limited_us: Option<u64>,
 }
 
 struct UpstreamState {
@@ -575,6 +581,8 @@ impl Resources {
                 loss: self.fresh_loss.clone(),
                 mss: ALLOCATOR_MSS,
                 applied: None,
+                busy_us: None,
+                sndbuf_limited_us: None,
             },
         );
         drop(state);
@@ -746,7 +754,15 @@ impl Resources {
             return;
         }
         c.idle_since = Some(now);
-        let held = c.applied.unwrap_or(0);
+        // Never set by the loop (it finished its responses between two
+        // reads): the kernel's own buffer is what it held, and what it
+        // gets back on reuse. Counted as 0, it decayed to the floor at
+        // once and was given the floor back on every reuse.
+        let held = c.applied.unwrap_or_else(|| {
+            // SAFETY: as in `read_clients` (the lock is held: `state`).
+            let fd = unsafe { BorrowedFd::borrow_raw(c.fd) };
+            tcp_info::send_buffer(fd).map_or(0, u64::from)
+        });
         if let Some(m) = manager.as_mut() {
             if let Some(oldest) = m.mark_idle(id, now, held) {
                 let since = clients
@@ -1045,6 +1061,7 @@ impl Resources {
         if plan.read {
             self.read_clients(report);
         }
+        let mut decaying = HashSet::new();
         let (moves, tracked) = {
             let state = self.lock();
             let manager = state.manager.as_ref();
@@ -1061,6 +1078,9 @@ impl Resources {
                         None => continue,
                     },
                 };
+                if decayed.is_some() {
+                    decaying.insert(id);
+                }
                 let held = held.clamp(min_held(c.mss), self.limits.send_max);
                 self.metrics.send_assigned.observe(held as f64);
                 moves.push(BufferMove {
@@ -1073,7 +1093,7 @@ impl Resources {
         };
         let chosen = plan_sets(moves, set_budget(tracked), plan.cut);
         report.buffers_deferred += chosen.deferred;
-        self.apply_buffers(&chosen.set, Side::Send, &HashSet::new(), report);
+        self.apply_buffers(&chosen.set, Side::Send, &decaying, report);
         // A connection still draining its last response is on the idle
         // list since the response was handed to the socket, and the loop
         // sized it as in use: what it gets back on reuse, and what its
@@ -1114,6 +1134,7 @@ impl Resources {
                 .map(|(&id, c)| (id, c.fd, c.active == 0 && c.idle_since.is_some()))
                 .collect()
         };
+        let interval_us = self.interval().as_micros().max(1) as f64;
         let mut idle = Vec::new();
         let mut draining = HashSet::new();
         let mut paths = Vec::with_capacity(clients.len());
@@ -1138,6 +1159,9 @@ impl Resources {
                 if let Some(segs) = info.data_segs_out {
                     c.loss.observe_counters(segs, info.total_retrans);
                 }
+                // Since the last read (or since the connection opened).
+                let busy_us = since(info.busy_time_us, &mut c.busy_us);
+                let sndbuf_limited_us = since(info.sndbuf_limited_us, &mut c.sndbuf_limited_us);
                 c.mss = info.snd_mss.max(1);
                 // Data in the send buffer: unacknowledged plus not yet sent.
                 let queued = u64::from(info.unacked) * u64::from(c.mss)
@@ -1169,6 +1193,8 @@ impl Resources {
                         id,
                         peak_bytes: queued,
                         buffer_bytes: held / 2,
+                        busy_fraction: busy_us.map(|busy| busy as f64 / interval_us),
+                        buffer_limited: sndbuf_limited_us.is_some_and(|limited| limited > 0),
                     });
                 }
             }
@@ -1321,9 +1347,10 @@ impl Resources {
     /// Sets each of `moves` on its side, under the lock [`CHUNK`]
     /// connections at a time, each only if still registered (one
     /// unregistered meanwhile may have closed its descriptor).
-    /// `shrinking`: pooled upstream connections whose target is their
-    /// idle decay, set only if still idle (one taken from the pool
-    /// meanwhile has its buffer back) and counted.
+    /// `shrinking`: connections whose target is their idle decay (pooled
+    /// upstream ones, idle client ones), set only if still idle (one taken
+    /// back into use meanwhile has its buffer back); the upstream ones
+    /// are counted.
     fn apply_buffers(
         &self,
         moves: &[BufferMove],
@@ -1335,7 +1362,11 @@ impl Resources {
             let mut state = self.lock();
             for &BufferMove { id, target, .. } in chunk {
                 let idle_shrink = shrinking.contains(&id);
-                if idle_shrink && !state.pooled.as_ref().is_some_and(|m| m.is_idle(id)) {
+                let idle_list = match side {
+                    Side::Send => state.manager.as_ref(),
+                    Side::Receive => state.pooled.as_ref(),
+                };
+                if idle_shrink && !idle_list.is_some_and(|m| m.is_idle(id)) {
                     continue;
                 }
                 let registered = match side {
@@ -1350,7 +1381,7 @@ impl Resources {
                 let fd = unsafe { BorrowedFd::borrow_raw(fd) };
                 // What an idle upstream connection held before: the value
                 // last set, or the kernel's own if none was.
-                let before = if idle_shrink {
+                let before = if idle_shrink && matches!(side, Side::Receive) {
                     applied.or_else(|| tcp_info::receive_buffer(fd).ok().map(u64::from))
                 } else {
                     None
@@ -1383,6 +1414,15 @@ impl Resources {
             }
         }
     }
+}
+
+/// How much a cumulative kernel counter moved since `last` (which it
+/// then becomes); None if the kernel does not report it.
+fn since(total: Option<u64>, last: &mut Option<u64>) -> Option<u64> {
+    let total = total?;
+    let moved = total.saturating_sub(last.unwrap_or(0));
+    *last = Some(total);
+    Some(moved)
 }
 
 /// Which buffer [`Resources::apply_buffers`] sets: client connections'

@@ -1017,11 +1017,7 @@ impl<R: Rng + ?Sized> World<'_, R> {
                     let ready = if t.hit { t.bytes } else { t.upstream_delivered };
                     let queued = ready.saturating_sub(t.downstream_delivered);
                     let peak = c.interval_peak_queued.max(queued.min(c.buffer));
-                    observations.push(Occupancy {
-                        id,
-                        peak_bytes: peak,
-                        buffer_bytes: c.buffer,
-                    });
+                    observations.push(Occupancy::peak(id, peak, c.buffer));
                 }
             }
             if self.config.estimated_paths {
