@@ -6,7 +6,7 @@
 //! checks that none is left.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -35,13 +35,19 @@ fn quick_run_has_every_variant_and_accounts_for_every_session() {
     }
     let out = std::env::temp_dir().join(format!("vantage-sbac-live-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let output = Command::new(env!("CARGO_BIN_EXE_vantage"))
+    let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
         .args(["testbed", "sbac"])
         .arg(plan())
         .args(["--quick", "--json", "--out"])
         .arg(&out)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("vantage runs");
+    // The run names its CPU cgroup after its own process id
+    // (`vantage-sb<pid in hex>`): another run on the machine keeps its own.
+    let own_cgroup = format!("vantage-sb{:x}", child.id());
+    let output = child.wait_with_output().expect("vantage runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
@@ -56,7 +62,7 @@ fn quick_run_has_every_variant_and_accounts_for_every_session() {
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("vantage-sb"))
+        .filter(|n| *n == own_cgroup)
         .collect();
     assert!(left.is_empty(), "cgroups left: {left:?}");
 
