@@ -63,9 +63,12 @@ fn run(
     let mut peers = Vec::with_capacity(clients + upstreams);
     let mut tracked: Vec<TrackedStream<TcpStream>> = Vec::with_capacity(clients + upstreams);
     for i in 0..clients + upstreams {
-        let (accepted, peer) = exchanged_pair(&listener, address)?;
+        // A client connection is the accepted end; an upstream one, the
+        // connecting end (its remote port the listener's, as a proxy's
+        // upstream connections have their servers' few ports).
+        let (own, peer) = exchanged_pair(&listener, address, i >= clients)?;
         let stream = if i < clients {
-            let t = resources.track_client(accepted, Arc::new(tokio::sync::Notify::new()));
+            let t = resources.track_client(own, Arc::new(tokio::sync::Notify::new()));
             if let Some(events) = t.events() {
                 events.request_started();
                 // One in five idle keep-alive connections.
@@ -75,7 +78,7 @@ fn run(
             }
             t
         } else {
-            resources.track_upstream(accepted)
+            resources.track_upstream(own)
         };
         tracked.push(stream);
         peers.push(peer);
@@ -206,6 +209,119 @@ fn time_reads(tracked: &[TrackedStream<TcpStream>], port: u16) -> BenchResult<()
         dump * 1e3,
         dump / replies.max(1) as f64 * 1e6,
         walk * 1e3,
+    );
+    Ok(())
+}
+
+/// The reads of upstream connections alone (all connecting ends, remote
+/// port `upstream_port`): `TCP_INFO` and `SO_MEMINFO` by `getsockopt`
+/// per connection, against one `sock_diag` dump with both attributes
+/// filtered on the remote port, each reply looked up by its cookie (taken
+/// once, as at registration) and decoded; ten turns of each in
+/// alternation, ten reads of every connection per turn, and per turn ten
+/// dumps whose filter matches nothing (the walk over the namespace's
+/// sockets, paid whatever the filter).
+fn time_upstream_reads(
+    tracked: &[TrackedStream<TcpStream>],
+    upstream_port: u16,
+) -> BenchResult<()> {
+    use std::collections::HashMap;
+    use vantage_sys::sock_diag::{self, Family, PortFilter, SockDiag};
+    use vantage_sys::tcp_info;
+    const ROUNDS: usize = 10;
+    const TURNS: usize = 10;
+    let mut cookies = HashMap::with_capacity(tracked.len());
+    for (i, t) in tracked.iter().enumerate() {
+        let identity =
+            sock_diag::socket_identity(t.get_ref()).map_err(|e| format!("SO_COOKIE: {e}"))?;
+        if identity.remote_port != upstream_port {
+            return Err(format!(
+                "an upstream connection's remote port is {}, not {upstream_port}",
+                identity.remote_port
+            ));
+        }
+        cookies.insert(identity.cookie, i);
+    }
+    let filter = PortFilter {
+        local_ports: Vec::new(),
+        remote_ports: vec![upstream_port],
+    };
+    // Matches no socket: what walking the namespace's sockets costs.
+    let nothing = PortFilter {
+        local_ports: Vec::new(),
+        remote_ports: vec![1],
+    };
+    let mut diag = SockDiag::open().map_err(|e| format!("sock_diag socket: {e}"))?;
+    let (mut by_getsockopt, mut by_dump, mut walks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut failed, mut found, mut replies) = (0usize, 0usize, 0usize);
+    let per = |seconds: f64| seconds / (ROUNDS * tracked.len()) as f64 * 1e6;
+    for _ in 0..TURNS {
+        let start = thread_cpu_seconds();
+        for _ in 0..ROUNDS {
+            for t in tracked {
+                let read = (
+                    tcp_info::tcp_info(t.get_ref()),
+                    tcp_info::socket_memory(t.get_ref()),
+                );
+                if std::hint::black_box(read).0.is_err() {
+                    failed += 1;
+                }
+            }
+        }
+        by_getsockopt.push(per(thread_cpu_seconds() - start));
+        let start = thread_cpu_seconds();
+        for _ in 0..ROUNDS {
+            found = 0;
+            replies = diag
+                .dump(
+                    Family::V4,
+                    sock_diag::CONNECTED_STATES,
+                    Some(&filter),
+                    |m| {
+                        if let Some(&i) = cookies.get(&m.cookie) {
+                            let socket = m.decode()?;
+                            if socket.tcp_info.is_some() && socket.memory.is_some() {
+                                found += 1;
+                            }
+                            std::hint::black_box((i, socket));
+                        }
+                        Ok(())
+                    },
+                )
+                .map_err(|e| format!("sock_diag dump: {e}"))?;
+        }
+        by_dump.push(per(thread_cpu_seconds() - start));
+        let start = thread_cpu_seconds();
+        for _ in 0..ROUNDS {
+            diag.dump(
+                Family::V4,
+                sock_diag::CONNECTED_STATES,
+                Some(&nothing),
+                |_| Ok(()),
+            )
+            .map_err(|e| format!("sock_diag dump: {e}"))?;
+        }
+        walks.push((thread_cpu_seconds() - start) / ROUNDS as f64 * 1e3);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let (g, d) = (mean(&by_getsockopt), mean(&by_dump));
+    println!(
+        "  upstream reads alone, {TURNS} turns of {ROUNDS}: TCP_INFO + SO_MEMINFO getsockopt {g:.2} µs \
+         each ({}; {failed} failed); one sock_diag dump on the remote port {d:.2} µs each ({}; \
+         {found} of {} found in {replies} replies), of which {:.2} ms per dump walking the \
+         namespace's sockets ({}): {:+.0} %",
+        list(&by_getsockopt),
+        list(&by_dump),
+        tracked.len(),
+        mean(&walks),
+        list(&walks),
+        (d / g - 1.0) * 100.0,
     );
     Ok(())
 }
@@ -391,8 +507,8 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
     let mut peers = Vec::with_capacity(connections);
     let mut tracked = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let (accepted, peer) = exchanged_pair(&listener, address)?;
-        tracked.push(resources.track_upstream(accepted));
+        let (own, peer) = exchanged_pair(&listener, address, true)?;
+        tracked.push(resources.track_upstream(own));
         peers.push(peer);
     }
     let timed = |resources: &Resources| {
@@ -460,6 +576,7 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
         all_cpu.len(),
         summary(&mut all_cpu)
     );
+    time_upstream_reads(&tracked, address.port())?;
     drop(tracked);
     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(())
@@ -576,21 +693,31 @@ fn bench() -> BenchResult<()> {
     Ok(())
 }
 
-/// A loopback connection (the accepted end, the peer) with 1000 bytes sent
-/// each way, so that `TCP_INFO` has an RTT and counters.
+/// A loopback connection (the end the loop tracks, the other) with 1000
+/// bytes sent each way, so that `TCP_INFO` has an RTT and counters, the
+/// second 1000 left unread in the tracked end's receive queue. The
+/// tracked end is the accepted one (a client connection), or with
+/// `connecting` the connecting one (an upstream connection: remote port
+/// the listener's).
 fn exchanged_pair(
     listener: &TcpListener,
     address: std::net::SocketAddr,
+    connecting: bool,
 ) -> Result<(TcpStream, TcpStream), String> {
-    let mut peer = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
-    let (mut accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-    accepted
-        .write_all(&[0u8; 1000])
+    let connected = TcpStream::connect(address).map_err(|e| format!("connect: {e}"))?;
+    let (accepted, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+    let (mut own, mut other) = match connecting {
+        true => (connected, accepted),
+        false => (accepted, connected),
+    };
+    own.write_all(&[0u8; 1000])
         .map_err(|e| format!("write: {e}"))?;
     let mut sink = [0u8; 1000];
-    peer.read_exact(&mut sink)
+    other
+        .read_exact(&mut sink)
         .map_err(|e| format!("read: {e}"))?;
-    peer.write_all(&[0u8; 1000])
+    other
+        .write_all(&[0u8; 1000])
         .map_err(|e| format!("write: {e}"))?;
-    Ok((accepted, peer))
+    Ok((own, other))
 }

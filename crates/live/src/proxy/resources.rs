@@ -39,10 +39,14 @@
 //!
 //! The reads are one `getsockopt` per connection (two upstream): a
 //! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
-//! measured slower (it walks every TCP socket of the namespace), and
-//! io_uring serves `SOL_SOCKET` options only (not `TCP_INFO`); its
-//! batched `SO_SNDBUF` sets were measured no cheaper than one
-//! `setsockopt` each (bench/proxy/README-resources.md).
+//! measured slower for client connections (it walks every TCP socket of
+//! the namespace), and for upstream ones, filtered on their remote port
+//! with both options in one reply, only 16–22 % cheaper than their two
+//! `getsockopt`s (about 3 ms per interval at 9,872 connections): too
+//! little for a second read path with its fallbacks. io_uring serves
+//! `SOL_SOCKET` options only (not `TCP_INFO`); its batched `SO_SNDBUF`
+//! sets were measured no cheaper than one `setsockopt` each
+//! (bench/proxy/README-resources.md).
 //!
 //! The tables sit behind one lock, which the data path takes to register
 //! connections and report requests; the loop holds it for the socket calls
