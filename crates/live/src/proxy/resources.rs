@@ -42,8 +42,8 @@
 //! measured slower for client connections (it walks every TCP socket of
 //! the namespace), and for upstream ones, filtered on their remote port
 //! with both options in one reply, only 16–22 % cheaper than their two
-//! `getsockopt`s (about 3 ms per interval at 9,872 connections): too
-//! little for a second read path with its fallbacks. io_uring serves
+//! `getsockopt`s (about 3 ms per interval at 9,872 connections); not
+//! built yet (a second read path with its fallbacks). io_uring serves
 //! `SOL_SOCKET` options only (not `TCP_INFO`); its batched `SO_SNDBUF`
 //! sets were measured no cheaper than one `setsockopt` each
 //! (bench/proxy/README-resources.md).
