@@ -37,15 +37,27 @@
 //!   (hyper's `graceful_shutdown`), each close counted by reason and
 //!   logged (id, idle age).
 //!
-//! The reads are one `getsockopt` per connection (two upstream): a
+//! The reads: a client connection's is one `getsockopt` (`TCP_INFO`); a
 //! `NETLINK_SOCK_DIAG` dump (`sys::sock_diag`) batches them but was
 //! measured slower for client connections (it walks every TCP socket of
-//! the namespace), and for upstream ones, filtered on their remote port
-//! with both options in one reply, only 16–22 % cheaper than their two
-//! `getsockopt`s (about 3 ms per interval at 9,872 connections); not
-//! built yet (a second read path with its fallbacks). io_uring serves
-//! `SOL_SOCKET` options only (not `TCP_INFO`); its batched `SO_SNDBUF`
-//! sets were measured no cheaper than one `setsockopt` each
+//! the namespace). Upstream connections need two options (`TCP_INFO`,
+//! `SO_MEMINFO`), which one dump returns in one reply per socket: from
+//! [`DUMP_MIN_UPSTREAMS`] upstream connections on, when their distinct
+//! remote ports (the servers' few) fit the kernel's filter
+//! ([`sock_diag::MAX_FILTER_PORTS`]), they are read by one dump per
+//! address family filtered on those ports (measured 16–22 % cheaper than
+//! the two `getsockopt`s at 9,872 connections), taken outside the lock
+//! and applied under it; each reply is matched to its connection by the
+//! socket's cookie (`SO_COOKIE`, taken with the remote port and family
+//! once, at registration). Any connection the dump misses (opened after
+//! it, closing, or anything else), and every one when the dump fails or
+//! the conditions do not hold, is read by its two `getsockopt`s, counted
+//! ([`IntervalReport::upstream_reads_fallback`],
+//! [`IntervalReport::upstream_dump_failures`]); both paths give the
+//! tuner the same observation ([`upstream_observation`]). Below the
+//! threshold every upstream connection is read by `getsockopt`. io_uring
+//! serves `SOL_SOCKET` options only (not `TCP_INFO`); its batched
+//! `SO_SNDBUF` sets were measured no cheaper than one `setsockopt` each
 //! (bench/proxy/README-resources.md).
 //!
 //! The tables sit behind one lock, which the data path takes to register
@@ -128,7 +140,8 @@ use vantage_core::resources::{
 use vantage_core::tcp::throughput::PathEstimate;
 use vantage_core::Nanos;
 use vantage_sys::cgroup::CgroupTcpMemory;
-use vantage_sys::tcp_info::{self, SocketBuffer};
+use vantage_sys::sock_diag::{self, PortFilter, SockDiag, SocketIdentity};
+use vantage_sys::tcp_info::{self, SocketBuffer, SocketMemory, TcpInfo};
 
 use super::config::{Marks, ResourceMode, ResourcesConfig};
 use super::metrics::ResourceMetrics;
@@ -145,6 +158,16 @@ const MAX_TRACKED: usize = 1 << 20;
 const MAX_AUDIT_RECORDS: usize = 10_000;
 /// Connections whose socket calls one hold of the lock covers.
 const CHUNK: usize = 128;
+/// Upstream connections (with a cookie) from which they are read by one
+/// `sock_diag` dump per address family rather than two `getsockopt`s
+/// each. A dump walks the namespace's whole established-socket hash
+/// whatever its filter: in the bench (bench/proxy/README-resources.md,
+/// 2026-11-26, load average 3.7–3.9), that walk took 0.4–0.6 ms at a few
+/// hundred connections, and the dump cost per connection (walk included)
+/// against the two `getsockopt`s was +139 % at 256 connections, +57 % at
+/// 512, +13 % at 1,024, −9 % and +3 % at 2,048, −14 % at 4,096 and −16 to
+/// −22 % at 9,872: below about 2,048 the walk outweighs the saving.
+pub const DUMP_MIN_UPSTREAMS: usize = 2048;
 /// Intervals between descriptor counts (between them the
 /// descriptors are the last count moved by the change in the sockets the
 /// proxy holds, which it counts exactly).
@@ -205,6 +228,17 @@ pub struct IntervalReport {
     pub cut: bool,
     /// Buffer moves beyond the interval's bound, left to the next one.
     pub buffers_deferred: usize,
+    /// Upstream connections read from the `sock_diag` dump.
+    pub upstream_reads_dumped: usize,
+    /// Upstream connections read by `getsockopt` in an interval whose
+    /// upstream connections were to be read by the dump (at least
+    /// [`DUMP_MIN_UPSTREAMS`]): missing from it, without a cookie, or all
+    /// of them when the dump failed or their remote ports were more than
+    /// its filter holds.
+    pub upstream_reads_fallback: usize,
+    /// Dumps that failed (each also counted in `read_errors`): their
+    /// connections were read by `getsockopt`.
+    pub upstream_dump_failures: usize,
 }
 
 /// The kernel limits the loop respects, read once.
@@ -329,6 +363,9 @@ struct ClientState {
 
 struct UpstreamState {
     fd: RawFd,
+    /// Its cookie, family and ports, read at registration (`None` if that
+    /// failed: then it is always read by `getsockopt`).
+    identity: Option<SocketIdentity>,
     tuner: ReceiveBufferTuner,
     received: Option<u64>,
     out_of_order: Option<u32>,
@@ -372,7 +409,31 @@ pub struct Resources {
     fresh_loss: LossEstimator,
     epoch: Instant,
     state: Mutex<State>,
+    /// [`DUMP_MIN_UPSTREAMS`] (lowered by tests).
+    dump_min_upstreams: usize,
+    /// The upstream dump's socket and tables, kept across intervals;
+    /// taken by the loop alone, before `state`'s lock, never after it.
+    dump: Mutex<UpstreamDump>,
     metrics: ResourceMetrics,
+}
+
+/// What [`Resources::read_upstreams`] keeps between intervals for the
+/// dump: its `NETLINK_SOCK_DIAG` socket (opened at the first dump, again
+/// after a failure to open), and the interval's cookie → connection map
+/// and readings, cleared each interval with their capacity kept. The map
+/// is built for each interval from the registered connections' list the
+/// loop takes anyway, rather than kept at registration: the dump runs
+/// outside the lock, where a map kept in the shared tables could not be
+/// read without copying it, and the data path does not pay for one more
+/// table at each connect and close.
+#[derive(Default)]
+struct UpstreamDump {
+    diag: Option<SockDiag>,
+    /// Cookie → index in the interval's list of registered connections.
+    cookies: HashMap<u64, usize>,
+    /// Per index: `TCP_INFO` and `SK_MEMINFO` from the dump, if it had
+    /// the socket with both.
+    readings: Vec<Option<(TcpInfo, SocketMemory)>>,
 }
 
 /// Why the loop could not start.
@@ -516,8 +577,18 @@ impl Resources {
                 audit: VecDeque::new(),
                 descriptors: None,
             }),
+            dump_min_upstreams: DUMP_MIN_UPSTREAMS,
+            dump: Mutex::new(UpstreamDump::default()),
             metrics,
         })
+    }
+
+    /// The same, reading upstream connections by the dump from
+    /// `min_upstreams` of them on.
+    #[cfg(test)]
+    fn with_dump_min_upstreams(mut self, min_upstreams: usize) -> Resources {
+        self.dump_min_upstreams = min_upstreams;
+        self
     }
 
     pub fn mode(&self) -> ResourceMode {
@@ -655,6 +726,14 @@ impl Resources {
             self.metrics.errors.inc();
             return TrackedStream::untracked(stream);
         };
+        // For the dump: three system calls, once.
+        let identity = match sock_diag::socket_identity(stream.as_fd()) {
+            Ok(identity) => Some(identity),
+            Err(_) => {
+                self.metrics.errors.inc();
+                None
+            }
+        };
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -662,6 +741,7 @@ impl Resources {
             id,
             UpstreamState {
                 fd,
+                identity,
                 tuner,
                 received: None,
                 out_of_order: None,
@@ -1231,6 +1311,9 @@ impl Resources {
     fn receive_side(&self, now: Nanos, plan: IntervalPlan, report: &mut IntervalReport) {
         let ids: Vec<u64> = if plan.read {
             self.read_upstreams(now, report)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
         } else {
             self.lock().upstreams.keys().copied().collect()
         };
@@ -1301,51 +1384,146 @@ impl Resources {
     }
 
     /// Reads every upstream connection's `TCP_INFO` and `SO_MEMINFO` into
-    /// its tuner; the ids read.
-    fn read_upstreams(&self, now: Nanos, report: &mut IntervalReport) -> Vec<u64> {
-        let registered: Vec<(u64, RawFd)> = {
+    /// its tuner, from the dump ([`Self::dump_upstreams`]) or by
+    /// `getsockopt`; the ids read and their observations.
+    fn read_upstreams(
+        &self,
+        now: Nanos,
+        report: &mut IntervalReport,
+    ) -> Vec<(u64, IntervalObservation)> {
+        let registered: Vec<(u64, RawFd, Option<SocketIdentity>)> = {
             let state = self.lock();
-            state.upstreams.iter().map(|(&id, u)| (id, u.fd)).collect()
+            state
+                .upstreams
+                .iter()
+                .map(|(&id, u)| (id, u.fd, u.identity))
+                .collect()
         };
-        let mut ids = Vec::with_capacity(registered.len());
-        for chunk in registered.chunks(CHUNK) {
+        let mut dump = match self.dump.lock() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let dumping = self.dump_upstreams(&registered, &mut dump, report);
+        let mut read = Vec::with_capacity(registered.len());
+        for (c, chunk) in registered.chunks(CHUNK).enumerate() {
             let mut state = self.lock();
-            for &(id, fd) in chunk {
-                let Some(u) = state.upstreams.get_mut(&id).filter(|u| u.fd == fd) else {
+            for (k, &(id, fd, identity)) in chunk.iter().enumerate() {
+                let Some(u) = state
+                    .upstreams
+                    .get_mut(&id)
+                    .filter(|u| u.fd == fd && u.identity == identity)
+                else {
                     continue;
                 };
-                // SAFETY: as in `read_clients`.
-                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-                let (info, memory) = match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
-                    (Ok(info), Ok(memory)) => (info, memory),
-                    _ => {
-                        report.read_errors += 1;
-                        continue;
+                let dumped = dump.readings.get_mut(c * CHUNK + k).and_then(Option::take);
+                let (info, memory) = match dumped {
+                    Some(reading) => {
+                        report.upstream_reads_dumped += 1;
+                        reading
+                    }
+                    None => {
+                        if dumping {
+                            report.upstream_reads_fallback += 1;
+                        }
+                        // SAFETY: as in `read_clients`.
+                        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                        match (tcp_info::tcp_info(fd), tcp_info::socket_memory(fd)) {
+                            (Ok(info), Ok(memory)) => (info, memory),
+                            _ => {
+                                report.read_errors += 1;
+                                continue;
+                            }
+                        }
                     }
                 };
-                let received = match (info.bytes_received, u.received) {
-                    (Some(total), Some(previous)) => total.saturating_sub(previous),
-                    (Some(total), None) => total,
-                    _ => 0,
-                };
-                let loss = match (info.rcv_ooopack, u.out_of_order) {
-                    (Some(total), Some(previous)) => total != previous,
-                    _ => false,
-                };
-                u.received = info.bytes_received;
-                u.out_of_order = info.rcv_ooopack;
-                u.tuner.end_interval(
-                    now,
-                    &IntervalObservation {
-                        peak_stored_bytes: u64::from(memory.rmem_alloc),
-                        received_bytes: received,
-                        loss,
-                    },
-                );
-                ids.push(id);
+                let observation = upstream_observation(u, &info, &memory);
+                u.tuner.end_interval(now, &observation);
+                read.push((id, observation));
             }
         }
-        ids
+        read
+    }
+
+    /// The dump of the upstream connections in `registered`, outside the
+    /// lock, into `dump.readings` (by index in `registered`) when there
+    /// are at least [`DUMP_MIN_UPSTREAMS`] with a cookie and each address
+    /// family's distinct remote ports fit the filter: one dump per family
+    /// present, filtered on its remote ports, each reply matched by
+    /// cookie. Whether the connections were to be read by the dump (those
+    /// it did not give are then fallbacks); a failed dump leaves no
+    /// reading (every connection falls back) and is counted.
+    fn dump_upstreams(
+        &self,
+        registered: &[(u64, RawFd, Option<SocketIdentity>)],
+        dump: &mut UpstreamDump,
+        report: &mut IntervalReport,
+    ) -> bool {
+        let UpstreamDump {
+            diag,
+            cookies,
+            readings,
+        } = dump;
+        cookies.clear();
+        readings.clear();
+        let identified = registered.iter().filter(|r| r.2.is_some()).count();
+        if identified < self.dump_min_upstreams {
+            return false;
+        }
+        let mut v4 = PortFilter::default();
+        let mut v6 = PortFilter::default();
+        for (i, &(_, _, identity)) in registered.iter().enumerate() {
+            let Some(identity) = identity else { continue };
+            let ports = match identity.family {
+                sock_diag::Family::V4 => &mut v4.remote_ports,
+                sock_diag::Family::V6 => &mut v6.remote_ports,
+            };
+            if !ports.contains(&identity.remote_port) {
+                if ports.len() == sock_diag::MAX_FILTER_PORTS {
+                    // More ports than one filter holds: every connection
+                    // by `getsockopt`.
+                    cookies.clear();
+                    return true;
+                }
+                ports.push(identity.remote_port);
+            }
+            cookies.insert(identity.cookie, i);
+        }
+        readings.resize(registered.len(), None);
+        let socket = match diag {
+            Some(socket) => socket,
+            None => match SockDiag::open() {
+                Ok(socket) => diag.insert(socket),
+                Err(_) => {
+                    report.upstream_dump_failures += 1;
+                    report.read_errors += 1;
+                    readings.clear();
+                    return true;
+                }
+            },
+        };
+        for (family, filter) in [(sock_diag::Family::V4, &v4), (sock_diag::Family::V6, &v6)] {
+            if filter.is_empty() {
+                continue;
+            }
+            let dumped = socket.dump(family, sock_diag::CONNECTED_STATES, Some(filter), |m| {
+                if let Some(&i) = cookies.get(&m.cookie) {
+                    let socket = m.decode()?;
+                    if let (Some(info), Some(memory), Some(slot)) =
+                        (socket.tcp_info, socket.memory, readings.get_mut(i))
+                    {
+                        *slot = Some((info, memory));
+                    }
+                }
+                Ok(())
+            });
+            if dumped.is_err() {
+                report.upstream_dump_failures += 1;
+                report.read_errors += 1;
+                readings.clear();
+                return true;
+            }
+        }
+        true
     }
 
     /// Sets each of `moves` on its side, under the lock [`CHUNK`]
@@ -1417,6 +1595,35 @@ impl Resources {
                 }
             }
         }
+    }
+}
+
+/// An upstream connection's observation for its tuner from its
+/// `TCP_INFO` and `SK_MEMINFO`, whether read by `getsockopt` or from the
+/// dump (the same decoders: `sys::sock_diag`): the allocated receive
+/// memory is the stored data (U_i), Δ`bytes_received` the data received,
+/// a change in `rcv_ooopack` a loss; the counters become the
+/// connection's last ones.
+fn upstream_observation(
+    u: &mut UpstreamState,
+    info: &TcpInfo,
+    memory: &SocketMemory,
+) -> IntervalObservation {
+    let received = match (info.bytes_received, u.received) {
+        (Some(total), Some(previous)) => total.saturating_sub(previous),
+        (Some(total), None) => total,
+        _ => 0,
+    };
+    let loss = match (info.rcv_ooopack, u.out_of_order) {
+        (Some(total), Some(previous)) => total != previous,
+        _ => false,
+    };
+    u.received = info.bytes_received;
+    u.out_of_order = info.rcv_ooopack;
+    IntervalObservation {
+        peak_stored_bytes: u64::from(memory.rmem_alloc),
+        received_bytes: received,
+        loss,
     }
 }
 
@@ -1679,6 +1886,160 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(r.connecting.load(Ordering::Relaxed), 0);
+    }
+
+    /// `connections` loopback connections whose accepted ends (the ones
+    /// to track) hold 1000 + 100·i bytes unread, each from its own
+    /// ephemeral remote port; the peers are returned to keep them open.
+    fn upstream_pairs(connections: usize) -> (Vec<std::net::TcpStream>, Vec<std::net::TcpStream>) {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let (mut peers, mut accepted) = (Vec::new(), Vec::new());
+        for i in 0..connections {
+            let mut peer = std::net::TcpStream::connect(address).unwrap();
+            let (own, _) = listener.accept().unwrap();
+            let sent = 1000 + 100 * i as u64;
+            peer.write_all(&vec![7u8; sent as usize]).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while tcp_info::tcp_info(&own).unwrap().bytes_received < Some(sent) {
+                assert!(Instant::now() < deadline, "data not received");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            peers.push(peer);
+            accepted.push(own);
+        }
+        (peers, accepted)
+    }
+
+    /// `ssbt` reading upstream connections by the dump from
+    /// `dump_min_upstreams` of them on.
+    fn dumping(dump_min_upstreams: usize) -> Arc<Resources> {
+        Arc::new(
+            Resources::new(
+                ResourcesConfig {
+                    mode: ResourceMode::Ssbt,
+                    pool_bytes: Some(64 << 20),
+                    ..ResourcesConfig::default()
+                },
+                limits(),
+                400,
+                ResourceMetrics::default(),
+            )
+            .unwrap()
+            .with_dump_min_upstreams(dump_min_upstreams),
+        )
+    }
+
+    fn read_once(r: &Resources) -> (IntervalReport, Vec<(u64, IntervalObservation)>) {
+        let mut report = IntervalReport::default();
+        let mut read = r.read_upstreams(r.now(), &mut report);
+        read.sort_by_key(|&(id, _)| id);
+        (report, read)
+    }
+
+    #[test]
+    fn the_dump_and_getsockopt_give_the_same_observations() {
+        let (_peers, accepted) = upstream_pairs(6);
+        let by_dump = dumping(1);
+        let by_getsockopt = dumping(usize::MAX);
+        let _a: Vec<_> = accepted.iter().map(|s| by_dump.track_upstream(s)).collect();
+        let _b: Vec<_> = accepted
+            .iter()
+            .map(|s| by_getsockopt.track_upstream(s))
+            .collect();
+        let (dump_report, dumped) = read_once(&by_dump);
+        let (getsockopt_report, read) = read_once(&by_getsockopt);
+        assert_eq!(
+            (
+                dump_report.upstream_reads_dumped,
+                dump_report.upstream_reads_fallback,
+                dump_report.upstream_dump_failures,
+                dump_report.read_errors
+            ),
+            (6, 0, 0, 0)
+        );
+        assert_eq!(
+            (
+                getsockopt_report.upstream_reads_dumped,
+                getsockopt_report.upstream_reads_fallback,
+                getsockopt_report.read_errors
+            ),
+            (0, 0, 0)
+        );
+        // Idle sockets: the same bytes received and stored either way,
+        // each connection's own (the cookie matched each reply to it).
+        assert_eq!(dumped, read);
+        for (i, (_, observation)) in dumped.iter().enumerate() {
+            assert_eq!(observation.received_bytes, 1000 + 100 * i as u64);
+            assert!(observation.peak_stored_bytes >= 1000 + 100 * i as u64);
+            assert!(!observation.loss);
+        }
+        // The next interval: nothing more received, by the dump too.
+        let (_, again) = read_once(&by_dump);
+        assert!(
+            again.iter().all(|(_, o)| o.received_bytes == 0),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn a_connection_missing_from_the_dump_is_read_by_getsockopt_and_counted() {
+        let (mut peers, accepted) = upstream_pairs(3);
+        let r = dumping(1);
+        let _tracked: Vec<_> = accepted.iter().map(|s| r.track_upstream(s)).collect();
+        // The first connection reset by its peer: closed, out of the
+        // socket hash the dump walks, still readable by `getsockopt`.
+        let peer = peers.remove(0);
+        socket2::SockRef::from(&peer)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(peer);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        const TCP_CLOSE: u8 = 7;
+        while tcp_info::tcp_info(&accepted[0]).unwrap().state != TCP_CLOSE {
+            assert!(Instant::now() < deadline, "not reset");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (report, read) = read_once(&r);
+        assert_eq!(
+            (
+                report.upstream_reads_dumped,
+                report.upstream_reads_fallback,
+                report.upstream_dump_failures,
+                report.read_errors
+            ),
+            (2, 1, 0, 0)
+        );
+        assert_eq!(read.len(), 3, "every connection read: {read:?}");
+        assert_eq!(read[0].1.received_bytes, 1000);
+    }
+
+    #[test]
+    fn more_remote_ports_than_the_filter_holds_read_all_by_getsockopt() {
+        let ports = sock_diag::MAX_FILTER_PORTS;
+        let (_peers, accepted) = upstream_pairs(ports + 1);
+        let r = dumping(1);
+        let mut tracked: Vec<_> = accepted.iter().map(|s| r.track_upstream(s)).collect();
+        let (report, read) = read_once(&r);
+        assert_eq!(
+            (
+                report.upstream_reads_dumped,
+                report.upstream_reads_fallback,
+                report.upstream_dump_failures,
+                report.read_errors
+            ),
+            (0, ports + 1, 0, 0)
+        );
+        assert_eq!(read.len(), ports + 1);
+        // One fewer: the filter holds them, the dump reads them all.
+        tracked.pop();
+        let (report, read) = read_once(&r);
+        assert_eq!(
+            (report.upstream_reads_dumped, report.upstream_reads_fallback),
+            (ports, 0)
+        );
+        assert_eq!(read.len(), ports);
     }
 
     fn limits() -> KernelLimits {
