@@ -43,6 +43,33 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// How the timed intervals read upstream connections: from the
+/// `sock_diag` dump, by `getsockopt` in its place, and dumps that failed.
+#[derive(Default)]
+struct UpstreamReads {
+    dumped: usize,
+    fallback: usize,
+    failures: usize,
+}
+
+impl UpstreamReads {
+    fn add(&mut self, report: &vantage_live::proxy::resources::IntervalReport) {
+        self.dumped += report.upstream_reads_dumped;
+        self.fallback += report.upstream_reads_fallback;
+        self.failures += report.upstream_dump_failures;
+    }
+}
+
+impl std::fmt::Display for UpstreamReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "; upstream reads: {} from the dump, {} by getsockopt in its place, {} dumps failed",
+            self.dumped, self.fallback, self.failures
+        )
+    }
+}
+
 /// A failed set-up or read, with what failed.
 type BenchResult<T> = Result<T, String>;
 
@@ -88,19 +115,21 @@ fn run(
     let mut cpu = Vec::with_capacity(intervals);
     let mut set = 0;
     let mut errors = 0;
+    let mut reads = UpstreamReads::default();
     for _ in 0..intervals {
         let start = thread_cpu_seconds();
         let report = resources.run_interval();
         cpu.push(thread_cpu_seconds() - start);
         set += report.buffers_set;
         errors += report.read_errors;
+        reads.add(&report);
     }
     cpu.sort_by(f64::total_cmp);
     let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
     println!(
         "{label}: {clients} client + {upstreams} upstream connections, {intervals} intervals: \
          CPU per interval mean {:.2} ms, p50 {:.2} ms, max {:.2} ms = {:.2} % of one core at 1 interval/s; \
-         {set} buffers re-set, {errors} read errors",
+         {set} buffers re-set, {errors} read errors{reads}",
         mean * 1e3,
         percentile(&cpu, 0.5) * 1e3,
         percentile(&cpu, 1.0) * 1e3,
@@ -511,10 +540,13 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
         tracked.push(resources.track_upstream(own));
         peers.push(peer);
     }
+    let reads = std::cell::RefCell::new(UpstreamReads::default());
     let timed = |resources: &Resources| {
         let start = thread_cpu_seconds();
         let report = resources.run_interval();
-        (thread_cpu_seconds() - start, report)
+        let cpu = thread_cpu_seconds() - start;
+        reads.borrow_mut().add(&report);
+        (cpu, report)
     };
     resources.run_interval();
     let mut steady_cpu = Vec::new();
@@ -572,9 +604,10 @@ fn run_worst(connections: usize, steady: usize, rounds: usize) -> BenchResult<()
         per(moving_deferred, moving_cpu.len()),
     );
     println!(
-        "  worst interval of all {}: {}; {errors} read errors",
+        "  worst interval of all {}: {}; {errors} read errors{}",
         all_cpu.len(),
-        summary(&mut all_cpu)
+        summary(&mut all_cpu),
+        reads.borrow()
     );
     time_upstream_reads(&tracked, address.port())?;
     drop(tracked);
