@@ -50,6 +50,7 @@ struct UpstreamReads {
     dumped: usize,
     fallback: usize,
     failures: usize,
+    others: usize,
 }
 
 impl UpstreamReads {
@@ -57,6 +58,7 @@ impl UpstreamReads {
         self.dumped += report.upstream_reads_dumped;
         self.fallback += report.upstream_reads_fallback;
         self.failures += report.upstream_dump_failures;
+        self.others += report.upstream_dump_others;
     }
 }
 
@@ -64,8 +66,8 @@ impl std::fmt::Display for UpstreamReads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "; upstream reads: {} from the dump, {} by getsockopt in its place, {} dumps failed",
-            self.dumped, self.fallback, self.failures
+            "; upstream reads: {} from the dump ({} other sockets' replies), {} by getsockopt in its place, {} dumps failed",
+            self.dumped, self.others, self.fallback, self.failures
         )
     }
 }

@@ -239,6 +239,10 @@ pub struct IntervalReport {
     /// Dumps that failed (each also counted in `read_errors`): their
     /// connections were read by `getsockopt`.
     pub upstream_dump_failures: usize,
+    /// Replies of the dump for sockets that are not registered upstream
+    /// connections (other sockets of the namespace with one of their
+    /// remote ports): built by the kernel and dropped.
+    pub upstream_dump_others: usize,
 }
 
 /// The kernel limits the loop respects, read once.
@@ -1505,14 +1509,17 @@ impl Resources {
             if filter.is_empty() {
                 continue;
             }
+            let others = &mut report.upstream_dump_others;
             let dumped = socket.dump(family, sock_diag::CONNECTED_STATES, Some(filter), |m| {
-                if let Some(&i) = cookies.get(&m.cookie) {
-                    let socket = m.decode()?;
-                    if let (Some(info), Some(memory), Some(slot)) =
-                        (socket.tcp_info, socket.memory, readings.get_mut(i))
-                    {
-                        *slot = Some((info, memory));
-                    }
+                let Some(&i) = cookies.get(&m.cookie) else {
+                    *others += 1;
+                    return Ok(());
+                };
+                let socket = m.decode()?;
+                if let (Some(info), Some(memory), Some(slot)) =
+                    (socket.tcp_info, socket.memory, readings.get_mut(i))
+                {
+                    *slot = Some((info, memory));
                 }
                 Ok(())
             });
