@@ -1500,7 +1500,11 @@ mod tests {
         // 100 initial SYNs, 50 dropped; 50 first retries, 25 dropped; the
         // second retries come 40 and 10 in turn, the 40 dropped.
         let interval = |i: usize| {
-            let (arrived, dropped) = if i.is_multiple_of(2) { (40, 40) } else { (10, 0) };
+            let (arrived, dropped) = if i.is_multiple_of(2) {
+                (40, 40)
+            } else {
+                (10, 0)
+            };
             IntervalCounters {
                 dropped: 75 + dropped,
                 dropped_by_attempt: vec![50, 25, dropped],
