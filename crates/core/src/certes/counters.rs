@@ -62,8 +62,9 @@
 //! its next expected arrivals of the same attempt instead
 //! ([`AttemptDropRates`]: with one or two SYNs of a late attempt an
 //! interval, arriving off the profile's nominal time, the hand-over took
-//! failures from the late attempts in interval after interval). The failed SYNs of attempt j return as attempt
-//! j + 1 (Eq. 13, 19) at their own rate, and the answered ones
+//! failures from the late attempts in interval after interval). The
+//! failed SYNs of attempt j return as attempt j + 1 (Eq. 13, 19) at
+//! their own rate, and the answered ones
 //! (1 − DR_i^j of the arrived) are split into accepted and refused as
 //! above. Where only the total is known (counters files, the gate's log,
 //! the proxy's rows, a sum that does not match `dropped`), every attempt
@@ -323,7 +324,7 @@ impl IntervalCounters {
 
     /// [`Self::accepted_shares_by_attempt`] with attempt j dropped at
     /// `drop_rates[j]` (one per entry of `arrivals`) instead of this
-    /// interval's own DR_i^j: the fast model's pooled rates
+    /// interval's own DR_i^j: the fast model's rates with carried drops
     /// ([`AttemptDropRates`]).
     pub fn accepted_shares_with_drop_rates(
         &self,
