@@ -43,7 +43,7 @@ pub mod summary;
 
 pub use baselines::{BaselineEstimates, Baselines};
 pub use classes::ClassifiedCertes;
-pub use counters::{CounterWentBackwards, CumulativeCounters, IntervalCounters};
+pub use counters::{AttemptDropRates, CounterWentBackwards, CumulativeCounters, IntervalCounters};
 pub use full_model::{FullCertes, FullEstimate, FullModelConfig, FullModelStats};
 pub use histogram::LatencyHistogram;
 pub use model::{
