@@ -46,6 +46,9 @@
 //! | `vantage_proxy_resource_loop_cpu_seconds_total` | counter | the control loop's own CPU time |
 //! | `vantage_proxy_resource_intervals_total` | counter | intervals run |
 //! | `vantage_proxy_resource_errors_total` | counter | socket reads or sets that failed (the connection skipped for that interval) |
+//! | `vantage_proxy_upstream_reads_total{path="dump"\|"getsockopt_fallback"}` | counter | upstream connections read from the `sock_diag` dump, and those read by `getsockopt` in an interval meant for the dump (missing from it, the dump failed, or too many remote ports) |
+//! | `vantage_proxy_upstream_dump_failures_total` | counter | `sock_diag` dumps that failed (also in the errors) |
+//! | `vantage_proxy_upstream_dump_replies_total{socket="upstream"\|"other"}` | counter | the dump's replies for registered upstream connections and for other sockets with the same remote ports (dropped; many of them put the loop back on `getsockopt` for ten intervals) |
 //! | `vantage_metrics_*`, `vantage_build_info`, `process_*` | | the endpoint and the process ([`crate::metrics`]) |
 //!
 //! A controller gauge exists only for the strategies that have the
@@ -81,6 +84,16 @@ pub struct KindLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadPathLabel {
+    pub path: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SocketLabel {
+    pub socket: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -157,6 +170,9 @@ pub struct ResourceMetrics {
     pub cpu_seconds: Counter<f64, AtomicU64>,
     pub intervals: Counter,
     pub errors: Counter,
+    pub upstream_reads: Family<ReadPathLabel, Counter>,
+    pub upstream_dump_failures: Counter,
+    pub upstream_dump_replies: Family<SocketLabel, Counter>,
 }
 
 impl Default for ResourceMetrics {
@@ -182,11 +198,38 @@ impl Default for ResourceMetrics {
             cpu_seconds: Counter::default(),
             intervals: Counter::default(),
             errors: Counter::default(),
+            upstream_reads: Family::default(),
+            upstream_dump_failures: Counter::default(),
+            upstream_dump_replies: Family::default(),
         }
     }
 }
 
 impl ResourceMetrics {
+    /// Counts how one interval read its upstream connections: from the
+    /// `sock_diag` dump or by `getsockopt` in its place, and the dump's
+    /// replies for other sockets, so a loop that falls back is visible.
+    pub fn record_upstream_reads(&self, report: &super::resources::IntervalReport) {
+        let reads = |path: &str, n: usize| {
+            self.upstream_reads
+                .get_or_create(&ReadPathLabel { path: path.into() })
+                .inc_by(n as u64);
+        };
+        reads("dump", report.upstream_reads_dumped);
+        reads("getsockopt_fallback", report.upstream_reads_fallback);
+        self.upstream_dump_failures
+            .inc_by(report.upstream_dump_failures as u64);
+        let replies = |socket: &str, n: usize| {
+            self.upstream_dump_replies
+                .get_or_create(&SocketLabel {
+                    socket: socket.into(),
+                })
+                .inc_by(n as u64);
+        };
+        replies("upstream", report.upstream_dump_matched);
+        replies("other", report.upstream_dump_others);
+    }
+
     fn register(&self, registry: &mut Registry) {
         registry.register_with_unit(
             "vantage_proxy_send_buffer",
@@ -294,6 +337,21 @@ impl ResourceMetrics {
             "vantage_proxy_resource_errors",
             "Socket reads or sets of the resource control loop that failed",
             self.errors.clone(),
+        );
+        registry.register(
+            "vantage_proxy_upstream_reads",
+            "Upstream connections read from the sock_diag dump, or by getsockopt in an interval meant for the dump",
+            self.upstream_reads.clone(),
+        );
+        registry.register(
+            "vantage_proxy_upstream_dump_failures",
+            "sock_diag dumps of upstream connections that failed (also counted in the errors)",
+            self.upstream_dump_failures.clone(),
+        );
+        registry.register(
+            "vantage_proxy_upstream_dump_replies",
+            "Replies of the upstream sock_diag dump, for registered upstream connections and for other sockets",
+            self.upstream_dump_replies.clone(),
         );
     }
 }
@@ -581,6 +639,40 @@ impl ProxyMetrics {
         }
         if let Some(q) = decision.quota {
             self.quota.set(q);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::resources::IntervalReport;
+
+    #[test]
+    fn upstream_read_paths_are_exported() {
+        let metrics = ProxyMetrics::new(None);
+        let report = IntervalReport {
+            upstream_reads_dumped: 2040,
+            upstream_reads_fallback: 8,
+            upstream_dump_failures: 1,
+            upstream_dump_matched: 2040,
+            upstream_dump_others: 17,
+            ..IntervalReport::default()
+        };
+        metrics.resources.record_upstream_reads(&report);
+        metrics.resources.record_upstream_reads(&report);
+        let text = metrics.encode(Format::Text);
+        for line in [
+            "vantage_proxy_upstream_reads_total{path=\"dump\"} 4080",
+            "vantage_proxy_upstream_reads_total{path=\"getsockopt_fallback\"} 16",
+            "vantage_proxy_upstream_dump_failures_total 2",
+            "vantage_proxy_upstream_dump_replies_total{socket=\"upstream\"} 4080",
+            "vantage_proxy_upstream_dump_replies_total{socket=\"other\"} 34",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from\n{text}"
+            );
         }
     }
 }

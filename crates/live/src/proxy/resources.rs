@@ -1748,6 +1748,7 @@ pub fn run_loop(resources: Arc<Resources>, stop: tokio::sync::watch::Receiver<bo
             .inc_by((thread_cpu_seconds() - start).max(0.0));
         m.intervals.inc();
         m.errors.inc_by(report.read_errors as u64);
+        m.record_upstream_reads(&report);
         let behind = Instant::now().saturating_duration_since(next);
         if behind > interval {
             // Skip the intervals already missed rather than run them back to back.
