@@ -31,12 +31,6 @@
 //! it — a connection fed by a slow upstream sends all the time with little
 //! queued — and the kernel's report that the buffer limited the sender
 //! ([`Occupancy::buffer_limited`]) lifts a cap as a full buffer does.
-//! Nor is an interval judged in which the connection's last response was
-//! draining with no request behind it ([`Occupancy::response_ended`]):
-//! what the buffer holds then is the response's tail, falling to nothing
-//! whatever the upstream's speed, and a cap set on it became the size the
-//! connection idled with and got back on reuse (Experiment 2's step: a
-//! reused connection given 62 KB where E-ATBT's target was 78 KB).
 //!
 //! A connection reused after idling (Section 3.2 shrinks idle buffers) may
 //! take back what it held before at once, as far as the pool has room
@@ -124,9 +118,6 @@ pub struct Occupancy {
     /// `tcpi_sndbuf_limited` grew): it was full, which lifts a cap as an
     /// occupancy at `lift_at` does.
     pub buffer_limited: bool,
-    /// No request was in progress: the buffer held the tail of the last
-    /// response. Not judged under-used (a full buffer still lifts a cap).
-    pub response_ended: bool,
 }
 
 impl Occupancy {
@@ -138,7 +129,6 @@ impl Occupancy {
             buffer_bytes,
             busy_fraction: None,
             buffer_limited: false,
-            response_ended: false,
         }
     }
 }
@@ -355,15 +345,13 @@ impl SendBufferAllocator {
             buffer_bytes,
             busy_fraction,
             buffer_limited,
-            response_ended,
         } in observations
         {
             let Some(connection) = self.connections.get_mut(&id) else {
                 continue;
             };
             let utilization = peak_bytes as f64 / buffer_bytes.max(1) as f64;
-            let sending =
-                !response_ended && busy_fraction.is_none_or(|busy| busy >= params.judged_when_busy);
+            let sending = busy_fraction.is_none_or(|busy| busy >= params.judged_when_busy);
             if buffer_limited || utilization >= params.lift_at {
                 connection.coupling_cap = None;
             } else if sending && utilization < params.under_used_below {
@@ -616,7 +604,6 @@ mod tests {
             buffer_bytes: demand,
             busy_fraction,
             buffer_limited: false,
-            response_ended: false,
         };
         allocator.observe_peak_occupancy(&[sampled(Some(0.02))]);
         assert_eq!(allocator.assigned(1), Some(demand));
@@ -639,46 +626,6 @@ mod tests {
             ..sampled(Some(0.9))
         }]);
         assert_eq!(allocator.assigned(1), Some(6_000));
-    }
-
-    /// A response's tail drains with no request behind it: busy all
-    /// interval with little queued looks like a slow upstream, but the
-    /// connection is ending its response, not starved by its upstream.
-    #[test]
-    fn a_draining_response_is_not_judged_under_used() {
-        let path = PathEstimate {
-            rtt_secs: 0.05,
-            rto_secs: 0.25,
-            loss: 0.001,
-            max_window_segments: 1e6,
-        };
-        let mut allocator =
-            SendBufferAllocator::new(1 << 30, 1448, 16, CouplingParams::default()).unwrap();
-        allocator.set_path(1, &path).unwrap();
-        let demand = allocator.assigned(1).unwrap();
-        let tail = Occupancy {
-            id: 1,
-            peak_bytes: demand / 4,
-            buffer_bytes: demand,
-            busy_fraction: Some(0.9),
-            buffer_limited: false,
-            response_ended: true,
-        };
-        allocator.observe_peak_occupancy(&[tail]);
-        assert_eq!(allocator.assigned(1), Some(demand));
-        // The same interval with a request in progress is under-use
-        // (Section 3.1.3): capped at twice what it held.
-        allocator.observe_peak_occupancy(&[Occupancy {
-            response_ended: false,
-            ..tail
-        }]);
-        assert_eq!(allocator.assigned(1), Some(2 * (demand / 4)));
-        // A full buffer lifts the cap, ended response or not.
-        allocator.observe_peak_occupancy(&[Occupancy {
-            buffer_limited: true,
-            ..tail
-        }]);
-        assert_eq!(allocator.assigned(1), Some(demand));
     }
 
     #[test]

@@ -1297,7 +1297,6 @@ impl Resources {
                         buffer_bytes: held / 2,
                         busy_fraction: busy_us.map(|busy| busy as f64 / interval_us),
                         buffer_limited: sndbuf_limited_us.is_some_and(|limited| limited > 0),
-                        response_ended: no_request,
                     });
                 }
             }
