@@ -507,7 +507,8 @@ impl SynLearner {
                 self.counts.classified_with_missing_syns += 1;
             } else {
                 self.counts.classified += 1;
-                // SYN by SYN: offset k matched point k.
+                // SYN by SYN: offset k matched point k (k ≤ N, since a
+                // fit without missing SYNs has no more SYNs than points).
                 for (index, schedule) in self.schedules.iter_mut().enumerate() {
                     if key.fits & (1 << index) == 0 {
                         continue;
@@ -964,9 +965,9 @@ fn normalize(values: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certes::counters::IntervalCounters;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    use crate::certes::counters::IntervalCounters;
 
     fn profile(name: &str) -> SynProfile {
         SynProfile::builtin(name).unwrap()
@@ -1361,7 +1362,9 @@ mod tests {
             let (syns, outcome) = late_attempt(&mut rng, times, 0.6, Nanos::from_millis(50 * i));
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn(GiveUpPlacement::Told(Nanos::from_secs(21))).unwrap();
+        let learned = learner
+            .learn(GiveUpPlacement::Told(Nanos::from_secs(21)))
+            .unwrap();
         assert_eq!(learned.counts.unclassified, 0, "{:?}", learned.counts);
         let offsets_of = |name: &str| {
             learned
@@ -1383,7 +1386,11 @@ mod tests {
             }
         };
         let linux_3_7 = offsets_of("linux-3.7");
-        close(&linux_3_7, &[1020, 3036, 7292, 15484, 31484, 63484], "linux-3.7");
+        close(
+            &linux_3_7,
+            &[1020, 3036, 7292, 15484, 31484, 63484],
+            "linux-3.7",
+        );
         let linux_6_5 = offsets_of("linux-6.5");
         close(&linux_6_5, &LATE_LINUX_6_5[1..], "linux-6.5");
         // The send times reported per schedule: the learned points with
@@ -1416,7 +1423,9 @@ mod tests {
                 late_attempt(&mut rng, &LATE_LINUX_3_7, 0.6, Nanos::from_millis(50 * i));
             learner.observe(&syns, outcome);
         }
-        let learned = learner.learn(GiveUpPlacement::Told(Nanos::from_secs(21))).unwrap();
+        let learned = learner
+            .learn(GiveUpPlacement::Told(Nanos::from_secs(21)))
+            .unwrap();
         let base = CertesConfig::new(
             Nanos::from_millis(250),
             ClientMix::single(profile("linux-3.7")),
