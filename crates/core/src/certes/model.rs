@@ -77,6 +77,14 @@
 //!   rest of the gap is not this; docs/certes-live.md). An interval may
 //!   then fail more or fewer SYNs than its DROPPED_i; each attempt fails,
 //!   over a run, as many as the capture dropped.
+//! * **Real send times** (with learned clients): T_j^c is the send time
+//!   of the profile the model is given. A profile learned from a capture
+//!   ([`super::learn`], "Real send times") carries its clients' real
+//!   ones — a Linux kernel's SYN timers fire late, 0.4 s at Linux 3.7's
+//!   15 s on the testbed — so the model expects attempt j's arrivals
+//!   where the capture sees them (Eq. 13), fails them at DR_i^j there,
+//!   and charges the wait the clients had (Eq. 4). The paper's clients
+//!   send at the nominal times; a profile that is not learned still does.
 //! * **Distribution** (Conclusions): the interval's SYN-to-END distribution
 //!   (its histogram when measured, else its mean) shifted by each retry
 //!   class's wait plus the mean RTT, mixed with the give-ups' point masses;

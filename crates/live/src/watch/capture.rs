@@ -17,7 +17,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use vantage_core::certes::learn::{AttemptUses, GiveUpPlacement, LearnedClients, SynLearner};
+use vantage_core::certes::learn::{
+    AttemptUses, GiveUpPlacement, LearnedClients, SynLearner, MIN_OFFSET_SAMPLES,
+};
 use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
 use vantage_core::certes::Certes;
 use vantage_core::certes::{CertesConfig, IntervalCounters};
@@ -237,6 +239,11 @@ pub struct LearnedRecord {
     /// their last SYN).
     pub give_ups: Vec<GiveUpRecord>,
     pub never_gives_up: f64,
+    /// Profile name → the send times after the first SYN, in seconds, of
+    /// the retransmissions whose real time was learned (the model takes
+    /// these instead of the profile's nominal ones; `SynLearner`,
+    /// "Real send times").
+    pub send_offsets_s: BTreeMap<String, Vec<f64>>,
     /// Attempts the learner was fed, and how they were used.
     #[serde(flatten)]
     pub uses: AttemptUses,
@@ -268,6 +275,23 @@ impl LearnedRecord {
                 })
                 .collect(),
             never_gives_up: learned.never_gives_up,
+            send_offsets_s: learned
+                .send_times
+                .iter()
+                .flat_map(|times| {
+                    let learned: Vec<f64> = times
+                        .real
+                        .iter()
+                        .zip(&times.samples)
+                        .take_while(|(_, n)| **n >= MIN_OFFSET_SAMPLES)
+                        .map(|(t, _)| t.as_secs_f64())
+                        .collect();
+                    times
+                        .profiles
+                        .iter()
+                        .map(move |name| (name.clone(), learned.clone()))
+                })
+                .collect(),
             uses: learned.attempt_uses(),
         }
     }

@@ -897,6 +897,7 @@ mod tests {
                 )
                 .collect(),
             never_gives_up: 0.0,
+            send_offsets_s: BTreeMap::new(),
             uses: vantage_core::certes::learn::AttemptUses {
                 attempts: 10,
                 classified: 7,
