@@ -513,9 +513,13 @@ impl SynLearner {
                     if key.fits & (1 << index) == 0 {
                         continue;
                     }
-                    for (k, offset) in offsets.iter().enumerate().skip(1) {
-                        schedule.offset_sums[k] += u128::from(offset.0);
-                        schedule.offset_counts[k] += 1;
+                    let points = schedule
+                        .offset_sums
+                        .iter_mut()
+                        .zip(&mut schedule.offset_counts);
+                    for ((sum, count), offset) in points.zip(offsets.iter()).skip(1) {
+                        *sum += u128::from(offset.0);
+                        *count += 1;
                     }
                 }
             }
