@@ -292,6 +292,23 @@ pub struct LearnedSendTimes {
     pub real: Vec<Nanos>,
     /// SYNs matched to each of T_1 … T_N.
     pub samples: Vec<u64>,
+    /// Whether each of T_1 … T_N in `real` is a measured mean (else
+    /// carried at the nominal gap).
+    pub measured: Vec<bool>,
+}
+
+impl LearnedSendTimes {
+    /// The measured send times from T_1 on, up to the first point that
+    /// was not measured (what a record of "learned times" can list
+    /// without saying which retry each is).
+    pub fn measured_prefix(&self) -> Vec<Nanos> {
+        self.real
+            .iter()
+            .zip(&self.measured)
+            .take_while(|(_, measured)| **measured)
+            .map(|(t, _)| *t)
+            .collect()
+    }
 }
 
 /// What the learner estimated, in the model's own input types.
@@ -674,7 +691,7 @@ impl SynLearner {
                 indistinguishable.push(schedule.profiles.iter().map(|p| p.name.clone()).collect());
             }
             if *weight > 0.0 {
-                let real = schedule.real_points();
+                let (real, measured) = schedule.real_points();
                 let share = weight / schedule.profiles.len() as f64;
                 for profile in &schedule.profiles {
                     entries.push((with_send_times(profile, &real), share));
@@ -684,6 +701,7 @@ impl SynLearner {
                     nominal: schedule.points[1..].to_vec(),
                     real: real[1..].to_vec(),
                     samples: schedule.offset_counts[1..].to_vec(),
+                    measured: measured[1..].to_vec(),
                 });
             }
         }
@@ -898,8 +916,10 @@ impl Schedule {
     /// the mean matched offset where at least [`MIN_OFFSET_SAMPLES`] SYNs
     /// were matched and it comes after the point before; otherwise the
     /// point before plus the nominal gap.
-    fn real_points(&self) -> Vec<Nanos> {
+    /// With each point, whether it is a measured mean.
+    fn real_points(&self) -> (Vec<Nanos>, Vec<bool>) {
         let mut real = vec![Nanos::ZERO];
+        let mut measured = vec![true];
         for k in 1..self.points.len() {
             let previous = real[k - 1];
             let carried = previous + (self.points[k] - self.points[k - 1]);
@@ -907,9 +927,10 @@ impl Schedule {
             let learned = (count >= MIN_OFFSET_SAMPLES)
                 .then(|| Nanos((self.offset_sums[k] / u128::from(count)) as u64))
                 .filter(|t| *t > previous);
+            measured.push(learned.is_some());
             real.push(learned.unwrap_or(carried));
         }
-        real
+        (real, measured)
     }
 
     /// Index of the point the last SYN matched, if the offsets (from the
@@ -1407,6 +1428,9 @@ mod tests {
         assert_eq!(times.nominal[3], Nanos::from_secs(15));
         assert!(times.samples[3] >= MIN_OFFSET_SAMPLES, "{times:?}");
         assert_eq!(times.samples[4], 0, "{times:?}");
+        let measured = times.measured_prefix();
+        assert_eq!(measured.len(), 4, "{times:?}");
+        close(&measured, &LATE_LINUX_3_7[1..], "linux-3.7 measured");
     }
 
     /// The model takes the learned send times: Linux 3.7 clients whose

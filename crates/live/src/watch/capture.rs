@@ -17,9 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use vantage_core::certes::learn::{
-    AttemptUses, GiveUpPlacement, LearnedClients, SynLearner, MIN_OFFSET_SAMPLES,
-};
+use vantage_core::certes::learn::{AttemptUses, GiveUpPlacement, LearnedClients, SynLearner};
 use vantage_core::certes::summary::{ClassInterval, RunningEstimate};
 use vantage_core::certes::Certes;
 use vantage_core::certes::{CertesConfig, IntervalCounters};
@@ -280,11 +278,9 @@ impl LearnedRecord {
                 .iter()
                 .flat_map(|times| {
                     let learned: Vec<f64> = times
-                        .real
+                        .measured_prefix()
                         .iter()
-                        .zip(&times.samples)
-                        .take_while(|(_, n)| **n >= MIN_OFFSET_SAMPLES)
-                        .map(|(t, _)| t.as_secs_f64())
+                        .map(|t| t.as_secs_f64())
                         .collect();
                     times
                         .profiles
